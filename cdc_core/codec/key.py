@@ -1,0 +1,60 @@
+"""TiDB-shaped keys: ``t{table_id}_r{handle}`` with 8-byte sign-flipped big-endian integers.
+
+Sign flipping makes the byte order of encoded integers equal their numeric order, so a table's
+rows form one contiguous, ordered span ``[t{id}_r, t{id}_s)``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+TABLE_PREFIX = b"t"
+RECORD_SEP = b"_r"
+INDEX_SEP = b"_i"
+_SIGN = 1 << 63
+_U64 = struct.Struct(">Q")
+ROW_KEY_LEN = 1 + 8 + 2 + 8
+
+
+def encode_int(v: int) -> bytes:
+    """8-byte comparable encoding of a signed 64-bit integer."""
+    if not -(1 << 63) <= v < (1 << 63):
+        raise ValueError(f"{v} does not fit a signed 64-bit integer")
+    return _U64.pack(v + _SIGN)
+
+
+def decode_int(b: bytes) -> int:
+    if len(b) != 8:
+        raise ValueError(f"an encoded integer has 8 bytes, got {len(b)}")
+    return int(_U64.unpack(b)[0]) - _SIGN
+
+
+def table_prefix(table_id: int) -> bytes:
+    return TABLE_PREFIX + encode_int(table_id)
+
+
+def row_key(table_id: int, handle: int) -> bytes:
+    return table_prefix(table_id) + RECORD_SEP + encode_int(handle)
+
+
+def index_key(table_id: int, index_id: int, encoded_values: bytes) -> bytes:
+    return table_prefix(table_id) + INDEX_SEP + encode_int(index_id) + encoded_values
+
+
+def decode_row_key(key: bytes) -> tuple[int, int]:
+    """``(table_id, handle)`` of a row key; a clear error for anything else."""
+    if len(key) != ROW_KEY_LEN or key[:1] != TABLE_PREFIX or key[9:11] != RECORD_SEP:
+        raise ValueError(f"not a row key: {key.hex()}")
+    return decode_int(key[1:9]), decode_int(key[11:19])
+
+
+def table_span(table_id: int) -> tuple[bytes, bytes]:
+    """The span ``[t{id}_r, t{id}_s)`` holding every row key of the table."""
+    p = table_prefix(table_id)
+    return p + RECORD_SEP, p + b"_s"
+
+
+def table_id_of(key: bytes) -> int:
+    if len(key) < 9 or key[:1] != TABLE_PREFIX:
+        raise ValueError(f"not a table key: {key.hex()}")
+    return decode_int(key[1:9])

@@ -1,0 +1,251 @@
+"""The table-info model: columns by id, keys, and how values map to Arrow/Spark types.
+
+A ``TableInfo`` is what a DDL job records "after" it (``mysql.tidb_ddl_history.table_info``) and
+what decoding a row value at a commit ts needs. It is serialized as JSON with ``to_json`` /
+``from_json``; every other component reads it through this module.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+
+from cdc_core.codec.row import DATETIME_FORMAT, format_datetime
+
+# The hidden handle of non-clustered tables, as TiDB names it.
+ROWID_COLUMN = "_tidb_rowid"
+
+INT_TYPES = {"int": (-(1 << 31), (1 << 31) - 1), "bigint": (-(1 << 63), (1 << 63) - 1)}
+SUPPORTED_TYPES = ("int", "bigint", "varchar", "decimal", "datetime", "text")
+
+
+class SchemaError(ValueError):
+    """A value or definition that does not fit the table schema."""
+
+
+@dataclass(frozen=True)
+class Column:
+    id: int
+    name: str
+    type: str  # one of SUPPORTED_TYPES, lower case
+    nullable: bool = True
+    default: Any = None  # already converted with ``convert`` (None = no default / NULL)
+    length: int | None = None  # VARCHAR(n)
+    precision: int | None = None  # DECIMAL(p, s)
+    scale: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in SUPPORTED_TYPES:
+            raise SchemaError(f"column {self.name!r}: unsupported type {self.type!r}")
+
+    @property
+    def sql_type(self) -> str:
+        if self.type == "varchar":
+            return f"VARCHAR({self.length})"
+        if self.type == "decimal":
+            return f"DECIMAL({self.precision},{self.scale})"
+        return self.type.upper()
+
+    def arrow_type(self) -> pa.DataType:
+        if self.type in ("int", "bigint"):
+            return pa.int64() if self.type == "bigint" else pa.int32()
+        if self.type in ("varchar", "text"):
+            return pa.string()
+        if self.type == "decimal":
+            return pa.decimal128(self.precision or 10, self.scale or 0)
+        return pa.timestamp("us")  # DATETIME has no zone: a naive timestamp
+
+    def spark_type(self) -> str:
+        """The Spark SQL type name (for ``cast`` and DDL strings)."""
+        return {
+            "int": "INT",
+            "bigint": "BIGINT",
+            "varchar": "STRING",
+            "text": "STRING",
+            "datetime": "TIMESTAMP_NTZ",
+        }.get(self.type) or f"DECIMAL({self.precision or 10},{self.scale or 0})"
+
+    def convert(self, value: Any) -> Any:
+        """Convert a SQL literal or a decoded JSON value to this column's Python value; check it fits."""
+        if value is None:
+            return None
+        where = f"column {self.name!r} ({self.sql_type})"
+        if self.type in INT_TYPES:
+            if isinstance(value, bool) or not isinstance(value, int | str | Decimal):
+                raise SchemaError(f"{where}: {value!r} is not an integer")
+            try:
+                iv = int(Decimal(str(value))) if not isinstance(value, int) else value
+            except InvalidOperation as exc:
+                raise SchemaError(f"{where}: {value!r} is not an integer") from exc
+            lo, hi = INT_TYPES[self.type]
+            if not lo <= iv <= hi:
+                raise SchemaError(f"{where}: {iv} is out of range")
+            return iv
+        if self.type in ("varchar", "text"):
+            sv = value if isinstance(value, str) else str(value)
+            if self.type == "varchar" and self.length is not None and len(sv) > self.length:
+                raise SchemaError(f"{where}: value of length {len(sv)} is too long")
+            return sv
+        if self.type == "decimal":
+            try:
+                dv = Decimal(str(value))
+            except InvalidOperation as exc:
+                raise SchemaError(f"{where}: {value!r} is not a number") from exc
+            p, s = self.precision or 10, self.scale or 0
+            dv = dv.quantize(Decimal(1).scaleb(-s))
+            if len(dv.as_tuple().digits) > p and dv != 0:
+                raise SchemaError(f"{where}: {value!r} does not fit")
+            return dv
+        # datetime
+        if isinstance(value, datetime):
+            return value.replace(tzinfo=None)
+        text = str(value).strip()
+        for fmt in (DATETIME_FORMAT + ".%f", DATETIME_FORMAT, "%Y-%m-%d"):
+            try:
+                return datetime.strptime(text, fmt)
+            except ValueError:
+                continue
+        raise SchemaError(f"{where}: {value!r} is not a datetime (YYYY-MM-DD HH:MM:SS)")
+
+    def to_json_value(self, value: Any) -> Any:
+        """The JSON form of a converted value (as the SQL front prints rows)."""
+        if isinstance(value, Decimal):
+            return format(value, "f")
+        if isinstance(value, datetime):
+            return format_datetime(value)
+        return value
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    columns: tuple[str, ...]
+    unique: bool = False
+    primary: bool = False
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    id: int
+    db_name: str
+    name: str
+    columns: tuple[Column, ...]
+    indexes: tuple[Index, ...] = ()
+    # Clustered integer PK: the PK value is the row handle. Otherwise rows are keyed by a hidden
+    # _tidb_rowid handle and the PK/UKs are unique indexes.
+    pk_is_handle: bool = False
+    schema_version: int = 0
+    db_id: int = 0
+    max_column_id: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # --- lookups ------------------------------------------------------------------------------
+    def column(self, name: str) -> Column:
+        lname = name.lower()
+        for c in self.columns:
+            if c.name.lower() == lname:
+                return c
+        raise SchemaError(f"table {self.qualified_name}: unknown column {name!r}")
+
+    def column_by_id(self) -> dict[int, Column]:
+        return {c.id: c for c in self.columns}
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.db_name}.{self.name}"
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        for ix in self.indexes:
+            if ix.primary:
+                return ix.columns
+        return ()
+
+    @property
+    def handle_column(self) -> str | None:
+        """The column whose value is the row handle, or None for a hidden ``_tidb_rowid``."""
+        return self.primary_key[0] if self.pk_is_handle else None
+
+    def unique_keys(self) -> list[tuple[str, ...]]:
+        """PK first, then every UNIQUE index whose columns are all NOT NULL (seed 002's "non-null UK")."""
+        keys: list[tuple[str, ...]] = []
+        if self.primary_key:
+            keys.append(self.primary_key)
+        for ix in self.indexes:
+            if ix.unique and not ix.primary and all(not self.column(c).nullable for c in ix.columns):
+                keys.append(ix.columns)
+        return keys
+
+    def all_unique_indexes(self) -> list[tuple[str, ...]]:
+        return [ix.columns for ix in self.indexes if ix.unique or ix.primary]
+
+    def delta_key(self) -> tuple[str, ...]:
+        """The key of the Delta table: the PK, else the first non-null UK, else ``_tidb_rowid``."""
+        keys = self.unique_keys()
+        return keys[0] if keys else (ROWID_COLUMN,)
+
+    def arrow_schema(self, *, with_rowid: bool | None = None) -> pa.Schema:
+        """The Arrow schema of the silver Delta table (adds ``_tidb_rowid`` when it is the key)."""
+        fields = [pa.field(c.name, c.arrow_type(), nullable=True) for c in self.columns]
+        if with_rowid if with_rowid is not None else self.delta_key() == (ROWID_COLUMN,):
+            fields.append(pa.field(ROWID_COLUMN, pa.int64(), nullable=True))
+        return pa.schema(fields)
+
+    # --- serialization ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["columns"] = [
+            {**asdict(c), "default": c.to_json_value(c.default)} for c in self.columns
+        ]
+        d["indexes"] = [{**asdict(ix), "columns": list(ix.columns)} for ix in self.indexes]
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TableInfo:
+        try:
+            cols = []
+            for c in d["columns"]:
+                col = Column(**{**c, "default": None})
+                cols.append(replace(col, default=col.convert(c.get("default"))))
+            indexes = tuple(
+                Index(name=ix["name"], columns=tuple(ix["columns"]), unique=ix.get("unique", False),
+                      primary=ix.get("primary", False))
+                for ix in d.get("indexes", [])
+            )
+            return cls(
+                id=int(d["id"]), db_name=d["db_name"], name=d["name"], columns=tuple(cols),
+                indexes=indexes, pk_is_handle=bool(d.get("pk_is_handle", False)),
+                schema_version=int(d.get("schema_version", 0)), db_id=int(d.get("db_id", 0)),
+                max_column_id=int(d.get("max_column_id", max((c.id for c in cols), default=0))),
+                extra=dict(d.get("extra", {})),
+            )
+        except (KeyError, TypeError) as exc:
+            raise SchemaError(f"malformed table info: {exc}") from exc
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> TableInfo:
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SchemaError(f"malformed table info JSON: {exc}") from exc
+        return cls.from_dict(d)
+
+    # --- rows ---------------------------------------------------------------------------------
+    def decode_values(self, raw: dict[int, Any]) -> dict[str, Any]:
+        """Typed ``{column name: value}`` of a decoded row value under this schema.
+
+        Ids the schema no longer has (dropped columns) are ignored; columns the value lacks take
+        their default (NULL when none).
+        """
+        out: dict[str, Any] = {}
+        for c in self.columns:
+            out[c.name] = c.convert(raw[c.id]) if c.id in raw else c.default
+        return out

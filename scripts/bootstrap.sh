@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Creates or refreshes the project-local virtualenv (.venv) from requirements.lock.
+# Idempotent: when the lock file, pyproject.toml and this script are unchanged since the last
+# successful run, it only checks Java and exits.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+UV_VERSION=0.13.8
+VENV=.venv
+STAMP="$VENV/.cdcflow-bootstrap"
+
+# --- Java (Spark needs a JVM >= 17) -------------------------------------------------------------
+if ! command -v java >/dev/null 2>&1; then
+  echo "error: 'java' was not found on PATH. cdcflow runs Spark, which needs Java 17 or newer." >&2
+  echo "       On Debian/Ubuntu: apt-get install -y openjdk-17-jre-headless" >&2
+  exit 1
+fi
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+if [ -z "$java_major" ] || [ "$java_major" -lt 17 ]; then
+  echo "error: Java 17 or newer is required for Spark; 'java -version' reports: $(java -version 2>&1 | head -n1)" >&2
+  exit 1
+fi
+
+# --- Python 3.11 ------------------------------------------------------------------------------------
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)'; then
+      PY=$cand; break
+    fi
+  done
+fi
+if [ -z "$PY" ]; then
+  echo "error: Python 3.11 is required (python3.11 or python3 at version 3.11 on PATH)." >&2
+  exit 1
+fi
+
+want=$(cat requirements.lock pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$VENV/bin/python" ]; then
+  exit 0
+fi
+
+echo "bootstrap: preparing $VENV from requirements.lock (first run downloads ~1 GB of wheels)"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+if ! "$VENV/bin/python" -m uv --version 2>/dev/null | grep -q "$UV_VERSION"; then
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+fi
+"$VENV/bin/python" -m uv pip sync --python "$VENV/bin/python" --require-hashes requirements.lock
+"$VENV/bin/python" -m uv pip install --python "$VENV/bin/python" --no-deps -e .
+echo "$want" > "$STAMP"
+echo "bootstrap: $VENV is ready"
