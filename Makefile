@@ -1,0 +1,44 @@
+# cdcflow — the two set-up commands are `make demo` and `make test`; both bootstrap .venv from
+# requirements.lock when needed (idempotent: a no-op when nothing changed).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: all venv test lint typecheck unit demo proto lock bench airflow clean
+
+all: test
+
+venv:
+	@bash scripts/bootstrap.sh
+
+## test: lint, type-check and run the whole test suite (what CI runs)
+test: venv lint typecheck unit
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+## demo: start the embedded upstream, replicate two windows through Airflow into Delta, show the result
+demo: venv
+	@bash scripts/demo.sh
+
+## proto: regenerate cdc_core/proto/*_pb2*.py from the .proto files
+proto: venv
+	$(PY) scripts/gen_proto.py
+
+## lock: re-resolve requirements.lock from pyproject.toml (needs network)
+lock: venv
+	$(PY) -m uv pip compile pyproject.toml --extra dev --python-version 3.11 --generate-hashes --universal -o requirements.lock
+
+## bench: benchmarks (not part of `make test`)
+bench: venv
+	$(VENV)/bin/pytest tests/bench -q -p no:cacheprovider --override-ini addopts= -s
+
+clean:
+	rm -rf .cdcflow .airflow .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Changefeeds: configuration, persisted state, window planning and the tasks that run a window."""

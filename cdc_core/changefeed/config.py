@@ -1,0 +1,182 @@
+"""Changefeed configuration: a TiCDC-style TOML file, validated on load with errors naming the key.
+
+```toml
+changefeed-id = "orders"
+sink-uri = "file:///data/lake"
+start-ts = 449816189483237377      # optional: absent = now (PD TSO at create time)
+target-ts = 0                      # optional: 0/absent = unbounded
+upstream = "127.0.0.1:2379"        # optional PD address (default: the running embedded upstream)
+
+[filter]
+rules = ["shop.*", "!shop.tmp*"]
+
+[airflow]
+schedule = "*/5 * * * *"           # cron or preset; each run is one window
+catchup = false
+
+[data-quality]
+mode = "checksum"                  # checksum | count | off
+```
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cdc_core.codec.changelog import local_path
+from cdc_core.errors import ConfigError
+from cdc_core.filter.table_filter import TableFilter
+from cdc_core.home import changefeeds_dir
+
+_ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
+_TOP_KEYS = {"changefeed-id", "sink-uri", "start-ts", "target-ts", "upstream", "filter", "airflow", "data-quality"}
+DQ_MODES = ("checksum", "count", "off")
+
+
+@dataclass(frozen=True)
+class ChangefeedConfig:
+    changefeed_id: str
+    sink_uri: str
+    start_ts: int = 0  # 0 = not yet fixed (resolved to "now" by `changefeed create`)
+    target_ts: int | None = None
+    upstream: str | None = None
+    filter_rules: tuple[str, ...] = ("*.*",)
+    schedule: str = "*/5 * * * *"
+    catchup: bool = False
+    dq_mode: str = "checksum"
+    source: str = field(default="", compare=False)  # where it was read from, for error messages
+
+    @property
+    def table_filter(self) -> TableFilter:
+        return TableFilter(list(self.filter_rules))
+
+    @property
+    def sink_path(self) -> Path:
+        return local_path(self.sink_uri)
+
+    def with_start_ts(self, ts: int) -> ChangefeedConfig:
+        return replace(self, start_ts=ts)
+
+    def to_toml(self) -> str:
+        lines = [
+            f"changefeed-id = {_q(self.changefeed_id)}",
+            f"sink-uri = {_q(self.sink_uri)}",
+            f"start-ts = {self.start_ts}",
+        ]
+        if self.target_ts:
+            lines.append(f"target-ts = {self.target_ts}")
+        if self.upstream:
+            lines.append(f"upstream = {_q(self.upstream)}")
+        rules = ", ".join(_q(r) for r in self.filter_rules)
+        lines += ["", "[filter]", f"rules = [{rules}]"]
+        lines += ["", "[airflow]", f"schedule = {_q(self.schedule)}", f"catchup = {str(self.catchup).lower()}"]
+        lines += ["", "[data-quality]", f"mode = {_q(self.dq_mode)}", ""]
+        return "\n".join(lines)
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _get(d: dict[str, Any], key: str, typ: type | tuple[type, ...], where: str, default: Any = None) -> Any:
+    if key not in d:
+        return default
+    v = d[key]
+    if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
+        names = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+        raise ConfigError(f"{where}: `{key}` must be {names}, got {type(v).__name__} {v!r}")
+    return v
+
+
+def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        known = ", ".join(sorted(_TOP_KEYS))
+        raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(unknown))}; known keys: {known}")
+    cid = _get(data, "changefeed-id", str, source)
+    if cid is None:
+        raise ConfigError(f"{source}: `changefeed-id` is required")
+    if not _ID_RE.match(cid):
+        raise ConfigError(f"{source}: `changefeed-id` {cid!r} must be letters, digits, '-' or '_' (max 128)")
+    sink = _get(data, "sink-uri", str, source)
+    if not sink:
+        raise ConfigError(f"{source}: `sink-uri` is required (e.g. \"file:///data/lake\")")
+    try:
+        local_path(sink)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from exc
+    start_ts = _get(data, "start-ts", int, source, 0)
+    target_ts = _get(data, "target-ts", int, source, 0) or None
+    if start_ts < 0 or (target_ts is not None and target_ts < 0):
+        raise ConfigError(f"{source}: `start-ts` / `target-ts` must be >= 0")
+    if target_ts is not None and start_ts and target_ts <= start_ts:
+        raise ConfigError(f"{source}: `target-ts` {target_ts} must be greater than `start-ts` {start_ts}")
+    upstream = _get(data, "upstream", str, source)
+
+    flt = _get(data, "filter", dict, source, {})
+    rules = _get(flt, "rules", list, f"{source} [filter]", ["*.*"])
+    try:
+        TableFilter(rules)  # validate now, naming the rule and the file
+    except ConfigError as exc:
+        raise ConfigError(f"{source} [filter]: {exc}") from exc
+
+    af = _get(data, "airflow", dict, source, {})
+    schedule = _get(af, "schedule", str, f"{source} [airflow]", "*/5 * * * *")
+    catchup = _get(af, "catchup", bool, f"{source} [airflow]", False)
+
+    dq = _get(data, "data-quality", dict, source, {})
+    mode = _get(dq, "mode", str, f"{source} [data-quality]", "checksum")
+    if mode not in DQ_MODES:
+        raise ConfigError(f"{source} [data-quality]: `mode` must be one of {', '.join(DQ_MODES)}, got {mode!r}")
+
+    return ChangefeedConfig(
+        changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream,
+        filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode, source=source,
+    )
+
+
+def load_config_file(path: Path) -> ChangefeedConfig:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read changefeed config {path}: {exc.strerror}") from exc
+    return parse_config(text, str(path))
+
+
+def config_path(changefeed_id: str) -> Path:
+    return changefeeds_dir() / f"{changefeed_id}.toml"
+
+
+def load_config(changefeed_id: str) -> ChangefeedConfig:
+    p = config_path(changefeed_id)
+    if not p.exists():
+        raise ConfigError(
+            f"changefeed {changefeed_id!r} does not exist (no {p}); create it with `cdcflow changefeed create`"
+        )
+    return load_config_file(p)
+
+
+def load_all_configs() -> list[ChangefeedConfig]:
+    """Every changefeed config in ``$CDCFLOW_HOME/changefeeds`` (sorted by id); a bad file raises."""
+    d = changefeeds_dir()
+    if not d.is_dir():
+        return []
+    return [load_config_file(p) for p in sorted(d.glob("*.toml"))]
+
+
+def save_config(cfg: ChangefeedConfig) -> Path:
+    d = changefeeds_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    p = config_path(cfg.changefeed_id)
+    tmp = p.with_suffix(".toml.tmp")
+    tmp.write_text(cfg.to_toml())
+    tmp.replace(p)
+    return p

@@ -1,0 +1,63 @@
+"""How a changefeed runs its Spark jobs: in this process (embedded engine) or via spark-submit.
+
+``cdc_core`` does not import ``spark_jobs`` (the layering runs the other way); it names the job
+entry points and either imports them at call time (``local``, the default: one shared local
+SparkSession, no JVM start per window) or submits ``spark_jobs/<job>.py`` with JSON arguments to
+the cluster named by ``CDCFLOW_SPARK_MASTER`` (``submit``). Select with ``CDCFLOW_SPARK_ENGINE``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cdc_core.errors import ChangefeedError
+
+JOBS = {
+    "apply_window": "spark_jobs.apply_window:run_job",
+    "data_quality": "spark_jobs.data_quality:run_job",
+}
+
+
+def engine() -> str:
+    e = os.environ.get("CDCFLOW_SPARK_ENGINE", "local")
+    if e not in ("local", "submit"):
+        raise ChangefeedError(f"CDCFLOW_SPARK_ENGINE must be 'local' or 'submit', got {e!r}")
+    return e
+
+
+def run_job(job: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Run a Spark job with JSON-serializable ``args``; returns its JSON-serializable result."""
+    if job not in JOBS:
+        raise ChangefeedError(f"unknown Spark job {job!r}")
+    if engine() == "local":
+        module, func = JOBS[job].split(":")
+        fn = getattr(importlib.import_module(module), func)
+        result: dict[str, Any] = fn(args)
+        return result
+    return _submit(job, args)
+
+
+def _submit(job: str, args: dict[str, Any]) -> dict[str, Any]:
+    submit = shutil.which("spark-submit") or str(Path(sys.executable).parent / "spark-submit")
+    master = os.environ.get("CDCFLOW_SPARK_MASTER", "local[2]")
+    module = JOBS[job].split(":")[0]
+    with tempfile.TemporaryDirectory() as d:
+        a, r = Path(d) / "args.json", Path(d) / "result.json"
+        a.write_text(json.dumps(args))
+        cmd = [submit, "--master", master, str(Path(importlib.util.find_spec(module).origin)),  # type: ignore[union-attr]
+               "--args", str(a), "--result", str(r)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.splitlines()[-20:])
+            raise ChangefeedError(f"spark-submit of {job} failed (exit {proc.returncode}):\n{tail}")
+        out: dict[str, Any] = json.loads(r.read_text())
+        return out

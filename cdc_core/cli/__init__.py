@@ -1,0 +1,1 @@
+"""The ``cdcflow`` command line (typer): one module per command group."""

@@ -1,0 +1,149 @@
+"""`cdcflow changefeed …`: create, list, query, pause, resume, remove and run changefeeds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cdc_core.changefeed import config as cfgmod
+from cdc_core.changefeed import runner
+from cdc_core.changefeed.state import create_state, load_state, locked_state
+from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
+from cdc_core.codec import tso
+from cdc_core.errors import ChangefeedError, ConfigError
+from cdc_core.home import state_dir
+
+app = typer.Typer(no_args_is_help=True)
+console = Console()
+err = Console(stderr=True)
+
+
+def _ts_text(ts: int) -> str:
+    return f"{ts} ({tso.to_datetime(ts).isoformat()})" if ts else "0"
+
+
+@app.command()
+def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOML file")]) -> None:
+    """Create a changefeed from a TOML config (start-ts absent = the upstream's now)."""
+    cfg = cfgmod.load_config_file(config)
+    if cfgmod.config_path(cfg.changefeed_id).exists():
+        raise ConfigError(f"changefeed {cfg.changefeed_id!r} already exists; remove it first or pick another id")
+    if not cfg.start_ts:
+        with UpstreamClient(resolve_pd_addr(cfg.upstream)) as c:
+            cfg = cfg.with_start_ts(c.get_ts())
+    if cfg.target_ts and cfg.target_ts <= cfg.start_ts:
+        raise ConfigError(f"{config}: target-ts {cfg.target_ts} is not after start-ts {cfg.start_ts}")
+    cfgmod.save_config(cfg)
+    create_state(cfg.changefeed_id, cfg.start_ts)
+    console.print(json.dumps({"changefeed_id": cfg.changefeed_id, "start_ts": cfg.start_ts, "sink_uri": cfg.sink_uri}))
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """List changefeeds with their state and checkpoint."""
+    t = Table("id", "state", "checkpoint", "resolved", "sink")
+    for cfg in cfgmod.load_all_configs():
+        try:
+            st = load_state(cfg.changefeed_id)
+            t.add_row(cfg.changefeed_id, st.state, _ts_text(st.checkpoint_ts), _ts_text(st.resolved_ts), cfg.sink_uri)
+        except ChangefeedError:
+            t.add_row(cfg.changefeed_id, "no state", "", "", cfg.sink_uri)
+    console.print(t)
+
+
+@app.command()
+def query(changefeed_id: str) -> None:
+    """Print the changefeed's state, checkpoint-ts, resolved-ts and last checks as JSON."""
+    cfgmod.load_config(changefeed_id)
+    st = load_state(changefeed_id)
+    out: dict[str, Any] = {
+        "changefeed_id": changefeed_id,
+        "state": st.state,
+        "checkpoint_ts": st.checkpoint_ts,
+        "checkpoint_time": tso.to_datetime(st.checkpoint_ts).isoformat() if st.checkpoint_ts else None,
+        "resolved_ts": st.resolved_ts,
+        "error": st.error,
+        "last_window": st.last_window,
+        "last_checks": st.last_checks,
+    }
+    print(json.dumps(out, indent=2, sort_keys=True))
+
+
+def _set_state(changefeed_id: str, new: str, allowed: tuple[str, ...]) -> None:
+    cfgmod.load_config(changefeed_id)
+    with locked_state(changefeed_id) as st:
+        if st.state not in allowed:
+            raise ChangefeedError(f"changefeed {changefeed_id!r} is {st.state}; cannot make it {new}")
+        st.state = new
+        if new == "normal":
+            st.error = None
+    console.print(f"changefeed {changefeed_id} is {new}")
+
+
+@app.command()
+def pause(changefeed_id: str) -> None:
+    """Pause: scheduled windows are skipped until resumed."""
+    _set_state(changefeed_id, "paused", ("normal", "error"))
+
+
+@app.command()
+def resume(changefeed_id: str) -> None:
+    """Resume a paused changefeed or one in error (after fixing the cause)."""
+    _set_state(changefeed_id, "normal", ("paused", "error", "normal"))
+
+
+@app.command()
+def remove(changefeed_id: str) -> None:
+    """Remove the changefeed's config and state (its Delta tables and changelog stay)."""
+    p = cfgmod.config_path(changefeed_id)
+    if not p.exists():
+        raise ConfigError(f"changefeed {changefeed_id!r} does not exist")
+    p.unlink()
+    for f in (state_dir() / f"{changefeed_id}.json", state_dir() / f"{changefeed_id}.lock"):
+        f.unlink(missing_ok=True)
+    shutil.rmtree(state_dir() / changefeed_id, ignore_errors=True)
+    console.print(f"changefeed {changefeed_id} removed")
+
+
+@app.command()
+def run(
+    changefeed_id: str,
+    until_ts: Annotated[str, typer.Option("--until-ts", help="TSO, ISO datetime, or 'now'")] = "now",
+) -> None:
+    """Run windows until the checkpoint reaches --until-ts (the same code the DAG tasks call)."""
+    cfg = cfgmod.load_config(changefeed_id)
+    if until_ts == "now":
+        with UpstreamClient(resolve_pd_addr(cfg.upstream)) as c:
+            target = c.get_ts()
+    else:
+        try:
+            target = tso.parse_ts_or_datetime(until_ts)
+        except ValueError as exc:
+            raise ConfigError(f"--until-ts: {exc}") from exc
+    steps = ("plan", "pull", "apply", "check", "publish")
+    with console.status(f"[bold]{changefeed_id}[/]: running to {_ts_text(target)}") as status:
+
+        def progress(step: str, info: dict[str, Any]) -> None:
+            nxt = steps.index(step) + 1
+            status.update(f"[bold]{changefeed_id}[/]: {step} done" + (f", {steps[nxt]} …" if nxt < len(steps) else ""))
+            if step == "pull" and not info.get("skipped"):
+                console.print(f"  pulled {info['events']} row events from {len(info['tables'])} table(s)")
+            elif step == "apply" and not info.get("skipped"):
+                for name, s in info.get("tables", {}).items():
+                    console.print(f"  applied {name}: {s}")
+            elif step == "check" and not info.get("skipped"):
+                console.print(f"  checks passed for {len(info.get('tables', {}))} table(s)")
+
+        results = runner.run_until(changefeed_id, target, progress)
+    for r in results:
+        if r["skipped"]:
+            console.print(f"nothing to do: {r['plan']['reason']}")
+    st = load_state(changefeed_id)
+    console.print(f"changefeed {changefeed_id}: state {st.state}, checkpoint {_ts_text(st.checkpoint_ts)}")
+

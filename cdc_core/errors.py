@@ -1,0 +1,23 @@
+"""The error types users see. Anything derived from ``CdcflowError`` is printed without a traceback."""
+
+from __future__ import annotations
+
+
+class CdcflowError(Exception):
+    """A failure a user can act on; the message names what failed and where."""
+
+
+class ConfigError(CdcflowError):
+    """A malformed or invalid changefeed / upstream configuration."""
+
+
+class UpstreamError(CdcflowError):
+    """The upstream cluster could not be reached or refused a request."""
+
+
+class ChangefeedError(CdcflowError):
+    """A changefeed cannot make progress; its checkpoint does not move."""
+
+
+class DataQualityError(ChangefeedError):
+    """A data-quality check failed at a barrier."""

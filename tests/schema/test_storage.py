@@ -1,0 +1,63 @@
+from dataclasses import replace
+
+import pytest
+
+from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.model import Column, Index, TableInfo
+from cdc_core.schema.storage import SchemaStorage
+
+
+def _t(tid: int, name: str = "t", cols: int = 2) -> TableInfo:
+    return TableInfo(
+        id=tid, db_name="db", name=name, db_id=100, pk_is_handle=True,
+        columns=tuple(Column(i, f"c{i}", "int", nullable=i != 1) for i in range(1, cols + 1)),
+        indexes=(Index("PRIMARY", ("c1",), unique=True, primary=True),),
+    )
+
+
+def _job(jid: int, kind: str, ts: int, info: TableInfo | None, table_id: int | None = None, **kw) -> DDLJob:
+    return DDLJob(jid, kind, 100, table_id if table_id is not None else (info.id if info else None), "db",
+                  info.name if info else None, kind, jid, info, ts, **kw)
+
+
+def test_versions_by_ts():
+    t1 = _t(101)
+    t1b = replace(t1, columns=(*t1.columns, Column(3, "c3", "int")), schema_version=2)
+    s = SchemaStorage.from_jobs([_job(2, "add column", 20, t1b), _job(1, "create table", 10, t1)])
+    assert s.table_at(101, 9) is None
+    assert s.table_at(101, 10) == t1
+    assert s.table_at(101, 19) == t1
+    assert s.table_at(101, 20) == t1b
+    assert [t.id for t in s.tables_at(15)] == [101]
+    assert [j.job_id for j in s.jobs_between(10, 20)] == [2]
+
+
+def test_drop_and_truncate_end_table_ids():
+    t1 = _t(101)
+    t2 = _t(102, "u")
+    t2_new = replace(t2, id=103)
+    s = SchemaStorage.from_jobs([
+        _job(1, "create table", 10, t1),
+        _job(2, "create table", 11, t2),
+        _job(3, "drop table", 20, None, table_id=101),
+        _job(4, "truncate table", 30, t2_new, old_table_id=102),
+    ])
+    assert [t.id for t in s.tables_at(15)] == [101, 102]
+    assert [t.id for t in s.tables_at(25)] == [102]
+    assert [t.id for t in s.tables_at(30)] == [103]
+
+
+def test_gc_keeps_the_version_in_force():
+    t1 = _t(101)
+    t1b = replace(t1, schema_version=2, name="renamed")
+    s = SchemaStorage.from_jobs([_job(1, "create table", 10, t1), _job(2, "rename table", 20, t1b)])
+    s.gc(25)
+    assert s.table_at(101, 25) == t1b
+    assert s.jobs_between(0, 100) == []
+
+
+def test_out_of_order_jobs_are_rejected():
+    s = SchemaStorage()
+    s.apply(_job(1, "create table", 10, _t(101)))
+    with pytest.raises(ValueError, match="arrived after"):
+        s.apply(_job(2, "create table", 5, _t(102)))
