@@ -34,7 +34,7 @@ proto: venv
 
 ## lock: re-resolve requirements.lock from pyproject.toml (needs network)
 lock: venv
-	$(PY) -m uv pip compile pyproject.toml --extra dev --python-version 3.11 --generate-hashes --universal -o requirements.lock
+	$(PY) -m uv pip compile pyproject.toml --all-extras --python-version 3.11 --generate-hashes --universal -o requirements.lock
 
 ## bench: benchmarks (not part of `make test`)
 bench: venv
