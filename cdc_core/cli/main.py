@@ -14,7 +14,15 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="Change-data-
 err_console = Console(stderr=True)
 
 
-def _register() -> None:
+_registered = False
+
+
+def _register_once() -> None:
+    """Attach the command groups once (the CLI entry point and in-process tests both call it)."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
     from cdc_core.cli import changefeed_cmd, tso_cmd, upstream_cmd, verify_cmd
 
     app.add_typer(upstream_cmd.app, name="upstream", help="Run and drive the embedded upstream cluster.")
@@ -25,7 +33,7 @@ def _register() -> None:
 
 def main() -> None:
     log.configure()
-    _register()
+    _register_once()
     logger = log.get_logger("cdcflow.cli")
     try:
         app(standalone_mode=False)
