@@ -12,6 +12,8 @@ rm -rf "$CDCFLOW_HOME"
 mkdir -p "$CDCFLOW_HOME"
 # shellcheck source=scripts/airflow_env.sh
 source scripts/airflow_env.sh
+# `dags test` honours retries and sleeps through the backoff: a demo should fail fast instead.
+export CDCFLOW_TASK_RETRIES=0
 
 say() { printf '\n\033[1;36m==> %s\033[0m\n' "$*"; }
 

@@ -1,0 +1,369 @@
+"""Build one Airflow DAG per changefeed: ``plan >> pull >> apply >> check >> publish``.
+
+Each task calls the function of the same name in ``cdc_core.changefeed.tasks``, the code behind
+``cdcflow changefeed run``, so a DAG run and a CLI run do exactly the same thing.
+
+A run's window ends at its data interval end converted to a TSO (``tso.from_datetime(end,
+end_of_ms=True)``): the schedule is a ``CronDataIntervalTimetable``, so the run at 12:05 of a
+``*/5`` changefeed covers commits up to 12:05:00.000 inclusive. ``cdc_core.changefeed.tasks.plan``
+caps that with the changefeed's target-ts and the ``target_ts`` parameter of a manual trigger.
+
+Parse-time cost: reading the TOML configs only. ``cdc_core.changefeed.tasks`` (Spark, gRPC) is
+imported inside the tasks, never when the scheduler or the dag processor parses the DAG file.
+Airflow's plugin manager imports this module at start-up too, so keep its top level cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from airflow.sdk import DAG, CronDataIntervalTimetable, Param, task
+from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
+from airflow.sdk.exceptions import AirflowFailException
+
+log = logging.getLogger("cdcflow.airflow")
+
+DAG_ID_PREFIX = "cdcflow__"
+TAGS = ["cdcflow", "cdc"]
+OWNER = "cdcflow"
+TASK_IDS = ("plan", "pull", "apply", "check", "publish")
+MODES = ("incremental", "snapshot", "rebuild")
+
+# pull waits for the upstream resolved ts to pass the window end, so it gets the longest budget
+# after apply (a Spark job); plan and publish only touch local state.
+TASK_TIMEOUTS: dict[str, timedelta] = {
+    "plan": timedelta(minutes=5),
+    "pull": timedelta(hours=1),
+    "apply": timedelta(hours=2),
+    "check": timedelta(hours=1),
+    "publish": timedelta(minutes=10),
+}
+
+# A changefeed without a start-ts gets this start_date. Only matters with catchup = true.
+FALLBACK_START_DATE = datetime(2025, 1, 1, tzinfo=UTC)
+
+# Failures that a retry cannot fix fail the task at once instead of backing off for an hour.
+RETRY_POLICY = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=["cdc_core.errors.DataQualityError", "cdc_core.errors.ConfigError"],
+            action=RetryAction.FAIL,
+            reason="data-quality and configuration errors are deterministic; retrying cannot fix them",
+        ),
+    ],
+)
+
+DEFAULT_RETRIES = 3
+# CDCFLOW_TASK_RETRIES overrides the retry count at parse time, e.g. 0 for `airflow dags test` in
+# end-to-end tests: `dags test` honours retries and really sleeps through the backoff.
+RETRIES_ENV = "CDCFLOW_TASK_RETRIES"
+
+DEFAULT_ARGS: dict[str, Any] = {
+    "owner": OWNER,
+    "retries": DEFAULT_RETRIES,
+    "retry_delay": timedelta(seconds=30),
+    # Airflow 3 takes a multiplier here (2.x took a bool): 30 s, 60 s, 120 s ... capped below.
+    "retry_exponential_backoff": 2.0,
+    "max_retry_delay": timedelta(minutes=15),
+    "retry_policy": RETRY_POLICY,
+}
+
+# A decimal TSO or an ISO-8601 datetime (see cdc_core.codec.tso.parse_ts_or_datetime).
+TARGET_TS_PATTERN = r"^\s*([0-9]+|[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9:.,]+)?(Z|[+-][0-9]{2}:?[0-9]{2})?)\s*$"
+
+
+def task_retries() -> int:
+    text = os.environ.get(RETRIES_ENV, "").strip()
+    if not text:
+        return DEFAULT_RETRIES
+    if not text.isdigit():
+        raise ValueError(f"{RETRIES_ENV} must be a non-negative integer, got {text!r}")
+    return int(text)
+
+
+def dag_id_for(changefeed_id: str) -> str:
+    return f"{DAG_ID_PREFIX}{changefeed_id}"
+
+
+def build_params() -> dict[str, Param]:
+    """The trigger form of a changefeed DAG, validated by Airflow against each Param's JSON schema."""
+    return {
+        "target_ts": Param(
+            None,
+            type=["null", "string"],
+            pattern=TARGET_TS_PATTERN,
+            title="Target ts",
+            description=(
+                "Stop this run's window here instead of at the data interval end: a TSO (decimal "
+                "integer) or an ISO-8601 datetime (UTC when no zone is given). The run uses the "
+                "smallest of this, the interval end and the changefeed's target-ts. Empty: the "
+                "interval end."
+            ),
+        ),
+        "mode": Param(
+            "incremental",
+            type="string",
+            enum=list(MODES),
+            title="Mode",
+            description=(
+                "incremental: apply the changes after the checkpoint (the only mode implemented so "
+                "far). snapshot: re-read the tables at the target ts. rebuild: replay the bronze "
+                "changelog into fresh Delta tables."
+            ),
+        ),
+        "tables": Param(
+            None,
+            type=["null", "array"],
+            items={"type": "string", "minLength": 1},
+            uniqueItems=True,
+            title="Tables",
+            description="Restrict the run to these upstream tables (db.table). Empty: every table of the changefeed.",
+        ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Only compute and log the window (plan); pull, apply, check and publish do nothing.",
+        ),
+    }
+
+
+def timetable_for(schedule: str | None) -> CronDataIntervalTimetable | str | None:
+    """The DAG schedule for a changefeed's ``[airflow] schedule``: a cron expression or preset.
+
+    ``"none"`` (or empty) means manual runs only, ``"@once"`` a single run; anything else becomes
+    a data-interval cron timetable in UTC, so each run has a window ``(start, end]``.
+    """
+    text = (schedule or "").strip()
+    if text.lower() in ("", "none", "@none"):
+        return None
+    if text == "@once":
+        return "@once"
+    timetable = CronDataIntervalTimetable(text, timezone="UTC")
+    timetable.validate()
+    return timetable
+
+
+def redact_uri(uri: str) -> str:
+    """A sink URI fit for the UI: password masked, query string dropped (it may carry credentials)."""
+    parts = urlsplit(uri)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def start_date_for(config: Any) -> datetime:
+    from cdc_core.codec import tso
+
+    start_ts = getattr(config, "start_ts", None) or 0
+    if start_ts <= 0:
+        return FALLBACK_START_DATE
+    return tso.to_datetime(start_ts).replace(second=0, microsecond=0)
+
+
+def doc_md_for(config: Any, schedule_text: str) -> str:
+    sink = redact_uri(config.sink_uri).rstrip("/")
+    target = getattr(config, "target_ts", None)
+    return f"""\
+### cdcflow changefeed `{config.changefeed_id}`
+
+Replicates the changefeed's upstream tables into **Delta Lake**, one resolved-ts window per run,
+exactly once (each Delta commit carries the application transaction `cdcflow/{config.changefeed_id}`).
+
+**Delta tables:** `{sink}/<db>/<table>` (one per upstream table);
+bronze changelog under `{sink}/_cdcflow/changelog/`.
+
+**Window:** from the changefeed's checkpoint-ts to `min(data interval end as TSO, changefeed
+target-ts{f" = {target}" if target else ""}, params.target_ts)`. A run whose window is already
+covered by the checkpoint succeeds without doing anything.
+
+**Schedule:** `{schedule_text}` (UTC, data intervals), catchup {"on" if config.catchup else "off"},
+one active run at a time.
+
+| task | does |
+| --- | --- |
+| `plan` | reads the checkpoint and computes the window's target ts |
+| `pull` | waits for the upstream resolved-ts to reach the target, writes the bronze window |
+| `apply` | Spark job: applies the window (DML, then DDL at its barrier) into the Delta tables |
+| `check` | data-quality checks against the upstream snapshot (a failure is not retried) |
+| `publish` | advances the checkpoint |
+
+Same code as `cdcflow changefeed run {config.changefeed_id}`.
+"""
+
+
+# --- task bodies (plain functions so that tests can call them with a fake context) ---------------
+
+
+def parse_target_ts(value: Any) -> int | None:
+    """``params.target_ts`` as a TSO, or None when not given."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    from cdc_core.codec import tso
+
+    return tso.parse_ts_or_datetime(str(value))
+
+
+def window_end_ts(context: Mapping[str, Any]) -> int | None:
+    """The run's window end as a TSO: the data interval end, else (a run triggered without a
+    logical date has no data interval in Airflow 3) the time the run was triggered for."""
+    from cdc_core.codec import tso
+
+    end = context.get("data_interval_end")
+    if end is None:
+        end = getattr(context.get("dag_run"), "run_after", None)
+    if end is None:
+        return None
+    return tso.from_datetime(end, end_of_ms=True)
+
+
+def _check_supported(params: Mapping[str, Any]) -> None:
+    mode = params.get("mode") or "incremental"
+    if mode != "incremental":
+        raise AirflowFailException(f"mode {mode!r} is not implemented yet; trigger with mode 'incremental'")
+    if params.get("tables"):
+        raise AirflowFailException("restricting a run to some tables is not implemented yet; leave 'tables' empty")
+
+
+def run_plan(changefeed_id: str, context: Mapping[str, Any]) -> dict:
+    params = context.get("params") or {}
+    _check_supported(params)
+    interval_end_ts = window_end_ts(context)
+    target_ts = parse_target_ts(params.get("target_ts"))
+    from cdc_core.changefeed import tasks
+
+    plan = tasks.plan(changefeed_id, interval_end_ts=interval_end_ts, target_ts=target_ts)
+    log.info(
+        "planned changefeed %s: checkpoint-ts %s, target-ts %s (interval end ts %s, params.target_ts %s)%s",
+        changefeed_id,
+        plan.get("checkpoint_ts"),
+        plan.get("target_ts"),
+        interval_end_ts,
+        target_ts,
+        f"; skip: {plan.get('reason')}" if plan.get("skip") else "",
+    )
+    return plan
+
+
+def skip_reason(plan: Mapping[str, Any], params: Mapping[str, Any] | None) -> str | None:
+    """Why a task after plan has nothing to do, or None when it must run."""
+    if plan.get("skip"):
+        return plan.get("reason") or (
+            f"window already covered by checkpoint {plan.get('checkpoint_ts')} >= target {plan.get('target_ts')}"
+        )
+    if params and params.get("dry_run"):
+        return f"dry run: window ({plan.get('checkpoint_ts')}, {plan.get('target_ts')}] was planned only"
+    return None
+
+
+def _skipped(task_id: str, plan: Mapping[str, Any], context: Mapping[str, Any]) -> dict | None:
+    reason = skip_reason(plan, context.get("params"))
+    if reason is None:
+        return None
+    log.info("%s: %s; nothing to do", task_id, reason)
+    return {"skipped": True, "reason": reason}
+
+
+def run_pull(plan: dict, context: Mapping[str, Any]) -> dict:
+    if (done := _skipped("pull", plan, context)) is not None:
+        return done
+    from cdc_core.changefeed import tasks
+
+    return tasks.pull(plan)
+
+
+def run_apply(plan: dict, context: Mapping[str, Any]) -> dict:
+    if (done := _skipped("apply", plan, context)) is not None:
+        return done
+    from cdc_core.changefeed import tasks
+
+    return tasks.apply(plan)
+
+
+def run_check(plan: dict, context: Mapping[str, Any]) -> dict:
+    if (done := _skipped("check", plan, context)) is not None:
+        return done
+    from cdc_core.changefeed import tasks
+
+    return tasks.check(plan)
+
+
+def run_publish(plan: dict, applied: dict, checked: dict, context: Mapping[str, Any]) -> dict:
+    if (done := _skipped("publish", plan, context)) is not None:
+        return done
+    from cdc_core.changefeed import tasks
+
+    return tasks.publish(plan, applied, checked)
+
+
+# --- DAG construction -----------------------------------------------------------------------------
+
+
+def build_dag(config: Any) -> DAG:
+    """The DAG of one changefeed config (a ``cdc_core.changefeed.config.ChangefeedConfig``)."""
+    changefeed_id: str = config.changefeed_id
+    schedule_text = (getattr(config, "schedule", None) or "*/5 * * * *").strip()
+    timetable = timetable_for(schedule_text)
+
+    with DAG(
+        dag_id=dag_id_for(changefeed_id),
+        description=f"cdcflow changefeed {changefeed_id} → {redact_uri(config.sink_uri)}",
+        doc_md=doc_md_for(config, schedule_text),
+        schedule=timetable,
+        start_date=start_date_for(config),
+        catchup=bool(getattr(config, "catchup", False)),
+        max_active_runs=1,
+        tags=list(TAGS),
+        default_args={**DEFAULT_ARGS, "retries": task_retries()},
+        params=build_params(),
+    ) as dag:
+        # multiple_outputs=False: the return values are dicts and must stay one XCom each.
+        @task(task_id="plan", execution_timeout=TASK_TIMEOUTS["plan"], multiple_outputs=False)
+        def plan_task(**context):
+            return run_plan(changefeed_id, context)
+
+        @task(task_id="pull", execution_timeout=TASK_TIMEOUTS["pull"], multiple_outputs=False)
+        def pull_task(plan, **context):
+            return run_pull(plan, context)
+
+        @task(task_id="apply", execution_timeout=TASK_TIMEOUTS["apply"], multiple_outputs=False)
+        def apply_task(plan, **context):
+            return run_apply(plan, context)
+
+        @task(task_id="check", execution_timeout=TASK_TIMEOUTS["check"], multiple_outputs=False)
+        def check_task(plan, **context):
+            return run_check(plan, context)
+
+        @task(task_id="publish", execution_timeout=TASK_TIMEOUTS["publish"], multiple_outputs=False)
+        def publish_task(plan, applied, checked, **context):
+            return run_publish(plan, applied, checked, context)
+
+        planned = plan_task()
+        pulled = pull_task(planned)
+        applied = apply_task(planned)
+        checked = check_task(planned)
+        published = publish_task(planned, applied, checked)
+        pulled >> applied >> checked >> published
+    return dag
+
+
+def build_dags(configs: Iterable[Any] | None = None) -> dict[str, DAG]:
+    """One DAG per changefeed config, keyed by dag_id; by default every config in
+    ``$CDCFLOW_HOME/changefeeds/*.toml``."""
+    if configs is None:
+        from cdc_core.changefeed.config import load_all_configs
+
+        configs = load_all_configs()
+    dags: dict[str, DAG] = {}
+    for config in configs:
+        dag_id = dag_id_for(config.changefeed_id)
+        if dag_id in dags:
+            raise ValueError(f"two changefeed configs have the id {config.changefeed_id!r}")
+        dags[dag_id] = build_dag(config)
+    return dags

@@ -1,0 +1,351 @@
+"""The changefeed DAGs: what the dags folder yields for a CDCFLOW_HOME, and what the tasks pass on.
+
+No Airflow DB and no `airflow dags test` here: parsing, structure, params, timetable, and the task
+bodies called with a fake context and a fake ``cdc_core.changefeed.tasks``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import types
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Importing airflow reads (and writes a default airflow.cfg into) $AIRFLOW_HOME: point it at a temp
+# dir, away from ~/airflow and the developer's .airflow, for the import only, so that the environment
+# of later tests (and their subprocesses) is left as it was.
+_AIRFLOW_ENV = {
+    "AIRFLOW_HOME": tempfile.mkdtemp(prefix="cdcflow-test-airflow-"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+    "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+}
+atexit.register(shutil.rmtree, _AIRFLOW_ENV["AIRFLOW_HOME"], ignore_errors=True)
+_saved = {k: os.environ.get(k) for k in _AIRFLOW_ENV}
+os.environ.update(_AIRFLOW_ENV)
+try:
+    import airflow.settings  # noqa: F401
+finally:
+    for _k, _v in _saved.items():
+        if _v is None:
+            os.environ.pop(_k, None)
+        else:
+            os.environ[_k] = _v
+if str(ROOT / "plugins") not in sys.path:
+    sys.path.append(str(ROOT / "plugins"))
+
+from airflow.dag_processing.dagbag import DagBag  # noqa: E402
+from airflow.sdk import CronDataIntervalTimetable  # noqa: E402
+from airflow.sdk.exceptions import (  # noqa: E402
+    AirflowFailException,
+    AirflowTimetableInvalid,
+    ParamValidationError,
+)
+from cdcflow_airflow import dag_factory  # noqa: E402
+
+from cdc_core.codec import tso  # noqa: E402
+
+START_TS = tso.from_datetime(datetime(2026, 11, 22, 10, 51, 12, 345_000, tzinfo=UTC)) + 7
+ORDERS = f"""\
+changefeed-id = "orders"
+sink-uri = "file:///lake/orders"
+start-ts = {START_TS}
+
+[airflow]
+schedule = "*/5 * * * *"
+"""
+
+USERS = """\
+changefeed-id = "users"
+sink-uri = "file:///lake/users"
+
+[airflow]
+schedule = "@hourly"
+catchup = true
+"""
+
+
+@pytest.fixture
+def cdcflow_home(tmp_path, monkeypatch):
+    d = tmp_path / "changefeeds"
+    d.mkdir()
+    (d / "orders.toml").write_text(ORDERS)
+    (d / "users.toml").write_text(USERS)
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
+    monkeypatch.delenv("CDCFLOW_TASK_RETRIES", raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def dagbag(cdcflow_home):
+    return DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True)
+
+
+@pytest.fixture
+def dag(dagbag):
+    return dagbag.dags["cdcflow__orders"]
+
+
+def test_dags_folder_has_one_dag_per_changefeed(dagbag):
+    assert dagbag.import_errors == {}
+    assert sorted(dagbag.dag_ids) == ["cdcflow__orders", "cdcflow__users"]
+
+
+def test_no_changefeeds_no_dags(tmp_path, monkeypatch):
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
+    bag = DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True)
+    assert bag.import_errors == {} and bag.dag_ids == []
+
+
+def test_a_bad_config_is_an_import_error(cdcflow_home):
+    (cdcflow_home / "changefeeds" / "broken.toml").write_text('changefeed-id = "broken"\n')  # no sink-uri
+    bag = DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True)
+    assert len(bag.import_errors) == 1
+    assert "broken.toml" in next(iter(bag.import_errors.values()))
+
+
+def test_tasks_and_order(dag):
+    assert [t.task_id for t in dag.topological_sort()] == ["plan", "pull", "apply", "check", "publish"]
+    up = {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
+    assert up == {
+        "plan": [],
+        "pull": ["plan"],
+        "apply": ["plan", "pull"],
+        "check": ["apply", "plan"],
+        "publish": ["apply", "check", "plan"],
+    }
+
+
+def test_dag_settings(dagbag):
+    orders, users = dagbag.dags["cdcflow__orders"], dagbag.dags["cdcflow__users"]
+    for d in (orders, users):
+        assert d.max_active_runs == 1
+        assert sorted(d.tags) == ["cdc", "cdcflow"]
+        assert d.owner == "cdcflow"
+        assert isinstance(d.timetable, CronDataIntervalTimetable)
+        for t in d.tasks:
+            assert t.retries == 3 and t.retry_exponential_backoff == 2.0
+            assert t.execution_timeout == dag_factory.TASK_TIMEOUTS[t.task_id]
+            assert t.retry_policy is dag_factory.RETRY_POLICY
+    assert orders.timetable.expression == "*/5 * * * *" and orders.catchup is False
+    assert users.timetable.expression == "0 * * * *" and users.catchup is True
+    assert orders.start_date == datetime(2026, 11, 22, 10, 51, tzinfo=UTC)  # start-ts floored to the minute
+    assert "file:///lake/orders/<db>/<table>" in orders.doc_md
+    assert "file:///lake/users/<db>/<table>" in users.doc_md
+
+
+def test_sink_credentials_stay_out_of_the_ui():
+    cfg = types.SimpleNamespace(
+        changefeed_id="s3feed",
+        sink_uri="s3://bob:secret@minio:9000/lake?key=abc",
+        schedule="@hourly",
+        catchup=False,
+        start_ts=0,
+    )
+    d = dag_factory.build_dag(cfg)
+    assert "s3://bob:***@minio:9000/lake/<db>/<table>" in d.doc_md
+    assert "secret" not in d.doc_md + (d.description or "") and "abc" not in d.doc_md
+
+
+def test_params_defaults_and_schema(dag):
+    params = dag.params
+    assert params["target_ts"] is None
+    assert params["mode"] == "incremental"
+    assert params["tables"] is None
+    assert params["dry_run"] is False
+    for name in ("target_ts", "mode", "tables", "dry_run"):
+        p = params.get_param(name)
+        assert p.schema.get("title") and p.description
+    assert params.get_param("mode").schema["enum"] == ["incremental", "snapshot", "rebuild"]
+    params.validate()
+
+
+@pytest.mark.parametrize(
+    "name, value, ok",
+    [
+        ("mode", "snapshot", True),
+        ("mode", "bogus", False),
+        ("target_ts", "470638640000000000", True),
+        ("target_ts", "2026-11-22T10:51:00Z", True),
+        ("target_ts", "2026-11-22 10:51:00+02:00", True),
+        ("target_ts", "yesterday", False),
+        ("target_ts", 123, False),
+        ("tables", ["shop.orders", "shop.users"], True),
+        ("tables", "shop.orders", False),
+        ("dry_run", True, True),
+        ("dry_run", "yes", False),
+    ],
+)
+def test_param_validation(dag, name, value, ok):
+    param = dag.params.get_param(name)
+    if ok:
+        assert param.resolve(value) == value
+    else:
+        with pytest.raises(ParamValidationError):
+            param.resolve(value)
+
+
+def test_serializes_for_the_scheduler(dag):
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    back = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    assert back.timetable.summary == "*/5 * * * *"
+    assert back.params["mode"] == "incremental"
+    assert sorted(back.task_ids) == sorted(dag_factory.TASK_IDS)
+
+
+def test_schedule_variants():
+    assert dag_factory.timetable_for("none") is None
+    assert dag_factory.timetable_for("@once") == "@once"
+    assert dag_factory.timetable_for("@daily").expression == "0 0 * * *"
+    with pytest.raises(AirflowTimetableInvalid, match="columns"):
+        dag_factory.timetable_for("every five minutes")
+
+
+def test_retries_can_be_turned_off_for_dags_test(monkeypatch):
+    cfg = types.SimpleNamespace(changefeed_id="a", sink_uri="/l", schedule="@hourly", catchup=False, start_ts=0)
+    monkeypatch.setenv("CDCFLOW_TASK_RETRIES", "0")
+    assert {t.retries for t in dag_factory.build_dag(cfg).tasks} == {0}
+    monkeypatch.setenv("CDCFLOW_TASK_RETRIES", "many")
+    with pytest.raises(ValueError, match="CDCFLOW_TASK_RETRIES"):
+        dag_factory.build_dag(cfg)
+
+
+def test_duplicate_changefeed_ids_rejected():
+    cfg = types.SimpleNamespace(changefeed_id="a", sink_uri="/l", schedule="@hourly", catchup=False, start_ts=0)
+    with pytest.raises(ValueError, match="two changefeed configs"):
+        dag_factory.build_dags([cfg, cfg])
+
+
+# --- task bodies -----------------------------------------------------------------------------------
+
+
+class FakeTasks(types.ModuleType):
+    """Stands in for cdc_core.changefeed.tasks and records its calls."""
+
+    def __init__(self, checkpoint_ts: int = 0) -> None:
+        super().__init__("cdc_core.changefeed.tasks")
+        self.checkpoint_ts = checkpoint_ts
+        self.calls: list[tuple] = []
+
+    def plan(self, changefeed_id, *, interval_end_ts, target_ts=None):
+        self.calls.append(("plan", changefeed_id, interval_end_ts, target_ts))
+        t = min(b for b in (interval_end_ts, target_ts) if b)
+        skip = t <= self.checkpoint_ts
+        reason = f"window already covered by checkpoint {self.checkpoint_ts} >= target {t}" if skip else ""
+        return {
+            "changefeed_id": changefeed_id,
+            "checkpoint_ts": self.checkpoint_ts,
+            "target_ts": t,
+            "skip": skip,
+            "reason": reason,
+        }
+
+    def pull(self, plan):
+        self.calls.append(("pull",))
+        return {"events": 1}
+
+    def apply(self, plan):
+        self.calls.append(("apply",))
+        return {"shop.orders": {"rows": 1}}
+
+    def check(self, plan):
+        self.calls.append(("check",))
+        return {"ok": True}
+
+    def publish(self, plan, applied, checked):
+        self.calls.append(("publish", applied, checked))
+        return {"checkpoint_ts": plan["target_ts"]}
+
+
+@pytest.fixture
+def fake_tasks(monkeypatch):
+    import cdc_core.changefeed
+
+    fake = FakeTasks()
+    monkeypatch.setitem(sys.modules, "cdc_core.changefeed.tasks", fake)
+    monkeypatch.setattr(cdc_core.changefeed, "tasks", fake, raising=False)
+    return fake
+
+
+def _context(dag, end=None, run_after=None, **params):
+    return {
+        "params": {**{k: dag.params[k] for k in dag.params}, **params},
+        "data_interval_end": end,
+        "dag_run": types.SimpleNamespace(run_after=run_after),
+    }
+
+
+def _call(dag, task_id, *args, **context):
+    return dag.get_task(task_id).python_callable(*args, **context)
+
+
+def test_plan_converts_the_interval_end_to_tso(dag, fake_tasks):
+    end = datetime(2026, 11, 22, 12, 5, tzinfo=UTC)
+    plan = _call(dag, "plan", **_context(dag, end=end))
+    expected = (int(end.timestamp() * 1000) << 18) | ((1 << 18) - 1)  # last ts of 12:05:00.000
+    assert expected == tso.from_datetime(end, end_of_ms=True) == 470639994470662143
+    assert fake_tasks.calls == [("plan", "orders", expected, None)]
+    assert plan["target_ts"] == expected and plan["skip"] is False
+
+
+def test_plan_passes_params_target_ts(dag, fake_tasks):
+    end = datetime(2026, 11, 22, 12, 5, tzinfo=UTC)
+    _call(dag, "plan", **_context(dag, end=end, target_ts="123"))
+    _call(dag, "plan", **_context(dag, end=end, target_ts="2026-11-22T12:01:00"))
+    assert fake_tasks.calls[0][2:] == (tso.from_datetime(end, end_of_ms=True), 123)
+    assert fake_tasks.calls[1][3] == tso.from_datetime(datetime(2026, 11, 22, 12, 1, tzinfo=UTC), end_of_ms=True)
+
+
+def test_plan_without_data_interval_uses_run_after(dag, fake_tasks):
+    run_after = datetime(2026, 11, 22, 12, 7, 30, tzinfo=UTC)
+    _call(dag, "plan", **_context(dag, end=None, run_after=run_after))
+    assert fake_tasks.calls[0][2] == tso.from_datetime(run_after, end_of_ms=True)
+
+
+@pytest.mark.parametrize("params", [{"mode": "rebuild"}, {"tables": ["shop.orders"]}])
+def test_plan_rejects_what_is_not_implemented(dag, fake_tasks, params):
+    with pytest.raises(AirflowFailException, match="not implemented"):
+        _call(dag, "plan", **_context(dag, end=datetime(2026, 1, 1, tzinfo=UTC), **params))
+    assert fake_tasks.calls == []
+
+
+def test_chain_runs_the_core_tasks(dag, fake_tasks):
+    ctx = _context(dag, end=datetime(2026, 11, 22, 12, 5, tzinfo=UTC))
+    plan = _call(dag, "plan", **ctx)
+    _call(dag, "pull", plan, **ctx)
+    applied = _call(dag, "apply", plan, **ctx)
+    checked = _call(dag, "check", plan, **ctx)
+    out = _call(dag, "publish", plan, applied, checked, **ctx)
+    assert [c[0] for c in fake_tasks.calls] == ["plan", "pull", "apply", "check", "publish"]
+    assert fake_tasks.calls[-1][1:] == (applied, checked)
+    assert out == {"checkpoint_ts": plan["target_ts"]}
+
+
+def test_skipped_plan_makes_the_rest_a_logged_no_op(dag, fake_tasks, caplog):
+    fake_tasks.checkpoint_ts = tso.MAX_TS
+    ctx = _context(dag, end=datetime(2026, 11, 22, 12, 5, tzinfo=UTC))
+    plan = _call(dag, "plan", **ctx)
+    assert plan["skip"] is True
+    caplog.clear()
+    with caplog.at_level("INFO", logger="cdcflow.airflow"):
+        outs = [_call(dag, t, plan, **ctx) for t in ("pull", "apply", "check")]
+        outs.append(_call(dag, "publish", plan, outs[1], outs[2], **ctx))
+    assert [c[0] for c in fake_tasks.calls] == ["plan"]
+    assert all(o["skipped"] for o in outs)
+    assert caplog.text.count("window already covered by checkpoint") == 4
+
+
+def test_dry_run_plans_only(dag, fake_tasks):
+    ctx = _context(dag, end=datetime(2026, 11, 22, 12, 5, tzinfo=UTC), dry_run=True)
+    plan = _call(dag, "plan", **ctx)
+    assert _call(dag, "pull", plan, **ctx)["reason"].startswith("dry run")
+    assert [c[0] for c in fake_tasks.calls] == ["plan"]
