@@ -33,7 +33,7 @@ def test_rollback_drops_prewrite_and_unmatched_commit_fails_loudly():
     m = Matcher(7)
     m.prewrite(Row(start_ts=5, type=LogType.PREWRITE, op_type=OpType.PUT, key=b"k", value=b"v"))
     m.rollback(Row(start_ts=5, type=LogType.ROLLBACK, key=b"k"))
-    with pytest.raises(ChangefeedError, match="region 7: COMMIT .* has no prewrite"):
+    with pytest.raises(ChangefeedError, match=r"region 7: COMMIT .* has no prewrite"):
         m.commit(Row(start_ts=5, commit_ts=6, type=LogType.COMMIT, key=b"k"), initialized=True)
 
 

@@ -1,0 +1,1 @@
+"""Clients of the upstream cluster used by the CLI and the changefeed runner (synchronous)."""

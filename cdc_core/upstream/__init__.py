@@ -1,0 +1,13 @@
+"""The embedded TiKV/PD/TiDB-like upstream cluster on loopback.
+
+One concept per module:
+
+* ``tso`` - the timestamp oracle; ``mvcc`` - the multi-version key-value store with 2PC and locks;
+* ``regions`` - the region map (contiguous key ranges, epochs, leaders);
+* ``catalog`` - databases, tables, ids and schema versions; ``ddl`` - DDL jobs and their history rows;
+* ``txn`` - optimistic transactions over ``mvcc``; ``expr`` - SQL expression evaluation;
+* ``sql_front`` - parsing and executing SQL scripts in a session;
+* ``pd_service`` / ``sql_service`` / ``catalog_service`` / ``cdc_service`` - the gRPC services;
+* ``cluster`` - wires the above into servers; ``embedded`` - a cluster on a background thread;
+  ``process`` - the ``cdcflow upstream start`` process (foreground, detached, upstream.json).
+"""

@@ -1,0 +1,334 @@
+"""DDL jobs: turn CREATE/DROP/TRUNCATE/RENAME into catalog changes plus a DDL history row.
+
+Each job, like TiDB's, bumps the schema version and writes one row to ``mysql.tidb_ddl_history``
+(handle = job id, values by ``TABLE_INFO`` column ids, ``table_info`` = the table after the job,
+``finished_ts`` = the commit ts of that same transaction). The history write, the catalog change
+and the region split for a new table all happen in one event-loop step, so the change feed sees
+the history row at exactly the ts the new schema takes effect. Dropped tables' data stays in
+the store (TiDB leaves it to GC's delete-range); a new table id gets new regions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from sqlglot import exp
+
+from cdc_core.codec import key as keycodec
+from cdc_core.codec.row import encode_row
+from cdc_core.schema import ddl_history
+from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
+from cdc_core.upstream.catalog import Catalog, DatabaseInfo
+from cdc_core.upstream.errors import ErrorKind, SqlError
+from cdc_core.upstream.expr import column_name, literal_value
+from cdc_core.upstream.mvcc import MvccStore
+from cdc_core.upstream.regions import RegionManager, table_split_keys
+from cdc_core.upstream.tablecodec import AUTO_INCREMENT_KEY
+from cdc_core.upstream.tso import TsoAllocator
+from cdc_core.upstream.txn import Transaction
+
+_TYPES = {
+    exp.DataType.Type.INT: "int",
+    exp.DataType.Type.BIGINT: "bigint",
+    exp.DataType.Type.VARCHAR: "varchar",
+    exp.DataType.Type.DECIMAL: "decimal",
+    exp.DataType.Type.DATETIME: "datetime",
+    exp.DataType.Type.TEXT: "text",
+}
+_IGNORED_PROPERTIES = (exp.EngineProperty, exp.CharacterSetProperty, exp.CollateProperty, exp.SchemaCommentProperty)
+
+
+def history_row_value(job: DDLJob) -> bytes:
+    """The encoded history-table row of a job (values by ``TABLE_INFO`` column ids)."""
+    row = job.to_row()
+    return encode_row({c.id: c.convert(row[c.name]) for c in ddl_history.TABLE_INFO.columns})
+
+
+def _int_param(dt: exp.DataType, i: int, what: str) -> int | None:
+    params = dt.expressions
+    if len(params) <= i:
+        return None
+    node = params[i].this if isinstance(params[i], exp.DataTypeParam) else params[i]
+    try:
+        return int(str(node.this if isinstance(node, exp.Literal) else node))
+    except ValueError as exc:
+        raise SqlError(f"bad {what} {node.sql(dialect='mysql')!r}") from exc
+
+
+def table_info_from_create(
+    node: exp.Create, *, table_id: int, db: DatabaseInfo, schema_version: int, clustered: bool | None
+) -> TableInfo:
+    """Build the TableInfo of ``CREATE TABLE`` (``clustered``: CLUSTERED / NONCLUSTERED / unspecified)."""
+    schema = node.this
+    assert isinstance(schema, exp.Schema)
+    name = str(schema.this.name)
+    props = node.args.get("properties")
+    for p in props.expressions if props else []:
+        if not isinstance(p, _IGNORED_PROPERTIES):
+            raise SqlError(f"unsupported table option {p.sql(dialect='mysql')!r}")
+    cols: list[dict[str, Any]] = []
+    pk: tuple[str, ...] = ()
+    uniques: list[tuple[str | None, tuple[str, ...]]] = []
+    plain: list[tuple[str | None, tuple[str, ...]]] = []
+    auto_inc: str | None = None
+
+    def set_pk(columns: tuple[str, ...]) -> None:
+        nonlocal pk
+        if pk:
+            raise SqlError(f"table {name!r}: multiple primary keys defined")
+        pk = columns
+
+    for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef):
+            cname = str(item.this.name if isinstance(item.this, exp.Identifier) else item.name)
+            dt = item.args.get("kind")
+            if not isinstance(dt, exp.DataType) or dt.this not in _TYPES:
+                shown = dt.sql(dialect="mysql") if dt is not None else "none"
+                raise SqlError(
+                    f"column {cname!r}: unsupported type {shown} (supported: INT, BIGINT, VARCHAR(n), "
+                    "DECIMAL(p,s), DATETIME, TEXT)"
+                )
+            ctype = _TYPES[dt.this]
+            spec: dict[str, Any] = {"name": cname, "type": ctype, "nullable": True, "default": None}
+            if ctype == "varchar":
+                spec["length"] = _int_param(dt, 0, "VARCHAR length")
+                if spec["length"] is None:
+                    raise SqlError(f"column {cname!r}: VARCHAR needs a length, e.g. VARCHAR(64)")
+            if ctype == "decimal":
+                spec["precision"] = _int_param(dt, 0, "DECIMAL precision") or 10
+                spec["scale"] = _int_param(dt, 1, "DECIMAL scale") or 0
+            for cc in item.args.get("constraints") or []:
+                kind = cc.args.get("kind") if isinstance(cc, exp.ColumnConstraint) else cc
+                if isinstance(kind, exp.PrimaryKeyColumnConstraint):
+                    set_pk((cname,))
+                elif isinstance(kind, exp.NotNullColumnConstraint):
+                    spec["nullable"] = bool(kind.args.get("allow_null"))
+                elif isinstance(kind, exp.DefaultColumnConstraint):
+                    try:
+                        spec["default"] = literal_value(kind.this)
+                    except SqlError as exc:
+                        raise SqlError(f"column {cname!r}: unsupported DEFAULT ({exc.message})") from exc
+                    spec["has_default"] = True
+                elif isinstance(kind, exp.UniqueColumnConstraint):
+                    uniques.append((cname, (cname,)))
+                elif isinstance(kind, exp.AutoIncrementColumnConstraint):
+                    if auto_inc:
+                        raise SqlError(f"table {name!r}: there can be only one AUTO_INCREMENT column")
+                    auto_inc = cname
+                elif isinstance(kind, exp.CommentColumnConstraint):
+                    pass
+                else:
+                    shown = (kind or cc).sql(dialect="mysql")
+                    raise SqlError(f"column {cname!r}: unsupported column option {shown!r}")
+            cols.append(spec)
+        elif isinstance(item, exp.PrimaryKey):
+            set_pk(tuple(column_name(e) for e in item.expressions))
+        elif isinstance(item, exp.UniqueColumnConstraint):
+            sch = item.this
+            ixname = str(sch.this.name) if isinstance(sch, exp.Schema) and sch.this is not None else None
+            columns = tuple(column_name(e) for e in (sch.expressions if isinstance(sch, exp.Schema) else []))
+            uniques.append((ixname, columns))
+        elif isinstance(item, exp.IndexColumnConstraint):
+            ixname = str(item.this.name) if item.this is not None else None
+            plain.append((ixname, tuple(column_name(e) for e in item.expressions)))
+        else:
+            raise SqlError(f"table {name!r}: unsupported table element {item.sql(dialect='mysql')!r}")
+    if not cols:
+        raise SqlError(f"table {name!r} has no columns")
+    by_name = {c["name"].lower(): c for c in cols}
+    if len(by_name) != len(cols):
+        raise SqlError(f"table {name!r}: duplicate column name")
+    if ROWID_COLUMN in by_name:
+        raise SqlError(f"table {name!r}: {ROWID_COLUMN} is a reserved column name")
+
+    def resolve(columns: tuple[str, ...], what: str) -> tuple[str, ...]:
+        if not columns:
+            raise SqlError(f"table {name!r}: {what} has no columns")
+        out = []
+        for c in columns:
+            if c.lower() not in by_name:
+                raise SqlError(f"table {name!r}: {what} names unknown column {c!r}")
+            out.append(by_name[c.lower()]["name"])
+        return tuple(out)
+
+    indexes: list[Index] = []
+    used: set[str] = set()
+
+    def ix_name(wanted: str | None, columns: tuple[str, ...]) -> str:
+        base = wanted or columns[0]
+        n, i = base, 2
+        while n.lower() in used:
+            n, i = f"{base}_{i}", i + 1
+        used.add(n.lower())
+        return n
+
+    if pk:
+        pk = resolve(pk, "PRIMARY KEY")
+        for c in pk:
+            by_name[c.lower()]["nullable"] = False
+        used.add("primary")
+        indexes.append(Index("PRIMARY", pk, unique=True, primary=True))
+    for wanted, columns in uniques:
+        columns = resolve(columns, "UNIQUE KEY")
+        indexes.append(Index(ix_name(wanted, columns), columns, unique=True))
+    for wanted, columns in plain:
+        columns = resolve(columns, "KEY")
+        indexes.append(Index(ix_name(wanted, columns), columns))
+
+    int_pk = len(pk) == 1 and by_name[pk[0].lower()]["type"] in ("int", "bigint")
+    if clustered and not int_pk:
+        raise SqlError(f"table {name!r}: a CLUSTERED primary key must be a single INT/BIGINT column here")
+    pk_is_handle = int_pk and clustered is not False
+    if auto_inc and by_name[auto_inc.lower()]["type"] not in ("int", "bigint"):
+        raise SqlError(f"table {name!r}: AUTO_INCREMENT column {auto_inc!r} must be INT or BIGINT")
+
+    columns_out = []
+    for i, spec in enumerate(cols, start=1):
+        has_default = spec.pop("has_default", False)
+        default = spec.pop("default")
+        col = Column(id=i, **spec)
+        try:
+            conv = col.convert(default)
+        except SchemaError as exc:
+            raise SqlError(f"invalid DEFAULT for {exc}") from exc
+        if has_default and conv is None and not col.nullable:
+            raise SqlError(f"invalid DEFAULT NULL for NOT NULL column {col.name!r}")
+        columns_out.append(replace(col, default=conv))
+    extra = {AUTO_INCREMENT_KEY: by_name[auto_inc.lower()]["name"]} if auto_inc else {}
+    return TableInfo(
+        id=table_id, db_name=db.name, name=name, columns=tuple(columns_out), indexes=tuple(indexes),
+        pk_is_handle=pk_is_handle, schema_version=schema_version, db_id=db.id,
+        max_column_id=len(columns_out), extra=extra,
+    )
+
+
+class DdlExecutor:
+    def __init__(self, store: MvccStore, tso: TsoAllocator, catalog: Catalog, regions: RegionManager,
+                 regions_per_table: int) -> None:
+        self.store = store
+        self.tso = tso
+        self.catalog = catalog
+        self.regions = regions
+        self.regions_per_table = regions_per_table
+
+    def _commit_job(self, job: DDLJob, apply: Callable[[], object]) -> int:
+        """Write the history row and apply the change, in this one event-loop step."""
+        txn = Transaction(self.store, self.tso)
+        commit_ts = self.tso.next()
+        job = replace(job, finished_ts=commit_ts)
+        txn.put(keycodec.row_key(ddl_history.TABLE_ID, job.job_id), history_row_value(job))
+        txn.commit_now(commit_ts)
+        apply()
+        return commit_ts
+
+    def _job(self, job_type: str, query: str, **kw: Any) -> DDLJob:
+        return DDLJob(job_id=self.catalog.alloc_id(), job_type=job_type, query=query,
+                      schema_version=self.catalog.bump_schema_version(), finished_ts=0,
+                      **{"schema_id": None, "table_id": None, "schema_name": None, "table_name": None,
+                         "table_info": None, **kw})
+
+    def _db(self, name: str) -> DatabaseInfo:
+        db = self.catalog.database(name)
+        if db is None:
+            raise SqlError(f"Unknown database '{name}'", ErrorKind.NOT_FOUND)
+        return db
+
+    def _check_user_db(self, name: str) -> None:
+        if name.lower() == ddl_history.DB_NAME:
+            raise SqlError(f"database '{name}' is a system database and cannot be changed")
+
+    # --- jobs ---------------------------------------------------------------------------------
+    def create_database(self, name: str, if_not_exists: bool, query: str) -> int:
+        if self.catalog.database(name) is not None:
+            if if_not_exists:
+                return 0
+            raise SqlError(f"Can't create database '{name}'; database exists", ErrorKind.EXISTS)
+        db = DatabaseInfo(self.catalog.alloc_id(), name)
+        job = self._job("create schema", query, schema_id=db.id, schema_name=name)
+        return self._commit_job(job, lambda: self.catalog.add_database(db))
+
+    def drop_database(self, name: str, if_exists: bool, query: str) -> int:
+        self._check_user_db(name)
+        db = self.catalog.database(name)
+        if db is None:
+            if if_exists:
+                return 0
+            raise SqlError(f"Can't drop database '{name}'; database doesn't exist", ErrorKind.NOT_FOUND)
+        job = self._job("drop schema", query, schema_id=db.id, schema_name=db.name)
+        return self._commit_job(job, lambda: self.catalog.drop_database(db.name))
+
+    def create_table(self, node: exp.Create, db_name: str, query: str, clustered: bool | None) -> int:
+        self._check_user_db(db_name)
+        db = self._db(db_name)
+        schema = node.this
+        if not isinstance(schema, exp.Schema):
+            raise SqlError("unsupported CREATE TABLE form (only CREATE TABLE name (column definitions...))")
+        name = str(schema.this.name)
+        if self.catalog.table(db.name, name) is not None:
+            if node.args.get("exists"):
+                return 0
+            raise SqlError(f"Table '{db.name}.{name}' already exists", ErrorKind.EXISTS)
+        table_id = self.catalog.alloc_id()
+        # Validate before allocating a schema version so that a bad definition leaves no trace.
+        table_info_from_create(node, table_id=table_id, db=db, schema_version=0, clustered=clustered)
+        job = self._job("create table", query, schema_id=db.id, table_id=table_id, schema_name=db.name,
+                        table_name=name)
+        info = table_info_from_create(node, table_id=table_id, db=db, schema_version=job.schema_version,
+                                      clustered=clustered)
+        job = replace(job, table_info=info)
+
+        def apply() -> None:
+            self.regions.split(table_split_keys(table_id, self.regions_per_table))
+            self.catalog.add_table(info)
+
+        return self._commit_job(job, apply)
+
+    def _table(self, db_name: str, name: str) -> TableInfo | None:
+        return self.catalog.table(db_name, name)
+
+    def drop_table(self, db_name: str, name: str, if_exists: bool, query: str) -> int:
+        self._check_user_db(db_name)
+        info = self._table(db_name, name)
+        if info is None:
+            if if_exists:
+                return 0
+            raise SqlError(f"Unknown table '{db_name}.{name}'", ErrorKind.NOT_FOUND)
+        job = self._job("drop table", query, schema_id=info.db_id, table_id=info.id,
+                        schema_name=info.db_name, table_name=info.name)
+        return self._commit_job(job, lambda: self.catalog.drop_table(info.id))
+
+    def truncate_table(self, db_name: str, name: str, query: str) -> int:
+        self._check_user_db(db_name)
+        info = self._table(db_name, name)
+        if info is None:
+            raise SqlError(f"Table '{db_name}.{name}' doesn't exist", ErrorKind.NOT_FOUND)
+        new_id = self.catalog.alloc_id()
+        job = self._job("truncate table", query, schema_id=info.db_id, table_id=new_id,
+                        schema_name=info.db_name, table_name=info.name, old_table_id=info.id)
+        new_info = replace(info, id=new_id, schema_version=job.schema_version)
+        job = replace(job, table_info=new_info)
+
+        def apply() -> None:
+            self.regions.split(table_split_keys(new_id, self.regions_per_table))
+            self.catalog.replace_table(info.id, new_info)
+
+        return self._commit_job(job, apply)
+
+    def rename_table(self, old_db: str, old_name: str, new_db: str, new_name: str, query: str) -> int:
+        self._check_user_db(old_db)
+        self._check_user_db(new_db)
+        info = self._table(old_db, old_name)
+        if info is None:
+            raise SqlError(f"Table '{old_db}.{old_name}' doesn't exist", ErrorKind.NOT_FOUND)
+        db = self._db(new_db)
+        if self._table(db.name, new_name) is not None:
+            raise SqlError(f"Table '{db.name}.{new_name}' already exists", ErrorKind.EXISTS)
+        job = self._job("rename table", query, schema_id=db.id, table_id=info.id, schema_name=db.name,
+                        table_name=new_name, old_table_id=info.id, old_schema_name=info.db_name,
+                        old_table_name=info.name)
+        new_info = replace(info, name=new_name, db_name=db.name, db_id=db.id, schema_version=job.schema_version)
+        job = replace(job, table_info=new_info)
+        return self._commit_job(job, lambda: self.catalog.replace_table(info.id, new_info))

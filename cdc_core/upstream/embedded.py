@@ -1,0 +1,79 @@
+"""A cluster on a background thread with its own event loop (tests and in-process use).
+
+``EmbeddedCluster(config).start()`` returns once both servers serve; ``call(fn)`` runs a plain
+function on the cluster's loop (to inspect or poke its state safely); ``stop()`` shuts it down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from cdc_core.upstream.cluster import Cluster, ClusterConfig
+
+T = TypeVar("T")
+
+
+class EmbeddedCluster:
+    def __init__(self, config: ClusterConfig | None = None) -> None:
+        self.config = config or ClusterConfig()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="cdcflow-upstream", daemon=True)
+        self.cluster: Cluster | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def start(self, timeout: float = 30.0) -> EmbeddedCluster:
+        self._thread.start()
+
+        async def boot() -> Cluster:
+            c = Cluster(self.config)
+            await c.start()
+            return c
+
+        self.cluster = self.run(boot(), timeout)
+        return self
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        """Run a coroutine on the cluster's loop and wait for its result."""
+        fut: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return fut.result(timeout)
+
+    def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
+        """Run ``fn`` on the cluster's loop (one step: atomic with respect to the cluster)."""
+
+        async def wrapper() -> T:
+            return fn()
+
+        return self.run(wrapper(), timeout)
+
+    @property
+    def pd_addr(self) -> str:
+        assert self.cluster is not None, "cluster not started"
+        return self.cluster.pd_addr
+
+    @property
+    def store_addr(self) -> str:
+        assert self.cluster is not None, "cluster not started"
+        return self.cluster.store_addrs[0]
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.cluster is not None:
+            self.run(self.cluster.stop(), timeout)
+            self.cluster = None
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+        if not self._loop.is_running():
+            self._loop.close()
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,23 @@
+"""Errors of the SQL front, each with the kind that decides its gRPC status code."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorKind(enum.Enum):
+    INVALID = "invalid"  # bad or unsupported SQL, bad values -> INVALID_ARGUMENT
+    NOT_FOUND = "not_found"  # unknown database / table -> NOT_FOUND
+    EXISTS = "exists"  # database / table exists -> ALREADY_EXISTS
+    CONSTRAINT = "constraint"  # duplicate key, NOT NULL -> FAILED_PRECONDITION
+    CONFLICT = "conflict"  # write conflict / concurrent DDL, transaction rolled back -> ABORTED
+
+
+class SqlError(Exception):
+    def __init__(self, message: str, kind: ErrorKind = ErrorKind.INVALID) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+    def with_context(self, prefix: str) -> SqlError:
+        return SqlError(f"{prefix}: {self.message}", self.kind)

@@ -1,0 +1,275 @@
+"""Evaluation of SQL expressions (sqlglot ASTs) against one row: WHERE, SET, SELECT lists.
+
+Only a closed set of node types is evaluated (literals, columns, comparisons, AND/OR/NOT with
+SQL's three-valued logic, IN, IS [NOT] NULL, BETWEEN, LIKE, arithmetic); anything else is an
+``SqlError`` naming the construct. Nothing is ever handed to Python's ``eval``.
+
+Comparisons follow MySQL loosely: numbers compare numerically (a numeric string compares as a
+number), a DATETIME compares with a string by parsing it, strings compare binary (TiDB's default
+``utf8mb4_bin`` collation), and anything compared with NULL is NULL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal, DivisionByZero, InvalidOperation
+from typing import Any
+
+from sqlglot import exp
+
+from cdc_core.schema.model import Column
+from cdc_core.upstream.errors import SqlError
+
+Row = Mapping[str, Any]  # lower-case column name -> typed value
+
+_DT_PARSER = Column(0, "literal", "datetime")
+
+
+def literal_value(node: exp.Expression) -> Any:
+    """The Python value of a constant expression (no column references)."""
+    return evaluate(node, None)
+
+
+def evaluate(node: exp.Expression, row: Row | None) -> Any:
+    fn = _DISPATCH.get(type(node))
+    if fn is None:
+        raise SqlError(f"unsupported expression {node.sql(dialect='mysql')!r} ({type(node).__name__})")
+    return fn(node, row)
+
+
+def truthy(v: Any) -> bool:
+    """WHERE semantics: NULL and false/zero filter the row out."""
+    if v is None:
+        return False
+    if isinstance(v, str):
+        try:
+            return Decimal(v) != 0
+        except InvalidOperation:
+            return False
+    return bool(v)
+
+
+def column_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Column):
+        return str(node.name)
+    if isinstance(node, exp.Identifier):
+        return str(node.this)
+    raise SqlError(f"expected a column name, got {node.sql(dialect='mysql')!r}")
+
+
+# --- node evaluators --------------------------------------------------------------------------
+def _literal(node: exp.Expression, row: Row | None) -> Any:
+    assert isinstance(node, exp.Literal)
+    text = str(node.this)
+    if node.is_string:
+        return text
+    try:
+        if re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+        return Decimal(text)
+    except InvalidOperation as exc:
+        raise SqlError(f"bad number literal {text!r}") from exc
+
+
+def _column(node: exp.Expression, row: Row | None) -> Any:
+    name = column_name(node).lower()
+    if row is None:
+        raise SqlError(f"column {name!r} is not allowed here (a constant is expected)")
+    if name not in row:
+        raise SqlError(f"unknown column {name!r}")
+    return row[name]
+
+
+def _to_number(v: Any) -> int | Decimal:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int | Decimal):
+        return v
+    if isinstance(v, float):
+        return Decimal(str(v))
+    if isinstance(v, str):
+        try:
+            d = Decimal(v.strip())
+        except InvalidOperation as exc:
+            raise SqlError(f"{v!r} is not a number") from exc
+        return int(d) if d == d.to_integral_value() and "." not in v and "e" not in v.lower() else d
+    raise SqlError(f"{v!r} is not a number")
+
+
+def _comparable(a: Any, b: Any) -> tuple[Any, Any]:
+    if isinstance(a, datetime) or isinstance(b, datetime):
+        try:
+            return (a if isinstance(a, datetime) else _DT_PARSER.convert(a),
+                    b if isinstance(b, datetime) else _DT_PARSER.convert(b))
+        except ValueError as exc:
+            raise SqlError(f"cannot compare {a!r} with {b!r}: {exc}") from exc
+    if isinstance(a, str) and isinstance(b, str):
+        return a, b
+    return _to_number(a), _to_number(b)
+
+
+def compare(a: Any, b: Any) -> int | None:
+    """-1/0/1, or None when either side is NULL."""
+    if a is None or b is None:
+        return None
+    x, y = _comparable(a, b)
+    return (x > y) - (x < y)
+
+
+def _cmp(pred: Any) -> Any:
+    def run(node: exp.Expression, row: Row | None) -> Any:
+        c = compare(evaluate(node.this, row), evaluate(node.expression, row))
+        return None if c is None else pred(c)
+
+    return run
+
+
+def _and(node: exp.Expression, row: Row | None) -> Any:
+    a = evaluate(node.this, row)
+    if a is not None and not truthy(a):
+        return False
+    b = evaluate(node.expression, row)
+    if b is not None and not truthy(b):
+        return False
+    return None if a is None or b is None else True
+
+
+def _or(node: exp.Expression, row: Row | None) -> Any:
+    a = evaluate(node.this, row)
+    if a is not None and truthy(a):
+        return True
+    b = evaluate(node.expression, row)
+    if b is not None and truthy(b):
+        return True
+    return None if a is None or b is None else False
+
+
+def _null_safe_eq(node: exp.Expression, row: Row | None) -> Any:
+    a, b = evaluate(node.this, row), evaluate(node.expression, row)
+    if a is None or b is None:
+        return a is None and b is None
+    return compare(a, b) == 0
+
+
+def _not(node: exp.Expression, row: Row | None) -> Any:
+    v = evaluate(node.this, row)
+    return None if v is None else not truthy(v)
+
+
+def _is(node: exp.Expression, row: Row | None) -> Any:
+    v = evaluate(node.this, row)
+    target = node.expression
+    if isinstance(target, exp.Null):
+        return v is None
+    if isinstance(target, exp.Boolean):
+        return v is not None and truthy(v) == bool(target.this)
+    raise SqlError(f"unsupported IS operand {target.sql(dialect='mysql')!r}")
+
+
+def _in(node: exp.Expression, row: Row | None) -> Any:
+    if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+        raise SqlError(f"unsupported IN form {node.sql(dialect='mysql')!r} (only a list of values)")
+    v = evaluate(node.this, row)
+    if v is None:
+        return None
+    saw_null = False
+    for item in node.expressions:
+        c = compare(v, evaluate(item, row))
+        if c is None:
+            saw_null = True
+        elif c == 0:
+            return True
+    return None if saw_null else False
+
+
+def _between(node: exp.Expression, row: Row | None) -> Any:
+    v = evaluate(node.this, row)
+    lo = compare(v, evaluate(node.args["low"], row))
+    hi = compare(v, evaluate(node.args["high"], row))
+    if (lo is not None and lo < 0) or (hi is not None and hi > 0):
+        return False
+    return None if lo is None or hi is None else True
+
+
+def _like(node: exp.Expression, row: Row | None) -> Any:
+    v = evaluate(node.this, row)
+    pat = evaluate(node.expression, row)
+    if v is None or pat is None:
+        return None
+    rx = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in str(pat))
+    return re.fullmatch(rx, str(v), flags=re.DOTALL) is not None
+
+
+def _arith(op: str) -> Any:
+    def run(node: exp.Expression, row: Row | None) -> Any:
+        a, b = evaluate(node.this, row), evaluate(node.expression, row)
+        if a is None or b is None:
+            return None
+        x, y = _to_number(a), _to_number(b)
+        try:
+            if op == "+":
+                return x + y
+            if op == "-":
+                return x - y
+            if op == "*":
+                return x * y
+            if y == 0:
+                return None  # MySQL: division by zero is NULL
+            if op == "/":
+                return Decimal(x) / Decimal(y)
+            if op == "%":
+                return x % y
+            return int(Decimal(x) // Decimal(y))  # DIV
+        except (InvalidOperation, DivisionByZero) as exc:
+            raise SqlError(f"arithmetic error in {node.sql(dialect='mysql')!r}: {exc}") from exc
+
+    return run
+
+
+def _neg(node: exp.Expression, row: Row | None) -> Any:
+    v = evaluate(node.this, row)
+    return None if v is None else -_to_number(v)
+
+
+def _paren(node: exp.Expression, row: Row | None) -> Any:
+    return evaluate(node.this, row)
+
+
+def _null(node: exp.Expression, row: Row | None) -> Any:
+    return None
+
+
+def _boolean(node: exp.Expression, row: Row | None) -> Any:
+    return 1 if node.this else 0
+
+
+_DISPATCH: dict[type[exp.Expression], Any] = {
+    exp.Literal: _literal,
+    exp.Column: _column,
+    exp.Null: _null,
+    exp.Boolean: _boolean,
+    exp.Paren: _paren,
+    exp.Neg: _neg,
+    exp.Not: _not,
+    exp.And: _and,
+    exp.Or: _or,
+    exp.EQ: _cmp(lambda c: c == 0),
+    exp.NEQ: _cmp(lambda c: c != 0),
+    exp.LT: _cmp(lambda c: c < 0),
+    exp.LTE: _cmp(lambda c: c <= 0),
+    exp.GT: _cmp(lambda c: c > 0),
+    exp.GTE: _cmp(lambda c: c >= 0),
+    exp.NullSafeEQ: _null_safe_eq,
+    exp.Is: _is,
+    exp.In: _in,
+    exp.Between: _between,
+    exp.Like: _like,
+    exp.Add: _arith("+"),
+    exp.Sub: _arith("-"),
+    exp.Mul: _arith("*"),
+    exp.Div: _arith("/"),
+    exp.Mod: _arith("%"),
+    exp.IntDiv: _arith("div"),
+}

@@ -1,0 +1,601 @@
+"""The SQL front (TiDB's session layer): parse a script with sqlglot and execute it in one session.
+
+Statements of a script share a session: ``USE`` and an explicit transaction (``BEGIN`` /
+``START TRANSACTION`` ... ``COMMIT`` / ``ROLLBACK``) span statements; outside one, every
+statement autocommits (and is retried a few times on a write conflict, as TiDB retries
+autocommit statements). Supported: CREATE/DROP DATABASE, CREATE/DROP/TRUNCATE TABLE, RENAME
+TABLE, ALTER TABLE ... RENAME TO, INSERT, UPDATE, DELETE, SELECT (one table, WHERE, ORDER BY,
+LIMIT, COUNT/MIN/MAX/SUM), USE. Anything else is an error naming the statement.
+
+Errors follow MySQL: a failing statement is undone and the transaction stays usable. Because a
+script stops at its first error and a session lives as long as its script, a transaction still
+open when a script ends (by an error or without COMMIT) is rolled back, as when a MySQL client
+disconnects. DDL implicitly commits an open transaction first, as in MySQL. The whole script is
+parsed before anything runs, so a syntax error anywhere runs nothing.
+
+``TiDB`` extensions: ``PRIMARY KEY ... [NON]CLUSTERED`` (also in ``/*T![clustered_index] ... */``
+comments). A single INT/BIGINT primary key is clustered unless NONCLUSTERED is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, cast
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.mysql import MySQL
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+from cdc_core.codec.row import format_datetime
+from cdc_core.log import get_logger
+from cdc_core.schema.model import ROWID_COLUMN, SchemaError, TableInfo
+from cdc_core.upstream.catalog import Catalog
+from cdc_core.upstream.ddl import DdlExecutor
+from cdc_core.upstream.errors import ErrorKind, SqlError
+from cdc_core.upstream.expr import column_name, compare, evaluate, literal_value, truthy
+from cdc_core.upstream.mvcc import MvccStore
+from cdc_core.upstream.tablecodec import (
+    AUTO_INCREMENT_KEY,
+    StoredRow,
+    TableWriter,
+    convert_value,
+    read_rows,
+    row_with_rowid,
+)
+from cdc_core.upstream.tso import TsoAllocator
+from cdc_core.upstream.txn import Transaction
+
+logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns when it falls back to a Command
+log = get_logger("cdcflow.upstream.sql")
+_DIALECT = MySQL()
+_CLUSTER_WORDS = {"CLUSTERED": True, "NONCLUSTERED": False}
+_AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Sum)
+_RENAME_RE = re.compile(r"^\s*RENAME\s+TABLE\s+(.+)$", re.IGNORECASE | re.DOTALL)
+_RENAME_PAIR_RE = re.compile(r"^\s*([`\w.]+)\s+TO\s+([`\w.]+)\s*$", re.IGNORECASE)
+
+
+@dataclass
+class StatementResult:
+    statement: str
+    columns: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)  # JSON-ready values
+    affected_rows: int = 0
+    commit_ts: int = 0  # the commit ts of the transaction this statement committed (0: none)
+
+
+@dataclass(frozen=True)
+class ParsedStatement:
+    text: str
+    node: exp.Expression
+    clustered: bool | None  # CLUSTERED / NONCLUSTERED given (CREATE TABLE)
+
+
+def _short(text: str, n: int = 80) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= n else one[: n - 3] + "..."
+
+
+def split_script(sql: str) -> list[ParsedStatement]:
+    """Split a script on ``;`` (outside literals and comments) and parse each statement."""
+    try:
+        tokens = _DIALECT.tokenize(sql)
+    except TokenError as exc:
+        raise SqlError(f"cannot tokenize SQL: {exc}") from exc
+    groups: list[list[Any]] = [[]]
+    for t in tokens:
+        if t.token_type == TokenType.SEMICOLON:
+            groups.append([])
+        else:
+            groups[-1].append(t)
+    out: list[ParsedStatement] = []
+    for g in groups:
+        if not g:
+            continue
+        n = len(out) + 1
+        clustered: bool | None = None
+        cut: list[tuple[int, int]] = []
+        for t in g:
+            word = t.text.upper()
+            if t.token_type == TokenType.VAR and word in _CLUSTER_WORDS:
+                clustered = _CLUSTER_WORDS[word]
+                cut.append((t.start, t.end + 1))
+            for c in t.comments or ():
+                m = re.search(r"\b(NONCLUSTERED|CLUSTERED)\b", c, re.IGNORECASE)
+                if m:
+                    clustered = _CLUSTER_WORDS[m.group(1).upper()]
+        start, end = g[0].start, g[-1].end + 1
+        pieces, pos = [], start
+        for a, b in cut:
+            pieces.append(sql[pos:a])
+            pos = b
+        pieces.append(sql[pos:end])
+        text = " ".join("".join(pieces).split()) if cut else sql[start:end].strip()
+        original = sql[start:end].strip()
+        try:
+            node = sqlglot.parse_one(text, read="mysql")
+        except ParseError as exc:
+            err = exc.errors[0] if exc.errors else {}
+            where = f" near {err.get('highlight')!r}" if err.get("highlight") else ""
+            raise SqlError(
+                f"statement {n} `{_short(original)}`: syntax error: {err.get('description', exc)}{where}") from exc
+        except TokenError as exc:
+            raise SqlError(f"statement {n} `{_short(original)}`: syntax error: {exc}") from exc
+        if node is None:
+            continue
+        out.append(ParsedStatement(original, cast(exp.Expression, node), clustered))
+    return out
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, datetime):
+        return format_datetime(v)
+    return v
+
+
+def _table_ref(node: exp.Expression | None, what: str) -> exp.Table:
+    if not isinstance(node, exp.Table) or not node.name:
+        shown = node.sql(dialect="mysql") if node is not None else "nothing"
+        raise SqlError(f"{what}: expected a table name, got {shown!r}")
+    return node
+
+
+def _reject(node: exp.Expression, what: str, *args: str) -> None:
+    for a in args:
+        if node.args.get(a):
+            raise SqlError(f"unsupported in {what}: {a.rstrip('_').upper()} clause")
+
+
+class SqlEngine:
+    """Shared state of all sessions: the store, the TSO, the catalog and the DDL executor."""
+
+    AUTOCOMMIT_RETRIES = 5
+
+    def __init__(self, store: MvccStore, tso: TsoAllocator, catalog: Catalog, ddl: DdlExecutor) -> None:
+        self.store = store
+        self.tso = tso
+        self.catalog = catalog
+        self.ddl = ddl
+
+    def session(self, at_ts: int = 0) -> Session:
+        return Session(self, at_ts)
+
+    async def execute(self, sql: str, at_ts: int = 0) -> list[StatementResult]:
+        return await self.session(at_ts).execute(sql)
+
+
+class Session:
+    def __init__(self, engine: SqlEngine, at_ts: int = 0) -> None:
+        self.engine = engine
+        self.at_ts = at_ts
+        self.db: str | None = None
+        self.txn: Transaction | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.engine.catalog
+
+    # --- scripts ------------------------------------------------------------------------------
+    async def execute(self, sql: str) -> list[StatementResult]:
+        """Run every statement of ``sql`` in order; the first error stops the script."""
+        if self.at_ts:
+            now = self.engine.tso.next()
+            if self.at_ts > now:
+                raise SqlError(f"at_ts {self.at_ts} is in the future (the TSO is at {now})")
+        statements = split_script(sql)
+        if not statements:
+            raise SqlError("empty SQL: no statement to execute")
+        results = []
+        try:
+            for i, st in enumerate(statements, start=1):
+                try:
+                    results.append(await self.run(st))
+                except SqlError as exc:
+                    raise exc.with_context(f"statement {i} `{_short(st.text)}`") from exc
+                except SchemaError as exc:  # e.g. an unknown column name: the SQL is wrong
+                    raise SqlError(f"statement {i} `{_short(st.text)}`: {exc}") from exc
+                await asyncio.sleep(0)  # let the change feed and other sessions run
+        finally:
+            self.close()
+        return results
+
+    def close(self) -> None:
+        if self.txn is not None:
+            log.info("rolling back a transaction left open by a script", start_ts=self.txn.start_ts)
+            self.txn.rollback()
+            self.txn = None
+
+    async def run(self, st: ParsedStatement) -> StatementResult:
+        node = st.node
+        if self.at_ts and not isinstance(node, exp.Select | exp.Use):
+            raise SqlError(f"a read at ts {self.at_ts} runs SELECT and USE only, not {type(node).__name__.upper()}")
+        res = StatementResult(statement=st.text)
+        if isinstance(node, exp.Transaction):
+            res.commit_ts = await self._commit_open()
+            self.txn = Transaction(self.engine.store, self.engine.tso)
+        elif isinstance(node, exp.Commit):
+            res.commit_ts = await self._commit_open()
+        elif isinstance(node, exp.Rollback):
+            if node.args.get("savepoint"):
+                raise SqlError("ROLLBACK TO SAVEPOINT is not supported")
+            if self.txn is not None:
+                self.txn.rollback()
+                self.txn = None
+        elif isinstance(node, exp.Use):
+            name = str(node.this.name) if node.this is not None else ""
+            if self.catalog.database(name) is None:
+                raise SqlError(f"Unknown database '{name}'", ErrorKind.NOT_FOUND)
+            self.db = self.catalog.database(name).name  # type: ignore[union-attr]
+        elif isinstance(node, exp.Select):
+            return await self._read(st, self._select)
+        elif isinstance(node, exp.Insert):
+            return await self._write(st, self._insert)
+        elif isinstance(node, exp.Update):
+            return await self._write(st, self._update)
+        elif isinstance(node, exp.Delete):
+            return await self._write(st, self._delete)
+        else:
+            return await self._ddl(st)
+        return res
+
+    # --- transactions -------------------------------------------------------------------------
+    async def _commit_open(self) -> int:
+        txn, self.txn = self.txn, None
+        if txn is None:
+            return 0
+        return await txn.commit(self._validator(txn))
+
+    def _validator(self, txn: Transaction) -> Callable[[], None]:
+        def validate() -> None:
+            for table_id, version in txn.tables_written.items():
+                info = self.catalog.table_by_id(table_id)
+                if info is None or info.schema_version != version:
+                    raise SqlError(
+                        f"table id {table_id} was changed by a concurrent DDL while the transaction ran; "
+                        "the transaction was rolled back",
+                        ErrorKind.CONFLICT,
+                    )
+
+        return validate
+
+    async def _read(self, st: ParsedStatement, fn: Callable[[ParsedStatement, Transaction], StatementResult]
+                    ) -> StatementResult:
+        if self.txn is not None:
+            return fn(st, self.txn)
+        ts = self.at_ts or self.engine.tso.next()
+        return fn(st, Transaction(self.engine.store, self.engine.tso, ts, read_only=True))
+
+    async def _write(self, st: ParsedStatement, fn: Callable[[exp.Expression, Transaction], int]
+                     ) -> StatementResult:
+        if self.txn is not None:
+            self.txn.begin_statement()
+            try:
+                n = fn(st.node, self.txn)
+            except BaseException:
+                self.txn.rollback_statement()
+                raise
+            self.txn.end_statement()
+            return StatementResult(statement=st.text, affected_rows=n)
+        retries = self.engine.AUTOCOMMIT_RETRIES
+        for attempt in range(retries):
+            txn = Transaction(self.engine.store, self.engine.tso)
+            n = fn(st.node, txn)
+            try:
+                commit_ts = await txn.commit(self._validator(txn))
+            except SqlError as exc:
+                if exc.kind is ErrorKind.CONFLICT and attempt + 1 < retries:
+                    await asyncio.sleep(0.005 * (attempt + 1))
+                    continue
+                raise
+            return StatementResult(statement=st.text, affected_rows=n, commit_ts=commit_ts)
+        raise AssertionError("unreachable")
+
+    # --- DDL ----------------------------------------------------------------------------------
+    def _current_db(self, table: exp.Table | None = None) -> str:
+        if table is not None and table.db:
+            return str(table.db)
+        if self.db is None:
+            raise SqlError("No database selected (USE a database or qualify the table name)")
+        return self.db
+
+    def _split_name(self, text: str) -> tuple[str, str]:
+        parts = [p.strip("`") for p in text.split(".")]
+        if len(parts) == 1:
+            return self._current_db(), parts[0]
+        if len(parts) == 2:
+            return parts[0], parts[1]
+        raise SqlError(f"bad table name {text!r}")
+
+    async def _ddl(self, st: ParsedStatement) -> StatementResult:
+        node = st.node
+        ddl = self.engine.ddl
+        action: Callable[[], list[int]]
+        if isinstance(node, exp.Create) and str(node.args.get("kind", "")).upper() in ("DATABASE", "SCHEMA"):
+            name = str(node.this.name)
+            action = lambda: [ddl.create_database(name, bool(node.args.get("exists")), st.text)]  # noqa: E731
+        elif isinstance(node, exp.Create) and str(node.args.get("kind", "")).upper() == "TABLE":
+            if node.args.get("replace") or node.args.get("expression") is not None:
+                raise SqlError("unsupported CREATE TABLE form (CREATE OR REPLACE / CREATE TABLE ... AS SELECT)")
+            schema = node.this
+            if not isinstance(schema, exp.Schema):
+                raise SqlError("unsupported CREATE TABLE form (CREATE TABLE ... LIKE / without columns)")
+            db = self._current_db(_table_ref(schema.this, "CREATE TABLE"))
+            action = lambda: [ddl.create_table(node, db, st.text, st.clustered)]  # noqa: E731
+        elif isinstance(node, exp.Drop) and str(node.args.get("kind", "")).upper() in ("DATABASE", "SCHEMA"):
+            tables = node.args.get("tables") or [node.this]
+            name = str(tables[0].name)
+            action = lambda: [ddl.drop_database(name, bool(node.args.get("exists")), st.text)]  # noqa: E731
+        elif isinstance(node, exp.Drop) and str(node.args.get("kind", "")).upper() == "TABLE":
+            refs = [(self._current_db(t), str(t.name))
+                    for t in (node.args.get("tables") or [node.this])]
+            action = lambda: [ddl.drop_table(d, n, bool(node.args.get("exists")), st.text) for d, n in refs]  # noqa: E731
+        elif isinstance(node, exp.TruncateTable):
+            refs = [(self._current_db(t), str(t.name)) for t in node.expressions]
+            action = lambda: [ddl.truncate_table(d, n, st.text) for d, n in refs]  # noqa: E731
+        elif isinstance(node, exp.Alter) and len(node.args.get("actions") or []) == 1 and isinstance(
+            node.args["actions"][0], exp.AlterRename
+        ):
+            old = _table_ref(node.this, "ALTER TABLE")
+            new = _table_ref(node.args["actions"][0].this, "RENAME TO")
+            od, nd = self._current_db(old), (str(new.db) if new.db else self._current_db(old))
+            action = lambda: [ddl.rename_table(od, str(old.name), nd, str(new.name), st.text)]  # noqa: E731
+        elif isinstance(node, exp.Command) and _RENAME_RE.match(st.text):
+            body = _RENAME_RE.match(st.text).group(1)  # type: ignore[union-attr]
+            pairs = []
+            for part in body.split(","):
+                m = _RENAME_PAIR_RE.match(part)
+                if not m:
+                    raise SqlError(f"bad RENAME TABLE clause {part.strip()!r} (expected `old TO new`)")
+                pairs.append((self._split_name(m.group(1)), self._split_name(m.group(2))))
+            action = lambda: [ddl.rename_table(o[0], o[1], n[0], n[1], st.text) for o, n in pairs]  # noqa: E731
+        else:
+            kind = node.key.upper() if not isinstance(node, exp.Command) else str(node.this).upper()
+            raise SqlError(f"unsupported statement ({kind}): `{_short(st.text)}`")
+        # MySQL: DDL implicitly commits the open transaction.
+        await self._commit_open()
+        commit_ts = [ts for ts in action() if ts]
+        return StatementResult(statement=st.text, commit_ts=commit_ts[-1] if commit_ts else 0)
+
+    # --- DML ----------------------------------------------------------------------------------
+    def _table(self, ref: exp.Expression | None, what: str) -> TableInfo:
+        t = _table_ref(ref, what)
+        db = self._current_db(t)
+        info = self.catalog.table(db, str(t.name))
+        if info is None:
+            raise SqlError(f"Table '{db}.{t.name}' doesn't exist", ErrorKind.NOT_FOUND)
+        return info
+
+    def _writable(self, ref: exp.Expression | None, what: str) -> TableInfo:
+        info = self._table(ref, what)
+        if info.db_id == 1:
+            raise SqlError(f"table {info.qualified_name} is a system table and cannot be written")
+        return info
+
+    def _insert(self, node: exp.Expression, txn: Transaction) -> int:
+        assert isinstance(node, exp.Insert)
+        if node.args.get("conflict"):
+            raise SqlError("unsupported in INSERT: ON DUPLICATE KEY UPDATE")
+        if node.args.get("ignore"):
+            raise SqlError("unsupported: INSERT IGNORE")
+        target = node.this
+        names: list[str] | None = None
+        if isinstance(target, exp.Schema):
+            names = [column_name(e) for e in target.expressions]
+            target = target.this
+        info = self._writable(target, "INSERT")
+        values_node = node.args.get("expression")
+        if not isinstance(values_node, exp.Values):
+            raise SqlError("unsupported INSERT form (only INSERT ... VALUES (...), ...)")
+        columns = [info.column(n) for n in names] if names else list(info.columns)
+        if len({c.name for c in columns}) != len(columns):
+            raise SqlError("a column is named twice in the INSERT column list")
+        auto_inc = info.extra.get(AUTO_INCREMENT_KEY)
+        writer = TableWriter(txn, info, self.catalog)
+        count = 0
+        for rownum, tup in enumerate(values_node.expressions, start=1):
+            exprs = tup.expressions if isinstance(tup, exp.Tuple) else [tup]
+            if len(exprs) != len(columns):
+                raise SqlError(f"Column count doesn't match value count at row {rownum}")
+            given = {c.name: convert_value(info, c.name, literal_value(e)) for c, e in zip(columns, exprs, strict=True)}
+            values: dict[str, Any] = {}
+            for c in info.columns:
+                if c.name in given:
+                    values[c.name] = given[c.name]
+                elif c.default is None and not c.nullable and c.name != auto_inc:
+                    raise SqlError(f"Field '{c.name}' doesn't have a default value", ErrorKind.CONSTRAINT)
+                else:
+                    values[c.name] = c.default
+            writer.insert(values)
+            count += 1
+        return count
+
+    def _matching(self, info: TableInfo, rows: list[StoredRow], where: exp.Expression | None
+                  ) -> list[tuple[StoredRow, dict[str, Any]]]:
+        out = []
+        for row in rows:
+            ctx = row_with_rowid(info, row)
+            if where is None or truthy(evaluate(where.this, ctx)):
+                out.append((row, ctx))
+        return out
+
+    def _update(self, node: exp.Expression, txn: Transaction) -> int:
+        assert isinstance(node, exp.Update)
+        _reject(node, "UPDATE", "order", "limit", "from", "from_", "joins", "returning")
+        info = self._writable(node.this, "UPDATE")
+        assignments = []
+        for a in node.expressions:
+            if not isinstance(a, exp.EQ):
+                raise SqlError(f"bad SET clause {a.sql(dialect='mysql')!r}")
+            assignments.append((info.column(column_name(a.this)), a.expression))
+        writer = TableWriter(txn, info, self.catalog)
+        changed = 0
+        for row, ctx in self._matching(info, writer.rows(), node.args.get("where")):
+            new = dict(row.values)
+            for col, e in assignments:  # MySQL: left to right, later SETs see earlier ones
+                v = convert_value(info, col.name, evaluate(e, ctx))
+                new[col.name] = v
+                ctx[col.name.lower()] = v
+            if writer.update(row, new):
+                changed += 1
+        return changed
+
+    def _delete(self, node: exp.Expression, txn: Transaction) -> int:
+        assert isinstance(node, exp.Delete)
+        _reject(node, "DELETE", "order", "limit", "using", "joins", "returning", "tables")
+        info = self._writable(node.this, "DELETE")
+        writer = TableWriter(txn, info, self.catalog)
+        matched = self._matching(info, writer.rows(), node.args.get("where"))
+        for row, _ in matched:
+            writer.delete(row)
+        return len(matched)
+
+    def _select(self, st: ParsedStatement, txn: Transaction) -> StatementResult:
+        node = st.node
+        assert isinstance(node, exp.Select)
+        _reject(node, "SELECT", "distinct", "group", "having", "joins", "laterals", "with", "windows", "qualify")
+        from_ = node.args.get("from_") or node.args.get("from")
+        info: TableInfo | None = None
+        contexts: list[tuple[dict[str, Any], StoredRow | None]]
+        if from_ is not None:
+            info = self._table(from_.this, "SELECT ... FROM")
+            matched = self._matching(info, read_rows(txn, info), node.args.get("where"))
+            contexts = [(ctx, row) for row, ctx in matched]
+        else:
+            if node.args.get("where") and not truthy(evaluate(node.args["where"].this, {})):
+                contexts = []
+            else:
+                contexts = [({}, None)]
+        # Output columns: (name, expression or None for a table column, table column name)
+        out: list[tuple[str, exp.Expression | None, str | None]] = []
+        for item in node.expressions:
+            inner = cast(exp.Expression, item.unalias() if isinstance(item, exp.Alias) else item)
+            if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+                if info is None:
+                    raise SqlError("SELECT * needs a FROM clause")
+                out.extend((c.name, None, c.name) for c in info.columns)
+                continue
+            name: str = item.alias if isinstance(item, exp.Alias) else (
+                column_name(inner) if isinstance(inner, exp.Column) else inner.sql(dialect="mysql"))
+            colname = None
+            if isinstance(inner, exp.Column) and info is not None:
+                cname = column_name(inner)
+                if cname.lower() == ROWID_COLUMN:
+                    colname = ROWID_COLUMN
+                else:
+                    colname = info.column(cname).name
+                    if not isinstance(item, exp.Alias):
+                        name = colname
+            out.append((name, inner, colname))
+        is_agg = [e is not None and any(isinstance(n, _AGGREGATES) for n in e.walk()) for _, e, _ in out]
+        if any(is_agg):
+            def constant(e: exp.Expression | None) -> bool:
+                return e is not None and not list(e.find_all(exp.Column))
+
+            if not all(agg or constant(e) for agg, (_, e, _) in zip(is_agg, out, strict=True)):
+                raise SqlError("mixing aggregates and columns needs GROUP BY, which is not supported")
+            row = {name: _json_value(self._aggregate(e, contexts)) if e is not None else None
+                   for name, e, _ in out}
+            return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=[row])
+        order = node.args.get("order")
+        if order is not None:
+            contexts = self._order(contexts, order.expressions, out)
+        contexts = self._limit(node, contexts)
+        rows = []
+        for ctx, _stored in contexts:
+            r: dict[str, Any] = {}
+            for name, e, colname in out:
+                if colname is not None and info is not None:
+                    v = ctx[colname.lower()]
+                    r[name] = v if colname == ROWID_COLUMN else info.column(colname).to_json_value(v)
+                else:
+                    assert e is not None
+                    r[name] = _json_value(evaluate(e, ctx))
+            rows.append(r)
+        return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=rows)
+
+    @staticmethod
+    def _aggregate(e: exp.Expression, contexts: list[tuple[dict[str, Any], StoredRow | None]]) -> Any:
+        def agg(node: exp.Expression) -> Any:
+            if isinstance(node, exp.Count):
+                arg = node.this
+                if isinstance(arg, exp.Star):
+                    return len(contexts)
+                return sum(1 for ctx, _ in contexts if evaluate(arg, ctx) is not None)
+            if isinstance(node, exp.Min | exp.Max | exp.Sum):
+                vals = [v for ctx, _ in contexts if (v := evaluate(node.this, ctx)) is not None]
+                if not vals:
+                    return None
+                if isinstance(node, exp.Sum):
+                    return sum(vals)
+                key = functools.cmp_to_key(lambda a, b: compare(a, b) or 0)
+                return min(vals, key=key) if isinstance(node, exp.Min) else max(vals, key=key)
+            raise SqlError(f"unsupported aggregate {node.sql(dialect='mysql')!r}")
+
+        if isinstance(e, _AGGREGATES):
+            return agg(e)
+        return evaluate(e, {})
+
+    @staticmethod
+    def _order(contexts: list[tuple[dict[str, Any], StoredRow | None]], keys: list[exp.Expression],
+               out: list[tuple[str, exp.Expression | None, str | None]]
+               ) -> list[tuple[dict[str, Any], StoredRow | None]]:
+        aliases = {name.lower(): e for name, e, _ in out if e is not None}
+
+        def key_expr(o: exp.Expression) -> exp.Expression:
+            inner = o.this if isinstance(o, exp.Ordered) else o
+            if isinstance(inner, exp.Literal) and not inner.is_string:
+                pos = int(str(inner.this))
+                if not 1 <= pos <= len(out):
+                    raise SqlError(f"ORDER BY position {pos} is out of range")
+                name, e, colname = out[pos - 1]
+                return e if e is not None else exp.column(colname or name)
+            if isinstance(inner, exp.Column) and not inner.table:
+                alias = aliases.get(column_name(inner).lower())
+                if alias is not None and not isinstance(alias, exp.Column):
+                    return alias
+            return inner
+
+        def nulls_first_cmp(a: Any, b: Any) -> int:
+            if a is None or b is None:
+                return (b is None) - (a is None)  # NULL sorts first ascending (MySQL)
+            return compare(a, b) or 0
+
+        def pair_cmp(x: tuple[Any, Any], y: tuple[Any, Any]) -> int:
+            return nulls_first_cmp(x[0], y[0])
+
+        result = list(contexts)
+        for o in reversed(keys):  # stable sorts, last key first
+            e = key_expr(o)
+            desc = bool(o.args.get("desc")) if isinstance(o, exp.Ordered) else False
+            decorated = [(evaluate(e, item[0]), item) for item in result]
+            decorated.sort(key=functools.cmp_to_key(pair_cmp), reverse=desc)
+            result = [item for _, item in decorated]
+        return result
+
+    @staticmethod
+    def _limit(node: exp.Select, contexts: list[Any]) -> list[Any]:
+        limit = node.args.get("limit")
+        offset = node.args.get("offset")
+
+        def num(n: exp.Expression | None) -> int | None:
+            if n is None:
+                return None
+            v = literal_value(n.args.get("expression") or n.this)
+            if not isinstance(v, int) or v < 0:
+                raise SqlError(f"LIMIT/OFFSET must be a non-negative integer, got {v!r}")
+            return v
+
+        lim, off = num(limit), num(offset) or 0
+        if lim is None:
+            return contexts[off:]
+        return contexts[off : off + lim]

@@ -1,0 +1,184 @@
+"""How a table's rows and unique indexes map to MVCC keys, and row-level reads and writes.
+
+Rows live at ``t{id}_r{handle}`` with ``encode_row({column id: value})`` as the value. The handle
+is the integer PK of a clustered table (``pk_is_handle``) and a hidden ``_tidb_rowid`` otherwise.
+Every unique index (the PK of a non-clustered table, every UNIQUE KEY) has an entry
+``t{id}_i{index id}{values}`` -> handle, so uniqueness is a point read and two transactions
+inserting the same key conflict in prewrite. Index ids are the 1-based positions in
+``TableInfo.indexes``; index entries lie outside the row span, so the change feed of a table's
+row span carries rows only. A NULL in a unique index column means "no entry" (MySQL allows many).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cdc_core.codec import key as keycodec
+from cdc_core.codec.row import decode_row, encode_row
+from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
+from cdc_core.upstream.catalog import Catalog
+from cdc_core.upstream.errors import ErrorKind, SqlError
+from cdc_core.upstream.txn import Transaction
+
+AUTO_INCREMENT_KEY = "auto_increment"  # TableInfo.extra: the name of the AUTO_INCREMENT column
+
+
+@dataclass
+class StoredRow:
+    handle: int
+    values: dict[str, Any]  # column name -> typed value (schema's column names)
+
+
+def encode_values(info: TableInfo, values: Mapping[str, Any]) -> bytes:
+    return encode_row({c.id: values.get(c.name) for c in info.columns})
+
+
+def _index_entry_key(info: TableInfo, index_pos: int, ix: Index, values: Mapping[str, Any]) -> bytes | None:
+    vals = [values.get(info.column(c).name) for c in ix.columns]
+    if any(v is None for v in vals):
+        return None
+    return keycodec.index_key(info.id, index_pos + 1, encode_row(dict(enumerate(vals))))
+
+
+def read_rows(txn: Transaction, info: TableInfo) -> list[StoredRow]:
+    """Every row of the table as the transaction sees it, in handle order."""
+    start, end = keycodec.table_span(info.id)
+    out = []
+    for k, v in txn.scan(start, end):
+        _, handle = keycodec.decode_row_key(k)
+        out.append(StoredRow(handle, info.decode_values(decode_row(v))))
+    return out
+
+
+class TableWriter:
+    """Row operations on one table inside a transaction, with PK / UNIQUE / NOT NULL checks."""
+
+    def __init__(self, txn: Transaction, info: TableInfo, catalog: Catalog) -> None:
+        self.txn = txn
+        self.info = info
+        self.catalog = catalog
+        self._unique = [
+            (i, ix) for i, ix in enumerate(info.indexes)
+            if (ix.unique or ix.primary) and not (ix.primary and info.pk_is_handle)
+        ]
+        txn.tables_written.setdefault(info.id, info.schema_version)
+
+    # --- reads --------------------------------------------------------------------------------
+    def rows(self) -> list[StoredRow]:
+        return read_rows(self.txn, self.info)
+
+    # --- checks -------------------------------------------------------------------------------
+    def _dup(self, ix: Index, values: Mapping[str, Any]) -> SqlError:
+        shown = "-".join(str(self.info.column(c).to_json_value(values.get(self.info.column(c).name)))
+                         for c in ix.columns)
+        return SqlError(f"Duplicate entry '{shown}' for key '{self.info.name}.{ix.name}'", ErrorKind.CONSTRAINT)
+
+    def check_not_null(self, values: Mapping[str, Any]) -> None:
+        for c in self.info.columns:
+            if values.get(c.name) is None and not c.nullable:
+                raise SqlError(f"Column '{c.name}' cannot be null", ErrorKind.CONSTRAINT)
+
+    def _handle_of(self, values: Mapping[str, Any]) -> int:
+        col = self.info.handle_column
+        assert col is not None
+        return int(values[self.info.column(col).name])
+
+    def _put_index_entries(self, values: Mapping[str, Any], handle: int) -> None:
+        for pos, ix in self._unique:
+            k = _index_entry_key(self.info, pos, ix, values)
+            if k is None:
+                continue
+            if self.txn.get(k) is not None:
+                raise self._dup(ix, values)
+            self.txn.put(k, keycodec.encode_int(handle))
+
+    def _delete_index_entries(self, values: Mapping[str, Any]) -> None:
+        for pos, ix in self._unique:
+            k = _index_entry_key(self.info, pos, ix, values)
+            if k is not None:
+                self.txn.delete(k)
+
+    # --- writes -------------------------------------------------------------------------------
+    def fill_auto_increment(self, values: dict[str, Any]) -> None:
+        col = self.info.extra.get(AUTO_INCREMENT_KEY)
+        if not col:
+            return
+        if values.get(col) is None:
+            values[col] = self.info.column(col).convert(self.catalog.alloc_row_ids(self.info.id))
+        else:
+            self.catalog.rebase_row_id(self.info.id, int(values[col]))
+
+    def insert(self, values: dict[str, Any]) -> int:
+        """Insert one row (``values`` complete and converted); returns its handle."""
+        self.fill_auto_increment(values)
+        self.check_not_null(values)
+        if self.info.pk_is_handle:
+            handle = self._handle_of(values)
+            rk = keycodec.row_key(self.info.id, handle)
+            if self.txn.get(rk) is not None:
+                pk = next(ix for ix in self.info.indexes if ix.primary)
+                raise self._dup(pk, values)
+        else:
+            handle = self.catalog.alloc_row_ids(self.info.id)
+            rk = keycodec.row_key(self.info.id, handle)
+        self._put_index_entries(values, handle)
+        self.txn.put(rk, encode_values(self.info, values))
+        return handle
+
+    def delete(self, row: StoredRow) -> None:
+        self._delete_index_entries(row.values)
+        self.txn.delete(keycodec.row_key(self.info.id, row.handle))
+
+    def update(self, row: StoredRow, new_values: dict[str, Any]) -> bool:
+        """Update one row; False when nothing changed.
+
+        Clustered table and the PK changes: DELETE of the old row key + PUT of the new one.
+        Otherwise one PUT on the same key (the change feed carries the old value).
+        """
+        if new_values == row.values:
+            return False
+        self.check_not_null(new_values)
+        if self.info.pk_is_handle and self._handle_of(new_values) != row.handle:
+            self.delete(row)
+            new_handle = self._handle_of(new_values)
+            if self.txn.get(keycodec.row_key(self.info.id, new_handle)) is not None:
+                pk = next(ix for ix in self.info.indexes if ix.primary)
+                raise self._dup(pk, new_values)
+            self._put_index_entries(new_values, new_handle)
+            self.txn.put(keycodec.row_key(self.info.id, new_handle), encode_values(self.info, new_values))
+            return True
+        changed = [
+            (pos, ix) for pos, ix in self._unique
+            if any(row.values.get(self.info.column(c).name) != new_values.get(self.info.column(c).name)
+                   for c in ix.columns)
+        ]
+        for pos, ix in changed:
+            k = _index_entry_key(self.info, pos, ix, row.values)
+            if k is not None:
+                self.txn.delete(k)
+        for pos, ix in changed:
+            k = _index_entry_key(self.info, pos, ix, new_values)
+            if k is None:
+                continue
+            if self.txn.get(k) is not None:
+                raise self._dup(ix, new_values)
+            self.txn.put(k, keycodec.encode_int(row.handle))
+        self.txn.put(keycodec.row_key(self.info.id, row.handle), encode_values(self.info, new_values))
+        return True
+
+
+def convert_value(info: TableInfo, column: str, value: Any) -> Any:
+    """Convert a SQL value for ``column``; a bad value is an INVALID_ARGUMENT error."""
+    try:
+        return info.column(column).convert(value)
+    except SchemaError as exc:
+        raise SqlError(str(exc)) from exc
+
+
+def row_with_rowid(info: TableInfo, row: StoredRow) -> dict[str, Any]:
+    """Lower-case name -> value, including ``_tidb_rowid`` (evaluation context for expressions)."""
+    ctx = {k.lower(): v for k, v in row.values.items()}
+    ctx[ROWID_COLUMN] = row.handle
+    return ctx

@@ -1,0 +1,76 @@
+"""End to end through the CLI in subprocesses: start --detach, sql, tso, stop (temp CDCFLOW_HOME)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cdc_core.codec import tso
+
+pytestmark = pytest.mark.e2e
+
+
+def cdcflow(home: Path, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CDCFLOW_HOME": str(home)}
+    env.pop("CDCFLOW_UPSTREAM", None)
+    proc = subprocess.run([sys.executable, "-m", "cdc_core.cli.main", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cdcflow {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    h = tmp_path / "home"
+    yield h
+    info = h / "upstream.json"
+    if info.exists():  # never leave a server behind
+        cdcflow(h, "upstream", "stop", check=False)
+
+
+def test_start_sql_tso_stop(home: Path) -> None:
+    started = cdcflow(home, "upstream", "start", "--detach", "--regions-per-table", "3")
+    info = json.loads(started.stdout)
+    assert json.loads((home / "upstream.json").read_text()) == info
+    assert info["pd_addr"].startswith("127.0.0.1:") and len(info["store_addrs"]) == 1
+
+    again = cdcflow(home, "upstream", "start", "--detach", check=False)
+    assert again.returncode == 1 and "already running" in again.stderr
+
+    script = home / "s.sql"
+    script.write_text("CREATE DATABASE d; USE d; CREATE TABLE t (a INT PRIMARY KEY, b VARCHAR(5));\n"
+                      "INSERT INTO t VALUES (1, 'x'), (2, NULL);\n")
+    out = cdcflow(home, "upstream", "sql", "-f", str(script))
+    assert out.stdout == "" and "2 row(s) affected" in out.stderr
+    before = int(cdcflow(home, "tso", "now").stdout)
+    cdcflow(home, "upstream", "sql", "-e", "UPDATE d.t SET b = 'y' WHERE a = 1")
+    rows = cdcflow(home, "upstream", "sql", "-e", "SELECT * FROM d.t ORDER BY a").stdout.splitlines()
+    assert [json.loads(r) for r in rows] == [{"a": 1, "b": "y"}, {"a": 2, "b": None}]
+    old = cdcflow(home, "upstream", "sql", "-e", "SELECT b FROM d.t WHERE a = 1", "--at-ts", str(before))
+    assert json.loads(old.stdout) == {"b": "x"}
+
+    bad = cdcflow(home, "upstream", "sql", "-e", "INSERT INTO d.t VALUES (1, 'z')", check=False)
+    assert bad.returncode == 1 and "Duplicate entry '1'" in bad.stderr
+
+    decoded = json.loads(cdcflow(home, "tso", "decode", str(before)).stdout)
+    assert (decoded["physical_ms"], decoded["logical"]) == tso.parse(before)
+
+    stopped = cdcflow(home, "upstream", "stop")
+    assert f"pid {info['pid']}" in stopped.stderr and not (home / "upstream.json").exists()
+    none = cdcflow(home, "upstream", "stop", check=False)
+    assert none.returncode == 1 and "no upstream running" in none.stderr
+    nothing = cdcflow(home, "upstream", "sql", "-e", "SELECT 1", check=False)
+    assert nothing.returncode == 1 and "cdcflow upstream start --detach" in nothing.stderr
+    assert (home / "logs" / "upstream.log").read_text().count("upstream serving") >= 1
+
+
+def test_start_rejects_several_stores(home: Path) -> None:
+    out = cdcflow(home, "upstream", "start", "--stores", "3", check=False)
+    assert out.returncode == 1 and "only 1 store is supported" in out.stderr

@@ -1,0 +1,52 @@
+"""Shared fixtures: one embedded upstream cluster per test session, on a background thread.
+
+``upstream_cluster`` (session) is an ``EmbeddedCluster`` on ephemeral loopback ports with a 50 ms
+resolved-ts interval; ``pd_addr`` / ``store_addr`` are its addresses; ``upstream_client`` is a
+synchronous ``UpstreamClient``; ``fresh_db`` creates a database with a unique name per test so that
+tests sharing the cluster never see each other's tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+_db_counter = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def upstream_cluster() -> Iterator[Any]:
+    from cdc_core.upstream.cluster import ClusterConfig
+    from cdc_core.upstream.embedded import EmbeddedCluster
+
+    ec = EmbeddedCluster(ClusterConfig(min_ts_interval_ms=50)).start()
+    yield ec
+    ec.stop()
+
+
+@pytest.fixture(scope="session")
+def pd_addr(upstream_cluster: Any) -> str:
+    return str(upstream_cluster.pd_addr)
+
+
+@pytest.fixture(scope="session")
+def store_addr(upstream_cluster: Any) -> str:
+    return str(upstream_cluster.store_addr)
+
+
+@pytest.fixture
+def upstream_client(pd_addr: str) -> Iterator[Any]:
+    from cdc_core.client.upstream import UpstreamClient
+
+    with UpstreamClient(pd_addr, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture
+def fresh_db(upstream_client: Any, request: pytest.FixtureRequest) -> str:
+    name = f"db{next(_db_counter)}_{request.node.name}".replace("[", "_").replace("]", "_").replace("-", "_")[:60]
+    upstream_client.execute(f"CREATE DATABASE `{name}`")
+    return name

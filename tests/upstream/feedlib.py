@@ -1,0 +1,159 @@
+"""EventFeed test helpers: a synchronous feed client that records every message in order, and lookups."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
+
+Row = cdcpb_pb2.Event.Row
+T = cdcpb_pb2.Event  # log types: T.PREWRITE, T.COMMIT, ...
+
+
+@dataclass
+class RegionRef:
+    id: int
+    start_key: bytes
+    end_key: bytes
+    version: int
+    conf_ver: int
+
+
+def scan_regions(pd_addr: str, start: bytes, end: bytes) -> list[RegionRef]:
+    with grpc.insecure_channel(pd_addr) as ch:
+        resp = pdpb_pb2_grpc.PDStub(ch).ScanRegions(
+            pdpb_pb2.ScanRegionsRequest(start_key=start, end_key=end, limit=1024), timeout=10)
+    return [RegionRef(r.region.id, r.region.start_key, r.region.end_key, r.region.region_epoch.version,
+                      r.region.region_epoch.conf_ver) for r in resp.regions]
+
+
+def wait_until(cond: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class FeedClient:
+    """One EventFeed stream; ``items`` is the ordered list of (kind, request_id, region_id, payload)."""
+
+    def __init__(self, store_addr: str) -> None:
+        self._channel = grpc.insecure_channel(store_addr)
+        self._requests: queue.Queue[cdcpb_pb2.ChangeDataRequest | None] = queue.Queue()
+        self._call = cdcpb_pb2_grpc.ChangeDataStub(self._channel).EventFeed(iter(self._requests.get, None))
+        self._lock = threading.Lock()
+        self.items: list[tuple[str, int, int, Any]] = []
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        try:
+            for msg in self._call:
+                with self._lock:
+                    for ev in msg.events:
+                        kind = ev.WhichOneof("event")
+                        if kind == "entries":
+                            for row in ev.entries.entries:
+                                self.items.append(("row", ev.request_id, ev.region_id, row))
+                        else:
+                            self.items.append((kind, ev.request_id, ev.region_id, getattr(ev, kind)))
+                    if msg.HasField("resolved_ts"):
+                        rts = msg.resolved_ts
+                        for rid in rts.regions:
+                            self.items.append(("resolved", rts.request_id, rid, rts.ts))
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                self.error = exc
+
+    def register(self, region: RegionRef, request_id: int, checkpoint_ts: int, *, start_key: bytes = b"",
+                 end_key: bytes = b"", old_value: bool = True, epoch: tuple[int, int] | None = None) -> None:
+        version, conf_ver = epoch or (region.version, region.conf_ver)
+        self._requests.put(cdcpb_pb2.ChangeDataRequest(
+            region_id=region.id, region_epoch=metapb_pb2.RegionEpoch(version=version, conf_ver=conf_ver),
+            checkpoint_ts=checkpoint_ts, start_key=start_key or region.start_key,
+            end_key=end_key or region.end_key, request_id=request_id,
+            extra_op=cdcpb_pb2.ReadOldValue if old_value else cdcpb_pb2.Noop, register=cdcpb_pb2.Register()))
+
+    def deregister(self, region_id: int, request_id: int) -> None:
+        self._requests.put(cdcpb_pb2.ChangeDataRequest(region_id=region_id, request_id=request_id,
+                                                       deregister=cdcpb_pb2.Deregister()))
+
+    def snapshot(self) -> list[tuple[str, int, int, Any]]:
+        with self._lock:
+            return list(self.items)
+
+    def rows(self, request_id: int | None = None) -> list[Row]:
+        return [p for k, rq, _, p in self.snapshot() if k == "row" and (request_id is None or rq == request_id)]
+
+    def resolved(self, request_id: int, region_id: int) -> int:
+        ts = [p for k, rq, rg, p in self.snapshot() if k == "resolved" and rq == request_id and rg == region_id]
+        return max(ts, default=0)
+
+    def initialized(self, request_id: int) -> bool:
+        return any(r.type == T.INITIALIZED for r in self.rows(request_id))
+
+    def errors(self, request_id: int) -> list[cdcpb_pb2.Error]:
+        return [p for k, rq, _, p in self.snapshot() if k == "error" and rq == request_id]
+
+    def close(self) -> None:
+        self._requests.put(None)
+        self._call.cancel()
+        self._thread.join(10)
+        self._channel.close()
+
+
+def table_id(cluster: Any, db: str, name: str) -> int:
+    info = cluster.call(lambda: cluster.cluster.catalog.table(db, name))
+    assert info is not None, f"no table {db}.{name}"
+    return int(info.id)
+
+
+def table_regions(pd_addr: str, tid: int) -> list[RegionRef]:
+    from cdc_core.codec import key as keycodec
+
+    start, end = keycodec.table_span(tid)
+    return scan_regions(pd_addr, start, end)
+
+
+def changes_by_commit(fc: FeedClient, request_ids: list[int]) -> dict[int, list[tuple[bytes, int, bytes, bytes]]]:
+    """commit_ts -> [(key, op_type, value, old_value)] from COMMITTED rows and matched PREWRITE+COMMIT."""
+    out: dict[int, list[tuple[bytes, int, bytes, bytes]]] = {}
+    for rq in request_ids:
+        prewrites: dict[tuple[bytes, int], Row] = {}
+        for r in fc.rows(rq):
+            if r.type == T.PREWRITE:
+                prewrites[(r.key, r.start_ts)] = r
+            elif r.type == T.COMMITTED:
+                out.setdefault(r.commit_ts, []).append((r.key, r.op_type, r.value, r.old_value))
+            elif r.type == T.COMMIT:
+                p = prewrites.pop((r.key, r.start_ts))
+                out.setdefault(r.commit_ts, []).append((r.key, p.op_type, p.value, p.old_value))
+    for v in out.values():
+        v.sort()
+    return out
+
+
+def register_all(fc: FeedClient, regions: list[RegionRef], checkpoint_ts: int, first_request_id: int,
+                 **kw: Any) -> list[int]:
+    ids = []
+    for i, r in enumerate(regions):
+        fc.register(r, first_request_id + i, checkpoint_ts, **kw)
+        ids.append(first_request_id + i)
+    wait_until(lambda: all(fc.initialized(i) for i in ids), what="regions initialized")
+    return ids
+
+
+def wait_resolved(fc: FeedClient, request_ids: list[int], regions: list[RegionRef], ts: int) -> None:
+    wait_until(lambda: all(fc.resolved(rq, r.id) >= ts for rq, r in zip(request_ids, regions, strict=True)),
+               what=f"resolved ts >= {ts}")

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import pytest
+
+from cdc_core.upstream.mvcc import (
+    KeyLockedError,
+    Lock,
+    LockNotFoundError,
+    Mutation,
+    MvccStore,
+    Op,
+    VersionRecord,
+    WriteConflictError,
+)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, bytes, int]] = []
+
+    def on_prewrite(self, lock: Lock) -> None:
+        self.events.append(("prewrite", lock.key, lock.start_ts))
+
+    def on_commit(self, record: VersionRecord) -> None:
+        self.events.append(("commit", record.key, record.commit_ts))
+
+    def on_rollback(self, lock: Lock) -> None:
+        self.events.append(("rollback", lock.key, lock.start_ts))
+
+
+def put(store: MvccStore, start: int, commit: int, **kv: bytes | None) -> None:
+    muts = [Mutation(k.encode(), Op.PUT, v) if v is not None else Mutation(k.encode(), Op.DELETE)
+            for k, v in kv.items()]
+    store.prewrite(muts, muts[0].key, start)
+    store.commit([m.key for m in muts], start, commit)
+
+
+def test_snapshot_reads_see_versions_by_commit_ts() -> None:
+    s = MvccStore()
+    put(s, 10, 11, a=b"1", b=b"x")
+    put(s, 20, 21, a=b"2")
+    put(s, 30, 31, a=None)
+    assert s.get(b"a", 5) is None
+    assert s.get(b"a", 11) == b"1"
+    assert s.get(b"a", 20) == b"1"
+    assert s.get(b"a", 21) == b"2"
+    assert s.get(b"a", 31) is None  # tombstone
+    assert s.scan(b"", b"", 25) == [(b"a", b"2"), (b"b", b"x")]
+    assert s.scan(b"b", b"c", 100) == [(b"b", b"x")]
+    assert [v.commit_ts for v in s.versions(b"a")] == [11, 21, 31]
+
+
+def test_locks_block_other_transactions_and_are_ignored_by_readers() -> None:
+    s = MvccStore()
+    put(s, 1, 2, k=b"v0")
+    s.prewrite([Mutation(b"k", Op.PUT, b"v1")], b"k", 10)
+    assert s.get(b"k", 100) == b"v0"  # a reader's ts was taken before the lock's commit ts
+    assert s.min_lock_ts(b"", b"") == 10
+    assert s.lock_of(b"k").old_value == b"v0"  # type: ignore[union-attr]
+    with pytest.raises(KeyLockedError):
+        s.prewrite([Mutation(b"k", Op.PUT, b"other")], b"k", 11)
+    s.prewrite([Mutation(b"k", Op.PUT, b"v1")], b"k", 10)  # the same txn again: idempotent
+    s.commit([b"k"], 10, 12)
+    assert s.min_lock_ts(b"", b"") is None
+    assert s.get(b"k", 12) == b"v1"
+    s.commit([b"k"], 10, 12)  # commit is idempotent
+
+
+def test_write_conflict_and_all_or_nothing_prewrite() -> None:
+    s = MvccStore()
+    put(s, 5, 20, x=b"1")
+    with pytest.raises(WriteConflictError):
+        s.prewrite([Mutation(b"y", Op.PUT, b"2"), Mutation(b"x", Op.PUT, b"3")], b"y", 10)
+    assert s.lock_of(b"y") is None  # nothing was locked
+
+
+def test_rollback_drops_locks_and_commit_without_lock_fails() -> None:
+    s = MvccStore()
+    rec = Recorder()
+    s.add_observer(rec)
+    s.prewrite([Mutation(b"a", Op.PUT, b"1"), Mutation(b"b", Op.DELETE)], b"a", 10)
+    s.rollback([b"a", b"b"], 10)
+    assert s.locks_in(b"", b"") == []
+    with pytest.raises(LockNotFoundError):
+        s.commit([b"a"], 10, 11)
+    assert rec.events == [("prewrite", b"a", 10), ("prewrite", b"b", 10), ("rollback", b"a", 10),
+                          ("rollback", b"b", 10)]
+
+
+def test_check_op_checks_conflicts_but_writes_nothing() -> None:
+    s = MvccStore()
+    s.prewrite([Mutation(b"a", Op.PUT, b"1"), Mutation(b"c", Op.CHECK)], b"a", 10)
+    assert s.lock_of(b"c") is None
+    s.commit([b"a"], 10, 11)
+    put(s, 12, 13, c=b"z")
+    with pytest.raises(WriteConflictError):
+        s.prewrite([Mutation(b"c", Op.CHECK)], b"c", 11)
+
+
+def test_versions_after_lists_changes_with_old_values_in_chunks() -> None:
+    s = MvccStore()
+    put(s, 1, 2, a=b"a1", b=b"b1")
+    put(s, 3, 4, a=b"a2")
+    put(s, 5, 6, b=None)
+    put(s, 7, 8, c=b"c1")
+    recs, cursor = s.versions_after(b"", b"", 2)
+    assert cursor is None
+    assert [(r.key, r.commit_ts, r.op, r.value, r.old_value) for r in recs] == [
+        (b"a", 4, Op.PUT, b"a2", b"a1"),
+        (b"b", 6, Op.DELETE, None, b"b1"),
+        (b"c", 8, Op.PUT, b"c1", None),
+    ]
+    # chunked: one key per call, resuming after the returned key
+    got, cur = [], None
+    while True:
+        part, cur = s.versions_after(b"", b"", 0, from_key=cur, key_limit=1)
+        got.extend((r.key, r.commit_ts) for r in part)
+        if cur is None:
+            break
+    assert got == [(b"a", 2), (b"a", 4), (b"b", 2), (b"b", 6), (b"c", 8)]
+    recs, _ = s.versions_after(b"b", b"c", 0)
+    assert [r.key for r in recs] == [b"b", b"b"]
+
+
+def test_observers_see_changes_in_order() -> None:
+    s = MvccStore()
+    rec = Recorder()
+    s.add_observer(rec)
+    put(s, 1, 2, a=b"1")
+    assert rec.events == [("prewrite", b"a", 1), ("commit", b"a", 2)]
+    s.remove_observer(rec)
+    put(s, 3, 4, a=b"2")
+    assert len(rec.events) == 2
+
+
+def test_commit_ts_must_exceed_start_ts() -> None:
+    s = MvccStore()
+    s.prewrite([Mutation(b"a", Op.PUT, b"1")], b"a", 10)
+    with pytest.raises(Exception, match="greater than start ts"):
+        s.commit([b"a"], 10, 10)

@@ -1,0 +1,163 @@
+"""The SQL front through the SQL service: statements, both table kinds, constraints, transactions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import pytest
+
+from cdc_core.codec import key as keycodec
+from cdc_core.codec.row import decode_row
+from cdc_core.errors import UpstreamError
+from cdc_core.proto import sqlpb_pb2, sqlpb_pb2_grpc
+from cdc_core.upstream.errors import ErrorKind, SqlError
+from cdc_core.upstream.sql_front import split_script
+
+
+def engine_error(cluster: Any, sql: str) -> SqlError:
+    with pytest.raises(SqlError) as ei:
+        cluster.run(cluster.cluster.sql.execute(sql))
+    return ei.value
+
+
+def grpc_code(pd_addr: str, sql: str) -> tuple[grpc.StatusCode, str]:
+    with grpc.insecure_channel(pd_addr) as ch:
+        with pytest.raises(grpc.RpcError) as ei:
+            sqlpb_pb2_grpc.SQLStub(ch).Execute(sqlpb_pb2.ExecuteRequest(sql=sql), timeout=10)
+    return ei.value.code(), ei.value.details()
+
+
+def test_split_script_handles_literals_comments_and_clustered_hints() -> None:
+    stmts = split_script("SELECT 'a;b'; -- c;\n CREATE TABLE t (a INT PRIMARY KEY NONCLUSTERED);;"
+                         "CREATE TABLE u (a INT, PRIMARY KEY (a) /*T![clustered_index] CLUSTERED */)")
+    assert [s.clustered for s in stmts] == [None, False, True]
+    assert stmts[0].text == "SELECT 'a;b'"
+
+
+def test_create_insert_select_clustered(upstream_client: Any, fresh_db: str) -> None:
+    res = upstream_client.execute(
+        f"USE {fresh_db}; CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR(20) NOT NULL DEFAULT 'anon', "
+        "price DECIMAL(8,2), at DATETIME, note TEXT);"
+        "INSERT INTO t VALUES (2, 'b', 1.5, '2024-01-02 03:04:05', NULL), (1, 'a', NULL, NULL, 'x');"
+        "INSERT INTO t (id) VALUES (3);"
+        "SELECT * FROM t ORDER BY id")
+    assert res[1].commit_ts > 0 and res[2].affected_rows == 2 and res[3].affected_rows == 1
+    assert res[2].commit_ts < res[3].commit_ts
+    assert res[-1].columns == ["id", "name", "price", "at", "note"]
+    assert res[-1].rows == [
+        {"id": 1, "name": "a", "price": None, "at": None, "note": "x"},
+        {"id": 2, "name": "b", "price": "1.50", "at": "2024-01-02 03:04:05", "note": None},
+        {"id": 3, "name": "anon", "price": None, "at": None, "note": None},
+    ]
+    q = upstream_client.query
+    assert q(f"SELECT name AS n FROM {fresh_db}.t WHERE price IS NULL AND NOT id = 3") == [{"n": "a"}]
+    assert q(f"SELECT id FROM {fresh_db}.t WHERE id IN (1, 3) OR name = 'b' ORDER BY id DESC") == [
+        {"id": 3}, {"id": 2}, {"id": 1}]
+    assert q(f"SELECT id FROM {fresh_db}.t WHERE id BETWEEN 2 AND 3 AND at > '2024-01-01' ") == [{"id": 2}]
+    assert q(f"SELECT COUNT(*) AS n, MAX(id) AS m FROM {fresh_db}.t WHERE note IS NOT NULL OR id > 1") == [
+        {"n": 3, "m": 3}]
+    assert q(f"SELECT id FROM {fresh_db}.t ORDER BY id LIMIT 1 OFFSET 1") == [{"id": 2}]
+    info = upstream_client.query("SELECT table_info FROM mysql.tidb_ddl_history ORDER BY job_id DESC LIMIT 1")
+    assert '"pk_is_handle":true' in info[0]["table_info"]
+
+
+def test_update_and_delete(upstream_client: Any, fresh_db: str) -> None:
+    upstream_client.execute(f"USE {fresh_db}; CREATE TABLE t (a INT PRIMARY KEY, b INT, c VARCHAR(5));"
+                            "INSERT INTO t VALUES (1, 10, 'x'), (2, 20, 'y'), (3, 30, NULL)")
+    res = upstream_client.execute(f"UPDATE {fresh_db}.t SET b = b + 1, c = 'z' WHERE a >= 2")
+    assert res[0].affected_rows == 2 and res[0].commit_ts > 0
+    res = upstream_client.execute(f"UPDATE {fresh_db}.t SET b = 21 WHERE a = 2")  # unchanged row
+    assert res[0].affected_rows == 0
+    res = upstream_client.execute(f"DELETE FROM {fresh_db}.t WHERE c IS NULL OR a = 1")
+    assert res[0].affected_rows == 1
+    assert upstream_client.query(f"SELECT * FROM {fresh_db}.t ORDER BY a") == [
+        {"a": 2, "b": 21, "c": "z"}, {"a": 3, "b": 31, "c": "z"}]
+    assert upstream_client.execute(f"DELETE FROM {fresh_db}.t")[0].affected_rows == 2
+    assert upstream_client.query(f"SELECT COUNT(*) AS n FROM {fresh_db}.t") == [{"n": 0}]
+
+
+def test_non_clustered_table_uses_hidden_rowid(upstream_cluster: Any, upstream_client: Any, fresh_db: str) -> None:
+    upstream_client.execute(
+        f"USE {fresh_db}; CREATE TABLE n (a INT, b VARCHAR(10), PRIMARY KEY (a) NONCLUSTERED, UNIQUE KEY ub (b));"
+        "CREATE TABLE c (x VARCHAR(10) PRIMARY KEY, y INT);"
+        "CREATE TABLE k (p INT, q INT, PRIMARY KEY (p, q));"
+        "INSERT INTO n VALUES (5, 'five'), (6, 'six')")
+    infos = {t.name: t for t in upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.tables(fresh_db))}
+    assert not infos["n"].pk_is_handle and not infos["c"].pk_is_handle and not infos["k"].pk_is_handle
+    rows = upstream_client.query(f"SELECT _tidb_rowid, a, b FROM {fresh_db}.n ORDER BY a")
+    assert rows == [{"_tidb_rowid": 1, "a": 5, "b": "five"}, {"_tidb_rowid": 2, "a": 6, "b": "six"}]
+    # the row's key is the rowid handle, its value is encoded by column id
+    store = upstream_cluster.cluster.store
+    ts = upstream_client.get_ts()
+    value = upstream_cluster.call(lambda: store.get(keycodec.row_key(infos["n"].id, 1), ts))
+    assert decode_row(value) == {1: 5, 2: "five"}
+    assert "_tidb_rowid" not in upstream_client.query(f"SELECT * FROM {fresh_db}.n")[0]
+
+
+def test_constraint_errors(upstream_cluster: Any, upstream_client: Any, fresh_db: str) -> None:
+    upstream_client.execute(
+        f"USE {fresh_db}; CREATE TABLE t (a INT PRIMARY KEY, b INT NOT NULL, u VARCHAR(4), UNIQUE (u));"
+        "CREATE TABLE n (a INT PRIMARY KEY NONCLUSTERED, b INT);"
+        "INSERT INTO t VALUES (1, 1, 'x'); INSERT INTO n VALUES (1, 1)")
+    cases = {
+        f"INSERT INTO {fresh_db}.t VALUES (1, 2, 'y')": "Duplicate entry '1' for key 't.PRIMARY'",
+        f"INSERT INTO {fresh_db}.t VALUES (2, 2, 'x')": "Duplicate entry 'x' for key 't.u'",
+        f"INSERT INTO {fresh_db}.n VALUES (1, 5)": "Duplicate entry '1' for key 'n.PRIMARY'",
+        f"INSERT INTO {fresh_db}.t VALUES (3, NULL, 'z')": "Column 'b' cannot be null",
+        f"INSERT INTO {fresh_db}.t (a) VALUES (3)": "Field 'b' doesn't have a default value",
+        f"UPDATE {fresh_db}.t SET b = NULL": "Column 'b' cannot be null",
+        f"INSERT INTO {fresh_db}.t VALUES (1, 1, 'x'), (1, 1, 'x')": "Duplicate entry",
+    }
+    for sql, msg in cases.items():
+        err = engine_error(upstream_cluster, sql)
+        assert err.kind is ErrorKind.CONSTRAINT, sql
+        assert msg in err.message, (sql, err.message)
+    # a failing multi-row statement wrote nothing
+    assert upstream_client.query(f"SELECT COUNT(*) AS n FROM {fresh_db}.t") == [{"n": 1}]
+    # NULLs never collide in a unique index
+    upstream_client.execute(f"INSERT INTO {fresh_db}.t VALUES (5, 1, NULL), (6, 1, NULL)")
+    code, details = grpc_code(upstream_cluster.pd_addr, f"INSERT INTO {fresh_db}.t VALUES (1, 1, 'q')")
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "Duplicate entry '1'" in details
+
+
+def test_bad_sql_and_bad_values(upstream_cluster: Any, upstream_client: Any, fresh_db: str) -> None:
+    upstream_client.execute(f"CREATE TABLE {fresh_db}.t (a INT PRIMARY KEY, v VARCHAR(3), d DATETIME)")
+    invalid = {
+        "SELEC 1": "syntax error",
+        f"INSERT INTO {fresh_db}.t VALUES ('abc', 'x', NULL)": "is not an integer",
+        f"INSERT INTO {fresh_db}.t VALUES (1, 'toolong', NULL)": "too long",
+        f"INSERT INTO {fresh_db}.t VALUES (1, 'x', 'not a date')": "not a datetime",
+        f"INSERT INTO {fresh_db}.t VALUES (99999999999, 'x', NULL)": "out of range",
+        f"INSERT INTO {fresh_db}.t VALUES (1)": "Column count doesn't match",
+        f"CREATE TABLE {fresh_db}.x (a FLOAT)": "unsupported type",
+        "SHOW TABLES": "unsupported statement",
+        f"ALTER TABLE {fresh_db}.t ADD COLUMN z INT": "unsupported statement",
+        f"SELECT a, COUNT(*) FROM {fresh_db}.t": "GROUP BY",
+        f"SELECT * FROM {fresh_db}.t GROUP BY a": "GROUP BY",
+        f"UPDATE {fresh_db}.t SET a = 1 LIMIT 1": "LIMIT",
+        f"INSERT INTO {fresh_db}.t VALUES (1, 'x', NULL) ON DUPLICATE KEY UPDATE a = 2": "ON DUPLICATE KEY",
+        f"SELECT nope FROM {fresh_db}.t WHERE a = 1": "unknown column",
+        "SELECT * FROM t": "No database selected",
+        "INSERT INTO mysql.tidb_ddl_history (job_id, job_type) VALUES (1, 'x')": "system table",
+    }
+    for sql, msg in invalid.items():
+        err = engine_error(upstream_cluster, sql)
+        assert err.kind is ErrorKind.INVALID, (sql, err.kind, err.message)
+        assert msg in err.message, (sql, err.message)
+        assert "statement 1" in err.message
+    assert engine_error(upstream_cluster, f"SELECT * FROM {fresh_db}.missing").kind is ErrorKind.NOT_FOUND
+    assert engine_error(upstream_cluster, f"CREATE DATABASE {fresh_db}").kind is ErrorKind.EXISTS
+    code, details = grpc_code(upstream_cluster.pd_addr, "SHOW TABLES")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "SHOW" in details
+    with pytest.raises(UpstreamError, match="unsupported statement"):
+        upstream_client.execute("GRANT ALL ON *.* TO u")
+
+
+def test_script_stops_at_first_error_and_reports_the_statement(upstream_client: Any, fresh_db: str) -> None:
+    script = (f"USE {fresh_db}; CREATE TABLE t (a INT PRIMARY KEY); INSERT INTO t VALUES (1);"
+              " INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)")
+    with pytest.raises(UpstreamError, match=r"statement 4 `INSERT INTO t VALUES \(1\)`: Duplicate entry"):
+        upstream_client.execute(script)
+    # statements before the failure committed; the ones after never ran
+    assert upstream_client.query(f"SELECT a FROM {fresh_db}.t") == [{"a": 1}]
