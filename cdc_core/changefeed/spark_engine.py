@@ -53,8 +53,10 @@ def _submit(job: str, args: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         a, r = Path(d) / "args.json", Path(d) / "result.json"
         a.write_text(json.dumps(args))
-        cmd = [submit, "--master", master, str(Path(importlib.util.find_spec(module).origin)),  # type: ignore[union-attr]
-               "--args", str(a), "--result", str(r)]
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None:
+            raise ChangefeedError(f"cannot find the Spark job module {module}")
+        cmd = [submit, "--master", master, spec.origin, "--args", str(a), "--result", str(r)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.splitlines()[-20:])
