@@ -57,7 +57,12 @@ def _submit(job: str, args: dict[str, Any]) -> dict[str, Any]:
         if spec is None or spec.origin is None:
             raise ChangefeedError(f"cannot find the Spark job module {module}")
         cmd = [submit, "--master", master, spec.origin, "--args", str(a), "--result", str(r)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        env = dict(os.environ)
+        pyspark_spec = importlib.util.find_spec("pyspark")
+        if "SPARK_HOME" not in env and pyspark_spec is not None and pyspark_spec.origin:
+            # The pip-installed spark-submit finds its jars through SPARK_HOME = the pyspark package.
+            env["SPARK_HOME"] = str(Path(pyspark_spec.origin).parent)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.splitlines()[-20:])
             raise ChangefeedError(f"spark-submit of {job} failed (exit {proc.returncode}):\n{tail}")

@@ -1,0 +1,440 @@
+"""Data-quality checks of a silver Delta table at a barrier, with Great Expectations 1.x.
+
+The table is read with delta-rs into Arrow and handed to Spark with its exact schema
+(``TIMESTAMP_NTZ`` for DATETIME), then validated by an ephemeral GX context on a Spark datasource:
+
+1. the Delta key is unique (``ExpectColumnValuesToBeUnique`` / ``ExpectCompoundColumnsToBeUnique``);
+2. the row count equals the upstream snapshot's (``mode`` "count" or "checksum");
+3. an order-independent checksum equals the upstream snapshot's (``mode`` "checksum"), validated
+   as a one-row frame with ``ExpectColumnValuesToBeInSet``.
+
+The checksum is computed the same way from upstream JSON rows (``SELECT *``: DECIMAL/DATETIME as
+strings, ints as numbers) in Python and from the Delta table in Spark: every column of the table
+(not ``_tidb_rowid``, which upstream rows lack) is canonicalized to a string -- integers in
+decimal, DECIMAL in plain notation with exactly ``scale`` digits, DATETIME as
+``YYYY-MM-DD HH:MM:SS.ffffff``, strings as they are -- a row is the concatenation of
+``N`` (NULL) or ``S<length>:<text>`` per column in column order, its hash is the first 8 bytes of
+SHA-256 as an unsigned integer, and the table checksum is the sum of row hashes mod 2^64 as 16 hex
+digits. The sum makes it order-independent and still sensitive to duplicate rows.
+
+When the count or checksum differs, sample offending keys are found by joining per-key row
+hashes of both sides in Spark.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import uuid
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Literal
+
+from cdc_core.errors import DataQualityError
+from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
+from spark_jobs.delta_writer import table_path
+from spark_jobs.mount import image_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column as SparkColumn
+    from pyspark.sql import DataFrame, SparkSession
+
+Mode = Literal["checksum", "count", "off"]
+MODES = ("checksum", "count", "off")
+SAMPLE_KEYS = 10
+_MOD = 1 << 64
+_TS_FORMAT_SPARK = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+
+
+# --- canonical form and checksum ----------------------------------------------------------------
+
+
+def canonical_value(col: Column, value: Any) -> str | None:
+    """The canonical string of one value of ``col`` (None for NULL); accepts JSON or typed values."""
+    v = col.convert(value)
+    if v is None:
+        return None
+    if col.type in ("int", "bigint"):
+        return str(int(v))
+    if col.type == "decimal":
+        d: Decimal = v
+        return format(d.copy_abs() if d.is_zero() else d, "f")
+    if col.type == "datetime":
+        t: datetime = v
+        return f"{t.year:04d}-{t.month:02d}-{t.day:02d} {t.hour:02d}:{t.minute:02d}:{t.second:02d}.{t.microsecond:06d}"
+    return str(v)
+
+
+def _encode_row(parts: Sequence[str | None]) -> str:
+    return "".join("N" if p is None else f"S{len(p)}:{p}" for p in parts)
+
+
+def _hash(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+def _get(row: dict[str, Any], name: str) -> Any:
+    if name in row:
+        return row[name]
+    lname = name.lower()
+    for k, v in row.items():
+        if k.lower() == lname:
+            return v
+    raise KeyError(name)
+
+
+def row_hash(row: dict[str, Any], table: TableInfo) -> int:
+    """The 64-bit hash of one upstream row (``{column name: value}``)."""
+    return _hash(_encode_row([canonical_value(c, _get(row, c.name)) for c in table.columns]))
+
+
+def table_checksum(rows: Iterable[dict[str, Any]], table: TableInfo) -> str:
+    """Order-independent checksum of upstream rows (as ``SELECT *`` returns them)."""
+    total = 0
+    for r in rows:
+        total = (total + row_hash(r, table)) % _MOD
+    return f"{total:016x}"
+
+
+def _canonical_col(col: Column) -> SparkColumn:
+    from pyspark.sql import functions as F
+
+    c = F.col(f"`{col.name}`")
+    if col.type == "datetime":
+        return F.date_format(c, _TS_FORMAT_SPARK)
+    if col.type == "decimal":
+        return F.when(c == 0, F.abs(c)).otherwise(c).cast("string")  # no "-0.00"
+    return c.cast("string")
+
+
+def _encoded_col(cols: Sequence[Column]) -> SparkColumn:
+    from pyspark.sql import functions as F
+
+    pieces = []
+    for col in cols:
+        s = _canonical_col(col)
+        tagged = F.concat(F.lit("S"), F.char_length(s).cast("string"), F.lit(":"), s)
+        pieces.append(F.when(s.isNull(), F.lit("N")).otherwise(tagged))
+    return F.concat(*pieces) if pieces else F.lit("")
+
+
+def spark_row_hash(table: TableInfo) -> SparkColumn:
+    """The row hash of :func:`row_hash` as a Spark ``DECIMAL(20,0)`` column expression."""
+    from pyspark.sql import functions as F
+
+    return F.conv(F.substring(F.sha2(_encoded_col(table.columns), 256), 1, 16), 16, 10).cast("DECIMAL(20,0)")
+
+
+def spark_checksum(df: DataFrame, table: TableInfo) -> str:
+    """:func:`table_checksum` of a DataFrame with the table's columns, computed in Spark."""
+    from pyspark.sql import functions as F
+
+    total = (
+        df.select(spark_row_hash(table).alias("h"))
+        .agg(F.coalesce(F.sum("h"), F.lit(0).cast("DECIMAL(38,0)")).alias("s"))
+        .collect()[0]["s"]
+    )
+    return f"{int(total) % _MOD:016x}"
+
+
+# --- reading the silver table -------------------------------------------------------------------
+
+
+def spark_schema_ddl(table: TableInfo) -> str:
+    return ", ".join(f"`{n}` {t}" for n, t in image_columns(table))
+
+
+def read_silver(spark: SparkSession, sink: str, table: TableInfo) -> tuple[DataFrame, int | None]:
+    """The silver table as a Spark DataFrame (via delta-rs and Arrow) and its Delta version.
+
+    A table that does not exist yet reads as empty (version None).
+    """
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    path = table_path(sink, table)
+    schema = table.arrow_schema()
+    if not DeltaTable.is_deltatable(path):
+        return spark.createDataFrame(schema.empty_table(), schema=spark_schema_ddl(table)), None
+    dt = DeltaTable(path)
+    data = dt.to_pyarrow_table(columns=[n for n in schema.names if n in dt.schema().to_arrow().names])
+    cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
+            for f in schema]  # fmt: skip
+    data = pa.Table.from_arrays(cols, schema=schema)
+    return spark.createDataFrame(data, schema=spark_schema_ddl(table)), dt.version()
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ExpectationResult:
+    expectation: str
+    success: bool
+    details: str = ""
+    observed: Any = None
+    expected: Any = None
+    sample_keys: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class CheckReport:
+    table: str
+    ts: int
+    mode: str
+    passed: bool
+    delta_version: int | None = None
+    row_count: int | None = None
+    results: list[ExpectationResult] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self), default=str))
+
+    @property
+    def sample_keys(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for r in self.results:
+            out.extend(k for k in r.sample_keys if k not in out)
+        return out[:SAMPLE_KEYS]
+
+    def raise_for_failure(self) -> None:
+        if not self.passed:
+            failed = [f"{r.expectation} ({r.details})" for r in self.results if not r.success]
+            raise DataQualityError(
+                f"data-quality check of {self.table} at ts {self.ts} failed: {'; '.join(failed)}"
+                + (f"; sample keys {self.sample_keys}" if self.sample_keys else "")
+            )
+
+
+# --- GX -----------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _gx_context() -> Any:
+    """One ephemeral GX context per process (nothing is persisted; no analytics)."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no usage-statistics calls home
+    warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return ctx
+
+
+def _validate(df: DataFrame, expectations: list[Any]) -> list[Any]:
+    """Validate a Spark DataFrame against expectations in one GX run; results in expectation order.
+
+    Each run gets its own datasource (GX asset names are per datasource), removed afterwards.
+    """
+    import great_expectations as gx
+
+    ctx = _gx_context()
+    name = f"cdcflow_{uuid.uuid4().hex[:12]}"
+    ds = ctx.data_sources.add_spark(name=name)
+    try:
+        batch = (
+            ds.add_dataframe_asset(name="silver")
+            .add_batch_definition_whole_dataframe("whole")
+            .get_batch(batch_parameters={"dataframe": df})
+        )
+        suite = gx.ExpectationSuite(name=name, expectations=expectations)
+        res = batch.validate(suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_KEYS})
+    finally:
+        ctx.data_sources.delete(name)
+    by_type: dict[str, Any] = {r.expectation_config.type: r for r in res.results}
+    out = [by_type[e.expectation_type] for e in expectations]
+    for r in out:
+        info = r.exception_info or {}
+        if info.get("raised_exception"):
+            raise DataQualityError(
+                f"Great Expectations could not evaluate {r.expectation_config.type}: {info.get('exception_message')}"
+            )
+    return out
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, datetime):
+        return v.isoformat(sep=" ")
+    return v
+
+
+def _unique_expectation(table: TableInfo) -> Any:
+    import great_expectations.expectations as gxe
+
+    key = list(table.delta_key())
+    if len(key) == 1:
+        return gxe.ExpectColumnValuesToBeUnique(column=key[0])
+    return gxe.ExpectCompoundColumnsToBeUnique(column_list=key)  # GX wants >= 2 columns here
+
+
+def _uniqueness_result(r: Any, table: TableInfo) -> ExpectationResult:
+    key = list(table.delta_key())
+    samples: list[dict[str, Any]] = []
+    for v in r.result.get("partial_unexpected_list") or []:
+        k = {c: _jsonable(v.get(c)) for c in key} if isinstance(v, dict) else {key[0]: _jsonable(v)}
+        if k not in samples:
+            samples.append(k)
+    n = r.result.get("unexpected_count", 0)
+    return ExpectationResult(
+        expectation="delta_key_unique",
+        success=bool(r.success),
+        details="" if r.success else f"key {key}: {n} rows share a key with another row",
+        observed=n,
+        expected=0,
+        sample_keys=samples,
+    )
+
+
+def _diff_keys(
+    spark: SparkSession, df: DataFrame, expected_rows: list[dict[str, Any]], table: TableInfo
+) -> list[dict[str, Any]]:
+    """Keys whose rows differ between the Delta table and the upstream rows (at most SAMPLE_KEYS)."""
+    from pyspark.sql import functions as F
+
+    # Upstream rows lack _tidb_rowid: a table keyed by it is compared by whole rows.
+    key = [] if ROWID_COLUMN in table.delta_key() else list(table.delta_key())
+    key_cols = [table.column(k) for k in key] or list(table.columns)
+    names = [c.name for c in key_cols]
+    exp = [
+        (
+            json.dumps(
+                [canonical_value(c, _get(r, c.name)) for c in key_cols], separators=(",", ":"), ensure_ascii=False
+            ),
+            str(row_hash(r, table)),
+        )
+        for r in expected_rows
+    ]
+    actual = df.select(
+        F.to_json(F.array(*[_canonical_col(c) for c in key_cols])).alias("k"),
+        spark_row_hash(table).cast("string").alias("h"),
+    )
+    expected = spark.createDataFrame(exp, "k STRING, h STRING")
+
+    def agg(d: DataFrame, name: str) -> DataFrame:
+        return d.groupBy("k").agg(F.sort_array(F.collect_list("h")).alias(name))
+
+    j = agg(actual, "a").join(agg(expected, "e"), "k", "full_outer")
+    bad = j.where(~F.col("a").eqNullSafe(F.col("e"))).orderBy("k").limit(SAMPLE_KEYS).collect()
+    out = []
+    for row in bad:
+        vals = json.loads(row["k"])
+        side = "missing in Delta" if row["a"] is None else "not upstream" if row["e"] is None else "differs"
+        out.append({**dict(zip(names, vals, strict=True)), "_problem": side})
+    return out
+
+
+def run_checks(
+    sink: str,
+    table: TableInfo,
+    *,
+    expected_rows: list[dict[str, Any]] | None,
+    mode: Mode,
+    ts: int,
+    spark: SparkSession | None = None,
+) -> CheckReport:
+    """Check the silver table of ``table`` against the upstream snapshot at ``ts``.
+
+    ``mode``: "off" (no checks), "count" (key uniqueness + row count) or "checksum" (also the
+    checksum). "count"/"checksum" need ``expected_rows`` (the upstream ``SELECT *`` at ``ts``).
+    The report is returned, never raised; call :meth:`CheckReport.raise_for_failure` to raise.
+    """
+    if mode not in MODES:
+        raise ValueError(f"data-quality mode must be one of {MODES}, got {mode!r}")
+    report = CheckReport(table=table.qualified_name, ts=ts, mode=mode, passed=True)
+    if mode == "off":
+        return report
+    if expected_rows is None:
+        raise ValueError(f"data-quality mode {mode!r} needs the upstream rows (expected_rows)")
+    import great_expectations.expectations as gxe
+
+    from spark_jobs.session import get_spark
+
+    spark = spark or get_spark()
+    df, report.delta_version = read_silver(spark, sink, table)
+    df = df.cache()
+    try:
+        want_count = len(expected_rows)
+        r_unique, r_count = _validate(
+            df, [_unique_expectation(table), gxe.ExpectTableRowCountToEqual(value=want_count)]
+        )
+        report.results.append(_uniqueness_result(r_unique, table))
+        report.row_count = int(r_count.result.get("observed_value") or 0)
+        report.results.append(
+            ExpectationResult(
+                expectation="row_count_equals",
+                success=bool(r_count.success),
+                details="" if r_count.success else f"Delta has {report.row_count} rows, upstream {want_count}",
+                observed=report.row_count,
+                expected=want_count,
+            )
+        )
+        if mode == "checksum":
+            want_sum = table_checksum(expected_rows, table)
+            got_sum = spark_checksum(df, table)
+            frame = spark.createDataFrame([(got_sum,)], "checksum STRING")
+            (r_sum,) = _validate(frame, [gxe.ExpectColumnValuesToBeInSet(column="checksum", value_set=[want_sum])])
+            report.results.append(
+                ExpectationResult(
+                    expectation="checksum_equals",
+                    success=bool(r_sum.success),
+                    details="" if r_sum.success else f"Delta checksum {got_sum}, upstream {want_sum}",
+                    observed=got_sum,
+                    expected=want_sum,
+                )
+            )
+        content_failed = [r for r in report.results[1:] if not r.success]
+        if content_failed:
+            samples = _diff_keys(spark, df, expected_rows, table)
+            for r in content_failed:
+                r.sample_keys = samples
+        report.passed = all(r.success for r in report.results)
+    finally:
+        df.unpersist()
+    return report
+
+
+def run_job(args: dict[str, Any]) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point.
+
+    ``args``: ``sink_uri``, ``table`` (TableInfo JSON string or dict), ``expected_rows``,
+    ``mode``, ``ts``. Returns :meth:`CheckReport.to_dict` (``passed``, ``results`` with
+    ``expectation``, ``success``, ``details``, ``sample_keys``...).
+    """
+    t = args["table"]
+    table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
+    return run_checks(
+        args["sink_uri"], table, expected_rows=args.get("expected_rows"), mode=args.get("mode", "checksum"),
+        ts=int(args["ts"]),
+    ).to_dict()  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """spark-submit entry point: ``--args FILE [--result FILE]``; exit 0 even when checks fail
+    (the result says so); exit 1 only when the job itself fails."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="spark_jobs.data_quality", description="Data-quality checks of a silver table.")
+    p.add_argument("--args", required=True, help="JSON file with the run_job arguments")
+    p.add_argument("--result", help="write the result JSON here (default: stdout)")
+    ns = p.parse_args(argv)
+    with open(ns.args, encoding="utf-8") as f:
+        out = json.dumps(run_job(json.load(f)), sort_keys=True)
+    if ns.result:
+        with open(ns.result, "w", encoding="utf-8") as f:
+            f.write(out)
+    else:
+        sys.stdout.write(out + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

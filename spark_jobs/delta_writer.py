@@ -1,0 +1,315 @@
+"""Merge a net change set into a silver Delta table, exactly once per (changefeed, window).
+
+Every commit that applies a window carries the Delta application transaction
+``(app_id = "cdcflow/<changefeed>", version = window/barrier ts)`` in the same commit as the data.
+A window whose ts is not above the version recorded for the app id is skipped, so a retried or
+replayed window changes nothing.
+
+Two writers with one interface:
+
+* :class:`DeltaRsWriter` (default) -- delta-rs (``deltalake``) on the driver, fed with Arrow from
+  Spark (``DataFrame.toArrow()``), cast to the table's exact Arrow schema.
+* :class:`DeltaSparkWriter` -- ``delta.tables.DeltaTable.merge`` for clusters whose classpath has
+  the delta-spark jars (``io.delta``); the app transaction rides on Delta's idempotent-DML session
+  confs ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (Delta >= 2.3).
+
+Select one with ``CDCFLOW_DELTA_WRITER=delta-rs|delta-spark`` or ``get_writer(kind)``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow as pa
+
+from cdc_core.errors import ChangefeedError
+from cdc_core.schema.model import TableInfo
+from spark_jobs.mount import image_columns
+from spark_jobs.net_effect import OP_COL
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+WRITER_ENV = "CDCFLOW_DELTA_WRITER"
+WRITER_KINDS = ("delta-rs", "delta-spark")
+APP_ID_PREFIX = "cdcflow/"
+
+
+def app_id_for(changefeed_id: str) -> str:
+    """The Delta application-transaction id of a changefeed."""
+    return f"{APP_ID_PREFIX}{changefeed_id}"
+
+
+def table_path(sink: str, table: TableInfo) -> str:
+    """``<sink>/<db>/<table>``: the silver table of an upstream table.
+
+    ``file://`` sinks become local paths; other URIs (``s3://``...) are passed to delta-rs as is.
+    """
+    if sink.startswith("file://"):
+        return os.path.join(sink[len("file://") :], table.db_name, table.name)
+    if "://" in sink:
+        return f"{sink.rstrip('/')}/{table.db_name}/{table.name}"
+    return os.path.join(sink, table.db_name, table.name)
+
+
+def quote(name: str) -> str:
+    """A column name as a backtick-quoted SQL identifier (delta-rs and Spark both accept it)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def merge_predicate(table: TableInfo, source: str = "s", target: str = "t") -> str:
+    return " AND ".join(f"{target}.{quote(c)} = {source}.{quote(c)}" for c in table.delta_key())
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What applying one window to one table did."""
+
+    rows_upserted: int
+    rows_deleted: int
+    delta_version: int | None  # table version after the call
+    skipped: bool
+    applied_version: int | None  # app-txn version recorded after the call
+    reason: str | None = None
+    changes: int = 0  # rows of the net change set
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class DeltaWriter(Protocol):
+    """What ``apply_window`` needs from a Delta writer."""
+
+    name: str
+
+    def ensure_table(self, path: str, table: TableInfo) -> None: ...
+
+    def applied_version(self, path: str, app_id: str) -> int | None: ...
+
+    def table_version(self, path: str) -> int | None: ...
+
+    def merge(
+        self, path: str, table: TableInfo, changes: DataFrame | pa.Table, *, app_id: str, version: int
+    ) -> WriteResult: ...
+
+
+# --- delta-rs -----------------------------------------------------------------------------------
+
+
+def applied_version(path: str, app_id: str) -> int | None:
+    """The app-transaction version recorded in the Delta table at ``path`` (None: none / no table)."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        return None
+    return DeltaTable(path).transaction_version(app_id)
+
+
+def changes_to_arrow(changes: DataFrame | pa.Table, table: TableInfo) -> pa.Table:
+    """The change set as Arrow with exactly the table's schema plus ``_cdc_op`` (string)."""
+    data = changes if isinstance(changes, pa.Table) else changes.toArrow()
+    schema = table.arrow_schema()
+    target = pa.schema([*schema, pa.field(OP_COL, pa.string())])
+    missing = [n for n in target.names if n not in data.column_names]
+    if missing:
+        raise ChangefeedError(f"{table.qualified_name}: change set lacks columns {missing}")
+    cols = []
+    for f in target:
+        col = data.column(f.name)
+        if pa.types.is_large_string(col.type) and pa.types.is_string(f.type):
+            col = col.cast(pa.string())
+        cols.append(col.cast(f.type, safe=True) if col.type != f.type else col)
+    return pa.Table.from_arrays(cols, schema=target)
+
+
+def _check_schema(existing: pa.Schema, table: TableInfo, path: str) -> None:
+    want = table.arrow_schema()
+    have = {f.name: f.type for f in existing}
+    diffs = [f"{f.name}: {have.get(f.name, 'missing')} != {f.type}" for f in want if have.get(f.name) != f.type]
+    extra = [n for n in have if n not in want.names]
+    if diffs or extra:
+        raise ChangefeedError(
+            f"silver table {path} does not match the schema of {table.qualified_name} "
+            f"(schema version {table.schema_version}): {'; '.join(diffs)}"
+            + (f"; extra columns {extra}" if extra else "")
+            + " -- apply the pending DDL first"
+        )
+
+
+class DeltaRsWriter:
+    """delta-rs writer: MERGE on the driver from Arrow, app txn in the same commit."""
+
+    name = "delta-rs"
+
+    def ensure_table(self, path: str, table: TableInfo) -> None:
+        from deltalake import DeltaTable
+
+        if DeltaTable.is_deltatable(path):
+            return
+        if "://" not in path:
+            os.makedirs(path, exist_ok=True)
+        DeltaTable.create(
+            path,
+            table.arrow_schema(),
+            mode="ignore",
+            name=table.name,
+            description=f"cdcflow silver table of {table.qualified_name} (table id {table.id})",
+        )
+
+    def applied_version(self, path: str, app_id: str) -> int | None:
+        return applied_version(path, app_id)
+
+    def table_version(self, path: str) -> int | None:
+        from deltalake import DeltaTable
+
+        return DeltaTable(path).version() if DeltaTable.is_deltatable(path) else None
+
+    def merge(
+        self, path: str, table: TableInfo, changes: DataFrame | pa.Table, *, app_id: str, version: int
+    ) -> WriteResult:
+        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+        self.ensure_table(path, table)
+        dt = DeltaTable(path)
+        recorded = dt.transaction_version(app_id)
+        if recorded is not None and version <= recorded:
+            return WriteResult(0, 0, dt.version(), True, recorded, f"already applied up to {recorded}")
+        _check_schema(pa.schema(dt.schema().to_arrow()), table, path)
+        source = changes_to_arrow(changes, table)
+        props = CommitProperties(
+            app_transactions=[Transaction(app_id=app_id, version=version)],
+            custom_metadata={"cdcflow.table_id": str(table.id), "cdcflow.ts": str(version)},
+        )
+        upserted = deleted = 0
+        before = dt.version()
+        if source.num_rows:
+            metrics = (
+                dt.merge(
+                    source,
+                    merge_predicate(table),
+                    source_alias="s",
+                    target_alias="t",
+                    commit_properties=props,
+                )
+                .when_matched_delete(predicate=f"s.{OP_COL} = 'delete'")
+                .when_matched_update_all(predicate=f"s.{OP_COL} = 'upsert'", except_cols=[OP_COL])
+                .when_not_matched_insert_all(predicate=f"s.{OP_COL} = 'upsert'", except_cols=[OP_COL])
+                .execute()
+            )
+            upserted = int(metrics["num_target_rows_inserted"]) + int(metrics["num_target_rows_updated"])
+            deleted = int(metrics["num_target_rows_deleted"])
+        dt = DeltaTable(path)
+        if dt.version() == before:
+            # delta-rs does not commit a MERGE that changes no file (e.g. only deletes of absent
+            # keys): record the app transaction with an empty append instead.
+            write_deltalake(dt, table.arrow_schema().empty_table(), mode="append", commit_properties=props)
+            dt = DeltaTable(path)
+        return WriteResult(
+            upserted, deleted, dt.version(), False, dt.transaction_version(app_id), None, source.num_rows
+        )
+
+
+# --- delta-spark --------------------------------------------------------------------------------
+
+_TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+
+
+def delta_spark_available(spark: SparkSession) -> bool:
+    """True when the JVM has the delta-spark classes (``io.delta.tables.DeltaTable``)."""
+    try:
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]
+        return True
+    except Exception:
+        return False
+
+
+class DeltaSparkWriter:
+    """delta-spark writer (``DeltaTable.merge``), for clusters with the Delta jars.
+
+    The session needs ``spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension`` and
+    ``spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog``.
+    """
+
+    name = "delta-spark"
+
+    def __init__(self, spark: SparkSession) -> None:
+        if not delta_spark_available(spark):
+            raise ChangefeedError(
+                "CDCFLOW_DELTA_WRITER=delta-spark but io.delta classes are not on the Spark classpath "
+                "(add the delta-spark jars, e.g. --packages io.delta:delta-spark_2.13:<version>)"
+            )
+        self.spark = spark
+
+    def ensure_table(self, path: str, table: TableInfo) -> None:
+        from delta.tables import DeltaTable
+
+        if DeltaTable.isDeltaTable(self.spark, path):
+            return
+        builder = DeltaTable.createIfNotExists(self.spark).location(path)
+        for name, stype in image_columns(table):
+            builder = builder.addColumn(name, stype, nullable=True)
+        builder.execute()
+
+    def applied_version(self, path: str, app_id: str) -> int | None:
+        # The txn action is part of the Delta protocol: delta-rs reads what delta-spark wrote.
+        return applied_version(path, app_id)
+
+    def table_version(self, path: str) -> int | None:
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(self.spark, path):
+            return None
+        return int(DeltaTable.forPath(self.spark, path).history(1).collect()[0]["version"])
+
+    def merge(
+        self, path: str, table: TableInfo, changes: DataFrame | pa.Table, *, app_id: str, version: int
+    ) -> WriteResult:
+        from delta.tables import DeltaTable
+
+        self.ensure_table(path, table)
+        recorded = self.applied_version(path, app_id)
+        if recorded is not None and version <= recorded:
+            return WriteResult(0, 0, self.table_version(path), True, recorded, f"already applied up to {recorded}")
+        source = self.spark.createDataFrame(changes) if isinstance(changes, pa.Table) else changes
+        cols = table.arrow_schema().names
+        assign: dict[str, str | Column] = {quote(c): f"s.{quote(c)}" for c in cols}
+        n = source.count()
+        self.spark.conf.set(_TXN_APP_ID_CONF, app_id)
+        self.spark.conf.set(_TXN_VERSION_CONF, str(version))
+        try:
+            (
+                DeltaTable.forPath(self.spark, path)
+                .alias("t")
+                .merge(source.alias("s"), merge_predicate(table))
+                .whenMatchedDelete(condition=f"s.{OP_COL} = 'delete'")
+                .whenMatchedUpdate(condition=f"s.{OP_COL} = 'upsert'", set=assign)
+                .whenNotMatchedInsert(condition=f"s.{OP_COL} = 'upsert'", values=assign)
+                .execute()
+            )
+        finally:
+            self.spark.conf.unset(_TXN_APP_ID_CONF)
+            self.spark.conf.unset(_TXN_VERSION_CONF)
+        metrics = DeltaTable.forPath(self.spark, path).history(1).collect()[0]["operationMetrics"] or {}
+        upserted = int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))
+        deleted = int(metrics.get("numTargetRowsDeleted", 0))
+        return WriteResult(
+            upserted, deleted, self.table_version(path), False, self.applied_version(path, app_id), None, n
+        )
+
+
+def get_writer(kind: str | None = None, spark: SparkSession | None = None) -> DeltaWriter:
+    """The configured writer: ``kind`` or ``$CDCFLOW_DELTA_WRITER`` (default ``delta-rs``)."""
+    kind = (kind or os.environ.get(WRITER_ENV) or "delta-rs").strip().lower()
+    if kind == "delta-rs":
+        return DeltaRsWriter()
+    if kind == "delta-spark":
+        if spark is None:
+            from spark_jobs.session import get_spark
+
+            spark = get_spark()
+        return DeltaSparkWriter(spark)
+    raise ChangefeedError(f"unknown Delta writer {kind!r} (set {WRITER_ENV} to one of {', '.join(WRITER_KINDS)})")

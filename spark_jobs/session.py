@@ -1,0 +1,80 @@
+"""The one shared SparkSession of a process (embedded ``local[2]`` by default).
+
+``CDCFLOW_SPARK_MASTER`` points it at a cluster (``spark://host:7077``) or Spark Connect
+(``sc://host:15002``). Under ``spark-submit`` the master and extra confs come from the submit
+command; ``getOrCreate`` then returns the session spark-submit made and only session-level
+confs set here apply.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[2]"
+MASTER_ENV = "CDCFLOW_SPARK_MASTER"
+SHUFFLE_PARTITIONS = "4"
+
+# Session confs: UTC so TIMESTAMP_NTZ <-> string is never zone-shifted, Arrow for toArrow /
+# createDataFrame(pa.Table), few shuffle partitions because windows are small.
+_CONFS: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS,
+    "spark.default.parallelism": SHUFFLE_PARTITIONS,
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
+    "spark.sql.adaptive.enabled": "true",
+}
+# Static confs (only effective when this process creates the JVM session).
+_STATIC_CONFS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": os.environ.get("CDCFLOW_SPARK_DRIVER_MEMORY", "1g"),
+    "spark.sql.warehouse.dir": os.path.join(os.environ.get("CDCFLOW_HOME", ".cdcflow"), "spark-warehouse"),
+}
+
+# With CDCFLOW_DELTA_WRITER=delta-spark the session needs Delta's SQL extension and catalog (the
+# jars themselves come from the cluster or spark-submit --packages; none are downloaded here).
+_DELTA_SPARK_CONFS: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+_lock = threading.Lock()
+
+
+def get_spark(app_name: str = "cdcflow", *, master: str | None = None) -> SparkSession:
+    """Return the process-wide SparkSession, creating it on first use."""
+    # PySpark warns about pandas 3 on import; the jobs use Arrow, not pandas conversion.
+    warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
+    from pyspark.sql import SparkSession
+
+    with _lock:
+        active = SparkSession.getActiveSession()
+        if active is None:
+            url = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+            builder = SparkSession.builder.appName(app_name)
+            if url.startswith("sc://"):
+                builder = builder.remote(url)
+            else:
+                builder = builder.master(url)
+                for k, v in _STATIC_CONFS.items():
+                    builder = builder.config(k, v)
+                if os.environ.get("CDCFLOW_DELTA_WRITER", "").strip().lower() == "delta-spark":
+                    for k, v in _DELTA_SPARK_CONFS.items():
+                        builder = builder.config(k, v)
+                if url.startswith("local"):
+                    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup warning
+            for k, v in _CONFS.items():
+                builder = builder.config(k, v)
+            active = builder.getOrCreate()
+            if not url.startswith("sc://"):
+                active.sparkContext.setLogLevel(os.environ.get("CDCFLOW_SPARK_LOG_LEVEL", "ERROR"))
+        for k, v in _CONFS.items():
+            active.conf.set(k, v)
+        return active

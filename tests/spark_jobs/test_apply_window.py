@@ -1,0 +1,197 @@
+"""apply_window end to end on local Delta tables: seed 002 cases, exactly once, barriers, CLI."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from spark_jobs_builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
+
+from cdc_core.errors import ChangefeedError
+from spark_jobs.apply_window import apply_window, main, run_job
+from spark_jobs.bronze import write_bronze
+from spark_jobs.delta_writer import app_id_for, applied_version, table_path
+
+pytestmark = pytest.mark.spark
+CF = "cf1"
+
+
+def _apply(spark, sink, end_ts, b: Bronze, tables, **kw):
+    write_bronze(sink, CF, end_ts, b.arrow())
+    return apply_window(sink, CF, end_ts, tables, spark=spark, **kw)
+
+
+def _rows(sink, table, key=None):
+    rows = DeltaTable(table_path(sink, table)).to_pyarrow_table().to_pylist()
+    key = key or table.delta_key()
+    return sorted(rows, key=lambda r: tuple(r[k] for k in key))
+
+
+def _version(sink, table):
+    return DeltaTable(table_path(sink, table)).version()
+
+
+@pytest.fixture
+def sink(tmp_path):
+    return f"file://{tmp_path}/lake"
+
+
+def test_seed002_single_pk_update_clustered_and_nonclustered(spark, sink):
+    c, nc = clustered_table(), nonclustered_table()
+    b1 = Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(nc, 100, 10, {1: 1, 2: "x", 3: 1})
+    _apply(spark, sink, 15, b1, [c, nc])
+    # UPDATE t SET a = 2 WHERE a = 1: clustered -> DELETE(key 1) + PUT(key 2); non-clustered -> one
+    # PUT of the same _tidb_rowid with the old value.
+    b2 = Bronze().delete(c, 1, 20, {1: 1, 2: 1}).put(c, 2, 20, {1: 2, 2: 1})
+    b2.put(nc, 100, 20, {1: 2, 2: "x", 3: 1}, old={1: 1, 2: "x", 3: 1})
+    res = _apply(spark, sink, 25, b2, [c, nc])
+    assert _rows(sink, c) == [{"a": 2, "b": 1}]
+    assert _rows(sink, nc) == [{"a": 2, "u": "x", "b": 1}]
+    assert res["test.c"]["rows_deleted"] == 1 and res["test.c"]["rows_upserted"] == 1
+    assert res["test.nc"]["rows_deleted"] == 1 and res["test.nc"]["rows_upserted"] == 1
+
+
+def test_seed002_three_update_swap_in_one_transaction(spark, sink):
+    c, nc = clustered_table(), nonclustered_table()
+    b1 = Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(c, 2, 10, {1: 2, 2: 2})
+    b1.put(nc, 100, 10, {1: 1, 2: "x", 3: 1}).put(nc, 101, 10, {1: 2, 2: "y", 3: 2})
+    _apply(spark, sink, 15, b1, [c, nc])
+    # BEGIN; UPDATE a=3 WHERE a=1; UPDATE a=1 WHERE a=2; UPDATE a=2 WHERE a=3; COMMIT (ts 30).
+    # Clustered: per-key mutations -- key 1 and key 2 rewritten, key 3 put and deleted (a delete
+    # without an old value), events in an unhelpful order.
+    b2 = Bronze().put(c, 2, 30, {1: 2, 2: 1}, old={1: 2, 2: 2}).delete(c, 3, 30, None)
+    b2.put(c, 1, 30, {1: 1, 2: 2}, old={1: 1, 2: 1})
+    # Non-clustered: the rows keep their _tidb_rowid; the PK moves -> split into 2 deletes + 2 inserts.
+    b2.put(nc, 101, 30, {1: 1, 2: "y", 3: 2}, old={1: 2, 2: "y", 3: 2})
+    b2.put(nc, 100, 30, {1: 2, 2: "x", 3: 1}, old={1: 1, 2: "x", 3: 1})
+    _apply(spark, sink, 35, b2, [c, nc])
+    assert _rows(sink, c) == [{"a": 1, "b": 2}, {"a": 2, "b": 1}]
+    assert _rows(sink, nc) == [{"a": 1, "u": "y", "b": 2}, {"a": 2, "u": "x", "b": 1}]
+    # A UNIQUE-key swap in one transaction (PK unchanged): UK values move between rows.
+    b3 = Bronze().put(nc, 100, 40, {1: 2, 2: "y", 3: 1}, old={1: 2, 2: "x", 3: 1})
+    b3.put(nc, 101, 40, {1: 1, 2: "x", 3: 2}, old={1: 1, 2: "y", 3: 2})
+    _apply(spark, sink, 45, b3, [nc])
+    assert _rows(sink, nc) == [{"a": 1, "u": "x", "b": 2}, {"a": 2, "u": "y", "b": 1}]
+
+
+def test_exactly_once_and_lower_window_skipped(spark, sink):
+    c = clustered_table()
+    _apply(spark, sink, 100, Bronze().put(c, 1, 50, {1: 1, 2: 1}).put(c, 2, 60, {1: 2, 2: 2}), [c])
+    v = _version(sink, c)
+    assert applied_version(table_path(sink, c), app_id_for(CF)) == 100
+    again = apply_window(sink, CF, 100, [c], spark=spark)  # a retried task
+    assert again["test.c"]["skipped"] is True and again["test.c"]["delta_version"] == v
+    assert again["test.c"]["applied_version"] == 100
+    assert _version(sink, c) == v
+    # An older window (e.g. a stale backfill) that would resurrect a deleted row is skipped too.
+    res = _apply(spark, sink, 90, Bronze().put(c, 3, 80, {1: 3, 2: 3}), [c])
+    assert res["test.c"]["skipped"] is True and _version(sink, c) == v
+    assert _rows(sink, c) == [{"a": 1, "b": 1}, {"a": 2, "b": 2}]
+    # Another changefeed has its own app id.
+    write_bronze(sink, "cf2", 90, Bronze().put(c, 3, 80, {1: 3, 2: 3}).arrow())
+    assert apply_window(sink, "cf2", 90, [c], spark=spark)["test.c"]["skipped"] is False
+    assert applied_version(table_path(sink, c), app_id_for("cf2")) == 90
+
+
+def test_noop_window_still_records_the_window(spark, sink):
+    c, r = clustered_table(), rowid_table()
+    # Only a delete of a key Delta never had (merge changes no file) for c; nothing at all for r.
+    res = _apply(spark, sink, 100, Bronze().delete(c, 9, 50, {1: 9, 2: 9}), [c, r])
+    for name, t in (("test.c", c), ("test.r", r)):
+        assert res[name]["skipped"] is False and res[name]["rows_upserted"] == res[name]["rows_deleted"] == 0
+        assert applied_version(table_path(sink, t), app_id_for(CF)) == 100
+        assert _rows(sink, t) == []
+    again = apply_window(sink, CF, 100, [c, r], spark=spark)
+    assert all(s["skipped"] for s in again.values())
+
+
+def test_missing_window_is_an_error(spark, sink):
+    with pytest.raises(ChangefeedError, match="pull it first"):
+        apply_window(sink, CF, 123, [clustered_table()], spark=spark)
+
+
+def test_multi_window_sequence_and_types(spark, sink):
+    t, r = typed_table(), rowid_table()
+    model: dict[int, dict] = {}
+    defaults = {"def_i": 7, "def_d": Decimal("1.50"), "def_dt": datetime(2020, 1, 1), "def_s": "dflt"}
+
+    def full(i, x):
+        return {"id": i, "i": x, "bi": x * 10**12, "s": f"s{x}", "d": Decimal(f"{x}.125"),
+                "dt": datetime(2024, 1, 1, 0, 0, x % 60, 5), "tx": None, **defaults}  # fmt: skip
+
+    def enc(row):
+        ids = {"id": 1, "i": 2, "bi": 3, "s": 4, "d": 5, "dt": 6, "tx": 7}
+        return {ids[k]: v for k, v in row.items() if k in ids}
+
+    ts = 1000
+    end = 0
+    for w in range(3):
+        b = Bronze()
+        for i in range(w * 3, w * 3 + 6):  # overlaps the previous window: inserts and updates
+            ts += 1
+            old = model.get(i)
+            model[i] = full(i, i + w)
+            b.put(t, i, ts, enc(model[i]), old=None if old is None else enc(old))
+        victim = w * 3
+        ts += 1
+        b.delete(t, victim, ts, enc(model.pop(victim)))
+        b.put(r, w, ts, {1: w, 2: f"r{w}"})
+        end = ts + 5
+        res = _apply(spark, sink, end, b, [t, r])
+        assert res["test.typed"]["skipped"] is False
+        assert _rows(sink, t) == sorted(model.values(), key=lambda x: x["id"])
+    assert DeltaTable(table_path(sink, t)).schema().to_arrow() is not None
+    schema = pa.schema(DeltaTable(table_path(sink, t)).schema().to_arrow())
+    assert schema.types == t.arrow_schema().types
+    assert _rows(sink, r) == [{"a": w, "b": f"r{w}", "_tidb_rowid": w} for w in range(3)]
+    assert applied_version(table_path(sink, r), app_id_for(CF)) == end
+
+
+def test_barrier_segments(spark, sink):
+    c = clustered_table()
+    b = Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(c, 2, 19, {1: 2, 2: 2}).put(c, 1, 30, {1: 1, 2: 3}, old={1: 1, 2: 1})
+    # A DDL at ts 20 (no DML shares a DDL's commit ts): apply DML with commit_ts < 20, version 20.
+    write_bronze(sink, CF, 40, b.arrow())
+    res = apply_window(sink, CF, 40, [c], barrier_ts=20, spark=spark)
+    assert res["test.c"]["applied_version"] == 20
+    assert _rows(sink, c) == [{"a": 1, "b": 1}, {"a": 2, "b": 2}]
+    # Then the rest of the window, (20, 40], under the new schema.
+    res = apply_window(sink, CF, 40, [c], checkpoint_ts=20, spark=spark)
+    assert res["test.c"]["applied_version"] == 40
+    assert _rows(sink, c) == [{"a": 1, "b": 3}, {"a": 2, "b": 2}]
+    with pytest.raises(ValueError):
+        apply_window(sink, CF, 40, [c], barrier_ts=41, spark=spark)
+
+
+def test_schema_mismatch_is_a_clear_error(spark, sink):
+    c = clustered_table()
+    _apply(spark, sink, 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}), [c])
+    from dataclasses import replace
+
+    from cdc_core.schema.model import Column
+
+    c2 = replace(c, columns=(*c.columns, Column(3, "z", "int")), schema_version=2)
+    with pytest.raises(ChangefeedError, match="apply the pending DDL first"):
+        _apply(spark, sink, 20, Bronze().put(c, 1, 15, {1: 1, 2: 2}), [c2])
+
+
+def test_run_job_and_main(spark, sink, tmp_path, capsys):
+    c = clustered_table()
+    write_bronze(sink, CF, 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).arrow())
+    out = run_job({"sink_uri": sink, "changefeed_id": CF, "window_end_ts": 10, "checkpoint_ts": 0,
+                   "tables": [c.to_json()]})  # fmt: skip
+    assert out["tables"]["test.c"]["rows_upserted"] == 1 and out["barrier_ts"] == 10
+    json.dumps(out)
+    write_bronze(sink, CF, 20, Bronze().put(c, 2, 15, {1: 2, 2: 2}).arrow())
+    args, result = tmp_path / "args.json", tmp_path / "result.json"
+    args.write_text(json.dumps({"sink_uri": sink, "changefeed_id": CF, "window_end_ts": 20,
+                                "tables": [c.to_dict()]}))  # fmt: skip
+    assert main(["--args", str(args), "--result", str(result)]) == 0
+    assert json.loads(result.read_text())["tables"]["test.c"]["applied_version"] == 20
+    assert main(["--sink", sink, "--changefeed", CF, "--window-end-ts", "20",
+                 "--tables", json.dumps([c.to_dict()])]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["tables"]["test.c"]["skipped"] is True
