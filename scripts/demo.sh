@@ -106,20 +106,23 @@ for name in ("demo/accounts", "demo/t"):
 PY
 
 say "data-quality results at the last barrier"
-cdcflow changefeed query demo | python -c '
+cdcflow changefeed query demo > "$CDCFLOW_HOME/query.json"
+python - "$CDCFLOW_HOME/query.json" <<'PY'
 import json, sys
-d = json.load(sys.stdin)
-lc = d["last_checks"]
-for table, rep in lc["tables"].items():
+d = json.load(open(sys.argv[1]))
+checks = d["last_checks"]
+print(f"checkpoint {d['checkpoint_ts']} ({d['checkpoint_time']}), mode {checks['mode']}")
+for table, rep in checks["tables"].items():
     for r in rep["results"]:
-        print(f"{table:16} {r[\"expectation\"]:40} {\"PASS\" if r[\"success\"] else \"FAIL\"}  {r.get(\"details\", \"\")}")
-'
+        print(f"  {table:14} {r['expectation']:20} {'PASS' if r['success'] else 'FAIL'}  {r.get('details', '')}")
+PY
 
 say "cdcflow verify demo (upstream snapshot vs Delta at the checkpoint)"
 cdcflow verify demo > "$CDCFLOW_HOME/verify.json"
-python -c '
+python - "$CDCFLOW_HOME/verify.json" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
-    d = json.loads(line); print(d["table"], "equal" if d["passed"] else "DIFFERENT")
-' "$CDCFLOW_HOME/verify.json"
+    d = json.loads(line)
+    print(f"  {d['table']:14} {d['row_count']} rows  {'equal' if d['passed'] else 'DIFFERENT'}")
+PY
 say "demo finished: Delta equals the upstream snapshot"

@@ -234,8 +234,11 @@ def _check_supported(params: Mapping[str, Any]) -> None:
 def run_plan(changefeed_id: str, context: Mapping[str, Any]) -> dict:
     params = context.get("params") or {}
     _check_supported(params)
-    interval_end_ts = window_end_ts(context)
     target_ts = parse_target_ts(params.get("target_ts"))
+    # A person who triggers a run with an explicit target_ts asks for exactly that window end; the
+    # run's data interval (which for a manual trigger is just "the last scheduled interval") only
+    # bounds scheduled runs. The changefeed's own target-ts still caps both.
+    interval_end_ts = None if target_ts is not None else window_end_ts(context)
     from cdc_core.changefeed import tasks
 
     plan = tasks.plan(changefeed_id, interval_end_ts=interval_end_ts, target_ts=target_ts)

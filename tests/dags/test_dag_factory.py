@@ -297,11 +297,12 @@ def test_plan_converts_the_interval_end_to_tso(dag, fake_tasks):
     assert plan["target_ts"] == expected and plan["skip"] is False
 
 
-def test_plan_passes_params_target_ts(dag, fake_tasks):
+def test_plan_passes_params_target_ts_instead_of_the_interval_end(dag, fake_tasks):
+    # An explicit target_ts is the window end the person asked for; the data interval does not cap it.
     end = datetime(2026, 11, 22, 12, 5, tzinfo=UTC)
     _call(dag, "plan", **_context(dag, end=end, target_ts="123"))
     _call(dag, "plan", **_context(dag, end=end, target_ts="2026-11-22T12:01:00"))
-    assert fake_tasks.calls[0][2:] == (tso.from_datetime(end, end_of_ms=True), 123)
+    assert fake_tasks.calls[0][2:] == (None, 123)
     assert fake_tasks.calls[1][3] == tso.from_datetime(datetime(2026, 11, 22, 12, 1, tzinfo=UTC), end_of_ms=True)
 
 
