@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cdc_core.schema.model import TableInfo
 from spark_jobs.bronze import read_bronze
 from spark_jobs.delta_writer import DeltaWriter, app_id_for, get_writer, table_path
+from spark_jobs.job_io import read_args, write_result
 from spark_jobs.mount import mount
 from spark_jobs.net_effect import dedupe, net_effect
 
@@ -175,8 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if ns.args:
-        with open(ns.args, encoding="utf-8") as f:
-            job_args = json.load(f)
+        job_args = read_args(ns.args)
     else:
         missing = [o for o in ("sink", "changefeed", "window_end_ts", "tables") if getattr(ns, o) is None]
         if missing:
@@ -187,13 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "tables": json.loads(text), "checkpoint_ts": ns.checkpoint_ts, "barrier_ts": ns.barrier_ts,
             "writer": ns.writer,
         }  # fmt: skip
-    out = run_job(job_args)
-    text = json.dumps(out, sort_keys=True)
-    if ns.result:
-        with open(ns.result, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text + "\n")
+    write_result(run_job(job_args), ns.result)
     return 0
 
 

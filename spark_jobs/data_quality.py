@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from cdc_core.errors import DataQualityError
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from spark_jobs.delta_writer import table_path
+from spark_jobs.job_io import read_args, write_result
 from spark_jobs.mount import image_columns
 
 if TYPE_CHECKING:
@@ -420,19 +421,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """spark-submit entry point: ``--args FILE [--result FILE]``; exit 0 even when checks fail
     (the result says so); exit 1 only when the job itself fails."""
     import argparse
-    import sys
 
     p = argparse.ArgumentParser(prog="spark_jobs.data_quality", description="Data-quality checks of a silver table.")
     p.add_argument("--args", required=True, help="JSON file with the run_job arguments")
     p.add_argument("--result", help="write the result JSON here (default: stdout)")
     ns = p.parse_args(argv)
-    with open(ns.args, encoding="utf-8") as f:
-        out = json.dumps(run_job(json.load(f)), sort_keys=True)
-    if ns.result:
-        with open(ns.result, "w", encoding="utf-8") as f:
-            f.write(out)
-    else:
-        sys.stdout.write(out + "\n")
+    write_result(run_job(read_args(ns.args)), ns.result)
     return 0
 
 

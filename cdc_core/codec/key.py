@@ -58,3 +58,12 @@ def table_id_of(key: bytes) -> int:
     if len(key) < 9 or key[:1] != TABLE_PREFIX:
         raise ValueError(f"not a table key: {key.hex()}")
     return decode_int(key[1:9])
+
+
+def min_end(a: bytes, b: bytes) -> bytes:
+    """The smaller of two range ends, where ``b""`` means "end of the key space"."""
+    if not a:
+        return b
+    if not b:
+        return a
+    return min(a, b)

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 
+from cdc_core.codec.key import min_end
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.log import get_logger
 from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc
@@ -95,7 +96,7 @@ class SubscriptionClient:
             addr = await self.pd.store_address(r.leader_store_id)
             state = RegionState(
                 request_id=next(self._request_ids), span_id=span_id, region_id=r.id,
-                start_key=max(start, r.start_key), end_key=_min_end(end, r.end_key), store_addr=addr,
+                start_key=max(start, r.start_key), end_key=min_end(end, r.end_key), store_addr=addr,
                 resolved_ts=start_ts,
             )
             states.append(state)
@@ -201,14 +202,6 @@ class SubscriptionClient:
             if ts > self._span_ts[span_id]:
                 self._span_ts[span_id] = ts
                 self.progress.set()
-
-
-def _min_end(a: bytes, b: bytes) -> bytes:
-    if not a:
-        return b
-    if not b:
-        return a
-    return min(a, b)
 
 
 def _check_coverage(regions: list[RegionInfo], start: bytes, end: bytes) -> None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from cdc_core.codec.key import min_end
 from cdc_core.log import get_logger
 from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc
 from cdc_core.upstream.mvcc import Lock, MvccStore, Op, VersionRecord
@@ -50,14 +51,6 @@ MESSAGES_PER_BATCH = 64
 
 def _op(op: Op) -> cdcpb_pb2.Event.Row.OpType:
     return Row.PUT if op is Op.PUT else Row.DELETE
-
-
-def _min_end(a: bytes, b: bytes) -> bytes:
-    if not a:
-        return b
-    if not b:
-        return a
-    return min(a, b)
 
 
 @dataclass(eq=False)
@@ -201,7 +194,7 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
                 duplicate_request=cdcpb_pb2.DuplicateRequest(region_id=req.region_id)))
             return
         start = max(region.start_key, req.start_key)
-        end = _min_end(region.end_key, req.end_key)
+        end = min_end(region.end_key, req.end_key)
         s = _Subscription(conn=conn, region_id=region.id, request_id=req.request_id, start_key=start, end_key=end,
                           checkpoint_ts=req.checkpoint_ts, old_value=req.extra_op == cdcpb_pb2.ReadOldValue,
                           resolved_ts=req.checkpoint_ts)
