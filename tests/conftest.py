@@ -17,6 +17,20 @@ import pytest
 _db_counter = itertools.count(1)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _stop_spark_at_exit() -> Iterator[None]:
+    """Stop the shared SparkSession (if a test started one) while logging still has its streams."""
+    yield
+    import sys
+
+    if "pyspark.sql" in sys.modules:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()
+
+
 @pytest.fixture(scope="session")
 def upstream_cluster() -> Iterator[Any]:
     from cdc_core.upstream.cluster import ClusterConfig

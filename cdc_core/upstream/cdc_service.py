@@ -295,6 +295,7 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         reader = asyncio.create_task(self._read(conn, request_iterator), name=f"cdc-read-{conn.id}")
         advancer = asyncio.create_task(self._advance(conn), name=f"cdc-resolved-{conn.id}")
         log.info("event feed opened", conn=conn.id, peer=context.peer())
+        msg_task: asyncio.Future[cdcpb_pb2.ChangeDataEvent] | None = None
         try:
             while True:
                 msg_task = asyncio.ensure_future(conn.next_message())
@@ -312,8 +313,10 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
                     yield await conn.next_message()
         finally:
             conn.closed = True
-            for t in (reader, advancer):
-                t.cancel()
+            # The stream can be closed while we wait for the next message: that wait goes too.
+            for t in (reader, advancer, msg_task):
+                if t is not None:
+                    t.cancel()
             for s in list(conn.subs.values()):
                 self._drop(s)
             self._connections.discard(conn)
