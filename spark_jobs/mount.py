@@ -47,9 +47,9 @@ def image_columns(table: TableInfo) -> list[tuple[str, str]]:
 def _default_lit(c: Column) -> SparkColumn:
     from pyspark.sql import functions as F
 
-    if c.default is None:
+    if c.origin_default is None:
         return F.lit(None).cast(c.spark_type())
-    return F.lit(str(c.to_json_value(c.default))).cast(c.spark_type())
+    return F.lit(str(c.to_json_value(c.origin_default))).cast(c.spark_type())
 
 
 def _image(map_col: str, table: TableInfo) -> SparkColumn:

@@ -9,6 +9,7 @@ tests sharing the cluster never see each other's tables.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,6 +62,6 @@ def upstream_client(pd_addr: str) -> Iterator[Any]:
 
 @pytest.fixture
 def fresh_db(upstream_client: Any, request: pytest.FixtureRequest) -> str:
-    name = f"db{next(_db_counter)}_{request.node.name}".replace("[", "_").replace("]", "_").replace("-", "_")[:60]
+    name = re.sub(r"[^0-9a-zA-Z_]", "_", f"db{next(_db_counter)}_{request.node.name}")[:60]
     upstream_client.execute(f"CREATE DATABASE `{name}`")
     return name

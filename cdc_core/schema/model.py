@@ -35,11 +35,17 @@ class Column:
     type: str  # one of SUPPORTED_TYPES, lower case
     nullable: bool = True
     default: Any = None  # already converted with ``convert`` (None = no default / NULL)
+    # What a row that does not store this column reads (TiDB's OriginDefaultValue): the default at
+    # the time the column was added. It differs from ``default`` once a later MODIFY/CHANGE COLUMN
+    # changes or drops the default: rows written before the ADD COLUMN must not change with it.
+    origin_default: Any = "__same_as_default__"
     length: int | None = None  # VARCHAR(n)
     precision: int | None = None  # DECIMAL(p, s)
     scale: int | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.origin_default, str) and self.origin_default == "__same_as_default__":
+            object.__setattr__(self, "origin_default", self.default)
         if self.type not in SUPPORTED_TYPES:
             raise SchemaError(f"column {self.name!r}: unsupported type {self.type!r}")
 
@@ -127,6 +133,8 @@ class Index:
     columns: tuple[str, ...]
     unique: bool = False
     primary: bool = False
+    # Stable id (index keys are ``t{table}_i{id}...``): survives ADD/DROP INDEX of other indexes.
+    id: int = 0
 
 
 @dataclass(frozen=True)
@@ -200,7 +208,8 @@ class TableInfo:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["columns"] = [
-            {**asdict(c), "default": c.to_json_value(c.default)} for c in self.columns
+            {**asdict(c), "default": c.to_json_value(c.default), "origin_default": c.to_json_value(c.origin_default)}
+            for c in self.columns
         ]
         d["indexes"] = [{**asdict(ix), "columns": list(ix.columns)} for ix in self.indexes]
         return d
@@ -213,11 +222,13 @@ class TableInfo:
         try:
             cols = []
             for c in d["columns"]:
-                col = Column(**{**c, "default": None})
-                cols.append(replace(col, default=col.convert(c.get("default"))))
+                col = Column(**{**c, "default": None, "origin_default": None})
+                default = col.convert(c.get("default"))
+                origin = col.convert(c["origin_default"]) if "origin_default" in c else default
+                cols.append(replace(col, default=default, origin_default=origin))
             indexes = tuple(
                 Index(name=ix["name"], columns=tuple(ix["columns"]), unique=ix.get("unique", False),
-                      primary=ix.get("primary", False))
+                      primary=ix.get("primary", False), id=int(ix.get("id", 0)))
                 for ix in d.get("indexes", [])
             )
             return cls(
@@ -243,9 +254,9 @@ class TableInfo:
         """Typed ``{column name: value}`` of a decoded row value under this schema.
 
         Ids the schema no longer has (dropped columns) are ignored; columns the value lacks take
-        their default (NULL when none).
+        their origin default (NULL when none).
         """
         out: dict[str, Any] = {}
         for c in self.columns:
-            out[c.name] = c.convert(raw[c.id]) if c.id in raw else c.default
+            out[c.name] = c.convert(raw[c.id]) if c.id in raw else c.origin_default
         return out

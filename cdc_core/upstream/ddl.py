@@ -20,24 +20,18 @@ from cdc_core.codec import key as keycodec
 from cdc_core.codec.row import encode_row
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
-from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
+from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
+from cdc_core.upstream import ddl_alter
 from cdc_core.upstream.catalog import Catalog, DatabaseInfo
+from cdc_core.upstream.column_def import ColumnSpec, build_column, parse_column_def
 from cdc_core.upstream.errors import ErrorKind, SqlError
-from cdc_core.upstream.expr import column_name, literal_value
+from cdc_core.upstream.expr import column_name
 from cdc_core.upstream.mvcc import MvccStore
 from cdc_core.upstream.regions import RegionManager, table_split_keys
-from cdc_core.upstream.tablecodec import AUTO_INCREMENT_KEY
+from cdc_core.upstream.tablecodec import AUTO_INCREMENT_KEY, index_entry_key, read_rows
 from cdc_core.upstream.tso import TsoAllocator
 from cdc_core.upstream.txn import Transaction
 
-_TYPES = {
-    exp.DataType.Type.INT: "int",
-    exp.DataType.Type.BIGINT: "bigint",
-    exp.DataType.Type.VARCHAR: "varchar",
-    exp.DataType.Type.DECIMAL: "decimal",
-    exp.DataType.Type.DATETIME: "datetime",
-    exp.DataType.Type.TEXT: "text",
-}
 _IGNORED_PROPERTIES = (exp.EngineProperty, exp.CharacterSetProperty, exp.CollateProperty, exp.SchemaCommentProperty)
 
 
@@ -45,17 +39,6 @@ def history_row_value(job: DDLJob) -> bytes:
     """The encoded history-table row of a job (values by ``TABLE_INFO`` column ids)."""
     row = job.to_row()
     return encode_row({c.id: c.convert(row[c.name]) for c in ddl_history.TABLE_INFO.columns})
-
-
-def _int_param(dt: exp.DataType, i: int, what: str) -> int | None:
-    params = dt.expressions
-    if len(params) <= i:
-        return None
-    node = params[i].this if isinstance(params[i], exp.DataTypeParam) else params[i]
-    try:
-        return int(str(node.this if isinstance(node, exp.Literal) else node))
-    except ValueError as exc:
-        raise SqlError(f"bad {what} {node.sql(dialect='mysql')!r}") from exc
 
 
 def table_info_from_create(
@@ -69,7 +52,7 @@ def table_info_from_create(
     for p in props.expressions if props else []:
         if not isinstance(p, _IGNORED_PROPERTIES):
             raise SqlError(f"unsupported table option {p.sql(dialect='mysql')!r}")
-    cols: list[dict[str, Any]] = []
+    cols: list[ColumnSpec] = []
     pk: tuple[str, ...] = ()
     uniques: list[tuple[str | None, tuple[str, ...]]] = []
     plain: list[tuple[str | None, tuple[str, ...]]] = []
@@ -83,46 +66,17 @@ def table_info_from_create(
 
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
-            cname = str(item.this.name if isinstance(item.this, exp.Identifier) else item.name)
-            dt = item.args.get("kind")
-            if not isinstance(dt, exp.DataType) or dt.this not in _TYPES:
-                shown = dt.sql(dialect="mysql") if dt is not None else "none"
-                raise SqlError(
-                    f"column {cname!r}: unsupported type {shown} (supported: INT, BIGINT, VARCHAR(n), "
-                    "DECIMAL(p,s), DATETIME, TEXT)"
-                )
-            ctype = _TYPES[dt.this]
-            spec: dict[str, Any] = {"name": cname, "type": ctype, "nullable": True, "default": None}
-            if ctype == "varchar":
-                spec["length"] = _int_param(dt, 0, "VARCHAR length")
-                if spec["length"] is None:
-                    raise SqlError(f"column {cname!r}: VARCHAR needs a length, e.g. VARCHAR(64)")
-            if ctype == "decimal":
-                spec["precision"] = _int_param(dt, 0, "DECIMAL precision") or 10
-                spec["scale"] = _int_param(dt, 1, "DECIMAL scale") or 0
-            for cc in item.args.get("constraints") or []:
-                kind = cc.args.get("kind") if isinstance(cc, exp.ColumnConstraint) else cc
-                if isinstance(kind, exp.PrimaryKeyColumnConstraint):
-                    set_pk((cname,))
-                elif isinstance(kind, exp.NotNullColumnConstraint):
-                    spec["nullable"] = bool(kind.args.get("allow_null"))
-                elif isinstance(kind, exp.DefaultColumnConstraint):
-                    try:
-                        spec["default"] = literal_value(kind.this)
-                    except SqlError as exc:
-                        raise SqlError(f"column {cname!r}: unsupported DEFAULT ({exc.message})") from exc
-                    spec["has_default"] = True
-                elif isinstance(kind, exp.UniqueColumnConstraint):
-                    uniques.append((cname, (cname,)))
-                elif isinstance(kind, exp.AutoIncrementColumnConstraint):
-                    if auto_inc:
-                        raise SqlError(f"table {name!r}: there can be only one AUTO_INCREMENT column")
-                    auto_inc = cname
-                elif isinstance(kind, exp.CommentColumnConstraint):
-                    pass
-                else:
-                    shown = (kind or cc).sql(dialect="mysql")
-                    raise SqlError(f"column {cname!r}: unsupported column option {shown!r}")
+            spec = parse_column_def(item)
+            if spec.position is not None:
+                raise SqlError(f"column {spec.name!r}: FIRST/AFTER only apply to ALTER TABLE ... ADD COLUMN")
+            if spec.primary:
+                set_pk((spec.name,))
+            if spec.unique:
+                uniques.append((spec.name, (spec.name,)))
+            if spec.auto_increment:
+                if auto_inc:
+                    raise SqlError(f"table {name!r}: there can be only one AUTO_INCREMENT column")
+                auto_inc = spec.name
             cols.append(spec)
         elif isinstance(item, exp.PrimaryKey):
             set_pk(tuple(column_name(e) for e in item.expressions))
@@ -138,7 +92,7 @@ def table_info_from_create(
             raise SqlError(f"table {name!r}: unsupported table element {item.sql(dialect='mysql')!r}")
     if not cols:
         raise SqlError(f"table {name!r} has no columns")
-    by_name = {c["name"].lower(): c for c in cols}
+    by_name = {c.name.lower(): c.fields for c in cols}
     if len(by_name) != len(cols):
         raise SqlError(f"table {name!r}: duplicate column name")
     if ROWID_COLUMN in by_name:
@@ -170,13 +124,13 @@ def table_info_from_create(
         for c in pk:
             by_name[c.lower()]["nullable"] = False
         used.add("primary")
-        indexes.append(Index("PRIMARY", pk, unique=True, primary=True))
+        indexes.append(Index("PRIMARY", pk, unique=True, primary=True, id=1))
     for wanted, columns in uniques:
         columns = resolve(columns, "UNIQUE KEY")
-        indexes.append(Index(ix_name(wanted, columns), columns, unique=True))
+        indexes.append(Index(ix_name(wanted, columns), columns, unique=True, id=len(indexes) + 1))
     for wanted, columns in plain:
         columns = resolve(columns, "KEY")
-        indexes.append(Index(ix_name(wanted, columns), columns))
+        indexes.append(Index(ix_name(wanted, columns), columns, id=len(indexes) + 1))
 
     int_pk = len(pk) == 1 and by_name[pk[0].lower()]["type"] in ("int", "bigint")
     if clustered and not int_pk:
@@ -185,18 +139,7 @@ def table_info_from_create(
     if auto_inc and by_name[auto_inc.lower()]["type"] not in ("int", "bigint"):
         raise SqlError(f"table {name!r}: AUTO_INCREMENT column {auto_inc!r} must be INT or BIGINT")
 
-    columns_out = []
-    for i, spec in enumerate(cols, start=1):
-        has_default = spec.pop("has_default", False)
-        default = spec.pop("default")
-        col = Column(id=i, **spec)
-        try:
-            conv = col.convert(default)
-        except SchemaError as exc:
-            raise SqlError(f"invalid DEFAULT for {exc}") from exc
-        if has_default and conv is None and not col.nullable:
-            raise SqlError(f"invalid DEFAULT NULL for NOT NULL column {col.name!r}")
-        columns_out.append(replace(col, default=conv))
+    columns_out = [build_column(spec, i) for i, spec in enumerate(cols, start=1)]
     extra = {AUTO_INCREMENT_KEY: by_name[auto_inc.lower()]["name"]} if auto_inc else {}
     return TableInfo(
         id=table_id, db_name=db.name, name=name, columns=tuple(columns_out), indexes=tuple(indexes),
@@ -214,9 +157,10 @@ class DdlExecutor:
         self.regions = regions
         self.regions_per_table = regions_per_table
 
-    def _commit_job(self, job: DDLJob, apply: Callable[[], object]) -> int:
-        """Write the history row and apply the change, in this one event-loop step."""
-        txn = Transaction(self.store, self.tso)
+    def _commit_job(self, job: DDLJob, apply: Callable[[], object], txn: Transaction | None = None) -> int:
+        """Write the history row (plus ``txn``'s writes, e.g. an index backfill) and apply the
+        change, in this one event-loop step."""
+        txn = txn or Transaction(self.store, self.tso)
         commit_ts = self.tso.next()
         job = replace(job, finished_ts=commit_ts)
         txn.put(keycodec.row_key(ddl_history.TABLE_ID, job.job_id), history_row_value(job))
@@ -332,3 +276,82 @@ class DdlExecutor:
         new_info = replace(info, name=new_name, db_name=db.name, db_id=db.id, schema_version=job.schema_version)
         job = replace(job, table_info=new_info)
         return self._commit_job(job, lambda: self.catalog.replace_table(info.id, new_info))
+
+    # --- ALTER TABLE --------------------------------------------------------------------------
+    def _alter(self, db_name: str, name: str, query: str, job_type: str,
+               make: Callable[[TableInfo, Transaction], TableInfo]) -> int:
+        """Run one ALTER job: ``make`` returns the table after it (and may add writes to the txn)."""
+        self._check_user_db(db_name)
+        info = self._table(db_name, name)
+        if info is None:
+            raise SqlError(f"Table '{db_name}.{name}' doesn't exist", ErrorKind.NOT_FOUND)
+        txn = Transaction(self.store, self.tso)
+        after = make(info, txn)  # validates before a schema version is spent
+        job = self._job(job_type, query, schema_id=info.db_id, table_id=info.id, schema_name=info.db_name,
+                        table_name=info.name)
+        after = replace(after, schema_version=job.schema_version)
+        job = replace(job, table_info=after)
+        return self._commit_job(job, lambda: self.catalog.replace_table(info.id, after), txn)
+
+    def add_column(self, db: str, table: str, spec: ColumnSpec, query: str) -> int:
+        return self._alter(db, table, query, "add column", lambda info, _txn: ddl_alter.add_column(info, spec))
+
+    def drop_column(self, db: str, table: str, column: str, query: str) -> int:
+        return self._alter(db, table, query, "drop column", lambda info, _txn: ddl_alter.drop_column(info, column))
+
+    def rename_column(self, db: str, table: str, old: str, new: str, query: str) -> int:
+        return self._alter(db, table, query, "rename column",
+                           lambda info, _txn: ddl_alter.rename_column(info, old, new))
+
+    def modify_column(self, db: str, table: str, spec: ColumnSpec, rename_from: str | None, query: str) -> int:
+        def make(info: TableInfo, txn: Transaction) -> TableInfo:
+            after, old, new = ddl_alter.modify_column(info, spec, rename_from)
+            # Like TiDB's type-change reorg check: every existing value must fit the new definition.
+            # Rows keep their stored encoding; values are typed by the schema when read.
+            for row in read_rows(txn, info):
+                value = row.values.get(old.name)
+                if value is None:
+                    if not new.nullable:
+                        raise SqlError(f"Invalid use of NULL value: column {old.name!r} has NULLs (handle "
+                                       f"{row.handle})", ErrorKind.CONSTRAINT)
+                    continue
+                try:
+                    new.convert(old.to_json_value(value))
+                except SchemaError as exc:
+                    raise SqlError(f"Data truncated for column {old.name!r} at row handle {row.handle}: {exc}",
+                                   ErrorKind.CONSTRAINT) from exc
+            return after
+
+        return self._alter(db, table, query, "modify column", make)
+
+    def add_index(self, db: str, table: str, name: str | None, columns: tuple[str, ...], unique: bool,
+                  query: str) -> int:
+        def make(info: TableInfo, txn: Transaction) -> TableInfo:
+            after, ix = ddl_alter.add_index(info, name, columns, unique)
+            if unique:  # backfill the index entries in the job's transaction; a duplicate fails the job
+                pos = after.indexes.index(ix)
+                seen: dict[bytes, int] = {}
+                for row in read_rows(txn, info):
+                    k = index_entry_key(after, pos, ix, row.values)
+                    if k is None:
+                        continue
+                    if k in seen:
+                        shown = "-".join(str(row.values.get(c)) for c in ix.columns)
+                        raise SqlError(f"Duplicate entry '{shown}' for key '{info.name}.{ix.name}'",
+                                       ErrorKind.CONSTRAINT)
+                    seen[k] = row.handle
+                    txn.put(k, keycodec.encode_int(row.handle))
+            return after
+
+        return self._alter(db, table, query, "add index", make)
+
+    def drop_index(self, db: str, table: str, name: str, query: str) -> int:
+        def make(info: TableInfo, txn: Transaction) -> TableInfo:
+            after, ix, key_id = ddl_alter.drop_index(info, name)
+            if ix.unique:
+                start = keycodec.index_key(info.id, key_id, b"")
+                for k, _ in txn.scan(start, keycodec.index_key(info.id, key_id + 1, b"")):
+                    txn.delete(k)
+            return after
+
+        return self._alter(db, table, query, "drop index", make)

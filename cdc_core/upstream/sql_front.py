@@ -39,6 +39,7 @@ from cdc_core.codec.row import format_datetime
 from cdc_core.log import get_logger
 from cdc_core.schema.model import ROWID_COLUMN, SchemaError, TableInfo
 from cdc_core.upstream.catalog import Catalog
+from cdc_core.upstream.column_def import parse_column_def
 from cdc_core.upstream.ddl import DdlExecutor
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name, compare, evaluate, literal_value, truthy
@@ -349,6 +350,22 @@ class Session:
             new = _table_ref(node.args["actions"][0].this, "RENAME TO")
             od, nd = self._current_db(old), (str(new.db) if new.db else self._current_db(old))
             action = lambda: [ddl.rename_table(od, str(old.name), nd, str(new.name), st.text)]  # noqa: E731
+        elif isinstance(node, exp.Alter) and str(node.args.get("kind", "")).upper() == "TABLE":
+            action = self._alter_action(node, st.text)
+        elif isinstance(node, exp.Create) and str(node.args.get("kind", "")).upper() == "INDEX":
+            ix = node.this
+            ref = _table_ref(ix.args.get("table"), "CREATE INDEX")
+            cols = tuple(column_name(o.this if isinstance(o, exp.Ordered) else o)
+                         for o in ix.args["params"].args.get("columns") or [])
+            d, unique = self._current_db(ref), bool(node.args.get("unique"))
+            action = lambda: [ddl.add_index(d, str(ref.name), str(ix.name), cols, unique, st.text)]  # noqa: E731
+        elif isinstance(node, exp.Drop) and str(node.args.get("kind", "")).upper() == "INDEX":
+            on = node.args.get("cluster")
+            if not isinstance(on, exp.OnProperty):
+                raise SqlError("DROP INDEX needs `ON table`")
+            ref = _table_ref(on.this, "DROP INDEX")
+            d, ix_name = self._current_db(ref), str((node.args.get("tables") or [node.this])[0].name)
+            action = lambda: [ddl.drop_index(d, str(ref.name), ix_name, st.text)]  # noqa: E731
         elif isinstance(node, exp.Command) and _RENAME_RE.match(st.text):
             body = _RENAME_RE.match(st.text).group(1)  # type: ignore[union-attr]
             pairs = []
@@ -365,6 +382,45 @@ class Session:
         await self._commit_open()
         commit_ts = [ts for ts in action() if ts]
         return StatementResult(statement=st.text, commit_ts=commit_ts[-1] if commit_ts else 0)
+
+    def _alter_action(self, node: exp.Alter, text: str) -> Callable[[], list[int]]:
+        """One ALTER TABLE change (TiDB's multi-schema change in one statement is not supported)."""
+        ddl = self.engine.ddl
+        actions = node.args.get("actions") or []
+        if len(actions) != 1:
+            raise SqlError(f"one change per ALTER TABLE statement, got {len(actions)}: `{_short(text)}`")
+        ref = _table_ref(node.this, "ALTER TABLE")
+        db, table = self._current_db(ref), str(ref.name)
+        a = actions[0]
+        if isinstance(a, exp.ColumnDef):
+            spec = parse_column_def(a)
+            return lambda: [ddl.add_column(db, table, spec, text)]
+        if isinstance(a, exp.Drop) and str(a.args.get("kind", "")).upper() == "COLUMN":
+            col = str((a.args.get("tables") or [a.this])[0].name)
+            return lambda: [ddl.drop_column(db, table, col, text)]
+        if isinstance(a, exp.Drop) and str(a.args.get("kind", "")).upper() in ("INDEX", "KEY"):
+            ix_name = str((a.args.get("tables") or [a.this])[0].name)
+            return lambda: [ddl.drop_index(db, table, ix_name, text)]
+        if isinstance(a, exp.RenameColumn):
+            old, new = column_name(a.this), column_name(a.args["to"])
+            return lambda: [ddl.rename_column(db, table, old, new, text)]
+        if isinstance(a, exp.ModifyColumn):
+            spec = parse_column_def(a.this)
+            frm = a.args.get("rename_from")
+            rename_from = str(frm.name) if frm is not None else None
+            return lambda: [ddl.modify_column(db, table, spec, rename_from, text)]
+        if isinstance(a, exp.AddConstraint) and len(a.expressions) == 1:
+            c = a.expressions[0]
+            if isinstance(c, exp.IndexColumnConstraint):
+                name = str(c.this.name) if c.this is not None else None
+                cols = tuple(column_name(e) for e in c.expressions)
+                return lambda: [ddl.add_index(db, table, name, cols, False, text)]
+            if isinstance(c, exp.UniqueColumnConstraint) and isinstance(c.this, exp.Schema):
+                sch = c.this
+                name = str(sch.this.name) if sch.this is not None else None
+                cols = tuple(column_name(e) for e in sch.expressions)
+                return lambda: [ddl.add_index(db, table, name, cols, True, text)]
+        raise SqlError(f"unsupported ALTER TABLE change `{a.sql(dialect='mysql')}`")
 
     # --- DML ----------------------------------------------------------------------------------
     def _table(self, ref: exp.Expression | None, what: str) -> TableInfo:

@@ -4,9 +4,10 @@ Rows live at ``t{id}_r{handle}`` with ``encode_row({column id: value})`` as the 
 is the integer PK of a clustered table (``pk_is_handle``) and a hidden ``_tidb_rowid`` otherwise.
 Every unique index (the PK of a non-clustered table, every UNIQUE KEY) has an entry
 ``t{id}_i{index id}{values}`` -> handle, so uniqueness is a point read and two transactions
-inserting the same key conflict in prewrite. Index ids are the 1-based positions in
-``TableInfo.indexes``; index entries lie outside the row span, so the change feed of a table's
-row span carries rows only. A NULL in a unique index column means "no entry" (MySQL allows many).
+inserting the same key conflict in prewrite. Index ids are ``Index.id`` (stable across ADD/DROP
+INDEX; the 1-based position for table infos written before ids existed). Index entries lie
+outside the row span, so the change feed of a table's row span carries rows only. A NULL in a unique
+index column means "no entry" (MySQL allows many).
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ def encode_values(info: TableInfo, values: Mapping[str, Any]) -> bytes:
     return encode_row({c.id: values.get(c.name) for c in info.columns})
 
 
-def _index_entry_key(info: TableInfo, index_pos: int, ix: Index, values: Mapping[str, Any]) -> bytes | None:
+def index_entry_key(info: TableInfo, index_pos: int, ix: Index, values: Mapping[str, Any]) -> bytes | None:
     vals = [values.get(info.column(c).name) for c in ix.columns]
     if any(v is None for v in vals):
         return None
-    return keycodec.index_key(info.id, index_pos + 1, encode_row(dict(enumerate(vals))))
+    return keycodec.index_key(info.id, ix.id or index_pos + 1, encode_row(dict(enumerate(vals))))
 
 
 def read_rows(txn: Transaction, info: TableInfo) -> list[StoredRow]:
@@ -87,7 +88,7 @@ class TableWriter:
 
     def _put_index_entries(self, values: Mapping[str, Any], handle: int) -> None:
         for pos, ix in self._unique:
-            k = _index_entry_key(self.info, pos, ix, values)
+            k = index_entry_key(self.info, pos, ix, values)
             if k is None:
                 continue
             if self.txn.get(k) is not None:
@@ -96,7 +97,7 @@ class TableWriter:
 
     def _delete_index_entries(self, values: Mapping[str, Any]) -> None:
         for pos, ix in self._unique:
-            k = _index_entry_key(self.info, pos, ix, values)
+            k = index_entry_key(self.info, pos, ix, values)
             if k is not None:
                 self.txn.delete(k)
 
@@ -155,11 +156,11 @@ class TableWriter:
                    for c in ix.columns)
         ]
         for pos, ix in changed:
-            k = _index_entry_key(self.info, pos, ix, row.values)
+            k = index_entry_key(self.info, pos, ix, row.values)
             if k is not None:
                 self.txn.delete(k)
         for pos, ix in changed:
-            k = _index_entry_key(self.info, pos, ix, new_values)
+            k = index_entry_key(self.info, pos, ix, new_values)
             if k is None:
                 continue
             if self.txn.get(k) is not None:

@@ -1,0 +1,111 @@
+"""ALTER TABLE jobs: columns and indexes change the table info, existing rows and the history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from feedlib import table_id
+
+from cdc_core.codec import key as keycodec
+from cdc_core.codec.row import decode_row
+from cdc_core.errors import UpstreamError
+from cdc_core.schema.ddl_history import DDLJob
+
+
+def _jobs(client: Any, table: int) -> list[DDLJob]:
+    rows = client.query(f"SELECT * FROM mysql.tidb_ddl_history WHERE table_id = {table} ORDER BY job_id")
+    return [DDLJob.from_row(r) for r in rows]
+
+
+def test_column_jobs_keep_ids_and_rows_read_through_them(upstream_cluster: Any, upstream_client: Any,
+                                                          fresh_db: str) -> None:
+    c = upstream_client
+    c.execute(f"USE {fresh_db}; CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(4)); "
+              "INSERT INTO t VALUES (1, 10, 'x'), (2, NULL, 'y')")
+    c.execute(f"USE {fresh_db}; ALTER TABLE t ADD COLUMN c DECIMAL(6,2) NOT NULL DEFAULT 1.5")
+    c.execute(f"USE {fresh_db}; ALTER TABLE t ADD COLUMN z INT NOT NULL AFTER id")  # implicit default 0
+    assert c.query(f"SELECT * FROM {fresh_db}.t ORDER BY id") == [
+        {"id": 1, "z": 0, "a": 10, "b": "x", "c": "1.50"}, {"id": 2, "z": 0, "a": None, "b": "y", "c": "1.50"}]
+    c.execute(f"USE {fresh_db}; ALTER TABLE t RENAME COLUMN a TO aa; ALTER TABLE t DROP COLUMN b;"
+              "ALTER TABLE t MODIFY COLUMN aa BIGINT; ALTER TABLE t CHANGE COLUMN c cc DECIMAL(8,2) NOT NULL")
+    # CHANGE COLUMN redefines the column: without a DEFAULT clause it no longer has one.
+    with pytest.raises(UpstreamError, match="Field 'cc' doesn't have a default value"):
+        c.execute(f"INSERT INTO {fresh_db}.t (id, aa) VALUES (3, 30)")
+    c.execute(f"INSERT INTO {fresh_db}.t (id, aa, cc) VALUES (3, 30, 7)")
+    assert c.query(f"SELECT * FROM {fresh_db}.t ORDER BY id") == [
+        {"id": 1, "z": 0, "aa": 10, "cc": "1.50"}, {"id": 2, "z": 0, "aa": None, "cc": "1.50"},
+        {"id": 3, "z": 0, "aa": 30, "cc": "7.00"}]
+    jobs = _jobs(c, table_id(upstream_cluster, fresh_db, "t"))
+    assert [j.job_type for j in jobs] == ["create table", "add column", "add column", "rename column", "drop column",
+                                          "modify column", "modify column"]
+    final = jobs[-1].table_info
+    assert final is not None
+    assert [(col.name, col.id, col.type) for col in final.columns] == [
+        ("id", 1, "int"), ("z", 5, "int"), ("aa", 2, "bigint"), ("cc", 4, "decimal")]
+    assert final.max_column_id == 5
+    # The dropped column's value is still in the old row; it simply has no column any more.
+    tid = table_id(upstream_cluster, fresh_db, "t")
+    raw = upstream_cluster.call(lambda: upstream_cluster.cluster.store.get(keycodec.row_key(tid, 1), 1 << 62))
+    assert decode_row(raw)[3] == "x"
+
+
+def test_new_not_null_column_takes_its_default_on_insert(upstream_client: Any, fresh_db: str) -> None:
+    c = upstream_client
+    c.execute(f"USE {fresh_db}; CREATE TABLE t (id INT PRIMARY KEY); ALTER TABLE t ADD COLUMN s VARCHAR(3) "
+              "NOT NULL DEFAULT 'n'; INSERT INTO t (id) VALUES (1)")
+    assert c.query(f"SELECT * FROM {fresh_db}.t") == [{"id": 1, "s": "n"}]
+
+
+@pytest.mark.parametrize(
+    "setup, alter, message",
+    [
+        ("INSERT INTO t (id, a, b) VALUES (1, 300, 'abc')", "ALTER TABLE t MODIFY COLUMN b VARCHAR(2)",
+         "Data truncated"),
+        ("INSERT INTO t (id, a, b) VALUES (1, NULL, 'a')", "ALTER TABLE t MODIFY COLUMN a INT NOT NULL", "NULL"),
+        ("", "ALTER TABLE t MODIFY COLUMN id VARCHAR(8)", "must stay INT"),
+        ("", "ALTER TABLE t DROP COLUMN nope", "Unknown column"),
+        ("", "ALTER TABLE t ADD COLUMN a INT", "Duplicate column"),
+        ("", "ALTER TABLE t ADD COLUMN d DATETIME NOT NULL", "needs a DEFAULT"),
+        ("", "ALTER TABLE t ADD COLUMN u INT UNIQUE", "not supported on a new column"),
+        ("", "ALTER TABLE t ADD COLUMN x INT, ADD COLUMN y INT", "one change per ALTER"),
+        ("INSERT INTO t (id, a, b) VALUES (1, 5, 'a'), (2, 5, 'b')", "ALTER TABLE t ADD UNIQUE KEY ua (a)",
+         "Duplicate entry"),
+        ("", "ALTER TABLE t DROP INDEX nope", "check that column/key exists"),
+        ("", "ALTER TABLE t DROP COLUMN ub", "used by index ub"),
+        ("", "ALTER TABLE t DROP PRIMARY KEY", "unsupported"),
+    ],
+)
+def test_alter_errors_are_clear_and_leave_no_job(upstream_cluster: Any, upstream_client: Any, fresh_db: str,
+                                                 setup: str, alter: str, message: str) -> None:
+    c = upstream_client
+    c.execute(f"USE {fresh_db}; CREATE TABLE t (id INT PRIMARY KEY, a INT, b VARCHAR(8), ub INT, "
+              "UNIQUE KEY ub (ub))" + (f"; {setup}" if setup else ""))
+    before = len(_jobs(c, table_id(upstream_cluster, fresh_db, "t")))
+    with pytest.raises(UpstreamError, match=message):
+        c.execute(f"USE {fresh_db}; {alter}")
+    assert len(_jobs(c, table_id(upstream_cluster, fresh_db, "t"))) == before
+
+
+def test_unique_index_is_backfilled_enforced_and_dropped(upstream_cluster: Any, upstream_client: Any,
+                                                         fresh_db: str) -> None:
+    c = upstream_client
+    c.execute(f"USE {fresh_db}; CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT); "
+              "INSERT INTO t VALUES (1, 1, 1), (2, 2, 2), (3, NULL, 3)")
+    c.execute(f"USE {fresh_db}; CREATE UNIQUE INDEX ua ON t (a); ALTER TABLE t ADD INDEX ib (b)")
+    with pytest.raises(UpstreamError, match=r"Duplicate entry '1' for key 't\.ua'"):
+        c.execute(f"INSERT INTO {fresh_db}.t VALUES (4, 1, 4)")
+    c.execute(f"INSERT INTO {fresh_db}.t VALUES (4, NULL, 4)")  # NULLs never collide
+    c.execute(f"USE {fresh_db}; DROP INDEX ua ON t; INSERT INTO t VALUES (5, 1, 5)")
+    assert len(c.query(f"SELECT * FROM {fresh_db}.t WHERE a = 1")) == 2
+    jobs = _jobs(c, table_id(upstream_cluster, fresh_db, "t"))
+    assert [j.job_type for j in jobs] == ["create table", "add index", "add index", "drop index"]
+    after_add = jobs[2].table_info
+    assert after_add is not None
+    assert [(ix.name, ix.unique, ix.id) for ix in after_add.indexes] == [
+        ("PRIMARY", True, 1), ("ua", True, 2), ("ib", False, 3)]
+    assert [ix.name for ix in jobs[3].table_info.indexes] == ["PRIMARY", "ib"]  # type: ignore[union-attr]
+    # A unique index added later, after another was dropped, gets a fresh id (no stale entries).
+    c.execute(f"USE {fresh_db}; DELETE FROM t WHERE id = 5; ALTER TABLE t ADD UNIQUE (a)")
+    with pytest.raises(UpstreamError, match="Duplicate entry"):
+        c.execute(f"INSERT INTO {fresh_db}.t VALUES (6, 2, 6)")
