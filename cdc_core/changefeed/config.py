@@ -16,6 +16,12 @@ catchup = false
 
 [data-quality]
 mode = "checksum"                  # checksum | count | off
+
+[table-discovery]                  # memory for listing the upstream's tables (seed 001); 0 disables
+heap-limit-bytes = 104857600       # decoded table lists (default 100 MiB)
+direct-limit-bytes = 104857600     # received listing messages (default 100 MiB)
+acquire-timeout-ms = 25000         # or heap-acquire-timeout-ms / direct-acquire-timeout-ms
+max-queue = 1000                   # or heap-max-queue / direct-max-queue
 ```
 """
 
@@ -31,9 +37,13 @@ from cdc_core.codec.changelog import local_path
 from cdc_core.errors import ConfigError
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.home import changefeeds_dir
+from cdc_core.memory import MemoryLimitConfig
 
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
-_TOP_KEYS = {"changefeed-id", "sink-uri", "start-ts", "target-ts", "upstream", "filter", "airflow", "data-quality"}
+_TOP_KEYS = {
+    "changefeed-id", "sink-uri", "start-ts", "target-ts", "upstream", "filter", "airflow", "data-quality",
+    "table-discovery",
+}
 DQ_MODES = ("checksum", "count", "off")
 
 
@@ -48,6 +58,8 @@ class ChangefeedConfig:
     schedule: str = "*/5 * * * *"
     catchup: bool = False
     dq_mode: str = "checksum"
+    # Client-side memory limits of table discovery (cdc_core.client.table_discovery).
+    discovery_memory: MemoryLimitConfig = field(default_factory=MemoryLimitConfig)
     source: str = field(default="", compare=False)  # where it was read from, for error messages
 
     @property
@@ -74,7 +86,8 @@ class ChangefeedConfig:
         rules = ", ".join(_q(r) for r in self.filter_rules)
         lines += ["", "[filter]", f"rules = [{rules}]"]
         lines += ["", "[airflow]", f"schedule = {_q(self.schedule)}", f"catchup = {str(self.catchup).lower()}"]
-        lines += ["", "[data-quality]", f"mode = {_q(self.dq_mode)}", ""]
+        lines += ["", "[data-quality]", f"mode = {_q(self.dq_mode)}"]
+        lines += ["", "[table-discovery]", *(f"{k} = {v}" for k, v in self.discovery_memory.to_mapping().items()), ""]
         return "\n".join(lines)
 
 
@@ -137,9 +150,13 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
     if mode not in DQ_MODES:
         raise ConfigError(f"{source} [data-quality]: `mode` must be one of {', '.join(DQ_MODES)}, got {mode!r}")
 
+    discovery = _get(data, "table-discovery", dict, source, {})
+    discovery_memory = MemoryLimitConfig.from_mapping(discovery, where=f"{source} [table-discovery]")
+
     return ChangefeedConfig(
         changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream,
-        filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode, source=source,
+        filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode,
+        discovery_memory=discovery_memory, source=source,
     )
 
 

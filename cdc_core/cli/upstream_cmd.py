@@ -12,7 +12,8 @@ import typer
 
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec.tso import parse_ts_or_datetime
-from cdc_core.errors import UpstreamError
+from cdc_core.errors import ConfigError, UpstreamError
+from cdc_core.memory import MIB, MemoryLimitConfig
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run and drive the embedded upstream cluster.")
 
@@ -29,6 +30,18 @@ def start(
     detach: bool = typer.Option(False, "--detach", help="Run in the background; return once it serves."),
     regions_per_table: int = typer.Option(2, "--regions-per-table", help="Regions each new table's rows get."),
     min_ts_interval_ms: int = typer.Option(200, "--min-ts-interval-ms", help="Resolved-ts interval of the feed."),
+    catalog_heap_limit_bytes: int = typer.Option(
+        100 * MIB, "--catalog-heap-limit-bytes",
+        help="Heap memory for table listings being assembled (ListTables, WatchTableList); 0 disables."),
+    catalog_direct_limit_bytes: int = typer.Option(
+        100 * MIB, "--catalog-direct-limit-bytes",
+        help="Memory for serialized table listings waiting to be written; 0 disables."),
+    catalog_acquire_timeout_ms: int = typer.Option(
+        25_000, "--catalog-acquire-timeout-ms",
+        help="How long a listing may wait for memory before RESOURCE_EXHAUSTED (heap and direct); 0: no timeout."),
+    catalog_max_queue: int = typer.Option(
+        1000, "--catalog-max-queue",
+        help="Most listings waiting for memory (each of heap and direct); more get RESOURCE_EXHAUSTED; 0: no bound."),
 ) -> None:
     """Start the upstream (PD + one store on loopback). Foreground until SIGINT/SIGTERM unless --detach.
 
@@ -37,8 +50,18 @@ def start(
     from cdc_core.upstream import process
     from cdc_core.upstream.cluster import ClusterConfig, ClusterError
 
+    memory_flags = {
+        "heap-limit-bytes": catalog_heap_limit_bytes,
+        "direct-limit-bytes": catalog_direct_limit_bytes,
+        "acquire-timeout-ms": catalog_acquire_timeout_ms,
+        "max-queue": catalog_max_queue,
+    }
+    try:
+        catalog_memory = MemoryLimitConfig.from_mapping(memory_flags, where="cdcflow upstream start --catalog-*")
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     config = ClusterConfig(pd_addr=pd_addr, stores=stores, regions_per_table=regions_per_table,
-                           min_ts_interval_ms=min_ts_interval_ms, data_dir=data_dir)
+                           min_ts_interval_ms=min_ts_interval_ms, data_dir=data_dir, catalog_memory=catalog_memory)
     try:
         config.validate()
     except ClusterError as exc:
@@ -46,6 +69,7 @@ def start(
     if detach:
         args = ["--stores", str(stores), "--pd-addr", pd_addr, "--regions-per-table", str(regions_per_table),
                 "--min-ts-interval-ms", str(min_ts_interval_ms)]
+        args += [arg for key, value in memory_flags.items() for arg in (f"--catalog-{key}", str(value))]
         if data_dir is not None:
             args += ["--data-dir", str(data_dir.resolve())]
         info = process.spawn_detached(args)

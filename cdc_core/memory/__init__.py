@@ -2,7 +2,8 @@
 
 ``AsyncSemaphore`` counts permits (bytes) with strict FIFO ordering, a bounded queue, per-request
 timeouts and updatable permits; ``AsyncDualMemoryLimiter`` pairs two of them (HEAP, DIRECT) with
-metrics; ``MemoryLimitConfig`` carries the limits. This package imports nothing else from ``cdc_core``
+metrics; ``MemoryLimitConfig`` carries the limits; ``MemoryGuard`` turns limiter failures into errors that
+name the limit that was hit. This package imports nothing else from ``cdc_core``
 except ``cdc_core.errors``.
 """
 
@@ -25,6 +26,7 @@ from cdc_core.memory.errors import (
     QueueFull,
     SemaphoreClosed,
 )
+from cdc_core.memory.guard import MemoryGuard, MemoryLimitExceeded, PermitSet, SettingNamer, toml_setting
 from cdc_core.memory.metrics import MemoryLimiterMetrics, SemaphoreMetrics
 
 __all__ = [
@@ -36,15 +38,20 @@ __all__ = [
     "InvalidPermit",
     "InvalidPermitRequest",
     "LimitType",
+    "MemoryGuard",
     "MemoryLimitConfig",
     "MemoryLimitError",
+    "MemoryLimitExceeded",
     "MemoryLimiterMetrics",
     "Permit",
     "PermitLease",
     "PermitReleased",
+    "PermitSet",
     "QueueFull",
     "SemaphoreClosed",
     "SemaphoreMetrics",
     "SemaphoreObserver",
+    "SettingNamer",
     "Timeout",
+    "toml_setting",
 ]

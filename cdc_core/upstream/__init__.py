@@ -8,6 +8,7 @@ One concept per module:
 * ``txn`` - optimistic transactions over ``mvcc``; ``expr`` - SQL expression evaluation;
 * ``sql_front`` - parsing and executing SQL scripts in a session;
 * ``pd_service`` / ``sql_service`` / ``catalog_service`` / ``cdc_service`` - the gRPC services;
+  ``catalog_listing`` - the catalog service's per-schema index of encoded table entries;
 * ``cluster`` - wires the above into servers; ``embedded`` - a cluster on a background thread;
   ``process`` - the ``cdcflow upstream start`` process (foreground, detached, upstream.json).
 """

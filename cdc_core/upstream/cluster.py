@@ -15,15 +15,16 @@ store list, region peers and leaders are already modelled for it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+from prometheus_client import CollectorRegistry
 
 from cdc_core.codec import key as keycodec
 from cdc_core.log import get_logger
+from cdc_core.memory import MemoryLimitConfig
 from cdc_core.proto import (
-    catalogpb_pb2_grpc,
     cdcpb_pb2_grpc,
     metapb_pb2,
     pdpb_pb2_grpc,
@@ -58,6 +59,10 @@ class ClusterConfig:
     min_ts_interval_ms: int = 200
     data_dir: Path | None = None  # accepted; data is kept in memory only for now
     cluster_id: int = 1
+    # The catalog service's listing memory (seed 001; `cdcflow upstream start --catalog-*`).
+    catalog_memory: MemoryLimitConfig = field(default_factory=MemoryLimitConfig)
+    # Where the catalog limiter's metrics go (None: prometheus_client's process-wide registry).
+    metrics_registry: CollectorRegistry | None = field(default=None, compare=False, repr=False)
 
     def validate(self) -> None:
         if self.stores != 1:
@@ -89,7 +94,8 @@ class Cluster:
         self.cdc = CdcService(STORE_ID, self.store, self.regions, self.tso,
                               min_ts_interval=self.config.min_ts_interval_ms / 1000.0)
         self.pd = PdService(self.config.cluster_id, self.tso, self.regions, self._store_list)
-        self.catalog_service = CatalogService(self.catalog)
+        self.catalog_service = CatalogService(self.catalog, self.config.catalog_memory,
+                                              registry=self.config.metrics_registry)
         self._pd_server: grpc.aio.Server | None = None
         self._store_server: grpc.aio.Server | None = None
         self.pd_addr = ""
@@ -100,10 +106,14 @@ class Cluster:
 
     async def start(self) -> None:
         host = self.config.host
-        pd = grpc.aio.server()
+        # A call the busy loop has not picked up yet is cancelled by gRPC core after this many seconds
+        # (default 30) with a bare CANCELLED. Catalog listings must instead wait in the catalog limiter's
+        # queue, whose acquire timeout answers RESOURCE_EXHAUSTED with the limit named; so give the loop
+        # longer than any sane acquire timeout to pick calls up.
+        pd = grpc.aio.server(options=[("grpc.server_max_unrequested_time_in_server", 600)])
         pdpb_pb2_grpc.add_PDServicer_to_server(self.pd, pd)
         sqlpb_pb2_grpc.add_SQLServicer_to_server(SqlService(self.sql), pd)
-        catalogpb_pb2_grpc.add_CatalogServicer_to_server(self.catalog_service, pd)
+        self.catalog_service.add_to_server(pd)
         pd_port = pd.add_insecure_port(self.config.pd_addr)
         if pd_port == 0:
             raise ClusterError(f"cannot bind the PD server to {self.config.pd_addr}")

@@ -67,3 +67,46 @@ def test_toml_round_trip_and_store(tmp_path, monkeypatch):
     assert [x.changefeed_id for x in cfgmod.load_all_configs()] == ["orders-1"]
     with pytest.raises(ConfigError, match="does not exist"):
         cfgmod.load_config("nope")
+
+
+def test_table_discovery_defaults_are_the_seeds() -> None:
+    from cdc_core.memory import MIB, MemoryLimitConfig
+
+    c = cfgmod.parse_config('changefeed-id = "a"\nsink-uri = "/tmp/l"\n')
+    assert c.discovery_memory == MemoryLimitConfig()
+    m = c.discovery_memory
+    assert (m.heap_limit_bytes, m.direct_limit_bytes) == (100 * MIB, 100 * MIB)
+    assert (m.heap_acquire_timeout_ms, m.direct_acquire_timeout_ms, m.heap_max_queue, m.direct_max_queue) == (
+        25_000, 25_000, 1000, 1000)
+
+
+def test_table_discovery_section_parsed_and_round_tripped() -> None:
+    text = GOOD + """
+[table-discovery]
+heap-limit-bytes = 0
+direct-limit-bytes = 2048
+acquire-timeout-ms = 500
+direct-max-queue = 7
+"""
+    c = cfgmod.parse_config(text, "x.toml")
+    m = c.discovery_memory
+    assert m.heap_limit_bytes == 0  # 0 disables
+    assert (m.direct_limit_bytes, m.heap_acquire_timeout_ms, m.direct_acquire_timeout_ms) == (2048, 500, 500)
+    assert (m.heap_max_queue, m.direct_max_queue) == (1000, 7)
+    assert "[table-discovery]" in c.to_toml()
+    assert cfgmod.parse_config(c.to_toml(), "again.toml") == c
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("heap-limit = 5", "unknown key 'heap-limit' (did you mean 'heap-limit-bytes'?)"),
+        ("bogus = 1", "unknown key 'bogus'"),
+        ("max-queue = -1", "'max-queue' must be an integer >= 0"),
+        ('direct-limit-bytes = "1MB"', "'direct-limit-bytes' must be an integer >= 0"),
+    ],
+)
+def test_table_discovery_errors_name_the_key(body: str, message: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        cfgmod.parse_config(f'changefeed-id = "a"\nsink-uri = "/x"\n[table-discovery]\n{body}\n', "feed.toml")
+    assert message in str(ei.value) and "feed.toml [table-discovery]" in str(ei.value)
