@@ -14,6 +14,7 @@ from rich.table import Table
 from cdc_core.changefeed import config as cfgmod
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import create_state, load_state, locked_state
+from cdc_core.client.table_discovery import SyncTableDiscovery
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec import tso
 from cdc_core.errors import ChangefeedError, ConfigError
@@ -39,9 +40,20 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
             cfg = cfg.with_start_ts(c.get_ts())
     if cfg.target_ts and cfg.target_ts <= cfg.start_ts:
         raise ConfigError(f"{config}: target-ts {cfg.target_ts} is not after start-ts {cfg.start_ts}")
+    # Which tables the filter matches now, listed through the memory-bounded discovery client
+    # (seed 001's proxy case: a schema may hold a million tables).
+    with SyncTableDiscovery(resolve_pd_addr(cfg.upstream), cfg.discovery_memory) as discovery:
+        matched = discovery.matching_tables(cfg.table_filter)
     cfgmod.save_config(cfg)
     create_state(cfg.changefeed_id, cfg.start_ts)
-    console.print(json.dumps({"changefeed_id": cfg.changefeed_id, "start_ts": cfg.start_ts, "sink_uri": cfg.sink_uri}))
+    names = sorted(f"{t.schema}.{t.name}" for t in matched)
+    console.print_json(json.dumps({"changefeed_id": cfg.changefeed_id, "start_ts": cfg.start_ts,
+                                   "sink_uri": cfg.sink_uri, "matched_tables": len(names)}))
+    if names:
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        err.print(f"the filter matches {len(names)} table(s) now: {shown}")
+    else:
+        err.print("[yellow]warning:[/] the filter matches no table yet; tables created later that match are picked up")
 
 
 @app.command("list")

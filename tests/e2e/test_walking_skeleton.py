@@ -86,7 +86,8 @@ def test_two_windows_match_the_upstream_snapshot(cdc_home, upstream_cluster):
             f'changefeed-id = "skel"\nsink-uri = "file://{sink}"\nstart-ts = {start_ts}\n'
             f'[filter]\nrules = ["{db}.*", "!{db}.skipped"]\n'
         )
-        _cli("changefeed", "create", "--config", str(cfg))
+        created = _cli("changefeed", "create", "--config", str(cfg))
+        assert '"matched_tables": 3' in created  # acct, t, nc; not the excluded one
 
         t1 = c.get_ts()
         runner.run_until("skel", t1)
