@@ -35,6 +35,7 @@ from typing import Any
 
 from cdc_core.codec.changelog import local_path
 from cdc_core.errors import ConfigError
+from cdc_core.filter.event_filter import EventFilter
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.home import changefeeds_dir
 from cdc_core.memory import MemoryLimitConfig
@@ -58,6 +59,9 @@ class ChangefeedConfig:
     schedule: str = "*/5 * * * *"
     catchup: bool = False
     dq_mode: str = "checksum"
+    # `[[filter.event-filters]]` tables as written (validated on load) and `ignore-txn-start-ts`.
+    event_filter_rules: tuple[dict[str, Any], ...] = ()
+    ignore_txn_start_ts: tuple[int, ...] = ()
     # Client-side memory limits of table discovery (cdc_core.client.table_discovery).
     discovery_memory: MemoryLimitConfig = field(default_factory=MemoryLimitConfig)
     source: str = field(default="", compare=False)  # where it was read from, for error messages
@@ -65,6 +69,11 @@ class ChangefeedConfig:
     @property
     def table_filter(self) -> TableFilter:
         return TableFilter(list(self.filter_rules))
+
+    @property
+    def event_filter(self) -> EventFilter:
+        return EventFilter.from_config(list(self.event_filter_rules), list(self.ignore_txn_start_ts),
+                                       self.source or self.changefeed_id)
 
     @property
     def sink_path(self) -> Path:
@@ -85,6 +94,10 @@ class ChangefeedConfig:
             lines.append(f"upstream = {_q(self.upstream)}")
         rules = ", ".join(_q(r) for r in self.filter_rules)
         lines += ["", "[filter]", f"rules = [{rules}]"]
+        if self.ignore_txn_start_ts:
+            lines.append(f"ignore-txn-start-ts = [{', '.join(str(t) for t in self.ignore_txn_start_ts)}]")
+        for rule in self.event_filter_rules:
+            lines += ["", "[[filter.event-filters]]", *(f"{k} = {_toml_value(v)}" for k, v in rule.items())]
         lines += ["", "[airflow]", f"schedule = {_q(self.schedule)}", f"catchup = {str(self.catchup).lower()}"]
         lines += ["", "[data-quality]", f"mode = {_q(self.dq_mode)}"]
         lines += ["", "[table-discovery]", *(f"{k} = {v}" for k, v in self.discovery_memory.to_mapping().items()), ""]
@@ -93,6 +106,16 @@ class ChangefeedConfig:
 
 def _q(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, str):
+        return _q(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return str(v).lower()
+    return str(v)
 
 
 def _get(d: dict[str, Any], key: str, typ: type | tuple[type, ...], where: str, default: Any = None) -> Any:
@@ -140,6 +163,12 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         TableFilter(rules)  # validate now, naming the rule and the file
     except ConfigError as exc:
         raise ConfigError(f"{source} [filter]: {exc}") from exc
+    unknown_filter = set(flt) - {"rules", "event-filters", "ignore-txn-start-ts"}
+    if unknown_filter:
+        raise ConfigError(f"{source} [filter]: unknown key(s) {', '.join(sorted(unknown_filter))}")
+    event_rules = flt.get("event-filters", [])
+    txn_ts = flt.get("ignore-txn-start-ts", [])
+    EventFilter.from_config(event_rules, txn_ts, source)  # validate now: expressions, regexes, event types
 
     af = _get(data, "airflow", dict, source, {})
     schedule = _get(af, "schedule", str, f"{source} [airflow]", "*/5 * * * *")
@@ -157,6 +186,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream,
         filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode,
         discovery_memory=discovery_memory, source=source,
+        event_filter_rules=tuple(dict(r) for r in event_rules), ignore_txn_start_ts=tuple(txn_ts),
     )
 
 
