@@ -1,0 +1,116 @@
+"""The DDL puller and the changefeed's persisted schema storage.
+
+DDL jobs reach the changefeed like any row change: the puller subscribes the span of
+``mysql.tidb_ddl_history`` with the tables', so every bronze window holds the history rows
+committed in it. This module decodes them into ``DDLJob``s, drops what is not on the DDL
+whitelist (logged; neither stored nor applied), and keeps the jobs that define the schema at and
+after the checkpoint in ``$CDCFLOW_HOME/state/<id>/schema.json``, from which ``SchemaStorage`` is
+rebuilt for any ts at or above the checkpoint. The storage starts from a snapshot read of the
+history table at the changefeed's start-ts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cdc_core.codec.changelog import OP_PUT
+from cdc_core.codec.row import decode_row
+from cdc_core.errors import ChangefeedError
+from cdc_core.home import state_dir
+from cdc_core.log import get_logger
+from cdc_core.schema import ddl_history
+from cdc_core.schema.ddl_history import JOB_TYPES, DDLJob
+from cdc_core.schema.storage import SchemaStorage
+
+log = get_logger("cdcflow.ddl")
+
+
+def decode_jobs(window: pa.Table) -> list[DDLJob]:
+    """The whitelisted DDL jobs in a bronze window, in commit order."""
+    hist = window.filter(pc.equal(window["table_id"], ddl_history.TABLE_ID))
+    jobs: dict[int, DDLJob] = {}
+    for row in hist.to_pylist():
+        if row["op"] != OP_PUT or row["value"] is None:
+            continue  # history rows are only ever written
+        try:
+            job = DDLJob.from_row(ddl_history.TABLE_INFO.decode_values(decode_row(row["value"])))
+        except (ValueError, KeyError) as exc:
+            raise ChangefeedError(f"corrupt DDL history row at commit ts {row['commit_ts']}: {exc}") from exc
+        if job.finished_ts != row["commit_ts"]:
+            raise ChangefeedError(
+                f"DDL job {job.job_id}: finished_ts {job.finished_ts} differs from its commit ts {row['commit_ts']}"
+            )
+        if job.job_type not in JOB_TYPES:
+            log.warning("DDL discarded: not on the whitelist", job_id=job.job_id, job_type=job.job_type,
+                        query=job.query)
+            continue
+        jobs[job.job_id] = job  # duplicates from reconnects collapse
+    return sorted(jobs.values(), key=lambda j: (j.finished_ts, j.job_id))
+
+
+def _path(changefeed_id: str) -> Path:
+    return state_dir() / changefeed_id / "schema.json"
+
+
+class SchemaLog:
+    """The DDL jobs a changefeed still needs, persisted; ``storage()`` rebuilds the versions."""
+
+    def __init__(self, changefeed_id: str, jobs: list[DDLJob], resolved_ts: int) -> None:
+        self.changefeed_id = changefeed_id
+        self.jobs = sorted(jobs, key=lambda j: (j.finished_ts, j.job_id))
+        self.resolved_ts = resolved_ts
+
+    @classmethod
+    def exists(cls, changefeed_id: str) -> bool:
+        return _path(changefeed_id).exists()
+
+    @classmethod
+    def load(cls, changefeed_id: str) -> SchemaLog:
+        p = _path(changefeed_id)
+        try:
+            data = json.loads(p.read_text())
+            jobs = [DDLJob.from_row(r) for r in data["jobs"]]
+            return cls(changefeed_id, jobs, int(data["resolved_ts"]))
+        except FileNotFoundError as exc:
+            raise ChangefeedError(f"changefeed {changefeed_id!r} has no schema storage ({p})") from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ChangefeedError(f"schema storage {p} is corrupt: {exc}") from exc
+
+    def save(self) -> None:
+        p = _path(self.changefeed_id)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"resolved_ts": self.resolved_ts, "jobs": [j.to_row() for j in self.jobs]}))
+        os.replace(tmp, p)
+
+    def storage(self) -> SchemaStorage:
+        return SchemaStorage.from_jobs(self.jobs)
+
+    def advance(self, jobs: list[DDLJob], resolved_ts: int) -> None:
+        """Add the jobs pulled up to ``resolved_ts`` (already known ones are ignored)."""
+        known = {j.job_id for j in self.jobs}
+        new = [j for j in jobs if j.job_id not in known and j.finished_ts > self.resolved_ts]
+        self.jobs = sorted([*self.jobs, *new], key=lambda j: (j.finished_ts, j.job_id))
+        self.resolved_ts = max(self.resolved_ts, resolved_ts)
+
+    def gc(self, checkpoint_ts: int) -> None:
+        """Drop jobs no read at or above ``checkpoint_ts`` needs (TiCDC GCs schema versions the same way)."""
+        storage = self.storage()
+        alive = {t.id for t in storage.tables_at(checkpoint_ts)}
+        keep: list[DDLJob] = []
+        latest_defining: dict[int, DDLJob] = {}
+        schema_jobs: dict[int, DDLJob] = {}
+        for j in self.jobs:
+            if j.finished_ts > checkpoint_ts:
+                keep.append(j)
+            elif j.table_info is not None and j.table_info.id in alive:
+                latest_defining[j.table_info.id] = j
+            elif j.job_type == "create schema" and j.schema_id is not None:
+                schema_jobs[j.schema_id] = j
+        kept_old = sorted([*latest_defining.values(), *schema_jobs.values()], key=lambda j: (j.finished_ts, j.job_id))
+        self.jobs = [*kept_old, *keep]

@@ -1,0 +1,100 @@
+from dataclasses import replace
+
+import pyarrow as pa
+import pytest
+
+from cdc_core.changefeed import ddl_puller
+from cdc_core.changefeed.barriers import DdlStep, DmlStep, plan_steps, relevant
+from cdc_core.codec import changelog, key
+from cdc_core.errors import ChangefeedError
+from cdc_core.filter.table_filter import TableFilter
+from cdc_core.schema import ddl_history
+from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.model import Column, Index, TableInfo
+from cdc_core.schema.storage import SchemaStorage
+from cdc_core.upstream.ddl import history_row_value
+
+
+def _t(tid: int, name: str = "t", db: str = "db") -> TableInfo:
+    return TableInfo(id=tid, db_name=db, name=name, db_id=100, pk_is_handle=True,
+                     columns=(Column(1, "id", "int", nullable=False),),
+                     indexes=(Index("PRIMARY", ("id",), unique=True, primary=True, id=1),))
+
+
+def _job(jid: int, kind: str, ts: int, info: TableInfo | None, **kw) -> DDLJob:
+    base = {"schema_id": 100, "table_id": info.id if info else None, "schema_name": info.db_name if info else "db",
+            "table_name": info.name if info else None}
+    base.update(kw)
+    return DDLJob(job_id=jid, job_type=kind, query=kind, schema_version=jid, table_info=info, finished_ts=ts, **base)
+
+
+def test_steps_interleave_dml_and_ddl_with_versions():
+    jobs = [_job(2, "add column", 20, _t(101)), _job(1, "create table", 10, _t(101))]
+    steps = plan_steps(5, 30, jobs)
+    assert steps == [DmlStep(5, 9, 9), DdlStep(jobs[1]), DmlStep(10, 19, 19), DdlStep(jobs[0]), DmlStep(20, 30, 30)]
+    assert [s.version for s in steps] == sorted(s.version for s in steps)  # strictly increasing per table
+
+
+def test_adjacent_ddls_and_ddl_at_the_window_end():
+    a, b = _job(1, "create table", 6, _t(101)), _job(2, "create table", 7, _t(102, "u"))
+    assert plan_steps(5, 7, [a, b]) == [DdlStep(a), DdlStep(b)]
+    assert plan_steps(5, 9, []) == [DmlStep(5, 9, 9)]
+    with pytest.raises(ValueError, match="outside the window"):
+        plan_steps(5, 6, [b])
+
+
+def test_relevance_by_name_before_and_after():
+    flt = TableFilter(["db.*", "!db.tmp*"])
+    t = _t(101)
+    storage = SchemaStorage.from_jobs([_job(1, "create table", 10, t)])
+    assert relevant(_job(2, "add column", 20, t), storage, flt)
+    renamed_out = _job(3, "rename table", 30, replace(t, name="tmp_t"), old_schema_name="db", old_table_name="t")
+    assert relevant(renamed_out, storage, flt)  # it leaves the replicated set: the Delta table must follow
+    assert not relevant(_job(4, "create table", 40, _t(102, "tmp_x")), storage, flt)
+    assert relevant(_job(5, "create schema", 50, None, schema_name="db"), storage, flt)
+    assert not relevant(_job(6, "create schema", 60, None, schema_name="other"), storage, flt)
+
+
+def _bronze(jobs: list[DDLJob], extra_rows: int = 0) -> pa.Table:
+    rows = [
+        {"region_id": 1, "table_id": ddl_history.TABLE_ID, "key": key.row_key(ddl_history.TABLE_ID, j.job_id),
+         "op": "put", "start_ts": j.finished_ts - 1, "commit_ts": j.finished_ts, "value": history_row_value(j),
+         "old_value": None}
+        for j in jobs
+    ]
+    rows += [{"region_id": 2, "table_id": 101, "key": key.row_key(101, i), "op": "put", "start_ts": 1,
+              "commit_ts": 2, "value": b'{"1":1}', "old_value": None} for i in range(extra_rows)]
+    return pa.Table.from_pylist(rows, schema=changelog.SCHEMA)
+
+
+def test_decode_jobs_from_a_bronze_window_deduplicates_and_whitelists():
+    a, b = _job(1, "create table", 10, _t(101)), _job(2, "add column", 20, _t(101))
+    odd = _job(3, "alter table partition", 30, None)
+    got = ddl_puller.decode_jobs(_bronze([b, a, a, odd], extra_rows=3))
+    assert [j.job_id for j in got] == [1, 2]  # odd is not on the whitelist; a's duplicate collapses
+    assert got[0].table_info == a.table_info
+
+
+def test_decode_rejects_a_history_row_whose_ts_does_not_match():
+    j = _job(1, "create table", 10, _t(101))
+    t = _bronze([j]).to_pylist()
+    t[0]["commit_ts"] = 11
+    with pytest.raises(ChangefeedError, match="differs from its commit ts"):
+        ddl_puller.decode_jobs(pa.Table.from_pylist(t, schema=changelog.SCHEMA))
+
+
+def test_schema_log_persists_advances_and_gcs(tmp_path, monkeypatch):
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
+    t1, t2 = _t(101), _t(102, "u")
+    log = ddl_puller.SchemaLog("cf", [_job(1, "create table", 10, t1), _job(2, "create table", 11, t2)], 15)
+    log.save()
+    again = ddl_puller.SchemaLog.load("cf")
+    again.advance([_job(2, "create table", 11, t2), _job(3, "drop table", 20, None, table_id=102),
+                   _job(4, "add column", 25, replace(t1, schema_version=4))], 30)
+    assert [j.job_id for j in again.jobs] == [1, 2, 3, 4] and again.resolved_ts == 30
+    again.gc(22)  # t2 is gone at 22: its jobs go; t1's defining job stays; later jobs stay
+    assert [j.job_id for j in again.jobs] == [1, 4]
+    s = again.storage()
+    assert s.table_at(101, 22) == t1 and s.table_at(101, 25).schema_version == 4
+    with pytest.raises(ChangefeedError, match="no schema storage"):
+        ddl_puller.SchemaLog.load("nope")
