@@ -1,4 +1,4 @@
-"""``cdcflow upstream``: start / stop the embedded upstream cluster and run SQL on it."""
+"""``cdcflow upstream``: start / stop the embedded upstream cluster, run SQL, inject faults, run a workload."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -20,7 +21,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run and driv
 
 @app.command()
 def start(
-    stores: int = typer.Option(1, "--stores", help="Number of stores (only 1 is supported for now)."),
+    stores: int = typer.Option(3, "--stores", help="Number of stores, each its own gRPC server."),
     pd_addr: str = typer.Option("127.0.0.1:0", "--pd-addr", help="HOST:PORT of the PD server (port 0: any free)."),
     data_dir: Path | None = typer.Option(
         None, "--data-dir",
@@ -30,6 +31,13 @@ def start(
     detach: bool = typer.Option(False, "--detach", help="Run in the background; return once it serves."),
     regions_per_table: int = typer.Option(2, "--regions-per-table", help="Regions each new table's rows get."),
     min_ts_interval_ms: int = typer.Option(200, "--min-ts-interval-ms", help="Resolved-ts interval of the feed."),
+    split_region_keys: int = typer.Option(0, "--split-region-keys",
+                                          help="Split a region automatically past this many keys (0: off)."),
+    split_region_bytes: int = typer.Option(0, "--split-region-bytes",
+                                           help="Split a region automatically past this many bytes (0: off)."),
+    gc_life_time_s: float = typer.Option(600.0, "--gc-life-time-s",
+                                         help="GC keeps versions this long unless a service safe point is lower."),
+    gc_interval_s: float = typer.Option(60.0, "--gc-interval-s", help="Seconds between GC passes (0: no GC)."),
     catalog_heap_limit_bytes: int = typer.Option(
         100 * MIB, "--catalog-heap-limit-bytes",
         help="Heap memory for table listings being assembled (ListTables, WatchTableList); 0 disables."),
@@ -43,7 +51,7 @@ def start(
         1000, "--catalog-max-queue",
         help="Most listings waiting for memory (each of heap and direct); more get RESOURCE_EXHAUSTED; 0: no bound."),
 ) -> None:
-    """Start the upstream (PD + one store on loopback). Foreground until SIGINT/SIGTERM unless --detach.
+    """Start the upstream (PD + N stores on loopback). Foreground until SIGINT/SIGTERM unless --detach.
 
     The address goes to $CDCFLOW_HOME/upstream.json while it serves; data lives in memory only.
     """
@@ -61,14 +69,18 @@ def start(
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
     config = ClusterConfig(pd_addr=pd_addr, stores=stores, regions_per_table=regions_per_table,
-                           min_ts_interval_ms=min_ts_interval_ms, data_dir=data_dir, catalog_memory=catalog_memory)
+                           min_ts_interval_ms=min_ts_interval_ms, split_region_keys=split_region_keys,
+                           split_region_bytes=split_region_bytes, gc_life_time_s=gc_life_time_s,
+                           gc_interval_s=gc_interval_s, data_dir=data_dir, catalog_memory=catalog_memory)
     try:
         config.validate()
     except ClusterError as exc:
         raise UpstreamError(str(exc)) from exc
     if detach:
         args = ["--stores", str(stores), "--pd-addr", pd_addr, "--regions-per-table", str(regions_per_table),
-                "--min-ts-interval-ms", str(min_ts_interval_ms)]
+                "--min-ts-interval-ms", str(min_ts_interval_ms), "--split-region-keys", str(split_region_keys),
+                "--split-region-bytes", str(split_region_bytes), "--gc-life-time-s", str(gc_life_time_s),
+                "--gc-interval-s", str(gc_interval_s)]
         args += [arg for key, value in memory_flags.items() for arg in (f"--catalog-{key}", str(value))]
         if data_dir is not None:
             args += ["--data-dir", str(data_dir.resolve())]
@@ -133,3 +145,188 @@ def sql(
 def _short(text: str, n: int = 60) -> str:
     one = " ".join(text.split())
     return one if len(one) <= n else one[: n - 3] + "..."
+
+
+# --- faults ---------------------------------------------------------------------------------------
+fault_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                        help="Inject faults into the running upstream (prints the result as JSON).")
+app.add_typer(fault_app, name="fault")
+
+_PD = typer.Option(None, "--pd", help="PD address (default: $CDCFLOW_UPSTREAM, then upstream.json).")
+_TABLE = typer.Option("", "--table", help="DB.TABLE: act on the table's row regions.")
+
+
+def _admin(pd: str | None) -> Any:
+    from cdc_core.client.admin import AdminClient
+
+    return AdminClient(resolve_pd_addr(pd))
+
+
+def _out(value: Any) -> None:
+    typer.echo(json.dumps(value))
+
+
+@fault_app.command("split")
+def fault_split(
+    region: int = typer.Option(0, "--region", help="Region id to split at --key."),
+    key: list[str] = typer.Option([], "--key", help="Split key in hex (repeatable; with --region)."),
+    table: str = _TABLE,
+    handle: list[int] = typer.Option([], "--handle", help="Split the table at this row handle (repeatable)."),
+    lo: int = typer.Option(0, "--lo", help="With --regions: lower handle."),
+    hi: int = typer.Option(0, "--hi", help="With --regions: upper handle."),
+    regions: int = typer.Option(0, "--regions", help="Split [lo, hi) of the table into this many regions."),
+    pd: str | None = _PD,
+) -> None:
+    """Split a region at keys, or a table's rows at handles / evenly between --lo and --hi."""
+    with _admin(pd) as a:
+        if table:
+            _out(a.split_table(table, handles=handle, lo=lo, hi=hi, regions=regions))
+        elif region and key:
+            try:
+                keys = [bytes.fromhex(k) for k in key]
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--key") from exc
+            _out(a.split_region(region, keys))
+        else:
+            raise typer.BadParameter("give --region with --key, or --table with --handle or --lo/--hi/--regions")
+
+
+@fault_app.command("merge")
+def fault_merge(
+    region: int = typer.Option(0, "--region", help="Region id to merge away."),
+    into: int = typer.Option(0, "--into", help="Adjacent region to merge into (default: the right neighbour)."),
+    table: str = _TABLE,
+    pd: str | None = _PD,
+) -> None:
+    """Merge a region into a neighbour, or all of a table's row regions into one."""
+    with _admin(pd) as a:
+        if table:
+            _out(a.merge_table(table))
+        elif region:
+            _out(a.merge(region, into))
+        else:
+            raise typer.BadParameter("give --region or --table")
+
+
+@fault_app.command("transfer-leader")
+def fault_transfer_leader(
+    to_store: int = typer.Option(..., "--to-store", help="Store id that becomes the leader."),
+    region: int = typer.Option(0, "--region", help="Region id."),
+    table: str = _TABLE,
+    pd: str | None = _PD,
+) -> None:
+    """Move the leader of a region (or of every row region of a table) to a store."""
+    if not region and not table:
+        raise typer.BadParameter("give --region or --table")
+    with _admin(pd) as a:
+        _out(a.transfer_leader(to_store, region_id=region, table=table))
+
+
+@fault_app.command("stop-store")
+def fault_stop_store(
+    store: int = typer.Option(..., "--store", help="Store id."),
+    move_leaders: bool = typer.Option(False, "--move-leaders", help="Move its leaders to the live stores."),
+    pd: str | None = _PD,
+) -> None:
+    """Stop a store: its EventFeed streams break with UNAVAILABLE and new ones are refused (data kept)."""
+    with _admin(pd) as a:
+        _out(a.stop_store(store, move_leaders))
+
+
+@fault_app.command("start-store")
+def fault_start_store(store: int = typer.Option(..., "--store", help="Store id."), pd: str | None = _PD) -> None:
+    """Start a stopped store again."""
+    with _admin(pd) as a:
+        _out(a.start_store(store))
+
+
+@fault_app.command("drop-streams")
+def fault_drop_streams(store: int = typer.Option(0, "--store", help="Store id (0: every store)."),
+                       pd: str | None = _PD) -> None:
+    """Break the EventFeed streams of a store (it stays up)."""
+    with _admin(pd) as a:
+        _out(a.drop_streams(store))
+
+
+@fault_app.command("hold-lock")
+def fault_hold_lock(
+    table: str = typer.Option(..., "--table", help="DB.TABLE."),
+    handle: list[int] = typer.Option([], "--handle", help="Row handle to lock (repeatable)."),
+    count: int = typer.Option(1, "--count", help="Without --handle: lock the first COUNT rows."),
+    pd: str | None = _PD,
+) -> None:
+    """Prewrite rows and keep the locks (holds the regions' resolved ts); prints the start ts."""
+    with _admin(pd) as a:
+        _out(a.hold_lock(table, handles=handle, count=count))
+
+
+@fault_app.command("release-lock")
+def fault_release_lock(
+    start_ts: int = typer.Option(..., "--start-ts", help="Start ts printed by hold-lock."),
+    rollback: bool = typer.Option(False, "--rollback", help="Roll back instead of committing."),
+    pd: str | None = _PD,
+) -> None:
+    """Commit (default) or roll back a held lock."""
+    with _admin(pd) as a:
+        _out(a.release_lock(start_ts, rollback))
+
+
+@fault_app.command("busy")
+def fault_busy(
+    store: int = typer.Option(..., "--store", help="Store id."),
+    duration_ms: int = typer.Option(5000, "--duration-ms", help="How long it answers server_is_busy."),
+    pd: str | None = _PD,
+) -> None:
+    """Make a store answer new region requests with server_is_busy for a while."""
+    with _admin(pd) as a:
+        _out(a.busy(store, duration_ms))
+
+
+@fault_app.command("gc")
+def fault_gc(pd: str | None = _PD) -> None:
+    """Run a GC pass now; prints the safe point and what was removed."""
+    with _admin(pd) as a:
+        _out(a.gc())
+
+
+# --- workload -------------------------------------------------------------------------------------
+@app.command()
+def workload(
+    txns: int = typer.Option(0, "--txns", help="Stop after this many transactions (0: no limit)."),
+    duration_s: float = typer.Option(0.0, "--duration-s", help="Stop after this many seconds (0: no limit)."),
+    db: str = typer.Option("sbtest", "--db", help="Database of the sbtest tables."),
+    tables: int = typer.Option(2, "--tables", help="Number of sbtest tables."),
+    threads: int = typer.Option(4, "--threads", help="Concurrent sessions."),
+    seed: int = typer.Option(1, "--seed", help="RNG seed (thread i uses seed + i)."),
+    id_range: int = typer.Option(10_000, "--id-range", help="Ids are drawn from [-N, N] (both table regions)."),
+    initial_rows: int = typer.Option(100, "--initial-rows", help="Rows loaded per table before the run."),
+    insert_weight: int = typer.Option(30, "--insert-weight"),
+    update_weight: int = typer.Option(40, "--update-weight"),
+    delete_weight: int = typer.Option(10, "--delete-weight"),
+    multi_weight: int = typer.Option(20, "--multi-weight", help="Weight of multi-row transactions across regions."),
+    pk_update_share: float = typer.Option(0.2, "--pk-update-share", help="Share of updates changing the PK."),
+    uk_update_share: float = typer.Option(0.2, "--uk-update-share", help="Share of updates changing the UK."),
+    ddl_per_s: float = typer.Option(0.0, "--ddl-per-s", help="DDL statements per second (0: none)."),
+    no_prepare: bool = typer.Option(False, "--no-prepare", help="Do not create / load the tables first."),
+    pd: str | None = _PD,
+) -> None:
+    """Run a sysbench-like OLTP mix against the SQL front; prints a JSON summary."""
+    from cdc_core.upstream.workload import Workload, WorkloadConfig
+
+    cfg = WorkloadConfig(db=db, tables=tables, id_range=id_range, initial_rows=initial_rows, txns=txns,
+                         duration_s=duration_s, threads=threads, seed=seed, insert_weight=insert_weight,
+                         update_weight=update_weight, delete_weight=delete_weight, multi_weight=multi_weight,
+                         pk_update_share=pk_update_share, uk_update_share=uk_update_share, ddl_per_s=ddl_per_s)
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    with UpstreamClient(resolve_pd_addr(pd)) as client:
+        def execute(script: str) -> list[tuple[int, int]]:
+            return [(r.affected_rows, r.commit_ts) for r in client.execute(script)]
+
+        w = Workload(cfg, execute)
+        if not no_prepare:
+            w.prepare()
+        summary = w.run()
+    _out(summary.to_dict())

@@ -3,12 +3,17 @@
 One concept per module:
 
 * ``tso`` - the timestamp oracle; ``mvcc`` - the multi-version key-value store with 2PC and locks;
-* ``regions`` - the region map (contiguous key ranges, epochs, leaders);
+* ``regions`` - the region map (contiguous key ranges, epochs, leaders; split / merge / transfer);
+* ``split_checker`` - automatic split of regions past a key-count or size limit;
+* ``gc`` - service GC safe points, the cluster safe point and the GC worker;
 * ``catalog`` - databases, tables, ids and schema versions; ``ddl`` - DDL jobs and their history rows;
 * ``txn`` - optimistic transactions over ``mvcc``; ``expr`` - SQL expression evaluation;
 * ``sql_front`` - parsing and executing SQL scripts in a session;
-* ``pd_service`` / ``sql_service`` / ``catalog_service`` / ``cdc_service`` - the gRPC services;
+* ``pd_service`` / ``sql_service`` / ``catalog_service`` / ``cdc_service`` / ``admin_service`` - the
+  gRPC services;
   ``catalog_listing`` - the catalog service's per-schema index of encoded table entries;
-* ``cluster`` - wires the above into servers; ``embedded`` - a cluster on a background thread;
+* ``faults`` - fault injection (region operations, store outages, held locks, busy stores, GC passes);
+* ``workload`` - a sysbench-like OLTP mix against the SQL front;
+* ``cluster`` - wires the above into servers (PD + N stores); ``embedded`` - a cluster on a background thread;
   ``process`` - the ``cdcflow upstream start`` process (foreground, detached, upstream.json).
 """

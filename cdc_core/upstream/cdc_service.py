@@ -4,7 +4,9 @@ Per stream (a ``_Connection``) the client registers regions (``request_id``, ``r
 epoch, ``checkpoint_ts``, key range). For each registration (a ``_Subscription``), in this order:
 
 1. validate the region and its epoch (``region_not_found`` / ``epoch_not_match`` /
-   ``not_leader`` / ``duplicate_request`` errors otherwise);
+   ``not_leader`` / ``duplicate_request`` errors otherwise), that the store is not (made) busy
+   (``server_is_busy``) and that ``checkpoint_ts`` is not below the GC safe point
+   (``gc_safe_point_passed``: the versions the scan needs may be gone);
 2. in the same event-loop step, register the live listener (live rows are buffered) and
    snapshot the locks held in the range;
 3. incremental scan, in chunks that yield the loop: every version with ``commit_ts >
@@ -19,6 +21,14 @@ below what it sent before), and queues one ``ResolvedTs`` message per (request i
 MVCC store commits with a TSO commit ts in one step too, and every row goes through the same
 per-connection FIFO outbox as the resolved ts, so a resolved ts never precedes a commit it covers.
 
+Region changes reach open subscriptions the way TiKV reports them: a split ends the region's
+subscriptions with ``epoch_not_match`` (the current regions), a merge ends the target's with
+``epoch_not_match`` and the source's with ``region_not_found``, a leader transfer ends them on the
+old leader's store with ``not_leader`` (the new leader). ``stop()`` (a stopped store) and
+``drop_streams()`` abort every EventFeed call of this store with UNAVAILABLE; while stopped, new
+calls are refused with UNAVAILABLE. ``make_busy(seconds)`` answers new registrations with
+``server_is_busy`` for that long.
+
 The outbox is unbounded for now; the memory-quota issue bounds it (TiKV answers
 ``server_is_busy`` when its CDC memory quota is exhausted).
 """
@@ -28,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -37,7 +48,7 @@ from cdc_core.codec.key import min_end
 from cdc_core.log import get_logger
 from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc
 from cdc_core.upstream.mvcc import Lock, MvccStore, Op, VersionRecord
-from cdc_core.upstream.regions import Region, RegionManager
+from cdc_core.upstream.regions import ChangeKind, RegionChange, RegionManager
 from cdc_core.upstream.tso import TsoAllocator
 
 log = get_logger("cdcflow.upstream.cdc")
@@ -47,6 +58,14 @@ LogType = cdcpb_pb2.Event
 SCAN_KEYS_PER_STEP = 512
 ROWS_PER_EVENT = 256
 MESSAGES_PER_BATCH = 64
+BUSY_BACKOFF_MS = 200
+
+
+class _StreamAborted(Exception):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
 
 
 def _op(op: Op) -> cdcpb_pb2.Event.Row.OpType:
@@ -93,6 +112,13 @@ class _Connection:
         self._outbox: collections.deque[cdcpb_pb2.Event | cdcpb_pb2.ResolvedTs] = collections.deque()
         self._wakeup = asyncio.Event()
         self.closed = False
+        self._abort: _StreamAborted | None = None
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        """End the stream with ``code`` at its next message (the RPC handler raises it)."""
+        if self._abort is None:
+            self._abort = _StreamAborted(code, details)
+        self._wakeup.set()
 
     def push(self, item: cdcpb_pb2.Event | cdcpb_pb2.ResolvedTs) -> None:
         self._outbox.append(item)
@@ -100,7 +126,9 @@ class _Connection:
 
     async def next_message(self) -> cdcpb_pb2.ChangeDataEvent:
         """The next message: consecutive region events batched, or one resolved-ts batch."""
-        while not self._outbox:
+        while not self._outbox or self._abort is not None:
+            if self._abort is not None:
+                raise self._abort
             self._wakeup.clear()
             await self._wakeup.wait()
         first = self._outbox.popleft()
@@ -122,8 +150,43 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         self.min_ts_interval = min_ts_interval
         self._by_region: dict[int, set[_Subscription]] = {}
         self._connections: set[_Connection] = set()
+        self.up = True
+        self._busy_until = 0.0
+        self.busy_reason = ""
         store.add_observer(self)
-        regions.add_split_observer(self._on_split)
+        regions.add_observer(self._on_region_change)
+
+    # --- store state (faults) -----------------------------------------------------------------
+    def stop(self) -> int:
+        """The store goes down: abort every stream with UNAVAILABLE and refuse new ones."""
+        self.up = False
+        return self.drop_streams(f"store {self.store_id} is stopped")
+
+    def start(self) -> None:
+        self.up = True
+
+    def drop_streams(self, why: str = "") -> int:
+        """Abort every EventFeed call of this store with UNAVAILABLE; returns how many."""
+        conns = list(self._connections)
+        for conn in conns:
+            conn.abort(grpc.StatusCode.UNAVAILABLE, why or f"store {self.store_id} dropped the stream")
+        log.info("event feed streams dropped", store_id=self.store_id, streams=len(conns), why=why)
+        return len(conns)
+
+    def make_busy(self, seconds: float, reason: str = "") -> None:
+        self._busy_until = time.monotonic() + seconds
+        self.busy_reason = reason or f"store {self.store_id} is busy (injected)"
+
+    @property
+    def busy(self) -> bool:
+        return time.monotonic() < self._busy_until
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def subscription_count(self) -> int:
+        return sum(len(g) for g in self._by_region.values())
 
     # --- MVCC observer (synchronous, in commit order) -----------------------------------------
     def _subs_for(self, key: bytes) -> list[_Subscription]:
@@ -149,14 +212,33 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         for s in self._subs_for(lock.key):
             s.deliver(Row(start_ts=lock.start_ts, type=LogType.ROLLBACK, op_type=_op(lock.op), key=lock.key))
 
-    def _on_split(self, old: Region, parts: list[Region]) -> None:
-        subs = self._by_region.pop(old.id, set())
-        for s in subs:
-            err = cdcpb_pb2.Error(epoch_not_match=cdcpb_pb2.EpochNotMatch(current_regions=[p.to_pb() for p in parts]))
+    def _end(self, region_id: int, err: cdcpb_pb2.Error, what: str) -> None:
+        """End every subscription on ``region_id`` with ``err`` (the client re-subscribes)."""
+        for s in self._by_region.pop(region_id, set()):
             self._drop(s)
             s.conn.push(cdcpb_pb2.Event(region_id=s.region_id, request_id=s.request_id, error=err))
-            log.info("region split: subscription ended with epoch_not_match", region_id=old.id,
-                     request_id=s.request_id)
+            log.info("subscription ended by a region change", change=what, store_id=self.store_id,
+                     region_id=region_id, request_id=s.request_id)
+
+    def _on_region_change(self, ch: RegionChange) -> None:
+        if not self._by_region:
+            return
+        if ch.kind is ChangeKind.SPLIT:
+            old = ch.before[0]
+            self._end(old.id, cdcpb_pb2.Error(epoch_not_match=cdcpb_pb2.EpochNotMatch(
+                current_regions=[p.to_pb() for p in ch.after])), "split")
+        elif ch.kind is ChangeKind.MERGE:
+            source, target = ch.before
+            [grown] = ch.after
+            self._end(source.id, cdcpb_pb2.Error(region_not_found=cdcpb_pb2.RegionNotFound(region_id=source.id)),
+                      "merged away")
+            self._end(target.id, cdcpb_pb2.Error(epoch_not_match=cdcpb_pb2.EpochNotMatch(
+                current_regions=[grown.to_pb()])), "merge")
+        elif ch.kind is ChangeKind.LEADER:
+            [new] = ch.after
+            if new.leader_store_id != self.store_id:
+                self._end(new.id, cdcpb_pb2.Error(not_leader=cdcpb_pb2.NotLeader(
+                    region_id=new.id, leader=new.leader_pb())), "leader transferred")
 
     # --- subscriptions ------------------------------------------------------------------------
     def _drop(self, s: _Subscription) -> None:
@@ -185,13 +267,20 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
             self._error(conn, req, cdcpb_pb2.Error(
                 epoch_not_match=cdcpb_pb2.EpochNotMatch(current_regions=[r.to_pb() for r in current])))
             return
-        if region.leader is None or region.leader.store_id != self.store_id:
+        if region.leader_store_id != self.store_id:
             self._error(conn, req, cdcpb_pb2.Error(not_leader=cdcpb_pb2.NotLeader(
                 region_id=region.id, leader=region.leader_pb())))
             return
         if (req.request_id, req.region_id) in conn.subs:
             self._error(conn, req, cdcpb_pb2.Error(
                 duplicate_request=cdcpb_pb2.DuplicateRequest(region_id=req.region_id)))
+            return
+        if self.busy:
+            self._error(conn, req, cdcpb_pb2.Error(server_is_busy=cdcpb_pb2.ServerIsBusy(
+                reason=self.busy_reason, backoff_ms=BUSY_BACKOFF_MS)))
+            return
+        if req.checkpoint_ts < self.store.safe_point:
+            self._error(conn, req, _gc_error(req.checkpoint_ts, self.store.safe_point))
             return
         start = max(region.start_key, req.start_key)
         end = min_end(region.end_key, req.end_key)
@@ -217,6 +306,11 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
             covered: set[tuple[bytes, int]] = set()
             cursor: bytes | None = None
             while True:
+                if s.checkpoint_ts < self.store.safe_point:  # GC ran while we scanned
+                    self._drop(s)
+                    s.conn.push(cdcpb_pb2.Event(region_id=s.region_id, request_id=s.request_id,
+                                                error=_gc_error(s.checkpoint_ts, self.store.safe_point)))
+                    return
                 records, cursor = self.store.versions_after(
                     s.start_key, s.end_key, s.checkpoint_ts, from_key=cursor, key_limit=SCAN_KEYS_PER_STEP)
                 for r in records:
@@ -290,12 +384,15 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
     async def EventFeed(
         self, request_iterator: AsyncIterator[cdcpb_pb2.ChangeDataRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[cdcpb_pb2.ChangeDataEvent]:
+        if not self.up:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"store {self.store_id} is stopped")
         conn = _Connection()
         self._connections.add(conn)
         reader = asyncio.create_task(self._read(conn, request_iterator), name=f"cdc-read-{conn.id}")
         advancer = asyncio.create_task(self._advance(conn), name=f"cdc-resolved-{conn.id}")
-        log.info("event feed opened", conn=conn.id, peer=context.peer())
+        log.info("event feed opened", conn=conn.id, store_id=self.store_id, peer=context.peer())
         msg_task: asyncio.Future[cdcpb_pb2.ChangeDataEvent] | None = None
+        aborted: _StreamAborted | None = None
         try:
             while True:
                 msg_task = asyncio.ensure_future(conn.next_message())
@@ -311,6 +408,8 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
                 # The client half-closed: keep serving what it registered until it cancels.
                 while True:
                     yield await conn.next_message()
+        except _StreamAborted as exc:
+            aborted = exc
         finally:
             conn.closed = True
             # The stream can be closed while we wait for the next message: that wait goes too.
@@ -320,4 +419,11 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
             for s in list(conn.subs.values()):
                 self._drop(s)
             self._connections.discard(conn)
-            log.info("event feed closed", conn=conn.id)
+            log.info("event feed closed", conn=conn.id, store_id=self.store_id,
+                     aborted=aborted.details if aborted else "")
+        if aborted is not None:  # outside the finally: abort raises, and the subscriptions are gone
+            await context.abort(aborted.code, aborted.details)
+
+
+def _gc_error(ts: int, safe_point: int) -> cdcpb_pb2.Error:
+    return cdcpb_pb2.Error(gc_safe_point_passed=f"GC safe point passed: checkpoint ts {ts} < safe point {safe_point}")

@@ -1,16 +1,18 @@
-"""The cluster: wires TSO, MVCC, regions, catalog and SQL into gRPC servers on one event loop.
+"""The cluster: wires TSO, MVCC, regions, catalog, SQL, GC and faults into gRPC servers on one loop.
 
-A PD server (PD + SQL + Catalog services on one port) and one store server per store
-(ChangeData service), bound to loopback on ephemeral ports unless told otherwise; the real
-ports are reported by ``pd_addr`` / ``store_addrs`` once ``start`` returns. Everything runs on
-the event loop that called ``start``; nothing blocks it.
+A PD server (PD + SQL + Catalog + Admin services on one port) and one store server per store
+(ChangeData service, store ids 1..N, each on its own port), bound to loopback on ephemeral ports
+unless told otherwise; the real ports are reported by ``pd_addr`` / ``store_addrs`` once
+``start`` returns. Everything runs on the event loop that called ``start``; nothing blocks it.
+
+All stores share the one MVCC store (in-process, like replicas that are always in sync); what
+differs per store is which regions it leads, and so which subscriptions it serves. A stopped store
+keeps its data but refuses and breaks its EventFeed streams (``faults.FaultInjector``).
 
 Region layout at start: ``["", t5_r)``, ``[t5_r, t5_s)`` (the DDL history table, one region),
 ``[t5_s, "")``; each CREATE TABLE / TRUNCATE splits the new table's row span into
-``regions_per_table`` regions (see ``regions.table_split_keys``).
-
-Only one store for now (N stores, data persistence and faults come with a later issue: the
-store list, region peers and leaders are already modelled for it).
+``regions_per_table`` regions (see ``regions.table_split_keys``); leaders go round-robin over the
+stores. Optional: automatic split by size (``split_checker``), periodic GC (``gc``).
 """
 
 from __future__ import annotations
@@ -25,26 +27,31 @@ from cdc_core.codec import key as keycodec
 from cdc_core.log import get_logger
 from cdc_core.memory import MemoryLimitConfig
 from cdc_core.proto import (
+    adminpb_pb2_grpc,
     cdcpb_pb2_grpc,
     metapb_pb2,
     pdpb_pb2_grpc,
     sqlpb_pb2_grpc,
 )
 from cdc_core.schema import ddl_history
+from cdc_core.upstream.admin_service import AdminService
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.catalog_service import CatalogService
 from cdc_core.upstream.cdc_service import CdcService
 from cdc_core.upstream.ddl import DdlExecutor
+from cdc_core.upstream.faults import FaultInjector
+from cdc_core.upstream.gc import GcSafePoints, GcWorker
 from cdc_core.upstream.mvcc import MvccStore
 from cdc_core.upstream.pd_service import PdService
-from cdc_core.upstream.regions import RegionManager
+from cdc_core.upstream.regions import PEER_ID_STRIDE, RegionManager
+from cdc_core.upstream.split_checker import SplitChecker
 from cdc_core.upstream.sql_front import SqlEngine
 from cdc_core.upstream.sql_service import SqlService
 from cdc_core.upstream.tso import TsoAllocator
 
 log = get_logger("cdcflow.upstream")
 
-STORE_ID = 1
+MAX_STORES = PEER_ID_STRIDE - 1
 
 
 class ClusterError(Exception):
@@ -57,6 +64,12 @@ class ClusterConfig:
     stores: int = 1
     regions_per_table: int = 2
     min_ts_interval_ms: int = 200
+    # Automatic split of a region past this many keys / bytes (0: off).
+    split_region_keys: int = 0
+    split_region_bytes: int = 0
+    # GC: versions older than now - gc_life_time (held back by service safe points) go at each pass.
+    gc_life_time_s: float = 600.0
+    gc_interval_s: float = 0.0  # seconds between GC passes; 0: no periodic GC (tests run passes)
     data_dir: Path | None = None  # accepted; data is kept in memory only for now
     cluster_id: int = 1
     # The catalog service's listing memory (seed 001; `cdcflow upstream start --catalog-*`).
@@ -65,8 +78,12 @@ class ClusterConfig:
     metrics_registry: CollectorRegistry | None = field(default=None, compare=False, repr=False)
 
     def validate(self) -> None:
-        if self.stores != 1:
-            raise ClusterError(f"--stores {self.stores}: only 1 store is supported for now")
+        if not 1 <= self.stores <= MAX_STORES:
+            raise ClusterError(f"--stores {self.stores}: the number of stores must be in 1..{MAX_STORES}")
+        if self.split_region_keys < 0 or self.split_region_bytes < 0:
+            raise ClusterError("split limits must be >= 0 (0 disables)")
+        if self.gc_life_time_s < 0 or self.gc_interval_s < 0:
+            raise ClusterError("GC life time and interval must be >= 0")
         if self.regions_per_table < 1:
             raise ClusterError(f"regions per table must be >= 1, got {self.regions_per_table}")
         if self.min_ts_interval_ms < 1:
@@ -80,29 +97,64 @@ class ClusterConfig:
         return self.pd_addr.rpartition(":")[0]
 
 
+@dataclass
+class StoreNode:
+    """One store: its change-feed service and its gRPC server."""
+
+    id: int
+    cdc: CdcService
+    server: grpc.aio.Server | None = None
+    addr: str = ""
+
+    @property
+    def up(self) -> bool:
+        return self.cdc.up
+
+
 class Cluster:
     def __init__(self, config: ClusterConfig | None = None) -> None:
         self.config = config or ClusterConfig()
         self.config.validate()
         self.tso = TsoAllocator()
         self.store = MvccStore()
-        self.regions = RegionManager([STORE_ID])
+        store_ids = list(range(1, self.config.stores + 1))
+        self.regions = RegionManager(store_ids)
         self.regions.split(keycodec.table_span(ddl_history.TABLE_ID))
         self.catalog = Catalog()
         self.ddl = DdlExecutor(self.store, self.tso, self.catalog, self.regions, self.config.regions_per_table)
         self.sql = SqlEngine(self.store, self.tso, self.catalog, self.ddl)
-        self.cdc = CdcService(STORE_ID, self.store, self.regions, self.tso,
-                              min_ts_interval=self.config.min_ts_interval_ms / 1000.0)
-        self.pd = PdService(self.config.cluster_id, self.tso, self.regions, self._store_list)
+        self.stores: dict[int, StoreNode] = {
+            sid: StoreNode(sid, CdcService(sid, self.store, self.regions, self.tso,
+                                           min_ts_interval=self.config.min_ts_interval_ms / 1000.0))
+            for sid in store_ids
+        }
+        self.gc_safe_points = GcSafePoints()
+        self.gc = GcWorker(self.store, self.tso, self.gc_safe_points, life_time=self.config.gc_life_time_s,
+                           interval=self.config.gc_interval_s)
+        self.split_checker = SplitChecker(self.store, self.regions, max_keys=self.config.split_region_keys,
+                                          max_bytes=self.config.split_region_bytes)
+        self.pd = PdService(self.config.cluster_id, self.tso, self.regions, self._store_list, self.gc_safe_points)
         self.catalog_service = CatalogService(self.catalog, self.config.catalog_memory,
                                               registry=self.config.metrics_registry)
+        self.faults = FaultInjector(self)
         self._pd_server: grpc.aio.Server | None = None
-        self._store_server: grpc.aio.Server | None = None
         self.pd_addr = ""
-        self.store_addrs: list[str] = []
+
+    @property
+    def cdc(self) -> CdcService:
+        """The first store's change-feed service."""
+        return self.stores[1].cdc
+
+    @property
+    def store_addrs(self) -> list[str]:
+        return [n.addr for n in self.stores.values() if n.addr]
+
+    def store_addr(self, store_id: int) -> str:
+        return self.stores[store_id].addr
 
     def _store_list(self) -> list[metapb_pb2.Store]:
-        return [metapb_pb2.Store(id=STORE_ID, address=a, state=metapb_pb2.Up) for a in self.store_addrs[:1]]
+        return [metapb_pb2.Store(id=n.id, address=n.addr, state=metapb_pb2.Up if n.up else metapb_pb2.Offline)
+                for n in self.stores.values() if n.addr]
 
     async def start(self) -> None:
         host = self.config.host
@@ -113,25 +165,34 @@ class Cluster:
         pd = grpc.aio.server(options=[("grpc.server_max_unrequested_time_in_server", 600)])
         pdpb_pb2_grpc.add_PDServicer_to_server(self.pd, pd)
         sqlpb_pb2_grpc.add_SQLServicer_to_server(SqlService(self.sql), pd)
+        adminpb_pb2_grpc.add_AdminServicer_to_server(AdminService(self.faults), pd)
         self.catalog_service.add_to_server(pd)
         pd_port = pd.add_insecure_port(self.config.pd_addr)
         if pd_port == 0:
             raise ClusterError(f"cannot bind the PD server to {self.config.pd_addr}")
-        store = grpc.aio.server()
-        cdcpb_pb2_grpc.add_ChangeDataServicer_to_server(self.cdc, store)
-        store_port = store.add_insecure_port(f"{host}:0")
-        if store_port == 0:
-            raise ClusterError(f"cannot bind a store server on {host}")
+        for node in self.stores.values():
+            srv = grpc.aio.server()
+            cdcpb_pb2_grpc.add_ChangeDataServicer_to_server(node.cdc, srv)
+            port = srv.add_insecure_port(f"{host}:0")
+            if port == 0:
+                raise ClusterError(f"cannot bind a server for store {node.id} on {host}")
+            node.server, node.addr = srv, f"{host}:{port}"
         await pd.start()
-        await store.start()
-        self._pd_server, self._store_server = pd, store
+        for node in self.stores.values():
+            assert node.server is not None
+            await node.server.start()
+        self._pd_server = pd
         self.pd_addr = f"{host}:{pd_port}"
-        self.store_addrs = [f"{host}:{store_port}"]
+        self.gc.start()
         log.info("upstream serving", pd_addr=self.pd_addr, store_addrs=self.store_addrs)
 
     async def stop(self, grace: float = 1.0) -> None:
-        for srv in (self._store_server, self._pd_server):
-            if srv is not None:
-                await srv.stop(grace)
-        self._pd_server = self._store_server = None
+        await self.gc.stop()
+        for node in self.stores.values():
+            if node.server is not None:
+                await node.server.stop(grace)
+                node.server = None
+        if self._pd_server is not None:
+            await self._pd_server.stop(grace)
+        self._pd_server = None
         log.info("upstream stopped", pd_addr=self.pd_addr)

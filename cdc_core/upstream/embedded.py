@@ -1,7 +1,9 @@
 """A cluster on a background thread with its own event loop (tests and in-process use).
 
-``EmbeddedCluster(config).start()`` returns once both servers serve; ``call(fn)`` runs a plain
-function on the cluster's loop (to inspect or poke its state safely); ``stop()`` shuts it down.
+``EmbeddedCluster(config).start()`` returns once every server serves; ``call(fn)`` runs a plain
+function on the cluster's loop (to inspect or poke its state safely); ``faults`` is the cluster's
+``FaultInjector`` with every method run that way (``ec.faults.transfer_leader(rid, 2)``);
+``stop()`` shuts it down.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from cdc_core.upstream.cluster import Cluster, ClusterConfig
+from cdc_core.upstream.faults import FaultInjector
 
 T = TypeVar("T")
 
@@ -59,8 +62,20 @@ class EmbeddedCluster:
 
     @property
     def store_addr(self) -> str:
+        """The first store's address."""
         assert self.cluster is not None, "cluster not started"
         return self.cluster.store_addrs[0]
+
+    @property
+    def store_addrs(self) -> list[str]:
+        assert self.cluster is not None, "cluster not started"
+        return list(self.cluster.store_addrs)
+
+    @property
+    def faults(self) -> FaultInjector:
+        """The fault injector, each method call run on the cluster's loop."""
+        assert self.cluster is not None, "cluster not started"
+        return _OnLoop(self, self.cluster.faults)  # type: ignore[return-value]
 
     def stop(self, timeout: float = 30.0) -> None:
         if self.cluster is not None:
@@ -77,3 +92,17 @@ class EmbeddedCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _OnLoop:
+    """Proxy: calling a method of the wrapped object runs it on the cluster's loop."""
+
+    def __init__(self, ec: EmbeddedCluster, target: object) -> None:
+        self._ec = ec
+        self._target = target
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._target, name)
+        if not callable(attr):
+            return attr
+        return lambda *a, **kw: self._ec.call(lambda: attr(*a, **kw))

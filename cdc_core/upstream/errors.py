@@ -11,6 +11,7 @@ class ErrorKind(enum.Enum):
     EXISTS = "exists"  # database / table exists -> ALREADY_EXISTS
     CONSTRAINT = "constraint"  # duplicate key, NOT NULL -> FAILED_PRECONDITION
     CONFLICT = "conflict"  # write conflict / concurrent DDL, transaction rolled back -> ABORTED
+    GC = "gc"  # a read below the GC safe point -> FAILED_PRECONDITION
 
 
 class SqlError(Exception):

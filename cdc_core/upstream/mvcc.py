@@ -9,8 +9,14 @@ for the change feed, every version newer than a checkpoint with the previous ver
 Observers (the CDC service) are called synchronously right after each state change, so an
 observer sees prewrites, commits and rollbacks in exactly the order they happened.
 
-Not yet: persistence, GC of old versions below a safe point, rollback records that block a late
-prewrite (a later issue adds them together with fault injection).
+Every version is kept until GC: ``gc(safe_point)`` (or ``gc_step`` in chunks, for the periodic
+GC worker) removes the versions a read at or above the safe point can no longer see - for each key
+all versions older than the newest one at or below the safe point, and that one too when it is a
+tombstone. The safe point only moves forward; a read below it raises ``GcSafePointPassedError``
+(its versions may be gone, so an answer could be silently wrong).
+
+Not yet: persistence, rollback records that block a late prewrite, resolving locks below the safe
+point during GC.
 """
 
 from __future__ import annotations
@@ -95,6 +101,21 @@ class LockNotFoundError(MvccError):
     pass
 
 
+class GcSafePointPassedError(MvccError):
+    def __init__(self, ts: int, safe_point: int) -> None:
+        super().__init__(f"GC safe point passed: ts {ts} < safe point {safe_point}")
+        self.ts = ts
+        self.safe_point = safe_point
+
+
+@dataclass(frozen=True)
+class GcStats:
+    safe_point: int
+    keys_scanned: int = 0
+    versions_removed: int = 0
+    keys_removed: int = 0
+
+
 class MvccObserver(Protocol):
     def on_prewrite(self, lock: Lock) -> None: ...
 
@@ -112,6 +133,7 @@ class MvccStore:
         self._writes: SortedDict = SortedDict()  # key -> list[Version], ascending commit_ts
         self._locks: SortedDict = SortedDict()  # key -> Lock
         self._observers: list[MvccObserver] = []
+        self.safe_point = 0  # versions a read below this ts needs may be gone
 
     # --- observers ----------------------------------------------------------------------------
     def add_observer(self, obs: MvccObserver) -> None:
@@ -127,6 +149,8 @@ class MvccStore:
 
     def version_at(self, key: bytes, ts: int) -> Version | None:
         """The newest version with ``commit_ts <= ts``."""
+        if ts < self.safe_point:
+            raise GcSafePointPassedError(ts, self.safe_point)
         vs: list[Version] | None = self._writes.get(key)
         if not vs:
             return None
@@ -141,6 +165,7 @@ class MvccStore:
 
     def scan(self, start: bytes, end: bytes, ts: int, limit: int | None = None) -> list[tuple[bytes, bytes]]:
         """``(key, value)`` of every live key in ``[start, end)`` at ``ts`` (``end == b""``: no bound)."""
+        self.check_read_ts(ts)
         out: list[tuple[bytes, bytes]] = []
         for key in self._writes.irange(start, end or None, inclusive=(True, False)):
             if end and key >= end:
@@ -151,6 +176,26 @@ class MvccStore:
                 if limit is not None and len(out) >= limit:
                     break
         return out
+
+    def check_read_ts(self, ts: int) -> None:
+        """Raise ``GcSafePointPassedError`` if a read (or a change scan) at ``ts`` may miss GC'd versions."""
+        if ts < self.safe_point:
+            raise GcSafePointPassedError(ts, self.safe_point)
+
+    def range_stats(self, start: bytes, end: bytes) -> tuple[int, int, bytes | None]:
+        """``(keys, bytes of their latest values, middle key)`` of the keys in ``[start, end)``."""
+        keys = list(self._writes.irange(start, end or None, inclusive=(True, False)))
+        size = 0
+        for k in keys:
+            v = self._writes[k][-1]
+            size += len(k) + len(v.value or b"")
+        return len(keys), size, (keys[len(keys) // 2] if keys else None)
+
+    def key_count(self) -> int:
+        return len(self._writes)
+
+    def version_count(self) -> int:
+        return sum(len(vs) for vs in self._writes.values())
 
     def versions(self, key: bytes) -> list[Version]:
         return list(self._writes.get(key, ()))
@@ -256,3 +301,61 @@ class MvccStore:
             for obs in self._observers:
                 obs.on_rollback(lk)
         return dropped
+
+    # --- GC -----------------------------------------------------------------------------------
+    def advance_safe_point(self, safe_point: int) -> int:
+        """Move the safe point forward (never back); returns the safe point in force."""
+        self.safe_point = max(self.safe_point, safe_point)
+        return self.safe_point
+
+    def gc_step(self, from_key: bytes | None, key_limit: int) -> tuple[GcStats, bytes | None]:
+        """GC at most ``key_limit`` keys after ``from_key`` (exclusive; None: from the start).
+
+        Returns the stats and the key to resume from (None when every key was visited). Each key
+        is handled atomically, so a caller may yield the event loop between steps.
+        """
+        sp = self.safe_point
+        scanned = removed = keys_removed = 0
+        last: bytes | None = None
+        empty: list[bytes] = []
+        inclusive = (from_key is None, False)
+        for key in self._writes.irange(from_key, None, inclusive=inclusive):
+            if scanned >= key_limit:
+                break
+            scanned += 1
+            last = key
+            vs: list[Version] = self._writes[key]
+            # the newest version at or below the safe point: what a read at the safe point sees
+            keep_from = -1
+            for i in range(len(vs) - 1, -1, -1):
+                if vs[i].commit_ts <= sp:
+                    keep_from = i
+                    break
+            if keep_from < 0:
+                continue
+            if vs[keep_from].op is not Op.PUT:
+                keep_from += 1  # a tombstone at the safe point reads as "absent" without it
+            if keep_from:
+                removed += keep_from
+                del vs[:keep_from]
+                if not vs:
+                    empty.append(key)
+        for key in empty:
+            del self._writes[key]
+        keys_removed = len(empty)
+        done = scanned < key_limit or last is None
+        return GcStats(sp, scanned, removed, keys_removed), (None if done else last)
+
+    def gc(self, safe_point: int | None = None) -> GcStats:
+        """Advance the safe point (if given) and GC every key in one go (tests, small stores)."""
+        if safe_point is not None:
+            self.advance_safe_point(safe_point)
+        total = GcStats(self.safe_point)
+        cursor: bytes | None = None
+        while True:
+            stats, cursor = self.gc_step(cursor, 1 << 30)
+            total = GcStats(total.safe_point, total.keys_scanned + stats.keys_scanned,
+                            total.versions_removed + stats.versions_removed,
+                            total.keys_removed + stats.keys_removed)
+            if cursor is None:
+                return total

@@ -1,55 +1,35 @@
 """The PD service: TSO, region routing, stores and service GC safe points.
 
-Thin over ``tso``, ``regions`` and the cluster's store list. GC safe points are recorded per
-service with a TTL and the minimum of the live ones is reported; no GC runs yet (a later issue
-adds it, and then a scan below the safe point answers ``gc_safe_point_passed``).
+Thin over ``tso``, ``regions`` and the cluster's store list. Service GC safe points are recorded
+per service with a TTL (``gc.GcSafePoints``) and the minimum of the live ones is reported; the GC
+worker (``gc.GcWorker``) holds GC back to them. ScanRegions answers at most 1024 regions a call.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import grpc
 
 from cdc_core.codec import tso as tso_codec
 from cdc_core.proto import metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
+from cdc_core.upstream.gc import GcSafePoints
 from cdc_core.upstream.regions import RegionManager
 from cdc_core.upstream.tso import TsoAllocator
 
 MAX_SCAN_REGIONS = 1024
 
-
-class GcSafePoints:
-    """Service GC safe points (``service_id -> (safe_point, expires_at)``)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._points: dict[str, tuple[int, float]] = {}
-
-    def update(self, service_id: str, ttl: int, safe_point: int) -> int:
-        now = self._clock()
-        self._points = {k: v for k, v in self._points.items() if v[1] > now}
-        if ttl <= 0:
-            self._points.pop(service_id, None)
-        elif safe_point >= self.min_safe_point() or service_id in self._points:
-            self._points[service_id] = (safe_point, now + ttl)
-        return self.min_safe_point()
-
-    def min_safe_point(self) -> int:
-        now = self._clock()
-        live = [sp for sp, exp in self._points.values() if exp > now]
-        return min(live) if live else 0
+__all__ = ["MAX_SCAN_REGIONS", "GcSafePoints", "PdService"]
 
 
 class PdService(pdpb_pb2_grpc.PDServicer):
     def __init__(self, cluster_id: int, tso: TsoAllocator, regions: RegionManager,
-                 stores: Callable[[], list[metapb_pb2.Store]]) -> None:
+                 stores: Callable[[], list[metapb_pb2.Store]], gc: GcSafePoints | None = None) -> None:
         self.cluster_id = cluster_id
         self.tso = tso
         self.regions = regions
         self._stores = stores
-        self.gc = GcSafePoints()
+        self.gc = gc or GcSafePoints()
 
     def _header(self) -> pdpb_pb2.ResponseHeader:
         return pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id)
@@ -74,10 +54,13 @@ class PdService(pdpb_pb2_grpc.PDServicer):
                           ) -> pdpb_pb2.ScanRegionsResponse:
         limit = request.limit if 0 < request.limit <= MAX_SCAN_REGIONS else MAX_SCAN_REGIONS
         regions = self.regions.scan(request.start_key, request.end_key, limit)
-        return pdpb_pb2.ScanRegionsResponse(
-            header=self._header(),
-            regions=[pdpb_pb2.RegionWithLeader(region=r.to_pb(), leader=r.leader_pb()) for r in regions],
-        )
+        resp = pdpb_pb2.ScanRegionsResponse(header=self._header())
+        add = resp.regions.add
+        for r in regions:
+            rw = add()
+            r.fill_pb(rw.region)
+            r.fill_leader_pb(rw.leader)
+        return resp
 
     async def GetStore(self, request: pdpb_pb2.GetStoreRequest, context: grpc.aio.ServicerContext
                        ) -> pdpb_pb2.GetStoreResponse:

@@ -1,7 +1,7 @@
 """The ``cdcflow upstream start`` process: serve in the foreground, or detach a background server.
 
 A serving process writes ``$CDCFLOW_HOME/upstream.json`` ``{pd_addr, store_addrs, pid}`` once
-both servers serve (atomically: temp file + rename) and removes it when it stops (SIGINT /
+every server serves (atomically: temp file + rename) and removes it when it stops (SIGINT /
 SIGTERM). ``spawn_detached`` starts the same command in a new session with its output in
 ``$CDCFLOW_HOME/logs/upstream.log`` and returns when that file names the child and PD answers;
 ``stop_running`` sends SIGTERM to the recorded pid and waits for the process to exit.

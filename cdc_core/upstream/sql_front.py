@@ -5,7 +5,8 @@ Statements of a script share a session: ``USE`` and an explicit transaction (``B
 statement autocommits (and is retried a few times on a write conflict, as TiDB retries
 autocommit statements). Supported: CREATE/DROP DATABASE, CREATE/DROP/TRUNCATE TABLE, RENAME
 TABLE, ALTER TABLE ... RENAME TO, INSERT, UPDATE, DELETE, SELECT (one table, WHERE, ORDER BY,
-LIMIT, COUNT/MIN/MAX/SUM), USE. Anything else is an error naming the statement.
+LIMIT, COUNT/MIN/MAX/SUM), USE, TiDB's ``SPLIT TABLE t BETWEEN (lo) AND (hi) REGIONS n`` /
+``SPLIT TABLE t BY (v1), (v2)``. Anything else is an error naming the statement.
 
 Errors follow MySQL: a failing statement is undone and the transaction stays usable. Because a
 script stops at its first error and a session lives as long as its script, a transaction still
@@ -35,6 +36,7 @@ from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
+from cdc_core.codec import key as keycodec
 from cdc_core.codec.row import format_datetime
 from cdc_core.log import get_logger
 from cdc_core.schema.model import ROWID_COLUMN, SchemaError, TableInfo
@@ -44,6 +46,7 @@ from cdc_core.upstream.ddl import DdlExecutor
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name, compare, evaluate, literal_value, truthy
 from cdc_core.upstream.mvcc import MvccStore
+from cdc_core.upstream.regions import handle_split_keys
 from cdc_core.upstream.tablecodec import (
     AUTO_INCREMENT_KEY,
     StoredRow,
@@ -62,6 +65,12 @@ _CLUSTER_WORDS = {"CLUSTERED": True, "NONCLUSTERED": False}
 _AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Sum)
 _RENAME_RE = re.compile(r"^\s*RENAME\s+TABLE\s+(.+)$", re.IGNORECASE | re.DOTALL)
 _RENAME_PAIR_RE = re.compile(r"^\s*([`\w.]+)\s+TO\s+([`\w.]+)\s*$", re.IGNORECASE)
+# TiDB's SPLIT TABLE (sqlglot cannot parse it): BETWEEN (lo) AND (hi) REGIONS n, or BY (v1), (v2)...
+_SPLIT_RE = re.compile(
+    r"^\s*SPLIT\s+TABLE\s+([`\w.]+)\s+(?:BETWEEN\s*\(\s*(-?\d+)\s*\)\s*AND\s*\(\s*(-?\d+)\s*\)"
+    r"\s*REGIONS\s+(\d+)|BY\s+((?:\(\s*-?\d+\s*\)\s*,?\s*)+))\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 @dataclass
@@ -121,6 +130,9 @@ def split_script(sql: str) -> list[ParsedStatement]:
         pieces.append(sql[pos:end])
         text = " ".join("".join(pieces).split()) if cut else sql[start:end].strip()
         original = sql[start:end].strip()
+        if re.match(r"^\s*SPLIT\b", text, re.IGNORECASE):
+            out.append(ParsedStatement(original, exp.Command(this="SPLIT", expression=exp.Literal.string(text)), None))
+            continue
         try:
             node = sqlglot.parse_one(text, read="mysql")
         except ParseError as exc:
@@ -193,6 +205,9 @@ class Session:
             now = self.engine.tso.next()
             if self.at_ts > now:
                 raise SqlError(f"at_ts {self.at_ts} is in the future (the TSO is at {now})")
+            sp = self.engine.store.safe_point
+            if self.at_ts < sp:
+                raise SqlError(f"GC safe point passed: ts {self.at_ts} < safe point {sp}", ErrorKind.GC)
         statements = split_script(sql)
         if not statements:
             raise SqlError("empty SQL: no statement to execute")
@@ -245,6 +260,8 @@ class Session:
             return await self._write(st, self._update)
         elif isinstance(node, exp.Delete):
             return await self._write(st, self._delete)
+        elif isinstance(node, exp.Command) and str(node.this).upper() == "SPLIT":
+            return self._split_table(st)
         else:
             return await self._ddl(st)
         return res
@@ -421,6 +438,35 @@ class Session:
                 cols = tuple(column_name(e) for e in sch.expressions)
                 return lambda: [ddl.add_index(db, table, name, cols, True, text)]
         raise SqlError(f"unsupported ALTER TABLE change `{a.sql(dialect='mysql')}`")
+
+    def _split_table(self, st: ParsedStatement) -> StatementResult:
+        """``SPLIT TABLE t BETWEEN (lo) AND (hi) REGIONS n`` / ``SPLIT TABLE t BY (v1), (v2)``.
+
+        Splits the table's row regions at integer handles (the clustered integer PK, else the
+        hidden ``_tidb_rowid``); answers TiDB's result row (TOTAL_SPLIT_REGION, SCATTER_FINISH_RATIO).
+        """
+        m = _SPLIT_RE.match(st.text)
+        if m is None:
+            raise SqlError("expected `SPLIT TABLE t BETWEEN (lo) AND (hi) REGIONS n` or `SPLIT TABLE t BY (v1), (v2)`"
+                           " (index splits are not supported)")
+        db, name = self._split_name(m.group(1))
+        info = self.catalog.table(db, name)
+        if info is None:
+            raise SqlError(f"Table '{db}.{name}' doesn't exist", ErrorKind.NOT_FOUND)
+        regions = self.engine.ddl.regions
+        try:
+            if m.group(4) is not None:
+                keys = handle_split_keys(info.id, int(m.group(2)), int(m.group(3)), int(m.group(4)))
+            else:
+                keys = [keycodec.row_key(info.id, int(v)) for v in re.findall(r"-?\d+", m.group(5))]
+        except ValueError as exc:
+            raise SqlError(f"SPLIT TABLE: {exc}") from exc
+        before = len(regions)
+        regions.split(keys)
+        created = len(regions) - before
+        log.info("split table", table=info.qualified_name, new_regions=created)
+        return StatementResult(statement=st.text, columns=["TOTAL_SPLIT_REGION", "SCATTER_FINISH_RATIO"],
+                               rows=[{"TOTAL_SPLIT_REGION": created, "SCATTER_FINISH_RATIO": 1.0}])
 
     # --- DML ----------------------------------------------------------------------------------
     def _table(self, ref: exp.Expression | None, what: str) -> TableInfo:

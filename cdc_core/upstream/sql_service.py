@@ -2,7 +2,8 @@
 
 Maps ``SqlError`` kinds to status codes: bad / unsupported SQL and bad values INVALID_ARGUMENT,
 unknown objects NOT_FOUND, existing objects ALREADY_EXISTS, constraint violations
-FAILED_PRECONDITION, write conflicts ABORTED. The message names the failing statement.
+FAILED_PRECONDITION, write conflicts ABORTED, reads below the GC safe point FAILED_PRECONDITION.
+The message names the failing statement.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import grpc
 from cdc_core.log import get_logger
 from cdc_core.proto import sqlpb_pb2, sqlpb_pb2_grpc
 from cdc_core.upstream.errors import ErrorKind, SqlError
+from cdc_core.upstream.mvcc import GcSafePointPassedError
 from cdc_core.upstream.sql_front import SqlEngine, StatementResult
 
 log = get_logger("cdcflow.upstream.sql")
@@ -24,6 +26,7 @@ STATUS = {
     ErrorKind.EXISTS: grpc.StatusCode.ALREADY_EXISTS,
     ErrorKind.CONSTRAINT: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorKind.CONFLICT: grpc.StatusCode.ABORTED,
+    ErrorKind.GC: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 
@@ -45,6 +48,9 @@ class SqlService(sqlpb_pb2_grpc.SQLServicer):
         except SqlError as exc:
             log.info("sql failed", error=exc.message, kind=exc.kind.value)
             await context.abort(STATUS[exc.kind], exc.message)
+            raise AssertionError("unreachable") from exc
+        except GcSafePointPassedError as exc:  # a transaction outlived the GC safe point
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
             raise AssertionError("unreachable") from exc
         except Exception as exc:
             log.error("sql crashed", exc_info=True)

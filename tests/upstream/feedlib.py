@@ -24,6 +24,7 @@ class RegionRef:
     end_key: bytes
     version: int
     conf_ver: int
+    leader_store: int = 0
 
 
 def scan_regions(pd_addr: str, start: bytes, end: bytes) -> list[RegionRef]:
@@ -31,7 +32,13 @@ def scan_regions(pd_addr: str, start: bytes, end: bytes) -> list[RegionRef]:
         resp = pdpb_pb2_grpc.PDStub(ch).ScanRegions(
             pdpb_pb2.ScanRegionsRequest(start_key=start, end_key=end, limit=1024), timeout=10)
     return [RegionRef(r.region.id, r.region.start_key, r.region.end_key, r.region.region_epoch.version,
-                      r.region.region_epoch.conf_ver) for r in resp.regions]
+                      r.region.region_epoch.conf_ver, r.leader.store_id) for r in resp.regions]
+
+
+def ref(region: metapb_pb2.Region, leader_store: int = 0) -> RegionRef:
+    """A RegionRef from a metapb.Region (e.g. one of an epoch_not_match's current regions)."""
+    return RegionRef(region.id, region.start_key, region.end_key, region.region_epoch.version,
+                     region.region_epoch.conf_ver, leader_store)
 
 
 def wait_until(cond: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
@@ -75,6 +82,11 @@ class FeedClient:
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:
                 self.error = exc
+
+    def error_code(self) -> grpc.StatusCode | None:
+        """The status the stream ended with (None while it runs or when we cancelled it)."""
+        err = self.error
+        return err.code() if isinstance(err, grpc.Call) else None
 
     def register(self, region: RegionRef, request_id: int, checkpoint_ts: int, *, start_key: bytes = b"",
                  end_key: bytes = b"", old_value: bool = True, epoch: tuple[int, int] | None = None) -> None:

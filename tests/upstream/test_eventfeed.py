@@ -154,7 +154,10 @@ def test_split_sends_epoch_not_match(upstream_cluster: Any, upstream_client: Any
     upstream_client.execute(f"CREATE TABLE {fresh_db}.newt (a INT PRIMARY KEY)")
     wait_until(lambda: feed.errors(1), what="epoch_not_match after the split")
     err = feed.errors(1)[0]
-    assert err.HasField("epoch_not_match") and len(err.epoch_not_match.current_regions) == 2
+    # one batch split: [tail, t_r), [t_r, t_0), [t_0, t_s), [t_s, "") replace the tail region
+    current = err.epoch_not_match.current_regions
+    assert err.HasField("epoch_not_match") and len(current) == 4
+    assert current[0].id == tail.id and current[0].start_key == tail.start_key and current[-1].end_key == b""
 
 
 def test_resolved_ts_never_precedes_a_commit_it_covers(upstream_cluster: Any, upstream_client: Any,

@@ -1,0 +1,100 @@
+"""Synchronous client of the upstream's admin service (fault injection), on the PD address.
+
+Used by ``cdcflow upstream fault ...``; each method is one ``adminpb.Admin`` RPC and returns plain
+data (JSON-ready dicts). Every gRPC failure becomes an ``UpstreamError`` with the server's message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from cdc_core.errors import UpstreamError
+from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc
+
+
+def _table(name: str) -> adminpb_pb2.TableRef:
+    db, sep, table = name.partition(".")
+    if not sep or not db or not table:
+        raise UpstreamError(f"table {name!r} must be DB.TABLE")
+    return adminpb_pb2.TableRef(db=db, table=table)
+
+
+def _regions(resp: adminpb_pb2.RegionsResponse) -> list[dict[str, Any]]:
+    return [{"id": r.region.id, "start_key": r.region.start_key.hex(), "end_key": r.region.end_key.hex(),
+             "version": r.region.region_epoch.version, "conf_ver": r.region.region_epoch.conf_ver,
+             "leader_store_id": r.leader_store_id} for r in resp.regions]
+
+
+class AdminClient:
+    def __init__(self, pd_addr: str, timeout: float = 60.0) -> None:
+        self.pd_addr = pd_addr
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(pd_addr)
+        self._stub = adminpb_pb2_grpc.AdminStub(self._channel)
+
+    def _call(self, name: str, request: Any) -> Any:
+        try:
+            return getattr(self._stub, name)(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            details = exc.details() if hasattr(exc, "details") else str(exc)
+            raise UpstreamError(f"upstream {self.pd_addr}: {name}: {details}") from exc
+
+    def split_region(self, region_id: int, keys: list[bytes]) -> list[dict[str, Any]]:
+        return _regions(self._call("Split", adminpb_pb2.SplitRequest(region_id=region_id, keys=keys)))
+
+    def split_table(self, table: str, *, handles: list[int] | None = None, lo: int = 0, hi: int = 0,
+                    regions: int = 0) -> list[dict[str, Any]]:
+        req = adminpb_pb2.SplitRequest(table=_table(table), handles=handles or [], lo=lo, hi=hi, regions=regions)
+        return _regions(self._call("Split", req))
+
+    def merge(self, region_id: int, into: int = 0) -> list[dict[str, Any]]:
+        return _regions(self._call("Merge", adminpb_pb2.MergeRequest(region_id=region_id, target_region_id=into)))
+
+    def merge_table(self, table: str) -> list[dict[str, Any]]:
+        return _regions(self._call("Merge", adminpb_pb2.MergeRequest(table=_table(table))))
+
+    def transfer_leader(self, to_store: int, *, region_id: int = 0, table: str = "") -> list[dict[str, Any]]:
+        req = adminpb_pb2.TransferLeaderRequest(region_id=region_id, to_store_id=to_store,
+                                                table=_table(table) if table else None)
+        return _regions(self._call("TransferLeader", req))
+
+    def stop_store(self, store_id: int, move_leaders: bool = False) -> dict[str, Any]:
+        r = self._call("StopStore", adminpb_pb2.StoreRequest(store_id=store_id, move_leaders=move_leaders))
+        return {"store_id": r.store_id, "up": r.up, "streams_dropped": r.streams_dropped,
+                "leaders_moved": r.leaders_moved}
+
+    def start_store(self, store_id: int) -> dict[str, Any]:
+        r = self._call("StartStore", adminpb_pb2.StoreRequest(store_id=store_id))
+        return {"store_id": r.store_id, "up": r.up}
+
+    def drop_streams(self, store_id: int = 0) -> dict[str, Any]:
+        r = self._call("DropStreams", adminpb_pb2.DropStreamsRequest(store_id=store_id))
+        return {"streams_dropped": r.streams_dropped}
+
+    def hold_lock(self, table: str, *, handles: list[int] | None = None, count: int = 1) -> dict[str, Any]:
+        r = self._call("HoldLock", adminpb_pb2.HoldLockRequest(table=_table(table), handles=handles or [],
+                                                               count=count))
+        return {"start_ts": r.start_ts, "keys": [k.hex() for k in r.keys]}
+
+    def release_lock(self, start_ts: int, rollback: bool = False) -> dict[str, Any]:
+        r = self._call("ReleaseLock", adminpb_pb2.ReleaseLockRequest(start_ts=start_ts, rollback=rollback))
+        return {"commit_ts": r.commit_ts, "keys": r.keys}
+
+    def busy(self, store_id: int, duration_ms: int) -> dict[str, Any]:
+        r = self._call("Busy", adminpb_pb2.BusyRequest(store_id=store_id, duration_ms=duration_ms))
+        return {"store_id": r.store_id, "duration_ms": duration_ms}
+
+    def gc(self) -> dict[str, Any]:
+        r = self._call("RunGc", adminpb_pb2.GcRequest())
+        return {"safe_point": r.safe_point, "versions_removed": r.versions_removed, "keys_removed": r.keys_removed}
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

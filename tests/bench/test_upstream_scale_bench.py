@@ -1,0 +1,164 @@
+"""Upstream scale figures: regions created/s and memory for 500,000 regions, ScanRegions throughput, and
+the events/s one store streams to one feed (incremental scan and live prewrite+commit).
+
+Run: ``.venv/bin/pytest tests/bench/test_upstream_scale_bench.py -q -p no:cacheprovider --override-ini addopts= -s``
+Env: ``CDCFLOW_BENCH_REGIONS`` (500000), ``CDCFLOW_BENCH_ROWS`` (rows for the feed bench, 200000).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import queue
+import threading
+import time
+import tracemalloc
+
+import grpc
+
+from cdc_core.codec import key as keycodec
+from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
+from cdc_core.upstream.cluster import ClusterConfig
+from cdc_core.upstream.embedded import EmbeddedCluster
+from cdc_core.upstream.mvcc import Mutation, Op
+from cdc_core.upstream.regions import RegionManager
+
+REGIONS = int(os.environ.get("CDCFLOW_BENCH_REGIONS", "500000"))
+ROWS = int(os.environ.get("CDCFLOW_BENCH_ROWS", "200000"))
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_bench_regions_created_per_second_and_memory() -> None:
+    tid = 4242
+    start, end = keycodec.table_span(tid)
+    keys = [start, *(keycodec.row_key(tid, h) for h in range(1, REGIONS)), end]
+    # rate and RSS growth, without tracing (tracemalloc slows allocation and costs memory itself)
+    gc.collect()
+    rss0 = _rss()
+    m = RegionManager([1, 2, 3])
+    t0 = time.perf_counter()
+    m.split(keys)
+    rate = REGIONS / (time.perf_counter() - t0)
+    gc.collect()
+    rss = _rss() - rss0
+    del m
+    gc.collect()
+    # the Python heap the region map holds (the split keys, shared with the regions, are counted apart)
+    tracemalloc.start()
+    m = RegionManager([1, 2, 3])
+    m.split(keys)
+    heap, _peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    key_bytes = sum(len(k) + 33 for k in keys)  # a bytes object: 33 B header + its data
+    print(f"\nregions: {REGIONS:,} created at {rate:,.0f}/s; region map heap {heap / 2**20:.1f} MiB "
+          f"({heap / REGIONS:.0f} B/region) + keys {key_bytes / 2**20:.1f} MiB; "
+          f"RSS +{rss / 2**20:.1f} MiB")
+    assert len(m) == REGIONS + 2
+
+
+def test_bench_scan_regions_throughput() -> None:
+    with EmbeddedCluster(ClusterConfig(stores=3)) as ec:
+        tid = 4243
+        start, end = keycodec.table_span(tid)
+        keys = [start, *(keycodec.row_key(tid, h) for h in range(1, REGIONS)), end]
+        ec.call(lambda: ec.cluster.regions.split(keys), timeout=300)  # type: ignore[union-attr]
+        t0 = time.perf_counter()
+        n = calls = 0
+        key = start
+        with grpc.insecure_channel(ec.pd_addr) as ch:
+            pd = pdpb_pb2_grpc.PDStub(ch)
+            while True:
+                resp = pd.ScanRegions(pdpb_pb2.ScanRegionsRequest(start_key=key, end_key=end, limit=1024))
+                calls += 1
+                n += len(resp.regions)
+                key = resp.regions[-1].region.end_key
+                if key >= end:
+                    break
+        dt = time.perf_counter() - t0
+        print(f"\nScanRegions: {n:,} regions in {calls} calls, {dt:.2f}s ({n / dt:,.0f} regions/s, "
+              f"{dt / calls * 1000:.1f} ms per 1024-region call)")
+        assert n == REGIONS
+
+
+class _Counter:
+    """A bare EventFeed consumer: counts rows by type, no per-row bookkeeping."""
+
+    def __init__(self, addr: str) -> None:
+        self.channel = grpc.insecure_channel(addr)
+        self.requests: queue.Queue[cdcpb_pb2.ChangeDataRequest | None] = queue.Queue()
+        self.call = cdcpb_pb2_grpc.ChangeDataStub(self.channel).EventFeed(iter(self.requests.get, None))
+        self.rows = 0
+        self.initialized_at = 0.0
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        try:
+            for msg in self.call:
+                for ev in msg.events:
+                    for row in ev.entries.entries:
+                        if row.type == cdcpb_pb2.Event.INITIALIZED:
+                            self.initialized_at = time.perf_counter()
+                        else:
+                            self.rows += 1
+        except grpc.RpcError:
+            pass
+
+    def close(self) -> None:
+        self.requests.put(None)
+        self.call.cancel()
+        self.thread.join(10)
+        self.channel.close()
+
+
+def test_bench_events_per_second_one_store_one_feed() -> None:
+    with EmbeddedCluster(ClusterConfig(stores=1, min_ts_interval_ms=200)) as ec:
+        c = ec.cluster
+        assert c is not None
+        tid = 4244
+        start, end = keycodec.table_span(tid)
+        c_regions = ec.call(lambda: c.regions.split([start, end]))
+        [region] = [r for r in c_regions if r.start_key == start]
+        value = b"x" * 100
+
+        def load(lo: int, hi: int) -> None:
+            ts = c.tso.next()
+            muts = [Mutation(keycodec.row_key(tid, h), Op.PUT, value) for h in range(lo, hi)]
+            c.store.prewrite(muts, muts[0].key, ts)
+            c.store.commit([m.key for m in muts], ts, c.tso.next())
+
+        for lo in range(0, ROWS, 10_000):
+            ec.call(lambda lo=lo: load(lo, min(lo + 10_000, ROWS)))
+        feed = _Counter(ec.store_addr)
+        try:
+            t0 = time.perf_counter()
+            feed.requests.put(cdcpb_pb2.ChangeDataRequest(
+                region_id=region.id, region_epoch=metapb_pb2.RegionEpoch(version=region.version,
+                                                                         conf_ver=region.conf_ver),
+                checkpoint_ts=0, start_key=start, end_key=end, request_id=1, extra_op=cdcpb_pb2.ReadOldValue,
+                register=cdcpb_pb2.Register()))
+            deadline = time.monotonic() + 300
+            while (feed.rows < ROWS or not feed.initialized_at) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            scan_s = feed.initialized_at - t0
+            print(f"\nincremental scan: {ROWS:,} COMMITTED rows to one feed in {scan_s:.2f}s "
+                  f"({ROWS / scan_s:,.0f} events/s)")
+            # live: transactions of 100 rows, each row a PREWRITE and a COMMIT event
+            live_rows = ROWS // 4
+            before = feed.rows
+            t1 = time.perf_counter()
+            for lo in range(ROWS, ROWS + live_rows, 1000):
+                ec.call(lambda lo=lo: [load(x, x + 100) for x in range(lo, lo + 1000, 100)])
+            want = before + 2 * live_rows
+            while feed.rows < want and time.monotonic() < deadline:
+                time.sleep(0.01)
+            live_s = time.perf_counter() - t1
+            print(f"live: {2 * live_rows:,} PREWRITE+COMMIT events to one feed in {live_s:.2f}s "
+                  f"({2 * live_rows / live_s:,.0f} events/s, writes included)")
+            assert feed.rows == want
+        finally:
+            feed.close()
