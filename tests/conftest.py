@@ -1,7 +1,9 @@
 """Shared fixtures: one embedded upstream cluster per test session, on a background thread.
 
 ``upstream_cluster`` (session) is an ``EmbeddedCluster`` on ephemeral loopback ports with a 50 ms
-resolved-ts interval; ``pd_addr`` / ``store_addr`` are its addresses; ``upstream_client`` is a
+resolved-ts interval and one store (``CDCFLOW_TEST_STORES=3`` runs it with three, e.g. for the
+end-to-end test: the EventFeed tests of ``tests/upstream`` assume the one store leads every region);
+``pd_addr`` / ``store_addr`` are its addresses; ``upstream_client`` is a
 synchronous ``UpstreamClient``; ``fresh_db`` creates a database with a unique name per test so that
 tests sharing the cluster never see each other's tables.
 """
@@ -9,6 +11,7 @@ tests sharing the cluster never see each other's tables.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -37,7 +40,8 @@ def upstream_cluster() -> Iterator[Any]:
     from cdc_core.upstream.cluster import ClusterConfig
     from cdc_core.upstream.embedded import EmbeddedCluster
 
-    ec = EmbeddedCluster(ClusterConfig(min_ts_interval_ms=50)).start()
+    stores = int(os.environ.get("CDCFLOW_TEST_STORES", "1"))
+    ec = EmbeddedCluster(ClusterConfig(min_ts_interval_ms=50, stores=stores)).start()
     yield ec
     ec.stop()
 
