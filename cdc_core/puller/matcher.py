@@ -15,6 +15,9 @@ from cdc_core.proto import cdcpb_pb2
 
 LogType = cdcpb_pb2.Event.LogType
 OpType = cdcpb_pb2.Event.Row.OpType
+# Plain ints: attribute lookups on protobuf enum wrappers are slow on a per-row path.
+_PUT = int(OpType.PUT)
+_DELETE = int(OpType.DELETE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +39,9 @@ class _Prewrite:
 
 
 def _op_name(op: int, where: str) -> str:
-    if op == OpType.PUT:
+    if op == _PUT:
         return "put"
-    if op == OpType.DELETE:
+    if op == _DELETE:
         return "delete"
     raise ChangefeedError(f"{where}: corrupt event: unknown op type {op}")
 

@@ -1,113 +1,272 @@
 """Subscription client: turns span subscriptions into region requests on per-store EventFeed streams.
 
-For each subscribed span it loads the regions from PD (batches of 1024), sends one register
-request per region to the leader's store over a multiplexed stream (one per store), matches
-prewrites and commits per region, tracks each region's resolved ts and the span's resolved ts
-(the minimum over its regions), and hands committed row changes to ``on_change``.
+After TiCDC's ``logservice/logpuller/subscription_client.go``. For each subscribed span the client keeps one
+:class:`~cdc_core.puller.range_lock.RangeLock` (which region holds which range, every region's resolved ts,
+the holes), one :class:`~cdc_core.puller.ts_advancer.ResolvedTsAdvancer` (the span's throttled resolved ts,
+default every 100 ms) and one path of the :class:`~cdc_core.puller.event_stream.EventStream` (the bounded
+queue between the gRPC receivers and the span's handler, under the client's area: one per changefeed).
 
-This is the walking-skeleton client: any region error fails the subscription with a clear
-message (re-division, retries, holes and the throttled advancer come with the puller issue).
+**Requests.** A *range task* loads the regions of a key range from PD (batches of 1024), cuts the range at
+the regions' bounds (a gap PD leaves is retried later) and locks each part in the range lock with the
+region's epoch version. A LOCKED part becomes a region request whose ``checkpoint_ts`` is the resolved ts of
+the hole it took (not the span start: a re-request resumes where that range stopped); STALE parts are
+re-divided from PD; CANCELLED ones (unsubscribed) are dropped. Requests go, highest priority first, to the
+region's leader store over one of a few multiplexed streams per store, round-robin
+(:class:`~cdc_core.puller.region_request_worker.StoreWorker`). Every request has its own request id, so the
+events of a request that ended are told apart from its successor's and ignored.
+
+**Receiving.** A worker's receiver pushes each region's entries, each error and each ``ResolvedTs`` (one id
+array per message, routed by request id) into the span's path, awaiting ``wait_pushable`` first: while the
+area is paused the receiver stops at the first message it cannot push, so the order is kept and the store is
+held back by gRPC flow control.
+
+**Handling** (one consumer per span, in order): entries go through the region's
+:class:`~cdc_core.puller.matcher.Matcher` (PREWRITE/COMMIT matching, COMMITTED from the scan, commits held
+until INITIALIZED); a change at or below the region's resolved ts breaks the store's promise and fails the
+subscription loudly. INITIALIZED marks the region initialized in the lock; resolved batches go to the
+advancer, vectorized. Errors end the request: it is deregistered, its range is unlocked (a hole at its last
+resolved ts) and re-requested:
+
+============================== =================================================================
+error                          re-request
+============================== =================================================================
+``not_leader``                 the same region on the new leader the error names (else from PD)
+``epoch_not_match``            the range re-divided from PD (split, merge)
+``region_not_found``           the range re-divided from PD (merged away)
+``server_is_busy``             the same region later (its backoff, at least), at low priority
+broken stream / unknown store  every region of the stream re-divided from PD after a backoff
+``RESYNC`` (released path)     the listed regions again, from their resolved ts
+``gc_safe_point_passed``       none: the subscription fails ("GC safe point passed ...")
+``duplicate_request``          none: a client bug (request ids are unique); fails loudly
+============================== =================================================================
+
+Retries of a range back off exponentially with jitter (bounded); a request that initializes resets it.
+A re-requested region re-scans from its resolved ts, so changes above it can arrive twice: downstream dedup
+removes exact duplicates (key, commit_ts, op). Nothing at or below an emitted resolved ts ever arrives.
+
+Metrics: the blocks' (pending bytes, pause state, resolved-ts lag, regions by state, holes) plus
+``cdcflow_puller_region_errors_total{kind}``, ``cdcflow_puller_events_received_total{kind}``
+(entries|rows|resolved|error|stale), ``cdcflow_puller_changes_emitted_total`` and
+``cdcflow_puller_region_requests_total``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
-from collections.abc import AsyncIterator, Callable
+import weakref
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field, replace
 
 import grpc
+import numpy as np
+from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
-from cdc_core.codec.key import min_end
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.log import get_logger
-from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc
+from cdc_core.proto import cdcpb_pb2
+from cdc_core.puller.backoff import Backoff
+from cdc_core.puller.event_stream import DEFAULT_MAX_PENDING_BYTES, EventKind, EventStream, RegionEvent
 from cdc_core.puller.matcher import LogType, RowChange
-from cdc_core.puller.pd_client import PDClient, RegionInfo
-from cdc_core.puller.region_state import RegionState
+from cdc_core.puller.pd_client import PDClient
+from cdc_core.puller.range_lock import LockedRange, LockStatus, RangeLock
+from cdc_core.puller.range_ts_map import end_after, end_min
+from cdc_core.puller.region_request_worker import StoreWorker
+from cdc_core.puller.region_state import RegionState, RegionTarget
+from cdc_core.puller.ts_advancer import DEFAULT_ADVANCE_INTERVAL_MS, ResolvedTsAdvancer
+
+__all__ = ["ErrorKind", "OnChange", "OnResolved", "StreamBroken", "SubscriptionClient", "classify_error"]
 
 log = get_logger("cdcflow.puller")
 
 OnChange = Callable[[int, RowChange], None]
+OnResolved = Callable[[int, int], None]
+
+# Plain ints: attribute lookups on protobuf enum wrappers are slow on a per-row path.
+_COMMITTED = int(LogType.COMMITTED)
+_PREWRITE = int(LogType.PREWRITE)
+_COMMIT = int(LogType.COMMIT)
+_ROLLBACK = int(LogType.ROLLBACK)
+_INITIALIZED = int(LogType.INITIALIZED)
+
+HIGH_PRIORITY = 0
+LOW_PRIORITY = 1
+WATCHDOG_PERIOD_S = 1.0
 
 
-class _StoreStream:
-    """One bidirectional EventFeed stream to a store; requests are queued, events dispatched."""
+class ErrorKind(enum.Enum):
+    NOT_LEADER = "not_leader"
+    EPOCH_NOT_MATCH = "epoch_not_match"
+    REGION_NOT_FOUND = "region_not_found"
+    SERVER_IS_BUSY = "server_is_busy"
+    DUPLICATE_REQUEST = "duplicate_request"
+    GC_SAFE_POINT = "gc_safe_point_passed"
+    STREAM = "stream_broken"
+    STORE = "store_unknown"
+    RESYNC = "resync"
+    UNKNOWN = "unknown"
 
-    def __init__(self, addr: str, client: SubscriptionClient) -> None:
-        self.addr = addr
-        self._client = client
-        self._requests: asyncio.Queue[cdcpb_pb2.ChangeDataRequest | None] = asyncio.Queue()
-        self._channel = grpc.aio.insecure_channel(addr)
-        self._stub = cdcpb_pb2_grpc.ChangeDataStub(self._channel)
-        self._task = asyncio.create_task(self._run(), name=f"eventfeed-{addr}")
 
-    async def _request_iter(self) -> AsyncIterator[cdcpb_pb2.ChangeDataRequest]:
-        while True:
-            req = await self._requests.get()
-            if req is None:
-                return
-            yield req
+@dataclass(frozen=True)
+class StreamBroken:
+    """The error of every region whose stream broke (or whose store could not be resolved)."""
 
-    def send(self, req: cdcpb_pb2.ChangeDataRequest) -> None:
-        self._requests.put_nowait(req)
+    why: str
+    kind: ErrorKind = ErrorKind.STREAM
 
-    async def _run(self) -> None:
-        try:
-            call = self._stub.EventFeed(self._request_iter())
-            async for resp in call:
-                self._client._dispatch(self.addr, resp)
-        except asyncio.CancelledError:
-            raise
-        except grpc.aio.AioRpcError as exc:
-            if not self._client.closed:
-                self._client._fail(UpstreamError(f"EventFeed stream to store {self.addr} broke: {exc.details()}"))
-        except Exception as exc:
-            self._client._fail(exc)
 
-    async def close(self) -> None:
-        self._requests.put_nowait(None)
-        self._task.cancel()
-        try:
-            await self._task
-        except (asyncio.CancelledError, Exception):
-            pass
-        await self._channel.close()
+def classify_error(err: cdcpb_pb2.Error | StreamBroken) -> ErrorKind:
+    if isinstance(err, StreamBroken):
+        return err.kind
+    if err.HasField("not_leader"):
+        return ErrorKind.NOT_LEADER
+    if err.HasField("epoch_not_match"):
+        return ErrorKind.EPOCH_NOT_MATCH
+    if err.HasField("region_not_found"):
+        return ErrorKind.REGION_NOT_FOUND
+    if err.HasField("server_is_busy"):
+        return ErrorKind.SERVER_IS_BUSY
+    if err.HasField("duplicate_request"):
+        return ErrorKind.DUPLICATE_REQUEST
+    if err.gc_safe_point_passed:
+        return ErrorKind.GC_SAFE_POINT
+    return ErrorKind.UNKNOWN
+
+
+class ClientMetrics:
+    """The client's own metric families (the blocks export the rest), one set per registry."""
+
+    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, ClientMetrics] = weakref.WeakKeyDictionary()
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.errors = Counter(
+            "cdcflow_puller_region_errors", "Region requests ended, by error kind.", ("kind",), registry=registry
+        )
+        self.events = Counter(
+            "cdcflow_puller_events_received",
+            "EventFeed events received: entries, rows, resolved, error, stale (of an ended request).",
+            ("kind",),
+            registry=registry,
+        )
+        self.changes = Counter("cdcflow_puller_changes_emitted", "Row changes handed on.", registry=registry)
+        self.requests = Counter("cdcflow_puller_region_requests", "Region requests sent.", registry=registry)
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry | None = None) -> ClientMetrics:
+        reg = REGISTRY if registry is None else registry
+        m = cls._by_registry.get(reg)
+        if m is None:
+            m = cls._by_registry[reg] = cls(reg)
+        return m
+
+
+@dataclass(eq=False)
+class _Span:
+    id: int
+    start: bytes
+    end: bytes
+    start_ts: int
+    path: Hashable
+    lock: RangeLock
+    adv: ResolvedTsAdvancer
+    regions: dict[int, RegionState] = field(default_factory=dict)  # region id -> its live request
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    consumer: asyncio.Task[None] | None = None
+    stopped: bool = False
 
 
 class SubscriptionClient:
-    def __init__(self, pd_addr: str, on_change: OnChange) -> None:
+    """Subscribes key spans on the upstream's region feeds; see the module docstring."""
+
+    def __init__(
+        self,
+        pd_addr: str,
+        on_change: OnChange,
+        *,
+        on_resolved: OnResolved | None = None,
+        area: Hashable = "default",
+        stream: EventStream | None = None,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+        workers_per_store: int = 2,
+        advance_interval_ms: int = DEFAULT_ADVANCE_INTERVAL_MS,
+        backoff: Backoff | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        if workers_per_store < 1:
+            raise ValueError("workers_per_store must be >= 1")
         self.pd = PDClient(pd_addr)
         self._on_change = on_change
-        self._streams: dict[str, _StoreStream] = {}
-        self._regions: dict[int, RegionState] = {}  # by request id
-        self._spans: dict[int, list[RegionState]] = {}
-        self._span_ts: dict[int, int] = {}
+        self._on_resolved = on_resolved
+        self.area = area
+        self.stream = stream if stream is not None else EventStream(registry=registry)
+        self.stream.add_area(area, max_pending_bytes)
+        self.workers_per_store = workers_per_store
+        self.advance_interval_ms = advance_interval_ms
+        self.backoff = backoff or Backoff()
+        self._registry = registry
+        m = ClientMetrics.for_registry(registry)
+        self._m_errors = {k: m.errors.labels(k.value) for k in ErrorKind}
+        self._m_events = {k: m.events.labels(k) for k in ("entries", "rows", "resolved", "error", "stale")}
+        self._m_changes = m.changes
+        self._m_requests = m.requests
+        self._spans: dict[int, _Span] = {}
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._workers: dict[str, list[StoreWorker]] = {}
+        self._rr: dict[str, int] = {}
+        self._store_addrs: dict[int, str] = {}
         self._request_ids = itertools.count(1)
+        self._seq = itertools.count()
+        self._send_queue: asyncio.PriorityQueue[tuple[int, int, RegionState]] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._failure: BaseException | None = None
         self.progress = asyncio.Event()
         self.closed = False
+        self.changes_emitted = 0
 
     # --- public -----------------------------------------------------------------------------
     async def subscribe(self, span_id: int, start: bytes, end: bytes, start_ts: int) -> None:
-        regions = await self.pd.scan_regions(start, end)
-        _check_coverage(regions, start, end)
-        states = []
-        for r in regions:
-            addr = await self.pd.store_address(r.leader_store_id)
-            state = RegionState(
-                request_id=next(self._request_ids), span_id=span_id, region_id=r.id,
-                start_key=max(start, r.start_key), end_key=min_end(end, r.end_key), store_addr=addr,
-                resolved_ts=start_ts,
-            )
-            states.append(state)
-            self._regions[state.request_id] = state
-            self._stream(addr).send(self._register_request(state, r, start_ts))
-        self._spans[span_id] = states
-        self._span_ts[span_id] = start_ts
-        log.info("subscribed span", span_id=span_id, regions=len(states), start_ts=start_ts)
+        """Start pulling ``[start, end)`` from ``start_ts`` (exclusive); returns once the requests are under way."""
+        if span_id in self._spans:
+            raise ValueError(f"span {span_id} is already subscribed")
+        self._ensure_started()
+        lock = RangeLock(start, end, start_ts)
+        adv = ResolvedTsAdvancer(
+            lock, span=str(span_id), advance_interval_ms=self.advance_interval_ms, registry=self._registry
+        )
+        path = (self.area, span_id)
+        self.stream.add_path(self.area, path)
+        span = self._spans[span_id] = _Span(span_id, start, end, start_ts, path, lock, adv)
+
+        async def handle(batch: list[RegionEvent]) -> None:
+            self._handle_batch(span, batch)
+
+        span.consumer = asyncio.create_task(self.stream.run_consumer(path, handle), name=f"puller-span-{span_id}")
+        self._schedule_range(span, start, end, attempt=0, delay=0.0)
+        log.info("subscribed span", span_id=span_id, start=start.hex(), end=end.hex(), start_ts=start_ts)
+
+    async def unsubscribe(self, span_id: int) -> None:
+        """Stop a span: no new locks, every region request ended and unlocked, its path removed."""
+        span = self._spans.pop(span_id, None)
+        if span is None:
+            return
+        span.stopped = True
+        span.lock.stop()
+        tasks = [*span.tasks, *([span.consumer] if span.consumer is not None else [])]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for state in list(span.regions.values()):
+            self._drop_region(span, state)
+        self.stream.remove_path(span.path)
+        log.info("unsubscribed span", span_id=span_id)
 
     def span_resolved_ts(self, span_id: int) -> int:
-        return self._span_ts[span_id]
+        return self._spans[span_id].adv.resolved_ts
+
+    def span_lock(self, span_id: int) -> RangeLock:
+        """The span's range lock (read-only use: holes, locked regions)."""
+        return self._spans[span_id].lock
 
     def check(self) -> None:
         """Raise the failure that stopped the client, if any."""
@@ -116,112 +275,399 @@ class SubscriptionClient:
 
     async def close(self) -> None:
         self.closed = True
-        for s in self._streams.values():
-            await s.close()
-        self._streams.clear()
+        for span_id in list(self._spans):
+            await self.unsubscribe(span_id)
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for workers in self._workers.values():
+            for w in workers:
+                await w.close()
+        self._workers.clear()
+        for ch in self._channels.values():
+            await ch.close()
+        self._channels.clear()
         await self.pd.close()
 
-    # --- internals --------------------------------------------------------------------------
-    def _stream(self, addr: str) -> _StoreStream:
-        s = self._streams.get(addr)
-        if s is None:
-            s = self._streams[addr] = _StoreStream(addr, self)
-        return s
+    # --- background tasks ---------------------------------------------------------------------
+    def _ensure_started(self) -> None:
+        if self._send_queue is not None:
+            return
+        self._send_queue = asyncio.PriorityQueue()
+        self._tasks = [
+            asyncio.create_task(self._guarded(self._run_sender()), name="puller-sender"),
+            asyncio.create_task(self._guarded(self._run_ticker()), name="puller-ticker"),
+            asyncio.create_task(self._guarded(self.stream.run_watchdog(WATCHDOG_PERIOD_S)), name="puller-watchdog"),
+        ]
 
-    @staticmethod
-    def _register_request(state: RegionState, r: RegionInfo, start_ts: int) -> cdcpb_pb2.ChangeDataRequest:
-        return cdcpb_pb2.ChangeDataRequest(
-            region_id=r.id, region_epoch=r.epoch(), checkpoint_ts=start_ts, start_key=state.start_key,
-            end_key=state.end_key, request_id=state.request_id, extra_op=cdcpb_pb2.ReadOldValue,
-            register=cdcpb_pb2.Register(),
-        )
+    async def _guarded(self, coro: object) -> None:
+        try:
+            await coro  # type: ignore[misc]
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
+
+    async def _run_ticker(self) -> None:
+        period = max(self.advance_interval_ms, 20) / 1000.0
+        while True:
+            await asyncio.sleep(period)
+            for span in list(self._spans.values()):
+                ts = span.adv.tick()
+                if ts is not None:
+                    self._advanced(span, ts)
+
+    async def _run_sender(self) -> None:
+        assert self._send_queue is not None
+        while True:
+            _, _, state = await self._send_queue.get()
+            span = self._spans.get(state.span_id)
+            if span is None or state.stale:
+                continue
+            t = state.target
+            try:
+                addr = await self._store_addr(t.leader_store_id)
+            except UpstreamError as exc:
+                self._end_region(span, state, ErrorKind.STORE, StreamBroken(str(exc), ErrorKind.STORE))
+                continue
+            if state.stale:
+                continue
+            state.store_addr = addr
+            req = cdcpb_pb2.ChangeDataRequest(
+                region_id=t.region_id, region_epoch=t.epoch(), checkpoint_ts=state.locked.resolved_ts,
+                start_key=t.start_key, end_key=t.end_key, request_id=state.request_id,
+                extra_op=cdcpb_pb2.ReadOldValue, register=cdcpb_pb2.Register(),
+            )
+            self._pick_worker(addr).register(state, req)
+            self._m_requests.inc()
+
+    async def _store_addr(self, store_id: int) -> str:
+        addr = self._store_addrs.get(store_id)
+        if addr is None:
+            addr = self._store_addrs[store_id] = await self.pd.store_address(store_id)
+        return addr
+
+    def _pick_worker(self, addr: str) -> StoreWorker:
+        workers = self._workers.get(addr)
+        if workers is None:
+            ch = self._channels[addr] = grpc.aio.insecure_channel(addr)
+            workers = self._workers[addr] = [
+                StoreWorker(addr, i, ch, self._dispatch, self._on_stream_broken) for i in range(self.workers_per_store)
+            ]
+        i = self._rr.get(addr, 0)
+        self._rr[addr] = i + 1
+        return workers[i % len(workers)]
+
+    # --- scheduling ---------------------------------------------------------------------------
+    def _spawn(self, span: _Span, coro: object, name: str) -> None:
+        task = asyncio.create_task(self._guarded(coro), name=name)
+        span.tasks.add(task)
+        task.add_done_callback(span.tasks.discard)
+
+    def _schedule_range(self, span: _Span, start: bytes, end: bytes, *, attempt: int, delay: float) -> None:
+        self._spawn(span, self._range_task(span, start, end, attempt, delay), f"puller-range-{span.id}")
+
+    def _schedule_region(self, span: _Span, target: RegionTarget, *, attempt: int, priority: int, delay: float) -> None:
+        name = f"puller-region-{target.region_id}"
+        self._spawn(span, self._region_task(span, target, attempt, priority, delay), name)
+
+    async def _range_task(self, span: _Span, start: bytes, end: bytes, attempt: int, delay: float) -> None:
+        """Load ``[start, end)``'s regions from PD and lock each part; gaps and failures are retried later."""
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if span.stopped:
+            return
+        try:
+            regions = await self.pd.scan_regions(start, end)
+        except UpstreamError as exc:
+            log.warning("region scan failed, retrying", span_id=span.id, error=str(exc), attempt=attempt + 1)
+            self._schedule_range(span, start, end, attempt=attempt + 1, delay=self.backoff.delay_s(attempt + 1))
+            return
+        pos: bytes | None = start  # None: reached +inf
+        for r in regions:
+            if pos is None:
+                break
+            lo = max(r.start_key, start)
+            hi = end_min(r.end_key, end)
+            if lo > pos:
+                self._retry_gap(span, pos, lo, attempt)
+            if hi and hi <= lo:
+                continue
+            target = RegionTarget(r.id, r.version, r.conf_ver, r.leader_store_id, lo, hi)
+            await self._lock_region(span, target, attempt, HIGH_PRIORITY)
+            if span.stopped:
+                return
+            pos = hi or None
+        if pos is not None and end_after(end, pos):
+            self._retry_gap(span, pos, end, attempt)
+
+    def _retry_gap(self, span: _Span, start: bytes, end: bytes, attempt: int) -> None:
+        log.warning("PD regions leave a gap, retrying", span_id=span.id, start=start.hex(), end=end.hex())
+        self._schedule_range(span, start, end, attempt=attempt + 1, delay=self.backoff.delay_s(attempt + 1))
+
+    async def _region_task(self, span: _Span, target: RegionTarget, attempt: int, priority: int, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if not span.stopped:
+            await self._lock_region(span, target, attempt, priority)
+
+    async def _lock_region(self, span: _Span, t: RegionTarget, attempt: int, priority: int) -> None:
+        res = await span.lock.lock(t.start_key, t.end_key, t.region_id, t.version)
+        if res.status is LockStatus.CANCELLED:
+            return
+        if res.status is LockStatus.STALE:
+            self._on_stale(span, t, res.blockers, res.retry_ranges, attempt)
+            return
+        locked = res.state
+        assert locked is not None
+        state = RegionState(next(self._request_ids), span.id, t, locked, attempt=attempt)
+        span.regions[t.region_id] = state
+        assert self._send_queue is not None
+        self._send_queue.put_nowait((priority, next(self._seq), state))
+
+    def _on_stale(
+        self, span: _Span, t: RegionTarget, blockers: list[LockedRange], retry: list[tuple[bytes, bytes]], attempt: int
+    ) -> None:
+        # The same region, same epoch, holding another part of the span: it grew (a merge) while a part of it
+        # stayed locked. Request it whole: end the part's request and re-divide the union.
+        same = [b for b in blockers if b.region_id == t.region_id and b.version == t.version]
+        if same:
+            lo, hi = t.start_key, t.end_key
+            for b in same:
+                lo = min(lo, b.start)
+                hi = b.end if end_after(b.end, hi) and hi else hi
+                st = span.regions.get(b.region_id)
+                if st is not None and st.locked is b:
+                    self._drop_region(span, st)
+            log.info("region grew over a part of the span it does not hold: requesting it whole", span_id=span.id,
+                     region_id=t.region_id, version=t.version, start=lo.hex(), end=hi.hex())
+            self._schedule_range(span, lo, hi, attempt=attempt, delay=0.0)
+            return
+        for s, e in retry:
+            self._schedule_range(span, s, e, attempt=attempt + 1, delay=self.backoff.delay_s(attempt + 1))
+
+    def _drop_region(self, span: _Span, state: RegionState) -> int | None:
+        """End a request: deregister it, forget it, unlock its range (a hole at its resolved ts, returned)."""
+        state.stale = True
+        if state.worker is not None:
+            state.worker.deregister(state)
+        if span.regions.get(state.region_id) is state:
+            del span.regions[state.region_id]
+        if state.locked.locked:
+            return span.lock.unlock(state.locked)
+        return None
+
+    def _end_region(
+        self, span: _Span, state: RegionState, kind: ErrorKind, err: cdcpb_pb2.Error | StreamBroken
+    ) -> None:
+        """A request ended with ``err``: make its range a hole and re-request it as the error kind says."""
+        if state.stale or span.regions.get(state.region_id) is not state:
+            return
+        self._m_errors[kind].inc()
+        if kind is ErrorKind.GC_SAFE_POINT:
+            assert isinstance(err, cdcpb_pb2.Error)
+            detail = err.gc_safe_point_passed
+            if not detail.startswith("GC safe point passed"):
+                detail = f"GC safe point passed: {detail}"
+            self._fail(ChangefeedError(
+                f"{detail} (span {span.id}, region {state.region_id}, requested from ts {state.locked.resolved_ts}); "
+                "the changes since the checkpoint are gone upstream: recreate the changefeed from a newer ts"
+            ))
+            return
+        if kind is ErrorKind.DUPLICATE_REQUEST:
+            self._fail(ChangefeedError(
+                f"region {state.region_id} of span {span.id}: the store reports a duplicate request "
+                f"{state.request_id}; request ids are unique, so this is a client bug"
+            ))
+            return
+        hole_ts = self._drop_region(span, state)
+        if span.stopped:
+            return
+        t = state.target
+        attempt = state.attempt + 1
+        log.info("region request ended", span_id=span.id, region_id=t.region_id, request_id=state.request_id,
+                 kind=kind.value, hole_ts=hole_ts, attempt=attempt)
+        if kind is ErrorKind.NOT_LEADER:
+            assert isinstance(err, cdcpb_pb2.Error)
+            leader = err.not_leader.leader.store_id
+            if leader:
+                # The new leader is known: go there at once; only repeated failures back off.
+                self._schedule_region(span, replace(t, leader_store_id=leader), attempt=attempt,
+                                      priority=HIGH_PRIORITY, delay=self.backoff.delay_s(attempt - 1))
+                return
+        elif kind is ErrorKind.SERVER_IS_BUSY:
+            assert isinstance(err, cdcpb_pb2.Error)
+            self._schedule_region(span, t, attempt=attempt, priority=LOW_PRIORITY,
+                                  delay=self.backoff.delay_s(attempt, at_least_ms=err.server_is_busy.backoff_ms))
+            return
+        elif kind is ErrorKind.RESYNC:
+            self._schedule_region(span, t, attempt=state.attempt, priority=HIGH_PRIORITY, delay=0.0)
+            return
+        elif kind in (ErrorKind.EPOCH_NOT_MATCH, ErrorKind.REGION_NOT_FOUND):
+            # The region changed: PD already knows the new layout, re-divide at once.
+            self._schedule_range(span, t.start_key, t.end_key, attempt=attempt,
+                                 delay=self.backoff.delay_s(attempt - 1))
+            return
+        self._schedule_range(span, t.start_key, t.end_key, attempt=attempt, delay=self.backoff.delay_s(attempt))
+
+    # --- receiving (per worker) ---------------------------------------------------------------
+    async def _dispatch(self, worker: StoreWorker, resp: cdcpb_pb2.ChangeDataEvent) -> None:
+        try:
+            await self._dispatch_message(worker, resp)
+        except Exception as exc:  # a bug must stop the client visibly, not kill a receiver silently
+            self._fail(exc)
+            raise
+
+    async def _dispatch_message(self, worker: StoreWorker, resp: cdcpb_pb2.ChangeDataEvent) -> None:
+        stream, area = self.stream, self.area
+        m_ev = self._m_events
+        for ev in resp.events:
+            state = worker.states.get(ev.request_id)
+            if state is None or state.region_id != ev.region_id:
+                m_ev["stale"].inc()
+                continue
+            kind = ev.WhichOneof("event")
+            if kind == "entries":
+                if stream.is_paused(area):
+                    await stream.wait_pushable(area, EventKind.DATA)
+                    if worker.states.get(ev.request_id) is not state:
+                        continue  # ended while we waited
+                span = self._spans.get(state.span_id)
+                if span is None:
+                    continue
+                m_ev["entries"].inc()
+                m_ev["rows"].inc(len(ev.entries.entries))
+                stream.push_entries(span.path, ev.region_id, ev, ev.ByteSize())
+            elif kind == "error":
+                worker.take(ev.request_id)
+                m_ev["error"].inc()
+                await stream.wait_pushable(area, EventKind.ERROR)
+                span = self._spans.get(state.span_id)
+                if span is not None:
+                    stream.push_error(span.path, ev.region_id, (state.request_id, ev.error))
+        if resp.HasField("resolved_ts"):
+            rts = resp.resolved_ts
+            m_ev["resolved"].inc()
+            if rts.request_id:
+                state = worker.states.get(rts.request_id)
+                if state is not None and state.region_id in rts.regions:
+                    span = self._spans.get(state.span_id)
+                    if span is not None:
+                        await stream.wait_pushable(area, EventKind.RESOLVED)
+                        stream.push_resolved(span.path, np.array([state.region_id], dtype=np.uint64), rts.ts)
+                return
+            # No request id: every region of the message this worker serves, grouped by span.
+            wanted = set(rts.regions)
+            by_span: dict[int, list[int]] = {}
+            for st in worker.states.values():
+                if st.region_id in wanted:
+                    by_span.setdefault(st.span_id, []).append(st.region_id)
+            for span_id, ids in by_span.items():
+                span = self._spans.get(span_id)
+                if span is not None:
+                    await stream.wait_pushable(area, EventKind.RESOLVED)
+                    stream.push_resolved(span.path, np.array(ids, dtype=np.uint64), rts.ts)
+
+    async def _on_stream_broken(self, worker: StoreWorker, states: list[RegionState], why: str) -> None:
+        try:
+            await self._fail_stream_regions(worker, states, why)
+        except Exception as exc:
+            self._fail(exc)
+            raise
+
+    async def _fail_stream_regions(self, worker: StoreWorker, states: list[RegionState], why: str) -> None:
+        for sid, addr in list(self._store_addrs.items()):
+            if addr == worker.addr:
+                del self._store_addrs[sid]  # look the store up again: it may have moved
+        err = StreamBroken(f"stream to store {worker.addr} broke: {why}")
+        for st in states:
+            if st.stale:
+                continue
+            span = self._spans.get(st.span_id)
+            if span is None:
+                continue
+            await self.stream.wait_pushable(self.area, EventKind.ERROR)
+            self.stream.push_error(span.path, st.region_id, (st.request_id, err))
+
+    # --- handling (per span, in order) --------------------------------------------------------
+    def _handle_batch(self, span: _Span, batch: list[RegionEvent]) -> None:
+        if self._failure is not None or span.stopped:
+            return
+        try:
+            for ev in batch:
+                k = ev.kind
+                if k is EventKind.DATA:
+                    self._on_entries(span, ev)
+                elif k is EventKind.RESOLVED:
+                    assert ev.region_ids is not None
+                    ts = span.adv.on_resolved_batch(ev.region_ids, ev.ts)
+                    if ts is not None:
+                        self._advanced(span, ts)
+                elif k is EventKind.ERROR:
+                    request_id, err = ev.payload
+                    state = span.regions.get(ev.region_id)
+                    if state is not None and state.request_id == request_id:
+                        self._end_region(span, state, classify_error(err), err)
+                elif k is EventKind.RESYNC:
+                    assert ev.region_ids is not None
+                    for rid in ev.region_ids.tolist():
+                        state = span.regions.get(rid)
+                        if state is not None:
+                            self._end_region(span, state, ErrorKind.RESYNC, StreamBroken("resync", ErrorKind.RESYNC))
+                if self._failure is not None:
+                    return
+        except Exception as exc:
+            self._fail(exc)
+
+    def _on_entries(self, span: _Span, ev: RegionEvent) -> None:
+        fe: cdcpb_pb2.Event = ev.payload
+        state = span.regions.get(ev.region_id)
+        if state is None or state.request_id != fe.request_id or state.stale:
+            return  # a late event of a request that ended
+        m = state.matcher
+        # The region's resolved ts only moves on resolved events, handled by this same consumer: read it once.
+        floor = state.locked.resolved_ts
+        out: list[RowChange] = []
+        for row in fe.entries.entries:
+            t = row.type
+            if t == _COMMITTED:
+                out.append(m.committed(row))
+            elif t == _PREWRITE:
+                m.prewrite(row)
+            elif t == _COMMIT:
+                ch = m.commit(row, state.initialized)
+                if ch is not None:
+                    out.append(ch)
+            elif t == _ROLLBACK:
+                m.rollback(row)
+            elif t == _INITIALIZED:
+                state.initialized = True
+                state.attempt = 0
+                span.lock.set_initialized(state.locked)
+                out.extend(m.initialized())
+            else:
+                raise ChangefeedError(f"region {state.region_id}: corrupt event: unknown log type {t}")
+        if not out:
+            return
+        on_change, span_id = self._on_change, span.id
+        for ch in out:
+            if ch.commit_ts <= floor:
+                raise ChangefeedError(
+                    f"region {state.region_id} of span {span_id}: commit ts {ch.commit_ts} arrived at or below the "
+                    f"region's resolved ts {floor} (key {ch.key.hex()}); the upstream broke its resolved-ts promise"
+                )
+            on_change(span_id, ch)
+        self.changes_emitted += len(out)
+        self._m_changes.inc(len(out))
+
+    def _advanced(self, span: _Span, ts: int) -> None:
+        self.progress.set()
+        if self._on_resolved is not None:
+            self._on_resolved(span.id, ts)
 
     def _fail(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc
             log.error("subscription failed", error=str(exc))
         self.progress.set()
-
-    def _dispatch(self, addr: str, resp: cdcpb_pb2.ChangeDataEvent) -> None:
-        try:
-            for ev in resp.events:
-                self._handle_event(ev)
-            if resp.HasField("resolved_ts"):
-                self._handle_resolved(resp.resolved_ts)
-        except Exception as exc:
-            self._fail(exc)
-
-    def _handle_event(self, ev: cdcpb_pb2.Event) -> None:
-        state = self._regions.get(ev.request_id)
-        if state is None or state.region_id != ev.region_id:
-            return  # a late event of a request we no longer track
-        kind = ev.WhichOneof("event")
-        if kind == "error":
-            raise ChangefeedError(f"region {ev.region_id} on store {state.store_addr}: {_describe(ev.error)}")
-        if kind != "entries":
-            return
-        m = state.matcher
-        for row in ev.entries.entries:
-            t = row.type
-            if t == LogType.COMMITTED:
-                self._emit(state, m.committed(row))
-            elif t == LogType.PREWRITE:
-                m.prewrite(row)
-            elif t == LogType.COMMIT:
-                ch = m.commit(row, state.initialized)
-                if ch is not None:
-                    self._emit(state, ch)
-            elif t == LogType.ROLLBACK:
-                m.rollback(row)
-            elif t == LogType.INITIALIZED:
-                state.initialized = True
-                for ch in m.initialized():
-                    self._emit(state, ch)
-            else:
-                raise ChangefeedError(f"region {state.region_id}: corrupt event: unknown log type {t}")
-
-    def _emit(self, state: RegionState, ch: RowChange) -> None:
-        if state.initialized and ch.commit_ts <= state.resolved_ts:
-            raise ChangefeedError(
-                f"region {state.region_id}: commit ts {ch.commit_ts} arrived at or below the region's "
-                f"resolved ts {state.resolved_ts} (key {ch.key.hex()}); the upstream broke its resolved-ts promise"
-            )
-        self._on_change(state.span_id, ch)
-
-    def _handle_resolved(self, rts: cdcpb_pb2.ResolvedTs) -> None:
-        touched: set[int] = set()
-        regions = set(rts.regions)
-        for state in self._regions.values():
-            if state.region_id in regions and state.initialized and rts.ts > state.resolved_ts:
-                if rts.request_id and rts.request_id != state.request_id:
-                    continue
-                state.resolved_ts = rts.ts
-                touched.add(state.span_id)
-        for span_id in touched:
-            ts = min(s.resolved_ts for s in self._spans[span_id])
-            if ts > self._span_ts[span_id]:
-                self._span_ts[span_id] = ts
-                self.progress.set()
-
-
-def _check_coverage(regions: list[RegionInfo], start: bytes, end: bytes) -> None:
-    if not regions:
-        raise UpstreamError(f"PD returned no region for span [{start.hex()}, {end.hex()})")
-    pos = start
-    for r in regions:
-        if r.start_key > pos:
-            raise UpstreamError(f"PD regions leave a gap at {pos.hex()} in span [{start.hex()}, {end.hex()})")
-        pos = r.end_key if r.end_key else b"\xff" * 32
-        if end and pos >= end:
-            return
-    if end and pos < end:
-        raise UpstreamError(f"PD regions end at {pos.hex()} before the span end {end.hex()}")
-
-
-def _describe(err: cdcpb_pb2.Error) -> str:
-    for name in ("not_leader", "region_not_found", "epoch_not_match", "duplicate_request", "server_is_busy"):
-        if err.HasField(name):
-            return f"{name} ({str(getattr(err, name)).strip() or 'no details'})"
-    if err.gc_safe_point_passed:
-        return f"GC safe point passed: {err.gc_safe_point_passed}"
-    return "unknown region error"

@@ -1,0 +1,118 @@
+"""One multiplexed EventFeed stream to a store (TiCDC's ``regionRequestWorker``).
+
+A worker owns the region requests it sent (by request id) and one ``ChangeData.EventFeed`` call at a time:
+it opens the call when it has requests, writes registrations and deregistrations from a queue, and hands
+every received ``ChangeDataEvent`` to its owner's ``dispatch`` (awaited, so the receiver stops while the
+owner cannot take more: backpressure reaches the store through gRPC flow control). When the call breaks,
+every request the worker holds is handed to ``on_stream_broken`` in one go and forgotten: the owner turns
+them into holes and re-requests them after a backoff. The next registration opens a new call.
+
+``take(request_id)`` removes a request when its region error arrives (TiCDC's ``takeRegionState``), so
+anything the store still sends for it is ignored; ``deregister`` does the same and tells the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import grpc
+
+from cdc_core.log import get_logger
+from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc
+from cdc_core.puller.region_state import RegionState
+
+log = get_logger("cdcflow.puller.worker")
+
+Dispatch = Callable[["StoreWorker", cdcpb_pb2.ChangeDataEvent], Awaitable[None]]
+OnBroken = Callable[["StoreWorker", list[RegionState], str], Awaitable[None]]
+
+
+class StoreWorker:
+    def __init__(
+        self, addr: str, index: int, channel: grpc.aio.Channel, dispatch: Dispatch, on_broken: OnBroken
+    ) -> None:
+        self.addr = addr
+        self.index = index
+        self.states: dict[int, RegionState] = {}  # request id -> the request's state
+        self.streams_opened = 0
+        self._stub = cdcpb_pb2_grpc.ChangeDataStub(channel)
+        self._dispatch = dispatch
+        self._on_broken = on_broken
+        self._outbox: asyncio.Queue[cdcpb_pb2.ChangeDataRequest] = asyncio.Queue()
+        self._work = asyncio.Event()
+        self._task = asyncio.create_task(self._run(), name=f"eventfeed-{addr}-{index}")
+
+    # --- requests ----------------------------------------------------------------------------
+    def register(self, state: RegionState, req: cdcpb_pb2.ChangeDataRequest) -> None:
+        self.states[state.request_id] = state
+        state.worker = self
+        self._outbox.put_nowait(req)
+        self._work.set()
+
+    def take(self, request_id: int) -> RegionState | None:
+        """Forget a request whose region error arrived (its late events are then ignored)."""
+        return self.states.pop(request_id, None)
+
+    def deregister(self, state: RegionState) -> None:
+        """Forget a request and ask the store to stop it (no-op when it already ended)."""
+        if self.states.pop(state.request_id, None) is None:
+            return
+        self._outbox.put_nowait(
+            cdcpb_pb2.ChangeDataRequest(
+                region_id=state.region_id, request_id=state.request_id, deregister=cdcpb_pb2.Deregister()
+            )
+        )
+        self._work.set()
+
+    # --- the stream --------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            while not self.states:
+                # Nothing registered: pending deregistrations are moot; wait for a registration.
+                _drain(self._outbox)
+                self._work.clear()
+                await self._work.wait()
+            call = self._stub.EventFeed()
+            self.streams_opened += 1
+            sender = asyncio.create_task(self._send(call), name=f"eventfeed-send-{self.addr}-{self.index}")
+            why = "the store closed the stream"
+            try:
+                while True:
+                    resp = await call.read()
+                    if resp is grpc.aio.EOF:
+                        break
+                    await self._dispatch(self, resp)
+            except grpc.aio.AioRpcError as exc:
+                why = f"{exc.code().name}: {exc.details()}"
+            finally:
+                sender.cancel()
+                call.cancel()
+            # Everything this stream carried is gone; queued requests go with it (their states are failed).
+            broken = list(self.states.values())
+            self.states.clear()
+            _drain(self._outbox)
+            log.info("event feed stream broken", store=self.addr, worker=self.index, regions=len(broken), why=why)
+            await self._on_broken(self, broken, why)
+
+    async def _send(self, call: grpc.aio.StreamStreamCall) -> None:
+        try:
+            while True:
+                req = await self._outbox.get()
+                await call.write(req)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the call ended (AioRpcError, InvalidStateError...)
+            return  # the receiver sees the failure and handles it
+
+    async def close(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+
+
+def _drain(q: asyncio.Queue[cdcpb_pb2.ChangeDataRequest]) -> None:
+    while not q.empty():
+        q.get_nowait()

@@ -1,0 +1,41 @@
+"""Puller fixtures. The helpers live in ``pullerlib.py`` next to this file (registered as a module here,
+because the suite runs with ``--import-mode=importlib``).
+
+``multi_cluster`` (module) is an embedded cluster with three stores, for the faults that need more than one
+(leader transfers, stopped stores); ``multi_client`` is a synchronous client of it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if "pullerlib" not in sys.modules:
+    _spec = importlib.util.spec_from_file_location("pullerlib", Path(__file__).with_name("pullerlib.py"))
+    assert _spec is not None and _spec.loader is not None
+    _mod = importlib.util.module_from_spec(_spec)
+    sys.modules["pullerlib"] = _mod
+    _spec.loader.exec_module(_mod)
+
+
+@pytest.fixture(scope="module")
+def multi_cluster() -> Iterator[Any]:
+    from cdc_core.upstream.cluster import ClusterConfig
+    from cdc_core.upstream.embedded import EmbeddedCluster
+
+    ec = EmbeddedCluster(ClusterConfig(stores=3, min_ts_interval_ms=50)).start()
+    yield ec
+    ec.stop()
+
+
+@pytest.fixture
+def multi_client(multi_cluster: Any) -> Iterator[Any]:
+    from cdc_core.client.upstream import UpstreamClient
+
+    with UpstreamClient(multi_cluster.pd_addr, timeout=30) as c:
+        yield c

@@ -1,0 +1,87 @@
+"""Helpers for subscription-client tests: a recorder that checks the puller's promises as events arrive,
+the upstream's MVCC history of a span (the ground truth), and condition waits for asyncio tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from cdc_core.puller.matcher import RowChange
+
+Change = tuple[bytes, int, str]  # (key, commit_ts, op): what downstream dedup keys on
+
+
+@dataclass
+class Recorder:
+    """Collects changes and resolved ts per span, and records every broken promise."""
+
+    changes: dict[int, list[RowChange]] = field(default_factory=dict)
+    resolved: dict[int, list[int]] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+    def on_change(self, span_id: int, ch: RowChange) -> None:
+        emitted = self.resolved.get(span_id)
+        if emitted and ch.commit_ts <= emitted[-1]:
+            self.violations.append(
+                f"span {span_id}: change at commit ts {ch.commit_ts} after resolved ts {emitted[-1]} was emitted"
+            )
+        self.changes.setdefault(span_id, []).append(ch)
+
+    def on_resolved(self, span_id: int, ts: int) -> None:
+        emitted = self.resolved.setdefault(span_id, [])
+        if emitted and ts <= emitted[-1]:
+            self.violations.append(f"span {span_id}: resolved ts went from {emitted[-1]} to {ts}")
+        emitted.append(ts)
+
+    def keys(self, span_id: int) -> list[Change]:
+        return [(c.key, c.commit_ts, c.op) for c in self.changes.get(span_id, [])]
+
+    def last_resolved(self, span_id: int) -> int:
+        r = self.resolved.get(span_id)
+        return r[-1] if r else 0
+
+
+def mvcc_history(ec: Any, start: bytes, end: bytes, after_ts: int, upto_ts: int) -> list[Change]:
+    """Every committed change of ``[start, end)`` with ``after_ts < commit_ts <= upto_ts``, from the upstream."""
+
+    def read() -> list[Change]:
+        assert ec.cluster is not None
+        records, _ = ec.cluster.store.versions_after(start, end, after_ts)
+        return [(r.key, r.commit_ts, "put" if r.op == 1 else "delete") for r in records if r.commit_ts <= upto_ts]
+
+    return ec.call(read)  # type: ignore[no-any-return]
+
+
+def assert_exactly_once_after_dedup(got: list[Change], expected: list[Change], upto_ts: int) -> int:
+    """Every expected change arrived, nothing else did (up to ``upto_ts``); returns the duplicates removed."""
+    within = [c for c in got if c[1] <= upto_ts]
+    deduped = set(within)
+    missing = set(expected) - deduped
+    extra = deduped - set(expected)
+    assert not missing, f"{len(missing)} committed changes never arrived, e.g. {sorted(missing)[:3]}"
+    assert not extra, f"{len(extra)} changes arrived that the upstream never committed, e.g. {sorted(extra)[:3]}"
+    assert len(deduped) == len(expected)
+    return len(within) - len(deduped)
+
+
+def counter(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    return registry.get_sample_value(name, labels) or 0.0
+
+
+async def until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition", check: Any = None) -> Any:
+    """Poll ``cond`` on the loop until it holds (``check()`` raises a client failure early)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check is not None:
+            check()
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
