@@ -211,16 +211,27 @@ def test_stopped_store_is_retried_with_backoff_until_it_starts(upstream_cluster:
     asyncio.run(main())
 
 
-def test_gc_safe_point_passed_fails_the_subscription(upstream_cluster: Any, upstream_client: Any,
-                                                     fresh_db: str) -> None:
-    _, span = make_table(upstream_client, upstream_cluster, fresh_db)
-    upstream_cluster.faults.gc()  # safe point: now - GC life time (10 min)
-    too_old = tso.compose(tso.physical_ms(upstream_client.get_ts()) - 3_600_000, 0)
+def test_gc_safe_point_passed_fails_the_subscription() -> None:
+    # A GC pass moves the safe point for good: it gets a cluster of its own so that the shared
+    # session cluster keeps serving reads from old timestamps to the other tests.
+    from cdc_core.client.upstream import UpstreamClient
+    from cdc_core.upstream.cluster import ClusterConfig
+    from cdc_core.upstream.embedded import EmbeddedCluster
 
+    with EmbeddedCluster(ClusterConfig(min_ts_interval_ms=50)) as upstream_cluster, \
+            UpstreamClient(upstream_cluster.pd_addr) as upstream_client:
+        upstream_client.execute("CREATE DATABASE gcdb")
+        _, span = make_table(upstream_client, upstream_cluster, "gcdb")
+        upstream_cluster.faults.gc()  # safe point: now - GC life time (10 min)
+        too_old = tso.compose(tso.physical_ms(upstream_client.get_ts()) - 3_600_000, 0)
+        _expect_gc_failure(upstream_cluster.pd_addr, span, too_old)
+
+
+def _expect_gc_failure(pd_addr: str, span: tuple[bytes, bytes], too_old: int) -> None:
     async def main() -> None:
         rec = Recorder()
         reg = CollectorRegistry()
-        client = SubscriptionClient(upstream_cluster.pd_addr, rec.on_change, registry=reg)
+        client = SubscriptionClient(pd_addr, rec.on_change, registry=reg)
         try:
             await client.subscribe(SPAN, span[0], span[1], too_old)
 
