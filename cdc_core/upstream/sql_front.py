@@ -37,9 +37,12 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from cdc_core.codec import key as keycodec
-from cdc_core.codec.row import format_datetime
+from cdc_core.codec.row import decode_row, format_datetime
 from cdc_core.log import get_logger
+from cdc_core.schema import ddl_history
+from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, SchemaError, TableInfo
+from cdc_core.schema.storage import SchemaStorage
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.column_def import parse_column_def
 from cdc_core.upstream.ddl import DdlExecutor
@@ -191,6 +194,7 @@ class Session:
     def __init__(self, engine: SqlEngine, at_ts: int = 0) -> None:
         self.engine = engine
         self.at_ts = at_ts
+        self._snapshot_schema: dict[tuple[str, str], TableInfo] | None = None
         self.db: str | None = None
         self.txn: Transaction | None = None
 
@@ -472,10 +476,26 @@ class Session:
     def _table(self, ref: exp.Expression | None, what: str) -> TableInfo:
         t = _table_ref(ref, what)
         db = self._current_db(t)
-        info = self.catalog.table(db, str(t.name))
+        info = self._snapshot_table(db, str(t.name)) if self.at_ts else self.catalog.table(db, str(t.name))
         if info is None:
             raise SqlError(f"Table '{db}.{t.name}' doesn't exist", ErrorKind.NOT_FOUND)
         return info
+
+    def _snapshot_table(self, db: str, name: str) -> TableInfo | None:
+        """The table as it was at the session's read ts (TiDB reads a snapshot with the schema of
+        that snapshot): replayed from the DDL history rows visible at that ts."""
+        if self._snapshot_schema is None:
+            start, end = keycodec.table_span(ddl_history.TABLE_ID)
+            jobs = [
+                DDLJob.from_row(ddl_history.TABLE_INFO.decode_values(decode_row(v)))
+                for _, v in self.engine.store.scan(start, end, self.at_ts)
+            ]
+            tables = SchemaStorage.from_jobs(jobs).tables_at(self.at_ts)
+            self._snapshot_schema = {(t.db_name.lower(), t.name.lower()): t for t in tables}
+            # System tables are not DDL jobs themselves.
+            hist = ddl_history.TABLE_INFO
+            self._snapshot_schema[(hist.db_name, hist.name)] = hist
+        return self._snapshot_schema.get((db.lower(), name.lower()))
 
     def _writable(self, ref: exp.Expression | None, what: str) -> TableInfo:
         info = self._table(ref, what)

@@ -109,3 +109,15 @@ def test_unique_index_is_backfilled_enforced_and_dropped(upstream_cluster: Any, 
     c.execute(f"USE {fresh_db}; DELETE FROM t WHERE id = 5; ALTER TABLE t ADD UNIQUE (a)")
     with pytest.raises(UpstreamError, match="Duplicate entry"):
         c.execute(f"INSERT INTO {fresh_db}.t VALUES (6, 2, 6)")
+
+
+def test_snapshot_reads_use_the_schema_of_their_ts(upstream_client: Any, fresh_db: str) -> None:
+    c = upstream_client
+    c.execute(f"USE {fresh_db}; CREATE TABLE t (id INT PRIMARY KEY, qty INT); INSERT INTO t VALUES (1, 5)")
+    before = c.get_ts()
+    c.execute(f"USE {fresh_db}; ALTER TABLE t DROP COLUMN qty; ALTER TABLE t ADD COLUMN note VARCHAR(4) DEFAULT 'n';"
+              "RENAME TABLE t TO t2")
+    assert c.query(f"SELECT * FROM {fresh_db}.t", at_ts=before) == [{"id": 1, "qty": 5}]
+    assert c.query(f"SELECT * FROM {fresh_db}.t2") == [{"id": 1, "note": "n"}]
+    with pytest.raises(UpstreamError, match="doesn't exist"):
+        c.query(f"SELECT * FROM {fresh_db}.t2", at_ts=before)
