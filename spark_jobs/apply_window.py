@@ -1,19 +1,32 @@
-"""Apply one window (or one barrier segment of it) from the bronze changelog to the silver tables.
+"""Apply one step of a window from the bronze changelog to the silver tables, exactly once.
 
-For each table: read the window's bronze events of its table id, keep those in the segment
-``(checkpoint_ts, barrier_ts]`` (``barrier_ts < window_end_ts`` makes the upper bound exclusive:
-DML at a DDL barrier ``b`` is applied with ``commit_ts < b``), remove duplicates, mount with the
-table's schema, split/order/net-effect, and MERGE into ``<sink>/<db>/<table>`` with the app
-transaction ``("cdcflow/<changefeed>", barrier ts)``. A table whose recorded version is already
-``>=`` the barrier ts is skipped without reading anything.
+A changefeed applies the window ``(checkpoint, T]`` in barrier order: for each DDL commit ts ``b``
+in it, the DML with ``commit_ts < b`` (recorded as version ``b - 1``: it covers every change
+``<= b - 1``), then the DDL at ``b`` (``spark_jobs.ddl_apply``, version ``b``); finally the DML
+with ``commit_ts <= T`` (version ``T``). A DML step is ``apply_window(..., after_ts=a, upto_ts=u,
+version=v)``: the events with ``a < commit_ts <= u``, recorded as ``v`` (default ``u``).
+
+For each table: read the window's bronze events of its table id in that range, remove duplicates,
+mount with the table's schema (the schema at the step's ts), drop what the event filters ignore,
+split/order/net-effect, and MERGE into ``<sink>/<db>/<table>`` with the app transaction
+``("cdcflow/<changefeed>", version)``. A table whose recorded version is already ``>= version`` is
+skipped without reading anything, and so is a table whose directory a DROP/RENAME moved away at a
+ts ``>= version`` (``spark_jobs.table_moves``): re-running any step is a no-op.
+
+Event filters (``spark_jobs.event_filters``) are the ones the changefeed matched to each table,
+given either way (both are used when both are given):
+
+* ``event_filters={<table id (int or its string)>: [<filter dict>, ...]}`` next to ``tables``;
+* a ``tables`` entry ``{"table": <TableInfo JSON or dict>, "event_filters": [...]}`` instead of a
+  bare ``TableInfo`` (or its dict / JSON).
+
+``ignore_txn_start_ts`` applies to every table.
 
 Run under spark-submit (``cdc_core.changefeed.spark_engine`` does this with ``--args``)::
 
     spark-submit spark_jobs/apply_window.py --args args.json --result result.json
     spark-submit spark_jobs/apply_window.py --sink S --changefeed CF --window-end-ts T \\
-        --tables tables.json [--checkpoint-ts C] [--barrier-ts B]
-
-(``tables.json``: a JSON list of ``TableInfo`` dicts or JSON strings.)
+        --tables tables.json [--after-ts A] [--upto-ts U] [--version V]
 """
 
 from __future__ import annotations
@@ -22,38 +35,46 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
 from spark_jobs.bronze import read_bronze
 from spark_jobs.delta_writer import DeltaWriter, app_id_for, get_writer, table_path
+from spark_jobs.event_filters import apply_event_filters
 from spark_jobs.job_io import read_args, write_result
 from spark_jobs.mount import mount
 from spark_jobs.net_effect import dedupe, net_effect
+from spark_jobs.table_moves import read_move
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
+TableEntry = TableInfo | str | Mapping[str, Any]
+
 
 def apply_window(
     sink: str,
     changefeed_id: str,
     window_end_ts: int,
-    tables: list[TableInfo],
+    tables: Sequence[TableEntry],
     *,
-    checkpoint_ts: int | None = None,
-    barrier_ts: int | None = None,
+    after_ts: int | None = None,
+    upto_ts: int | None = None,
+    version: int | None = None,
+    event_filters: Mapping[int | str, Sequence[Mapping[str, Any]]] | None = None,
+    ignore_txn_start_ts: Sequence[int] = (),
     spark: SparkSession | None = None,
     writer: DeltaWriter | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Apply the window ``window_end_ts`` of ``changefeed_id`` to every table in ``tables``.
+    """Apply the events ``after_ts < commit_ts <= upto_ts`` of window ``window_end_ts`` as ``version``.
 
-    ``checkpoint_ts``: only events with ``commit_ts > checkpoint_ts`` (the part of the window an
-    earlier barrier already applied is excluded). ``barrier_ts`` (default ``window_end_ts``): the
-    app-txn version; below ``window_end_ts`` only ``commit_ts < barrier_ts`` is applied.
+    ``after_ts`` (exclusive, default: none) and ``upto_ts`` (inclusive, default ``window_end_ts``)
+    bound the step; ``version`` (default ``upto_ts``) is the app-txn version it records and must be
+    ``>= upto_ts`` (a recorded version claims every change up to it).
 
     Returns ``{"<db>.<table>": {"table_id", "rows_upserted", "rows_deleted", "delta_version",
     "skipped", "applied_version", "reason", "changes", "path"}}``.
@@ -62,12 +83,16 @@ def apply_window(
 
     from spark_jobs.session import get_spark
 
-    barrier = window_end_ts if barrier_ts is None else barrier_ts
-    if barrier > window_end_ts:
-        raise ValueError(f"barrier ts {barrier} is after the window end {window_end_ts}")
-    if checkpoint_ts is not None and checkpoint_ts >= barrier:
-        raise ValueError(f"checkpoint ts {checkpoint_ts} is not below the barrier ts {barrier}")
-    ids = [t.id for t in tables]
+    upto = window_end_ts if upto_ts is None else upto_ts
+    ver = upto if version is None else version
+    if upto > window_end_ts:
+        raise ValueError(f"upto ts {upto} is after the window end {window_end_ts}")
+    if after_ts is not None and after_ts > upto:
+        raise ValueError(f"after ts {after_ts} is above the upto ts {upto}")
+    if ver < upto:
+        raise ValueError(f"version {ver} is below the upto ts {upto}: it would not cover what the step applies")
+    entries = table_entries(tables, event_filters)
+    ids = [t.id for t, _ in entries]
     if len(set(ids)) != len(ids):
         raise ValueError(f"duplicate table ids in {ids}")
     spark = spark or get_spark()
@@ -75,41 +100,45 @@ def apply_window(
     app_id = app_id_for(changefeed_id)
 
     results: dict[str, dict[str, Any]] = {}
-    pending: list[TableInfo] = []
-    for t in tables:
+    pending: list[tuple[TableInfo, list[dict[str, Any]]]] = []
+    for t, filters in entries:
         path = table_path(sink, t)
         recorded = writer.applied_version(path, app_id)
-        if recorded is not None and barrier <= recorded:
+        reason = None
+        if recorded is not None and ver <= recorded:
+            reason = f"already applied up to {recorded}"
+        elif writer.table_version(path) is None:
+            moved = read_move(sink, t.db_name, t.name)
+            if moved is not None and int(moved["ts"]) >= ver:
+                reason = f"the table left {path} at ts {moved['ts']} (to {moved['to']}); this step is older"
+        if reason is not None:
             results[t.qualified_name] = {
                 "table_id": t.id, "rows_upserted": 0, "rows_deleted": 0,
                 "delta_version": writer.table_version(path), "skipped": True,
-                "applied_version": recorded, "reason": f"already applied up to {recorded}",
-                "changes": 0, "path": path,
+                "applied_version": recorded, "reason": reason, "changes": 0, "path": path,
             }  # fmt: skip
         else:
-            pending.append(t)
+            pending.append((t, filters))
     if not pending:
         return results
 
-    events = read_bronze(spark, sink, changefeed_id, window_end_ts, table_ids=[t.id for t in pending])
-    if checkpoint_ts is not None:
-        events = events.where(F.col("commit_ts") > F.lit(checkpoint_ts))
-    upper = F.col("commit_ts") < F.lit(barrier) if barrier < window_end_ts else F.col("commit_ts") <= F.lit(barrier)
-    events = dedupe(events.where(upper))
+    events = read_bronze(spark, sink, changefeed_id, window_end_ts, table_ids=[t.id for t, _ in pending])
+    if after_ts is not None:
+        events = events.where(F.col("commit_ts") > F.lit(after_ts))
+    events = dedupe(events.where(F.col("commit_ts") <= F.lit(upto)))
     cached = len(pending) > 1
     if cached:
         events = events.cache()
     try:
-        for t in pending:
+        for t, filters in pending:
             path = table_path(sink, t)
-            changes = net_effect(mount(events, t), t, deduplicated=True)
-            res = writer.merge(path, t, changes, app_id=app_id, version=barrier)
-            if res.changes == 0 and not res.skipped:
-                log.debug("no changes for %s in window %d", t.qualified_name, window_end_ts)
+            mounted = apply_event_filters(mount(events, t), t, filters, ignore_txn_start_ts)
+            changes = net_effect(mounted, t, deduplicated=True)
+            res = _merge(writer, path, t, changes, app_id, ver, filters)
             results[t.qualified_name] = {"table_id": t.id, **res.to_dict(), "path": path}
             log.info(
-                "applied window %d (barrier %d) to %s: +%d -%d (version %s, skipped=%s)",
-                window_end_ts, barrier, t.qualified_name, res.rows_upserted, res.rows_deleted,
+                "applied window %d (%s, %d] as version %d to %s: +%d -%d (version %s, skipped=%s)",
+                window_end_ts, after_ts, upto, ver, t.qualified_name, res.rows_upserted, res.rows_deleted,
                 res.delta_version, res.skipped,
             )  # fmt: skip
     finally:
@@ -118,39 +147,90 @@ def apply_window(
     return results
 
 
-def _table_infos(items: Sequence[str | dict[str, Any] | TableInfo]) -> list[TableInfo]:
-    out = []
+def _merge(
+    writer: DeltaWriter,
+    path: str,
+    t: TableInfo,
+    changes: Any,
+    app_id: str,
+    version: int,
+    filters: list[dict[str, Any]],
+) -> Any:
+    """``writer.merge``; a Spark failure of a table with filter expressions names them (an
+    expression can fail at run time, e.g. an ANSI cast of a bad value)."""
+    try:
+        return writer.merge(path, t, changes, app_id=app_id, version=version)
+    except Exception as exc:
+        from pyspark.errors import PySparkException
+
+        if not filters or not isinstance(exc, PySparkException):
+            raise
+        exprs = [f[k] for f in filters for k in sorted(f) if k.endswith("_expr") and f[k]]
+        if not exprs:
+            raise
+        raise ChangefeedError(
+            f"applying {t.qualified_name} failed while evaluating its event filter expressions {exprs}: {exc}"
+        ) from exc
+
+
+def table_entries(
+    items: Sequence[TableEntry], by_id: Mapping[int | str, Sequence[Mapping[str, Any]]] | None = None
+) -> list[tuple[TableInfo, list[dict[str, Any]]]]:
+    """``(TableInfo, event filters)`` of each ``tables`` entry (see the module docstring)."""
+    keyed = {int(k): [dict(f) for f in v or ()] for k, v in (by_id or {}).items()}
+    out: list[tuple[TableInfo, list[dict[str, Any]]]] = []
     for it in items:
-        if isinstance(it, TableInfo):
-            out.append(it)
-        elif isinstance(it, str):
-            out.append(TableInfo.from_json(it))
-        else:
-            out.append(TableInfo.from_dict(it))
+        filters: list[dict[str, Any]] = []
+        if isinstance(it, Mapping) and "table" in it:
+            filters = [dict(f) for f in it.get("event_filters") or ()]
+            it = it["table"]
+        info = _table_info(it)
+        out.append((info, filters + keyed.get(info.id, [])))
     return out
+
+
+def _table_info(it: Any) -> TableInfo:
+    if isinstance(it, TableInfo):
+        return it
+    if isinstance(it, str):
+        return TableInfo.from_json(it)
+    return TableInfo.from_dict(dict(it))
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
     """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out).
 
-    ``args``: ``sink_uri``, ``changefeed_id``, ``window_end_ts``, ``tables`` (``TableInfo`` JSON
-    strings or dicts), optional ``checkpoint_ts``, ``barrier_ts``, ``writer``. Returns
-    ``{"window_end_ts", "barrier_ts", "tables": {<db.table>: stats}, "rows_upserted",
-    "rows_deleted"}``.
+    ``args``: ``sink_uri``, ``changefeed_id``, ``window_end_ts``, ``tables`` (entries as in the
+    module docstring), optional ``after_ts``, ``upto_ts``, ``version``, ``event_filters``
+    (``{table id: [filter dict]}``), ``ignore_txn_start_ts``, ``writer``. ``checkpoint_ts`` is
+    still read as ``after_ts`` when ``after_ts`` is absent (a whole-window run). Returns
+    ``{"window_end_ts", "after_ts", "upto_ts", "version", "tables": {<db.table>: stats},
+    "rows_upserted", "rows_deleted"}``.
     """
     from spark_jobs.session import get_spark
 
+    if "barrier_ts" in args:
+        raise ValueError("apply_window no longer takes barrier_ts: pass after_ts, upto_ts and version")
     spark = get_spark("cdcflow-apply-window")
     end = int(args["window_end_ts"])
-    barrier = args.get("barrier_ts")
+    after = _opt_int(args["after_ts"] if "after_ts" in args else args.get("checkpoint_ts"))
+    upto = end if args.get("upto_ts") is None else int(args["upto_ts"])
+    version = upto if args.get("version") is None else int(args["version"])
     stats = apply_window(
-        args["sink_uri"], args["changefeed_id"], end, _table_infos(args["tables"]),
-        checkpoint_ts=args.get("checkpoint_ts"), barrier_ts=barrier, spark=spark,
-        writer=get_writer(args.get("writer"), spark),
+        args["sink_uri"], args["changefeed_id"], end, args["tables"],
+        after_ts=after, upto_ts=upto, version=version, event_filters=args.get("event_filters"),
+        ignore_txn_start_ts=[int(t) for t in args.get("ignore_txn_start_ts") or ()],
+        spark=spark, writer=get_writer(args.get("writer"), spark),
     )  # fmt: skip
     return {
         "window_end_ts": end,
-        "barrier_ts": end if barrier is None else int(barrier),
+        "after_ts": after,
+        "upto_ts": upto,
+        "version": version,
         "tables": stats,
         "rows_upserted": sum(s["rows_upserted"] for s in stats.values()),
         "rows_deleted": sum(s["rows_deleted"] for s in stats.values()),
@@ -170,8 +250,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--changefeed")
     p.add_argument("--window-end-ts", type=int)
     p.add_argument("--tables", help="JSON file (or inline JSON) of a list of table infos")
-    p.add_argument("--checkpoint-ts", type=int)
-    p.add_argument("--barrier-ts", type=int)
+    p.add_argument("--after-ts", type=int, help="apply commit_ts > this (exclusive)")
+    p.add_argument("--upto-ts", type=int, help="apply commit_ts <= this (default: the window end)")
+    p.add_argument("--version", type=int, help="app-txn version to record (default: --upto-ts)")
+    p.add_argument("--ignore-txn-start-ts", type=int, nargs="*", default=[])
     p.add_argument("--writer", choices=["delta-rs", "delta-spark"])
     ns = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -184,8 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = ns.tables if ns.tables.lstrip().startswith("[") else open(ns.tables, encoding="utf-8").read()
         job_args = {
             "sink_uri": ns.sink, "changefeed_id": ns.changefeed, "window_end_ts": ns.window_end_ts,
-            "tables": json.loads(text), "checkpoint_ts": ns.checkpoint_ts, "barrier_ts": ns.barrier_ts,
-            "writer": ns.writer,
+            "tables": json.loads(text), "after_ts": ns.after_ts, "upto_ts": ns.upto_ts,
+            "version": ns.version, "ignore_txn_start_ts": ns.ignore_txn_start_ts, "writer": ns.writer,
         }  # fmt: skip
     write_result(run_job(job_args), ns.result)
     return 0

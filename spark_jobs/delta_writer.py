@@ -124,10 +124,29 @@ def changes_to_arrow(changes: DataFrame | pa.Table, table: TableInfo) -> pa.Tabl
     return pa.Table.from_arrays(cols, schema=target)
 
 
-def _check_schema(existing: pa.Schema, table: TableInfo, path: str) -> None:
+def _same_type(have: pa.DataType, want: pa.DataType) -> bool:
+    """Equal up to Arrow's physical variants of one Delta type (string / large_string / string_view
+    all read back from a Delta ``string``, e.g. after a rewrite by another writer)."""
+    strings = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+    if any(f(have) for f in strings) and any(f(want) for f in strings):
+        return True
+    binaries = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view)
+    if any(f(have) for f in binaries) and any(f(want) for f in binaries):
+        return True
+    return have == want
+
+
+def check_schema(existing: pa.Schema, table: TableInfo, path: str) -> None:
+    """The Delta table must have exactly the columns of ``table`` -- the schema at the step's ts --
+    by name and Delta type; column order and nullability do not matter (MERGE and appends go by
+    name; ADD COLUMN appends to the Delta schema whatever position upstream gave the column)."""
     want = table.arrow_schema()
     have = {f.name: f.type for f in existing}
-    diffs = [f"{f.name}: {have.get(f.name, 'missing')} != {f.type}" for f in want if have.get(f.name) != f.type]
+    diffs = [
+        f"{f.name}: {have.get(f.name, 'missing')} != {f.type}"
+        for f in want
+        if f.name not in have or not _same_type(have[f.name], f.type)
+    ]
     extra = [n for n in have if n not in want.names]
     if diffs or extra:
         raise ChangefeedError(
@@ -176,7 +195,7 @@ class DeltaRsWriter:
         recorded = dt.transaction_version(app_id)
         if recorded is not None and version <= recorded:
             return WriteResult(0, 0, dt.version(), True, recorded, f"already applied up to {recorded}")
-        _check_schema(pa.schema(dt.schema().to_arrow()), table, path)
+        check_schema(pa.schema(dt.schema().to_arrow()), table, path)
         source = changes_to_arrow(changes, table)
         props = CommitProperties(
             app_transactions=[Transaction(app_id=app_id, version=version)],
@@ -204,7 +223,10 @@ class DeltaRsWriter:
         if dt.version() == before:
             # delta-rs does not commit a MERGE that changes no file (e.g. only deletes of absent
             # keys): record the app transaction with an empty append instead.
-            write_deltalake(dt, table.arrow_schema().empty_table(), mode="append", commit_properties=props)
+            # The Delta schema's own column order: ADD COLUMN FIRST/AFTER leaves it differing from the
+            # TableInfo's order (same columns, checked above).
+            empty = pa.schema(dt.schema().to_arrow()).empty_table()
+            write_deltalake(dt, empty, mode="append", commit_properties=props)
             dt = DeltaTable(path)
         return WriteResult(
             upserted, deleted, dt.version(), False, dt.transaction_version(app_id), None, source.num_rows

@@ -30,6 +30,7 @@ COMMIT_TS_COL = "_cdc_commit_ts"
 KIND_DELETE = 0  # sorts before
 KIND_INSERT = 1
 DEDUPE_COLUMNS = ["table_id", "key", "commit_ts", "op"]
+_TS, _KIND, _KEY, _RN = "__cdc_ts", "__cdc_kind", "__cdc_key", "__cdc_rn"
 
 
 def dedupe(events: DataFrame) -> DataFrame:
@@ -93,16 +94,21 @@ def net_effect(mounted: DataFrame, table: TableInfo, *, deduplicated: bool = Fal
 
     events = mounted if deduplicated else dedupe(mounted)
     changes = split_and_order(events, table)
-    flat = changes.select("commit_ts", "_kind", "key", *[F.col(f"_img.{n}").alias(n) for n, _ in image_columns(table)])
+    # The event's fields get internal names next to the flattened image: a user column may well be
+    # called ``key`` or ``commit_ts``.
+    flat = changes.select(
+        F.col("commit_ts").alias(_TS), F.col("_kind").alias(_KIND), F.col("key").alias(_KEY),
+        *[F.col("_img").getField(n).alias(n) for n, _ in image_columns(table)],
+    )  # fmt: skip
     # A change whose Delta key is NULL cannot be placed; only deletes can lack it (see above).
     key_names = list(table.delta_key())
     flat = flat.where(_all_not_null(key_names))
-    w = Window.partitionBy(*key_names).orderBy(F.col("commit_ts").desc(), F.col("_kind").desc(), F.col("key").desc())
-    last = flat.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1)
+    w = Window.partitionBy(*key_names).orderBy(F.col(_TS).desc(), F.col(_KIND).desc(), F.col(_KEY).desc())
+    last = flat.withColumn(_RN, F.row_number().over(w)).where(F.col(_RN) == 1)
     return last.select(
         *[n for n, _ in image_columns(table)],
-        F.when(F.col("_kind") == KIND_DELETE, F.lit("delete")).otherwise(F.lit("upsert")).alias(OP_COL),
-        F.col("commit_ts").alias(COMMIT_TS_COL),
+        F.when(F.col(_KIND) == KIND_DELETE, F.lit("delete")).otherwise(F.lit("upsert")).alias(OP_COL),
+        F.col(_TS).alias(COMMIT_TS_COL),
     )
 
 

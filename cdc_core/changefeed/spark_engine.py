@@ -24,6 +24,7 @@ from cdc_core.errors import ChangefeedError
 JOBS = {
     "apply_window": "spark_jobs.apply_window:run_job",
     "data_quality": "spark_jobs.data_quality:run_job",
+    "ddl_apply": "spark_jobs.ddl_apply:run_job",
 }
 
 

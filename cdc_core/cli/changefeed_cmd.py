@@ -13,6 +13,8 @@ from rich.table import Table
 
 from cdc_core.changefeed import config as cfgmod
 from cdc_core.changefeed import runner
+from cdc_core.changefeed.ddl_puller import SchemaLog
+from cdc_core.changefeed.schema_loader import load_schema_jobs
 from cdc_core.changefeed.state import create_state, load_state, locked_state
 from cdc_core.client.table_discovery import SyncTableDiscovery
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
@@ -44,8 +46,12 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
     # (seed 001's proxy case: a schema may hold a million tables).
     with SyncTableDiscovery(resolve_pd_addr(cfg.upstream), cfg.discovery_memory) as discovery:
         matched = discovery.matching_tables(cfg.table_filter)
+    # The schema storage starts from a snapshot of the DDL history at start-ts.
+    with UpstreamClient(resolve_pd_addr(cfg.upstream)) as c:
+        jobs = load_schema_jobs(c, cfg.start_ts)
     cfgmod.save_config(cfg)
     create_state(cfg.changefeed_id, cfg.start_ts)
+    SchemaLog(cfg.changefeed_id, jobs, cfg.start_ts).save()
     names = sorted(f"{t.schema}.{t.name}" for t in matched)
     console.print_json(json.dumps({"changefeed_id": cfg.changefeed_id, "start_ts": cfg.start_ts,
                                    "sink_uri": cfg.sink_uri, "matched_tables": len(names)}))

@@ -72,6 +72,11 @@ class SchemaStorage:
         i = bisect.bisect_right(v.ts, ts) - 1
         return v.infos[i] if i >= 0 else None
 
+    def versions(self, table_id: int) -> list[TableInfo | None]:
+        """Every recorded version of a table, oldest first (None = dropped)."""
+        v = self._tables.get(table_id)
+        return list(v.infos) if v else []
+
     def tables_at(self, ts: int) -> list[TableInfo]:
         out = []
         for tid in sorted(self._tables):

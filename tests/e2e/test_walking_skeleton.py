@@ -4,55 +4,18 @@ the upstream snapshot row by row after every window, including seed 002's PK swa
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from decimal import Decimal
-from pathlib import Path
-from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from typer.testing import CliRunner
+from e2elib import cli as _cli
+from e2elib import delta_rows, upstream_rows
 
 from cdc_core.changefeed import runner, tasks
 from cdc_core.changefeed.state import load_state
-from cdc_core.cli import main as cli_main
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec.changelog import list_windows
-from cdc_core.codec.row import format_datetime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
-
-
-def _canon(v: Any) -> Any:
-    if isinstance(v, Decimal):
-        return format(v, "f")
-    if isinstance(v, datetime):
-        return format_datetime(v)
-    return v
-
-
-def delta_rows(sink: Path, db: str, table: str, key: str) -> list[dict[str, Any]]:
-    dt = DeltaTable(str(sink / db / table))
-    rows = [{k: _canon(v) for k, v in r.items() if k != "_tidb_rowid"} for r in dt.to_pyarrow_table().to_pylist()]
-    return sorted(rows, key=lambda r: r[key])
-
-
-def upstream_rows(client: UpstreamClient, db: str, table: str, key: str, ts: int) -> list[dict[str, Any]]:
-    return sorted(client.query(f"SELECT * FROM {db}.{table}", at_ts=ts), key=lambda r: r[key])
-
-
-@pytest.fixture
-def cdc_home(tmp_path, monkeypatch, upstream_cluster):
-    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("CDCFLOW_UPSTREAM", upstream_cluster.pd_addr)
-    return tmp_path
-
-
-def _cli(*args: str) -> str:
-    cli_main._register_once()
-    res = CliRunner().invoke(cli_main.app, list(args), catch_exceptions=False)
-    assert res.exit_code == 0, res.output
-    return res.output
 
 
 def test_two_windows_match_the_upstream_snapshot(cdc_home, upstream_cluster):

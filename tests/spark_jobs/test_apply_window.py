@@ -151,20 +151,38 @@ def test_multi_window_sequence_and_types(spark, sink):
     assert applied_version(table_path(sink, r), app_id_for(CF)) == end
 
 
-def test_barrier_segments(spark, sink):
+def test_barrier_steps_versions(spark, sink):
+    """Window (0, 40] with a DDL at 20: DML < 20 as version 19, (the DDL as 20), DML <= 40 as 40."""
     c = clustered_table()
     b = Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(c, 2, 19, {1: 2, 2: 2}).put(c, 1, 30, {1: 1, 2: 3}, old={1: 1, 2: 1})
-    # A DDL at ts 20 (no DML shares a DDL's commit ts): apply DML with commit_ts < 20, version 20.
     write_bronze(sink, CF, 40, b.arrow())
-    res = apply_window(sink, CF, 40, [c], barrier_ts=20, spark=spark)
-    assert res["test.c"]["applied_version"] == 20
+    res = apply_window(sink, CF, 40, [c], after_ts=0, upto_ts=19, version=19, spark=spark)
+    assert res["test.c"]["applied_version"] == 19 and res["test.c"]["skipped"] is False
     assert _rows(sink, c) == [{"a": 1, "b": 1}, {"a": 2, "b": 2}]
-    # Then the rest of the window, (20, 40], under the new schema.
-    res = apply_window(sink, CF, 40, [c], checkpoint_ts=20, spark=spark)
+    v19 = _version(sink, c)
+    # Re-running the step is a no-op; so is a step that is not above the recorded version.
+    for kw in ({"after_ts": 0, "upto_ts": 19, "version": 19}, {"after_ts": 0, "upto_ts": 10, "version": 10}):
+        again = apply_window(sink, CF, 40, [c], spark=spark, **kw)
+        assert again["test.c"]["skipped"] is True and _version(sink, c) == v19
+    # (The DDL at 20 would record 20 here.) Then the rest of the window under the new schema.
+    res = apply_window(sink, CF, 40, [c], after_ts=19, upto_ts=40, spark=spark)
     assert res["test.c"]["applied_version"] == 40
     assert _rows(sink, c) == [{"a": 1, "b": 3}, {"a": 2, "b": 2}]
-    with pytest.raises(ValueError):
-        apply_window(sink, CF, 40, [c], barrier_ts=41, spark=spark)
+    assert apply_window(sink, CF, 40, [c], after_ts=19, spark=spark)["test.c"]["skipped"] is True
+    with pytest.raises(ValueError, match="after the window end"):
+        apply_window(sink, CF, 40, [c], upto_ts=41, spark=spark)
+    with pytest.raises(ValueError, match="below the upto ts"):
+        apply_window(sink, CF, 40, [c], upto_ts=30, version=29, spark=spark)
+    with pytest.raises(ValueError, match="above the upto ts"):
+        apply_window(sink, CF, 40, [c], after_ts=31, upto_ts=30, spark=spark)
+
+
+def test_bounds_are_exclusive_below_inclusive_above(spark, sink):
+    c = clustered_table()
+    b = Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(c, 2, 11, {1: 2, 2: 2}).put(c, 3, 12, {1: 3, 2: 3})
+    write_bronze(sink, CF, 20, b.arrow())
+    apply_window(sink, CF, 20, [c], after_ts=10, upto_ts=11, spark=spark)
+    assert _rows(sink, c) == [{"a": 2, "b": 2}]
 
 
 def test_schema_mismatch_is_a_clear_error(spark, sink):
@@ -184,7 +202,8 @@ def test_run_job_and_main(spark, sink, tmp_path, capsys):
     write_bronze(sink, CF, 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).arrow())
     out = run_job({"sink_uri": sink, "changefeed_id": CF, "window_end_ts": 10, "checkpoint_ts": 0,
                    "tables": [c.to_json()]})  # fmt: skip
-    assert out["tables"]["test.c"]["rows_upserted"] == 1 and out["barrier_ts"] == 10
+    assert out["tables"]["test.c"]["rows_upserted"] == 1
+    assert (out["after_ts"], out["upto_ts"], out["version"]) == (0, 10, 10)
     json.dumps(out)
     write_bronze(sink, CF, 20, Bronze().put(c, 2, 15, {1: 2, 2: 2}).arrow())
     args, result = tmp_path / "args.json", tmp_path / "result.json"
@@ -195,3 +214,14 @@ def test_run_job_and_main(spark, sink, tmp_path, capsys):
     assert main(["--sink", sink, "--changefeed", CF, "--window-end-ts", "20",
                  "--tables", json.dumps([c.to_dict()])]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["tables"]["test.c"]["skipped"] is True
+    # The step arguments, with a table entry carrying (empty) event filters.
+    write_bronze(sink, CF, 40, Bronze().put(c, 3, 25, {1: 3, 2: 3}).put(c, 4, 35, {1: 4, 2: 4}).arrow())
+    out = run_job({"sink_uri": sink, "changefeed_id": CF, "window_end_ts": 40, "after_ts": 20, "upto_ts": 29,
+                   "version": 29, "tables": [{"table": c.to_json(), "event_filters": []}]})  # fmt: skip
+    assert out["version"] == 29 and out["tables"]["test.c"]["applied_version"] == 29
+    assert [r["a"] for r in _rows(sink, c)] == [1, 2, 3]
+    assert main(["--sink", sink, "--changefeed", CF, "--window-end-ts", "40", "--after-ts", "29",
+                 "--tables", json.dumps([c.to_dict()])]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["tables"]["test.c"]["applied_version"] == 40
+    with pytest.raises(ValueError, match="barrier_ts"):
+        run_job({"sink_uri": sink, "changefeed_id": CF, "window_end_ts": 40, "barrier_ts": 20, "tables": []})

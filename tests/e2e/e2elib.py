@@ -1,0 +1,42 @@
+"""Helpers of the end-to-end tests: Delta vs upstream rows, and the CLI in-process."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+from typer.testing import CliRunner
+
+from cdc_core.cli import main as cli_main
+from cdc_core.client.upstream import UpstreamClient
+from cdc_core.codec.row import format_datetime
+
+
+def canon(v: Any) -> Any:
+    """A Delta value in the form the upstream's SELECT prints it."""
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, datetime):
+        return format_datetime(v)
+    return v
+
+
+def delta_rows(sink: Path, db: str, table: str, key: str) -> list[dict[str, Any]]:
+    dt = DeltaTable(str(sink / db / table))
+    rows = [{k: canon(v) for k, v in r.items() if k != "_tidb_rowid"} for r in dt.to_pyarrow_table().to_pylist()]
+    return sorted(rows, key=lambda r: r[key])
+
+
+def upstream_rows(client: UpstreamClient, db: str, table: str, key: str, ts: int) -> list[dict[str, Any]]:
+    return sorted(client.query(f"SELECT * FROM {db}.{table}", at_ts=ts), key=lambda r: r[key])
+
+
+def cli(*args: str) -> str:
+    """Run `cdcflow ARGS` in this process; fails the test on a non-zero exit."""
+    cli_main._register_once()
+    res = CliRunner().invoke(cli_main.app, list(args), catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res.output
