@@ -22,7 +22,7 @@ from cdc_core.schema import ddl_history
 from cdc_core.schema.model import TableInfo
 from cdc_core.schema.storage import SchemaStorage
 
-from . import spark_engine
+from . import dq_results, spark_engine
 from .barriers import DmlStep, plan_steps, relevant
 from .config import ChangefeedConfig, load_config
 from .ddl_puller import SchemaLog, decode_jobs
@@ -262,6 +262,7 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
                      "ts": ts},
                 )
     failed = {name: r for name, r in reports.items() if not r["passed"]}
+    dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, reports)
     with locked_state(cfg.changefeed_id) as st:
         st.last_checks = {"ts": ts, "mode": cfg.dq_mode, "where": where, "tables": reports}
         if failed:

@@ -97,4 +97,10 @@ def test_ddl_sequence_applies_at_barriers(cdc_home: Path, upstream_cluster: Any)
         runner.run_until("ddl", t4)
         st = load_state("ddl")
         assert st.state == "normal" and st.checkpoint_ts == t4
+        results = DeltaTable(str(sink / "_cdcflow" / "dq_results")).to_pyarrow_table().to_pylist()
+        barrier_checks = {r["ts"] for r in results if r["where"].startswith("barrier")}
+        assert barrier_checks, "checks ran at the barriers inside the windows"
+        assert {r["ts"] for r in results if r["where"] == "window end"} == {t1, t2, t3, t4}
+        assert all(r["success"] for r in results)
+        assert {r["expectation"] for r in results} == {"delta_key_unique", "row_count_equals", "checksum_equals"}
         _cli("verify", "ddl")

@@ -1,0 +1,58 @@
+"""The data-quality result log: every expectation checked at every barrier, as a Delta table.
+
+``<sink>/_cdcflow/dq_results`` (append-only, one row per table x expectation x check) is where
+operators and dashboards look for history; the changefeed state keeps only the last results (what
+``cdcflow changefeed query`` shows).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from cdc_core.codec.changelog import local_path
+
+SCHEMA = pa.schema([
+    pa.field("changefeed_id", pa.string()),
+    pa.field("ts", pa.int64()),
+    pa.field("where", pa.string()),
+    pa.field("table", pa.string()),
+    pa.field("mode", pa.string()),
+    pa.field("expectation", pa.string()),
+    pa.field("success", pa.bool_()),
+    pa.field("details", pa.string()),
+    pa.field("observed", pa.string()),
+    pa.field("expected", pa.string()),
+    pa.field("sample_keys", pa.string()),
+    pa.field("checked_at", pa.timestamp("us", tz="UTC")),
+])
+
+
+def results_path(sink_uri: str) -> str:
+    return str(local_path(sink_uri) / "_cdcflow" / "dq_results")
+
+
+def _text(v: Any) -> str | None:
+    return None if v is None else (v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str))
+
+
+def append(sink_uri: str, changefeed_id: str, ts: int, where: str, mode: str, reports: dict[str, Any]) -> int:
+    """Append the reports of one check (``{table: CheckReport dict}``); returns the rows written."""
+    now = int(time.time() * 1_000_000)
+    rows = [
+        {
+            "changefeed_id": changefeed_id, "ts": ts, "where": where, "table": table, "mode": mode,
+            "expectation": r.get("expectation"), "success": bool(r.get("success")), "details": r.get("details") or "",
+            "observed": _text(r.get("observed")), "expected": _text(r.get("expected")),
+            "sample_keys": _text(r.get("sample_keys") or []), "checked_at": now,
+        }
+        for table, rep in sorted(reports.items())
+        for r in rep.get("results", [])
+    ]
+    if rows:
+        write_deltalake(results_path(sink_uri), pa.Table.from_pylist(rows, schema=SCHEMA), mode="append")
+    return len(rows)
