@@ -76,7 +76,7 @@ import pyarrow as pa
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.ddl_history import JOB_TYPES, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
-from spark_jobs.delta_writer import app_id_for, check_schema, table_path
+from spark_jobs.delta_writer import app_id_for, check_schema, create_silver_table, table_path
 from spark_jobs.job_io import read_args, write_result
 from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_move
 
@@ -199,18 +199,7 @@ def _record_txn(ctx: _Ctx, dt: Any) -> None:
 
 
 def _create(ctx: _Ctx, path: str, table: TableInfo) -> None:
-    from deltalake import DeltaTable
-
-    if "://" not in path:
-        os.makedirs(path, exist_ok=True)
-    DeltaTable.create(
-        path,
-        table.arrow_schema(),
-        mode="error",
-        name=table.name,
-        description=f"cdcflow silver table of {table.qualified_name} (table id {table.id})",
-        commit_properties=ctx.props(),
-    )
+    create_silver_table(path, table, mode="error", commit_properties=ctx.props())
 
 
 def _create_table(ctx: _Ctx, after: TableInfo) -> dict[str, Any]:

@@ -98,6 +98,22 @@ class DeltaWriter(Protocol):
 # --- delta-rs -----------------------------------------------------------------------------------
 
 
+def create_silver_table(path: str, table: TableInfo, *, mode: str, commit_properties: Any = None) -> None:
+    """Create the silver Delta table of ``table`` at ``path`` with its Arrow schema (delta-rs)."""
+    from deltalake import DeltaTable
+
+    if "://" not in path:
+        os.makedirs(path, exist_ok=True)
+    DeltaTable.create(
+        path,
+        table.arrow_schema(),
+        mode=mode,  # type: ignore[arg-type]
+        name=table.name,
+        description=f"cdcflow silver table of {table.qualified_name} (table id {table.id})",
+        commit_properties=commit_properties,
+    )
+
+
 def applied_version(path: str, app_id: str) -> int | None:
     """The app-transaction version recorded in the Delta table at ``path`` (None: none / no table)."""
     from deltalake import DeltaTable
@@ -165,17 +181,8 @@ class DeltaRsWriter:
     def ensure_table(self, path: str, table: TableInfo) -> None:
         from deltalake import DeltaTable
 
-        if DeltaTable.is_deltatable(path):
-            return
-        if "://" not in path:
-            os.makedirs(path, exist_ok=True)
-        DeltaTable.create(
-            path,
-            table.arrow_schema(),
-            mode="ignore",
-            name=table.name,
-            description=f"cdcflow silver table of {table.qualified_name} (table id {table.id})",
-        )
+        if not DeltaTable.is_deltatable(path):
+            create_silver_table(path, table, mode="ignore")
 
     def applied_version(self, path: str, app_id: str) -> int | None:
         return applied_version(path, app_id)

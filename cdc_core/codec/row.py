@@ -27,6 +27,15 @@ def format_datetime(v: datetime) -> str:
     return f"{s}.{v.microsecond:06d}" if v.microsecond else s
 
 
+def json_value(v: Any) -> Any:
+    """A typed value as the SQL front prints it: DECIMAL as exact digits, DATETIME as text."""
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, datetime):
+        return format_datetime(v)
+    return v
+
+
 def _encode_value(v: Any) -> Any:
     if v is None or isinstance(v, bool | int | str):
         return v

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 
 from sortedcontainers import SortedDict, SortedList
 
-__all__ = ["RangeTsMap", "RangeTsMapError", "end_after", "end_min"]
+__all__ = ["RangeTsMap", "RangeTsMapError", "end_after"]
 
 
 class RangeTsMapError(RuntimeError):
@@ -45,13 +45,6 @@ def end_after(a: bytes, b: bytes) -> bool:
     return not a or a > b
 
 
-def end_min(a: bytes, b: bytes) -> bytes:
-    """The smaller of two end keys (empty = +∞)."""
-    if not a:
-        return b
-    if not b:
-        return a
-    return min(a, b)
 
 
 class RangeTsMap:

@@ -63,6 +63,7 @@ import grpc
 import numpy as np
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
+from cdc_core.codec.key import min_end
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.log import get_logger
 from cdc_core.proto import cdcpb_pb2
@@ -71,7 +72,7 @@ from cdc_core.puller.event_stream import DEFAULT_MAX_PENDING_BYTES, EventKind, E
 from cdc_core.puller.matcher import LogType, RowChange
 from cdc_core.puller.pd_client import PDClient
 from cdc_core.puller.range_lock import LockedRange, LockStatus, RangeLock
-from cdc_core.puller.range_ts_map import end_after, end_min
+from cdc_core.puller.range_ts_map import end_after
 from cdc_core.puller.region_request_worker import StoreWorker
 from cdc_core.puller.region_state import RegionState, RegionTarget
 from cdc_core.puller.ts_advancer import DEFAULT_ADVANCE_INTERVAL_MS, ResolvedTsAdvancer
@@ -389,7 +390,7 @@ class SubscriptionClient:
             if pos is None:
                 break
             lo = max(r.start_key, start)
-            hi = end_min(r.end_key, end)
+            hi = min_end(r.end_key, end)
             if lo > pos:
                 self._retry_gap(span, pos, lo, attempt)
             if hi and hi <= lo:

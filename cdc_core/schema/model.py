@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_core.codec.row import DATETIME_FORMAT, format_datetime
+from cdc_core.codec.row import DATETIME_FORMAT, json_value
 
 # The hidden handle of non-clustered tables, as TiDB names it.
 ROWID_COLUMN = "_tidb_rowid"
@@ -120,11 +120,7 @@ class Column:
 
     def to_json_value(self, value: Any) -> Any:
         """The JSON form of a converted value (as the SQL front prints rows)."""
-        if isinstance(value, Decimal):
-            return format(value, "f")
-        if isinstance(value, datetime):
-            return format_datetime(value)
-        return value
+        return json_value(value)
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,6 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from decimal import Decimal
 from typing import Any, cast
 
 import sqlglot
@@ -37,7 +35,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from cdc_core.codec import key as keycodec
-from cdc_core.codec.row import decode_row, format_datetime
+from cdc_core.codec.row import decode_row, json_value
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
@@ -149,14 +147,6 @@ def split_script(sql: str) -> list[ParsedStatement]:
             continue
         out.append(ParsedStatement(original, cast(exp.Expression, node), clustered))
     return out
-
-
-def _json_value(v: Any) -> Any:
-    if isinstance(v, Decimal):
-        return format(v, "f")
-    if isinstance(v, datetime):
-        return format_datetime(v)
-    return v
 
 
 def _table_ref(node: exp.Expression | None, what: str) -> exp.Table:
@@ -625,7 +615,7 @@ class Session:
 
             if not all(agg or constant(e) for agg, (_, e, _) in zip(is_agg, out, strict=True)):
                 raise SqlError("mixing aggregates and columns needs GROUP BY, which is not supported")
-            row = {name: _json_value(self._aggregate(e, contexts)) if e is not None else None
+            row = {name: json_value(self._aggregate(e, contexts)) if e is not None else None
                    for name, e, _ in out}
             return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=[row])
         order = node.args.get("order")
@@ -641,7 +631,7 @@ class Session:
                     r[name] = v if colname == ROWID_COLUMN else info.column(colname).to_json_value(v)
                 else:
                     assert e is not None
-                    r[name] = _json_value(evaluate(e, ctx))
+                    r[name] = json_value(evaluate(e, ctx))
             rows.append(r)
         return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=rows)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +10,12 @@ from typer.testing import CliRunner
 
 from cdc_core.cli import main as cli_main
 from cdc_core.client.upstream import UpstreamClient
-from cdc_core.codec.row import format_datetime
-
-
-def canon(v: Any) -> Any:
-    """A Delta value in the form the upstream's SELECT prints it."""
-    if isinstance(v, Decimal):
-        return format(v, "f")
-    if isinstance(v, datetime):
-        return format_datetime(v)
-    return v
+from cdc_core.codec.row import json_value
 
 
 def delta_rows(sink: Path, db: str, table: str, key: str) -> list[dict[str, Any]]:
     dt = DeltaTable(str(sink / db / table))
-    rows = [{k: canon(v) for k, v in r.items() if k != "_tidb_rowid"} for r in dt.to_pyarrow_table().to_pylist()]
+    rows = [{k: json_value(v) for k, v in r.items() if k != "_tidb_rowid"} for r in dt.to_pyarrow_table().to_pylist()]
     return sorted(rows, key=lambda r: r[key])
 
 
