@@ -40,6 +40,7 @@ operation                         cost                         note
 ``set_initialized``               O(1)
 ``update_resolved_batch``         O(b) dense / O(b log n)      vectorized, + index patch after lock changes:
                                   sparse + index patch         O(n + c log n), or O(n log n) when c > n/8
+``select_tagged``                 as ``update_resolved_batch`` vectorized filter by the locking request's tag
 ``min_resolved_ts``               O(s) vectorized + O(1)       ``np.min`` over slots, min over holes
 ``holes`` / ``locked_count``      O(1)
 ``oldest_hole``                   O(log h)
@@ -151,6 +152,7 @@ class RangeLock:
         self._by_region: dict[int, LockedRange] = {}
         self._ts: NDArray[np.uint64] = np.full(_INITIAL_CAPACITY, TS_MAX, dtype=np.uint64)
         self._init: NDArray[np.bool_] = np.zeros(_INITIAL_CAPACITY, dtype=np.bool_)
+        self._tag: NDArray[np.int64] = np.zeros(_INITIAL_CAPACITY, dtype=np.int64)
         self._free: list[int] = list(range(_INITIAL_CAPACITY - 1, -1, -1))  # a stack: low slots first
         self._high_water = 0  # slots >= this were never used: the minimum can skip them
         self._initialized = 0
@@ -166,8 +168,12 @@ class RangeLock:
         self.mutations = 0
 
     # --- locking ---------------------------------------------------------------------------------
-    def try_lock(self, start: bytes, end: bytes, region_id: int, version: int) -> LockResult:
-        """Lock ``[start, end)`` for ``region_id`` at epoch ``version`` if nothing overlapping is locked."""
+    def try_lock(self, start: bytes, end: bytes, region_id: int, version: int, tag: int = 0) -> LockResult:
+        """Lock ``[start, end)`` for ``region_id`` at epoch ``version`` if nothing overlapping is locked.
+
+        ``tag`` is the caller's label of the locking request (the subscription client's request id), kept per
+        slot so that :meth:`select_tagged` can filter a batch vectorized.
+        """
         if self._stopped:
             return LockResult(LockStatus.CANCELLED)
         if start < self.start or (self.end and end_after(end, self.end)) or (end and end <= start):
@@ -182,6 +188,7 @@ class RangeLock:
             state = LockedRange(self, start, end, region_id, version, slot)
             self._ts[slot] = ts
             self._init[slot] = False
+            self._tag[slot] = tag
             self._locked[start] = state
             self._by_region[region_id] = state
             self._index_changes[region_id] = slot
@@ -191,10 +198,10 @@ class RangeLock:
             return LockResult(LockStatus.STALE, retry_ranges=_uncovered(start, end, overlaps), blockers=overlaps)
         return LockResult(LockStatus.WAIT, blockers=overlaps)
 
-    async def lock(self, start: bytes, end: bytes, region_id: int, version: int) -> LockResult:
+    async def lock(self, start: bytes, end: bytes, region_id: int, version: int, tag: int = 0) -> LockResult:
         """:meth:`try_lock`, waiting for older overlapping ranges to be unlocked; never returns WAIT."""
         while True:
-            res = self.try_lock(start, end, region_id, version)
+            res = self.try_lock(start, end, region_id, version, tag)
             if res.status is not LockStatus.WAIT:
                 return res
             # asyncio.wait, not gather: a cancelled waiter must not cancel the futures other waiters share.
@@ -282,6 +289,13 @@ class RangeLock:
             self.mutations += 1
         return advanced
 
+    def select_tagged(self, region_ids: NDArray[np.uint64], tag: int) -> NDArray[np.uint64]:
+        """The ids of ``region_ids`` locked here with ``tag`` (in their order). Vectorized, as :meth:`lookup_slots`."""
+        slots = self.lookup_slots(region_ids)
+        keep = slots >= 0
+        keep &= self._tag[np.maximum(slots, 0)] == tag
+        return region_ids[keep]
+
     def min_resolved_ts(self) -> int:
         """The span's resolved ts right now: the minimum over locked ranges and holes together."""
         locked_min = int(self._ts[: self._high_water].min()) if self._high_water else int(TS_MAX)
@@ -368,6 +382,7 @@ class RangeLock:
             old = self._ts.size
             self._ts = np.concatenate([self._ts, np.full(old, TS_MAX, dtype=np.uint64)])
             self._init = np.concatenate([self._init, np.zeros(old, dtype=np.bool_)])
+            self._tag = np.concatenate([self._tag, np.zeros(old, dtype=np.int64)])
             self._free = list(range(2 * old - 1, old - 1, -1))
         slot = self._free.pop()
         if slot >= self._high_water:
@@ -377,6 +392,7 @@ class RangeLock:
     def _free_slot(self, slot: int) -> None:
         self._ts[slot] = TS_MAX
         self._init[slot] = False
+        self._tag[slot] = -1
         self._free.append(slot)
 
     def _patch_index(self) -> None:

@@ -1,14 +1,15 @@
 """One multiplexed EventFeed stream to a store (TiCDC's ``regionRequestWorker``).
 
-A worker owns the region requests it sent (by request id) and one ``ChangeData.EventFeed`` call at a time:
-it opens the call when it has requests, writes registrations and deregistrations from a queue, and hands
+A worker owns the region requests it sent (by request id and region id: a request id names a subscribed span,
+as in TiCDC, so that the store can batch the ``ResolvedTs`` of all its regions) and one ``ChangeData.EventFeed``
+call at a time: it opens the call when it has requests, writes registrations and deregistrations from a queue, and hands
 every received ``ChangeDataEvent`` to its owner's ``dispatch`` (awaited, so the receiver stops while the
 owner cannot take more: backpressure reaches the store through gRPC flow control). When the call breaks,
 every request the worker holds is handed to ``on_stream_broken`` in one go and forgotten: the owner turns
 them into holes and re-requests them after a backoff. The next registration opens a new call.
 
-``take(request_id)`` removes a request when its region error arrives (TiCDC's ``takeRegionState``), so
-anything the store still sends for it is ignored; ``deregister`` does the same and tells the store.
+``take(request_id, region_id)`` removes a request when its region error arrives (TiCDC's ``takeRegionState``),
+so anything the store still sends for it is ignored; ``deregister`` does the same and tells the store.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class StoreWorker:
     ) -> None:
         self.addr = addr
         self.index = index
-        self.states: dict[int, RegionState] = {}  # request id -> the request's state
+        self.states: dict[tuple[int, int], RegionState] = {}  # (request id, region id) -> the request's state
         self.streams_opened = 0
         self._stub = cdcpb_pb2_grpc.ChangeDataStub(channel)
         self._dispatch = dispatch
@@ -45,25 +46,27 @@ class StoreWorker:
 
     # --- requests ----------------------------------------------------------------------------
     def register(self, state: RegionState, req: cdcpb_pb2.ChangeDataRequest) -> None:
-        self.states[state.request_id] = state
+        self.states[(state.request_id, state.region_id)] = state
         state.worker = self
         self._outbox.put_nowait(req)
         self._work.set()
 
-    def take(self, request_id: int) -> RegionState | None:
+    def take(self, request_id: int, region_id: int) -> RegionState | None:
         """Forget a request whose region error arrived (its late events are then ignored)."""
-        return self.states.pop(request_id, None)
+        return self.states.pop((request_id, region_id), None)
 
-    def deregister(self, state: RegionState) -> None:
-        """Forget a request and ask the store to stop it (no-op when it already ended)."""
-        if self.states.pop(state.request_id, None) is None:
-            return
+    def deregister(self, state: RegionState) -> bool:
+        """Forget a request and ask the store to stop it; False (nothing sent) when it already ended."""
+        if self.states.get((state.request_id, state.region_id)) is not state:
+            return False
+        del self.states[(state.request_id, state.region_id)]
         self._outbox.put_nowait(
             cdcpb_pb2.ChangeDataRequest(
                 region_id=state.region_id, request_id=state.request_id, deregister=cdcpb_pb2.Deregister()
             )
         )
         self._work.set()
+        return True
 
     # --- the stream --------------------------------------------------------------------------
     async def _run(self) -> None:

@@ -12,11 +12,19 @@ region's epoch version. A LOCKED part becomes a region request whose ``checkpoin
 the hole it took (not the span start: a re-request resumes where that range stopped); STALE parts are
 re-divided from PD; CANCELLED ones (unsubscribed) are dropped. Requests go, highest priority first, to the
 region's leader store over one of a few multiplexed streams per store, round-robin
-(:class:`~cdc_core.puller.region_request_worker.StoreWorker`). Every request has its own request id, so the
-events of a request that ended are told apart from its successor's and ignored.
+(:class:`~cdc_core.puller.region_request_worker.StoreWorker`).
+
+**Request ids** name a span, as in TiCDC: a stream's requests are keyed by (request id, region id), and the store
+sends one ``ResolvedTs`` message per (request id, ts) listing every region it resolved — one message for
+thousands of regions, not one per region. A pair is never live twice: a store error or a broken stream ends a
+request for good, so its successor may reuse the pair; but when the *client* ends a request (``RESYNC``, a
+region grown over another part, unsubscribe) the store may still be sending for it, so the region's later
+requests in that span take a fresh request id. The range lock keeps each locked region's request id, and a
+``ResolvedTs`` message is filtered by it vectorized: late resolved ts of an ended request never reach its
+successor.
 
 **Receiving.** A worker's receiver pushes each region's entries, each error and each ``ResolvedTs`` (one id
-array per message, routed by request id) into the span's path, awaiting ``wait_pushable`` first: while the
+array per message, routed by request id to its span) into the span's path, awaiting ``wait_pushable`` first: while the
 area is paused the receiver stops at the first message it cannot push, so the order is kept and the store is
 held back by gRPC flow control.
 
@@ -37,7 +45,7 @@ error                          re-request
 broken stream / unknown store  every region of the stream re-divided from PD after a backoff
 ``RESYNC`` (released path)     the listed regions again, from their resolved ts
 ``gc_safe_point_passed``       none: the subscription fails ("GC safe point passed ...")
-``duplicate_request``          none: a client bug (request ids are unique); fails loudly
+``duplicate_request``          none: a client bug ((request id, region) pairs are never live twice); fails loudly
 ============================== =================================================================
 
 Retries of a range back off exponentially with jitter (bounded); a request that initializes resets it.
@@ -46,7 +54,7 @@ removes exact duplicates (key, commit_ts, op). Nothing at or below an emitted re
 
 Metrics: the blocks' (pending bytes, pause state, resolved-ts lag, regions by state, holes) plus
 ``cdcflow_puller_region_errors_total{kind}``, ``cdcflow_puller_events_received_total{kind}``
-(entries|rows|resolved|error|stale), ``cdcflow_puller_changes_emitted_total`` and
+(entries|rows|resolved|resolved_regions|error|stale), ``cdcflow_puller_changes_emitted_total`` and
 ``cdcflow_puller_region_requests_total``.
 """
 
@@ -146,7 +154,8 @@ class ClientMetrics:
         )
         self.events = Counter(
             "cdcflow_puller_events_received",
-            "EventFeed events received: entries, rows, resolved, error, stale (of an ended request).",
+            "EventFeed events received: entries, rows, resolved (messages), resolved_regions (regions in them), "
+            "error, stale (of an ended request).",
             ("kind",),
             registry=registry,
         )
@@ -171,6 +180,8 @@ class _Span:
     path: Hashable
     lock: RangeLock
     adv: ResolvedTsAdvancer
+    request_id: int  # the span's request id; a region whose request the client ended moves to a fresh one
+    region_request_ids: dict[int, int] = field(default_factory=dict)  # region id -> its fresh request id
     regions: dict[int, RegionState] = field(default_factory=dict)  # region id -> its live request
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     consumer: asyncio.Task[None] | None = None
@@ -208,7 +219,8 @@ class SubscriptionClient:
         self._registry = registry
         m = ClientMetrics.for_registry(registry)
         self._m_errors = {k: m.errors.labels(k.value) for k in ErrorKind}
-        self._m_events = {k: m.events.labels(k) for k in ("entries", "rows", "resolved", "error", "stale")}
+        kinds = ("entries", "rows", "resolved", "resolved_regions", "error", "stale")
+        self._m_events = {k: m.events.labels(k) for k in kinds}
         self._m_changes = m.changes
         self._m_requests = m.requests
         self._spans: dict[int, _Span] = {}
@@ -217,6 +229,7 @@ class SubscriptionClient:
         self._rr: dict[str, int] = {}
         self._store_addrs: dict[int, str] = {}
         self._request_ids = itertools.count(1)
+        self._span_of_request: dict[int, _Span] = {}  # request id -> its span (the span's own and fresh ones)
         self._seq = itertools.count()
         self._send_queue: asyncio.PriorityQueue[tuple[int, int, RegionState]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -237,7 +250,9 @@ class SubscriptionClient:
         )
         path = (self.area, span_id)
         self.stream.add_path(self.area, path)
-        span = self._spans[span_id] = _Span(span_id, start, end, start_ts, path, lock, adv)
+        request_id = next(self._request_ids)
+        span = self._spans[span_id] = _Span(span_id, start, end, start_ts, path, lock, adv, request_id)
+        self._span_of_request[request_id] = span
 
         async def handle(batch: list[RegionEvent]) -> None:
             self._handle_batch(span, batch)
@@ -259,6 +274,8 @@ class SubscriptionClient:
         await asyncio.gather(*tasks, return_exceptions=True)
         for state in list(span.regions.values()):
             self._drop_region(span, state)
+        for rid in (span.request_id, *span.region_request_ids.values()):
+            self._span_of_request.pop(rid, None)
         self.stream.remove_path(span.path)
         log.info("unsubscribed span", span_id=span_id)
 
@@ -414,7 +431,8 @@ class SubscriptionClient:
             await self._lock_region(span, target, attempt, priority)
 
     async def _lock_region(self, span: _Span, t: RegionTarget, attempt: int, priority: int) -> None:
-        res = await span.lock.lock(t.start_key, t.end_key, t.region_id, t.version)
+        request_id = span.region_request_ids.get(t.region_id, span.request_id)
+        res = await span.lock.lock(t.start_key, t.end_key, t.region_id, t.version, request_id)
         if res.status is LockStatus.CANCELLED:
             return
         if res.status is LockStatus.STALE:
@@ -422,7 +440,7 @@ class SubscriptionClient:
             return
         locked = res.state
         assert locked is not None
-        state = RegionState(next(self._request_ids), span.id, t, locked, attempt=attempt)
+        state = RegionState(request_id, span.id, t, locked, attempt=attempt)
         span.regions[t.region_id] = state
         assert self._send_queue is not None
         self._send_queue.put_nowait((priority, next(self._seq), state))
@@ -451,8 +469,11 @@ class SubscriptionClient:
     def _drop_region(self, span: _Span, state: RegionState) -> int | None:
         """End a request: deregister it, forget it, unlock its range (a hole at its resolved ts, returned)."""
         state.stale = True
-        if state.worker is not None:
-            state.worker.deregister(state)
+        if state.worker is not None and state.worker.deregister(state):
+            # The store may still send for this (request id, region) pair: the region's next request must
+            # not share it.
+            fresh = span.region_request_ids[state.region_id] = next(self._request_ids)
+            self._span_of_request[fresh] = span
         if span.regions.get(state.region_id) is state:
             del span.regions[state.region_id]
         if state.locked.locked:
@@ -479,7 +500,7 @@ class SubscriptionClient:
         if kind is ErrorKind.DUPLICATE_REQUEST:
             self._fail(ChangefeedError(
                 f"region {state.region_id} of span {span.id}: the store reports a duplicate request "
-                f"{state.request_id}; request ids are unique, so this is a client bug"
+                f"{state.request_id}; a (request id, region) pair is never live twice, so this is a client bug"
             ))
             return
         hole_ts = self._drop_region(span, state)
@@ -523,16 +544,17 @@ class SubscriptionClient:
     async def _dispatch_message(self, worker: StoreWorker, resp: cdcpb_pb2.ChangeDataEvent) -> None:
         stream, area = self.stream, self.area
         m_ev = self._m_events
+        states = worker.states
         for ev in resp.events:
-            state = worker.states.get(ev.request_id)
-            if state is None or state.region_id != ev.region_id:
+            state = states.get((ev.request_id, ev.region_id))
+            if state is None:
                 m_ev["stale"].inc()
                 continue
             kind = ev.WhichOneof("event")
             if kind == "entries":
                 if stream.is_paused(area):
                     await stream.wait_pushable(area, EventKind.DATA)
-                    if worker.states.get(ev.request_id) is not state:
+                    if states.get((ev.request_id, ev.region_id)) is not state:
                         continue  # ended while we waited
                 span = self._spans.get(state.span_id)
                 if span is None:
@@ -541,7 +563,7 @@ class SubscriptionClient:
                 m_ev["rows"].inc(len(ev.entries.entries))
                 stream.push_entries(span.path, ev.region_id, ev, ev.ByteSize())
             elif kind == "error":
-                worker.take(ev.request_id)
+                worker.take(ev.request_id, ev.region_id)
                 m_ev["error"].inc()
                 await stream.wait_pushable(area, EventKind.ERROR)
                 span = self._spans.get(state.span_id)
@@ -550,13 +572,16 @@ class SubscriptionClient:
         if resp.HasField("resolved_ts"):
             rts = resp.resolved_ts
             m_ev["resolved"].inc()
+            m_ev["resolved_regions"].inc(len(rts.regions))
             if rts.request_id:
-                state = worker.states.get(rts.request_id)
-                if state is not None and state.region_id in rts.regions:
-                    span = self._spans.get(state.span_id)
-                    if span is not None:
-                        await stream.wait_pushable(area, EventKind.RESOLVED)
-                        stream.push_resolved(span.path, np.array([state.region_id], dtype=np.uint64), rts.ts)
+                span = self._span_of_request.get(rts.request_id)
+                if span is None or span.stopped:
+                    return
+                # Only the regions whose live request has this id: vectorized against the lock's tags.
+                ids = span.lock.select_tagged(np.array(rts.regions, dtype=np.uint64), rts.request_id)
+                if ids.size:
+                    await stream.wait_pushable(area, EventKind.RESOLVED)
+                    stream.push_resolved(span.path, ids, rts.ts)
                 return
             # No request id: every region of the message this worker serves, grouped by span.
             wanted = set(rts.regions)

@@ -200,6 +200,22 @@ def test_resolved_batch_is_vectorized_and_ignores_uninitialized_and_foreign_regi
     assert lock.update_resolved_batch([1000], 500) == 1 and s.resolved_ts == 500
 
 
+def test_select_tagged_keeps_only_the_regions_locked_by_that_request() -> None:
+    lock = RangeLock(k(0), k(100), 100)
+    a = lock.try_lock(k(0), k(10), 1000, 1, tag=7).state
+    b = lock.try_lock(k(10), k(20), 1001, 1, tag=7).state
+    c = lock.try_lock(k(20), k(30), 1002, 1, tag=9).state
+    assert a is not None and b is not None and c is not None
+    ids = np.array([1002, 1001, 42, 1000], dtype=np.uint64)
+    assert lock.select_tagged(ids, 7).tolist() == [1001, 1000]
+    assert lock.select_tagged(ids, 9).tolist() == [1002]
+    # Relocked by another request: the old request's tag no longer selects it.
+    lock.unlock(a)
+    assert lock.try_lock(k(0), k(10), 1000, 2, tag=11).state is not None
+    assert lock.select_tagged(ids, 7).tolist() == [1001]
+    assert lock.select_tagged(ids, 11).tolist() == [1000]
+
+
 def test_unbounded_span_end() -> None:
     lock = RangeLock(b"", b"", 10)
     a = lock.try_lock(b"", b"m", 1, 1).state
