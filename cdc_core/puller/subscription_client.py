@@ -589,11 +589,11 @@ class SubscriptionClient:
             for st in worker.states.values():
                 if st.region_id in wanted:
                     by_span.setdefault(st.span_id, []).append(st.region_id)
-            for span_id, ids in by_span.items():
+            for span_id, region_ids in by_span.items():
                 span = self._spans.get(span_id)
                 if span is not None:
                     await stream.wait_pushable(area, EventKind.RESOLVED)
-                    stream.push_resolved(span.path, np.array(ids, dtype=np.uint64), rts.ts)
+                    stream.push_resolved(span.path, np.array(region_ids, dtype=np.uint64), rts.ts)
 
     async def _on_stream_broken(self, worker: StoreWorker, states: list[RegionState], why: str) -> None:
         try:
