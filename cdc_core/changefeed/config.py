@@ -22,6 +22,11 @@ heap-limit-bytes = 104857600       # decoded table lists (default 100 MiB)
 direct-limit-bytes = 104857600     # received listing messages (default 100 MiB)
 acquire-timeout-ms = 25000         # or heap-acquire-timeout-ms / direct-acquire-timeout-ms
 max-queue = 1000                   # or heap-max-queue / direct-max-queue
+
+[puller]                           # see cdc_core.puller.options for every key
+advance-interval-in-ms = 100       # resolved-ts advance throttle (0 = on every batch)
+workers-per-store = 2
+max-pending-bytes = 1073741824
 ```
 """
 
@@ -39,11 +44,12 @@ from cdc_core.filter.event_filter import EventFilter
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.home import changefeeds_dir
 from cdc_core.memory import MemoryLimitConfig
+from cdc_core.puller.options import PullerOptions
 
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 _TOP_KEYS = {
     "changefeed-id", "sink-uri", "start-ts", "target-ts", "upstream", "filter", "airflow", "data-quality",
-    "table-discovery",
+    "table-discovery", "puller",
 }
 DQ_MODES = ("checksum", "count", "off")
 
@@ -64,6 +70,7 @@ class ChangefeedConfig:
     ignore_txn_start_ts: tuple[int, ...] = ()
     # Client-side memory limits of table discovery (cdc_core.client.table_discovery).
     discovery_memory: MemoryLimitConfig = field(default_factory=MemoryLimitConfig)
+    puller: PullerOptions = field(default_factory=PullerOptions)
     source: str = field(default="", compare=False)  # where it was read from, for error messages
 
     @property
@@ -100,7 +107,8 @@ class ChangefeedConfig:
             lines += ["", "[[filter.event-filters]]", *(f"{k} = {_toml_value(v)}" for k, v in rule.items())]
         lines += ["", "[airflow]", f"schedule = {_q(self.schedule)}", f"catchup = {str(self.catchup).lower()}"]
         lines += ["", "[data-quality]", f"mode = {_q(self.dq_mode)}"]
-        lines += ["", "[table-discovery]", *(f"{k} = {v}" for k, v in self.discovery_memory.to_mapping().items()), ""]
+        lines += ["", "[table-discovery]", *(f"{k} = {v}" for k, v in self.discovery_memory.to_mapping().items())]
+        lines += ["", "[puller]", *(f"{k} = {v}" for k, v in self.puller.to_mapping().items()), ""]
         return "\n".join(lines)
 
 
@@ -181,11 +189,12 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
 
     discovery = _get(data, "table-discovery", dict, source, {})
     discovery_memory = MemoryLimitConfig.from_mapping(discovery, where=f"{source} [table-discovery]")
+    puller = PullerOptions.from_mapping(_get(data, "puller", dict, source, {}), where=f"{source} [puller]")
 
     return ChangefeedConfig(
         changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream,
         filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode,
-        discovery_memory=discovery_memory, source=source,
+        discovery_memory=discovery_memory, puller=puller, source=source,
         event_filter_rules=tuple(dict(r) for r in event_rules), ignore_txn_start_ts=tuple(txn_ts),
     )
 

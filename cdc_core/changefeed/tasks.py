@@ -31,7 +31,6 @@ from .state import advance_checkpoint, load_state, locked_state, set_error
 
 log = get_logger("cdcflow.changefeed")
 
-DEFAULT_PULL_TIMEOUT_S = 120.0
 
 
 def _client(cfg: ChangefeedConfig) -> UpstreamClient:
@@ -127,7 +126,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     # 1. The DDL puller: the history table's span first, so that the schema storage knows every
     #    table that exists at any moment of the window (tables created in it included).
     ddl_span = {ddl_history.TABLE_ID: key.table_span(ddl_history.TABLE_ID)}
-    ddl_events, _ = asyncio.run(collect_window(pd_addr, ddl_span, checkpoint, target, timeout_s=DEFAULT_PULL_TIMEOUT_S))
+    ddl_events, _ = asyncio.run(collect_window(pd_addr, ddl_span, checkpoint, target, options=cfg.puller))
     slog = _schema_log(cfg, checkpoint)
     jobs = decode_jobs(ddl_events)
     slog.advance(jobs, target)
@@ -138,7 +137,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     ids |= {j.table_info.id for j in jobs if j.table_info and flt.match(j.table_info.db_name, j.table_info.name)}
     # 2. The row changes of every table replicated at some point of the window.
     spans = {tid: key.table_span(tid) for tid in sorted(ids)}
-    rows, resolved = asyncio.run(collect_window(pd_addr, spans, checkpoint, target, timeout_s=DEFAULT_PULL_TIMEOUT_S))
+    rows, resolved = asyncio.run(collect_window(pd_addr, spans, checkpoint, target, options=cfg.puller))
     events = pa.concat_tables([ddl_events, rows])
     path = changelog.write_window(cfg.sink_uri, cfg.changefeed_id, target, events)
     with locked_state(cfg.changefeed_id) as st:

@@ -17,6 +17,7 @@ from cdc_core.codec import changelog
 from cdc_core.codec.key import table_id_of
 from cdc_core.errors import ChangefeedError
 from cdc_core.puller.matcher import RowChange
+from cdc_core.puller.options import PullerOptions
 from cdc_core.puller.subscription_client import SubscriptionClient
 
 
@@ -26,9 +27,15 @@ async def collect_window(
     checkpoint_ts: int,
     target_ts: int,
     *,
-    timeout_s: float = 60.0,
+    options: PullerOptions | None = None,
+    timeout_s: float | None = None,
 ) -> tuple[pa.Table, dict[int, int]]:
-    """Return the window's changes (bronze schema) and each span's resolved ts when it closed."""
+    """Return the window's changes (bronze schema) and each span's resolved ts when it closed.
+
+    ``timeout_s`` (default ``options.pull_timeout_s``) bounds the wait for every span to pass ``target_ts``.
+    """
+    opts = options or PullerOptions()
+    timeout_s = opts.pull_timeout_s if timeout_s is None else timeout_s
     if target_ts <= checkpoint_ts:
         return changelog.SCHEMA.empty_table(), {sid: checkpoint_ts for sid in spans}
     changes: list[RowChange] = []
@@ -37,7 +44,7 @@ async def collect_window(
         if checkpoint_ts < ch.commit_ts <= target_ts:
             changes.append(ch)
 
-    client = SubscriptionClient(pd_addr, on_change)
+    client = SubscriptionClient(pd_addr, on_change, **opts.client_kwargs())
     deadline = time.monotonic() + timeout_s
     try:
         for span_id, (start, end) in spans.items():

@@ -110,3 +110,38 @@ def test_table_discovery_errors_name_the_key(body: str, message: str) -> None:
     with pytest.raises(ConfigError) as ei:
         cfgmod.parse_config(f'changefeed-id = "a"\nsink-uri = "/x"\n[table-discovery]\n{body}\n', "feed.toml")
     assert message in str(ei.value) and "feed.toml [table-discovery]" in str(ei.value)
+
+
+def test_puller_section_parsed_round_tripped_and_reaches_the_client() -> None:
+    from cdc_core.puller.options import PullerOptions
+
+    assert cfgmod.parse_config('changefeed-id = "a"\nsink-uri = "/tmp/l"\n').puller == PullerOptions()
+    text = GOOD + """
+[puller]
+advance-interval-in-ms = 0
+workers-per-store = 4
+max-pending-bytes = 67108864
+pull-timeout-s = 7.5
+"""
+    c = cfgmod.parse_config(text, "x.toml")
+    assert c.puller == PullerOptions(advance_interval_ms=0, workers_per_store=4, max_pending_bytes=64 << 20,
+                                     pull_timeout_s=7.5)
+    kw = c.puller.client_kwargs()
+    assert (kw["advance_interval_ms"], kw["workers_per_store"], kw["max_pending_bytes"]) == (0, 4, 64 << 20)
+    assert cfgmod.parse_config(c.to_toml(), "again.toml") == c
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("advance-interval = 5", "unknown key(s) advance-interval"),
+        ("workers-per-store = 0", "`workers-per-store` must be an integer >= 1"),
+        ("advance-interval-in-ms = -1", "`advance-interval-in-ms` must be an integer >= 0"),
+        ('max-pending-bytes = "1GiB"', "`max-pending-bytes` must be an integer"),
+        ("backoff-base-ms = 500\nbackoff-max-ms = 100", "`backoff-max-ms` (100) must be >= `backoff-base-ms`"),
+    ],
+)
+def test_puller_errors_name_the_key(body: str, message: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        cfgmod.parse_config(f'changefeed-id = "a"\nsink-uri = "/x"\n[puller]\n{body}\n', "feed.toml")
+    assert message in str(ei.value) and "feed.toml [puller]" in str(ei.value)
