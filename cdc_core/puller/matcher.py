@@ -9,6 +9,7 @@ prewrite.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from cdc_core.errors import ChangefeedError
 from cdc_core.proto import cdcpb_pb2
@@ -18,10 +19,12 @@ OpType = cdcpb_pb2.Event.Row.OpType
 # Plain ints: attribute lookups on protobuf enum wrappers are slow on a per-row path.
 _PUT = int(OpType.PUT)
 _DELETE = int(OpType.DELETE)
+_OP_NAMES = {_PUT: "put", _DELETE: "delete"}
 
 
-@dataclass(frozen=True, slots=True)
-class RowChange:
+class RowChange(NamedTuple):
+    """One committed row change. A NamedTuple: built once per pulled row, so construction must be cheap."""
+
     region_id: int
     key: bytes
     op: str  # "put" | "delete"
@@ -53,7 +56,12 @@ class Matcher:
         self._held_commits: list[cdcpb_pb2.Event.Row] = []
 
     def committed(self, row: cdcpb_pb2.Event.Row) -> RowChange:
-        return self._change(row.op_type, row.key, row.start_ts, row.commit_ts, row.value, row.old_value)
+        name = _OP_NAMES.get(row.op_type)
+        if name is None:
+            _op_name(row.op_type, f"region {self.region_id}")
+        old = row.old_value
+        return RowChange(self.region_id, row.key, name, row.start_ts, row.commit_ts,  # type: ignore[arg-type]
+                         row.value if name == "put" else None, old or None)
 
     def prewrite(self, row: cdcpb_pb2.Event.Row) -> None:
         self._prewrites[(row.key, row.start_ts)] = _Prewrite(row.op_type, row.value, row.old_value)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdc_core.codec import changelog
 from cdc_core.codec.key import table_id_of
@@ -40,11 +42,10 @@ async def collect_window(
         return changelog.SCHEMA.empty_table(), {sid: checkpoint_ts for sid in spans}
     changes: list[RowChange] = []
 
-    def on_change(span_id: int, ch: RowChange) -> None:
-        if checkpoint_ts < ch.commit_ts <= target_ts:
-            changes.append(ch)
+    def on_changes(span_id: int, batch: list[RowChange]) -> None:
+        changes.extend(ch for ch in batch if checkpoint_ts < ch.commit_ts <= target_ts)
 
-    client = SubscriptionClient(pd_addr, on_change, **opts.client_kwargs())
+    client = SubscriptionClient(pd_addr, on_changes=on_changes, **opts.client_kwargs())
     deadline = time.monotonic() + timeout_s
     try:
         for span_id, (start, end) in spans.items():
@@ -72,14 +73,31 @@ async def collect_window(
 
 
 def to_arrow(changes: list[RowChange]) -> pa.Table:
+    """The changes as a bronze changelog table; columns are transposed at C speed, table ids vectorized."""
+    schema = changelog.SCHEMA
+    if not changes:
+        return schema.empty_table()
+    region_id, keys, op, start_ts, commit_ts, value, old_value = zip(*changes, strict=True)
+    key_arr = pa.array(keys, pa.binary())
     cols = {
-        "region_id": [c.region_id for c in changes],
-        "table_id": [table_id_of(c.key) for c in changes],
-        "key": [c.key for c in changes],
-        "op": [c.op for c in changes],
-        "start_ts": [c.start_ts for c in changes],
-        "commit_ts": [c.commit_ts for c in changes],
-        "value": [c.value for c in changes],
-        "old_value": [c.old_value for c in changes],
+        "region_id": pa.array(region_id, schema.field("region_id").type),
+        "table_id": pa.array(table_ids(key_arr), schema.field("table_id").type),
+        "key": key_arr,
+        "op": pa.array(op, schema.field("op").type),
+        "start_ts": pa.array(start_ts, schema.field("start_ts").type),
+        "commit_ts": pa.array(commit_ts, schema.field("commit_ts").type),
+        "value": pa.array(value, schema.field("value").type),
+        "old_value": pa.array(old_value, schema.field("old_value").type),
     }
-    return pa.table(cols, schema=changelog.SCHEMA)
+    return pa.Table.from_pydict(cols, schema=schema)
+
+
+def table_ids(keys: pa.Array) -> np.ndarray:
+    """The table id of each row key (``t`` + 8-byte sign-flipped big-endian id + ...), vectorized."""
+    ok = pc.and_(pc.starts_with(keys, pattern="t"), pc.greater_equal(pc.binary_length(keys), 9))
+    if not pc.all(ok).as_py():
+        bad = keys.filter(pc.invert(ok))[0].as_py()
+        table_id_of(bad)  # raises ValueError naming the key
+    ids = pc.binary_slice(keys, 1, 9).cast(pa.binary(8))
+    raw = np.frombuffer(ids.buffers()[1], dtype=">u8", count=len(ids), offset=ids.offset * 8)
+    return (raw ^ np.uint64(1 << 63)).astype(np.int64)
