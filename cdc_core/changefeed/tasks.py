@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from cdc_core import failpoint
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec import changelog, key, tso
 from cdc_core.errors import ChangefeedError, DataQualityError
@@ -140,6 +141,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     rows, resolved = asyncio.run(collect_window(pd_addr, spans, checkpoint, target, options=cfg.puller))
     events = pa.concat_tables([ddl_events, rows])
     path = changelog.write_window(cfg.sink_uri, cfg.changefeed_id, target, events)
+    failpoint.hit("pull.bronze_written")
     with locked_state(cfg.changefeed_id) as st:
         st.resolved_ts = max(st.resolved_ts, min(resolved.values(), default=target))
     names = sorted({t.qualified_name for tid in ids for t in [storage.table_at(tid, target) or _last(storage, tid)]
@@ -200,6 +202,7 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
                 agg["rows_deleted"] += int(st.get("rows_deleted") or 0)
                 agg["skipped"] = agg["skipped"] and bool(st.get("skipped"))
                 agg["delta_version"] = st.get("delta_version")
+            failpoint.hit("apply.dml_step_done")
             if step.upto_ts < target:  # a barrier: check the tables this step changed before the DDL
                 changed = [t for t in tables if _changed(result, t)]
                 _check_tables(cfg, changed, step.upto_ts, where=f"barrier {step.upto_ts + 1}")
@@ -220,6 +223,7 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
                     "after": job.table_info.to_json() if job.table_info else None,
                 })
                 barriers.append({"ts": job.finished_ts, "job": job.job_type, "applied": True, "result": res})
+                failpoint.hit("apply.ddl_applied")
             advance_checkpoint(cfg.changefeed_id, job.finished_ts)
     log.info("applied window", changefeed_id=cfg.changefeed_id, target_ts=target, steps=len(steps), tables=totals)
     return {"skipped": False, "tables": totals, "barriers": barriers, "steps": len(steps)}
@@ -242,6 +246,7 @@ def _check(p: dict[str, Any]) -> dict[str, Any]:
     cfg = load_config(p["changefeed_id"])
     ts = p["target_ts"]
     reports = _check_tables(cfg, _replicated_tables(cfg, ts), ts, where="window end")
+    failpoint.hit("check.done")
     return {"skipped": False, "passed": True, "tables": reports}
 
 
@@ -291,6 +296,7 @@ def publish(p: dict[str, Any], applied: dict[str, Any], checked: dict[str, Any])
     if not checked.get("passed"):
         raise ChangefeedError("refusing to publish a window whose checks did not pass")
     cid = p["changefeed_id"]
+    failpoint.hit("publish.before_checkpoint")
     advance_checkpoint(cid, p["target_ts"])
     slog = SchemaLog.load(cid)
     slog.gc(p["target_ts"])  # schema versions below the checkpoint are no longer needed

@@ -101,12 +101,17 @@ def test_noop_window_still_records_the_window(spark, sink):
     c, r = clustered_table(), rowid_table()
     # Only a delete of a key Delta never had (merge changes no file) for c; nothing at all for r.
     res = _apply(spark, sink, 100, Bronze().delete(c, 9, 50, {1: 9, 2: 9}), [c, r])
-    for name, t in (("test.c", c), ("test.r", r)):
-        assert res[name]["skipped"] is False and res[name]["rows_upserted"] == res[name]["rows_deleted"] == 0
-        assert applied_version(table_path(sink, t), app_id_for(CF)) == 100
+    # c had an event: its window is recorded even though no row changed.
+    assert res["test.c"]["skipped"] is False and res["test.c"]["rows_upserted"] == res["test.c"]["rows_deleted"] == 0
+    assert applied_version(table_path(sink, c), app_id_for(CF)) == 100
+    # r had none: no Spark work and no commit, but its (empty) table exists.
+    assert res["test.r"]["skipped"] is True and "no row events" in res["test.r"]["reason"]
+    assert applied_version(table_path(sink, r), app_id_for(CF)) is None
+    for t in (c, r):
         assert _rows(sink, t) == []
     again = apply_window(sink, CF, 100, [c, r], spark=spark)
     assert all(s["skipped"] for s in again.values())
+    assert "already applied" in again["test.c"]["reason"] and "no row events" in again["test.r"]["reason"]
 
 
 def test_missing_window_is_an_error(spark, sink):
