@@ -4,9 +4,13 @@ The table is read with delta-rs into Arrow and handed to Spark with its exact sc
 (``TIMESTAMP_NTZ`` for DATETIME), then validated by an ephemeral GX context on a Spark datasource:
 
 1. the Delta key is unique (``ExpectColumnValuesToBeUnique`` / ``ExpectCompoundColumnsToBeUnique``);
-2. the row count equals the upstream snapshot's (``mode`` "count" or "checksum");
-3. an order-independent checksum equals the upstream snapshot's (``mode`` "checksum"), validated
-   as a one-row frame with ``ExpectColumnValuesToBeInSet``.
+2. every NOT NULL column of the upstream schema version holds no NULL (``ExpectColumnValuesToNotBeNull``);
+3. the row count equals the upstream snapshot's (``mode`` "count" or "checksum");
+4. an order-independent checksum equals the upstream snapshot's (``mode`` "checksum"), validated
+   as a one-row frame with ``ExpectColumnValuesToBeInSet``;
+5. the Delta table's schema (column names, order and Arrow types, from its log) equals the schema version's
+   (``schema_equals``). This one is compared directly, not through GX: the frame GX sees is already cast to the
+   expected schema (so that 1-4 can run even on a drifted table), and the log is what every reader sees.
 
 The checksum is computed the same way from upstream JSON rows (``SELECT *``: DECIMAL/DATETIME as
 strings, ints as numbers) in Python and from the Delta table in Spark: every column of the table
@@ -248,8 +252,11 @@ def _validate(df: DataFrame, expectations: list[Any]) -> list[Any]:
         res = batch.validate(suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_KEYS})
     finally:
         ctx.data_sources.delete(name)
-    by_type: dict[str, Any] = {r.expectation_config.type: r for r in res.results}
-    out = [by_type[e.expectation_type] for e in expectations]
+    # Matched by type and column: a suite holds one NOT NULL expectation per column.
+    by_key: dict[tuple[str, Any], Any] = {
+        (r.expectation_config.type, r.expectation_config.kwargs.get("column")): r for r in res.results
+    }
+    out = [by_key[(e.expectation_type, getattr(e, "column", None))] for e in expectations]
     for r in out:
         info = r.exception_info or {}
         if info.get("raised_exception"):
@@ -291,6 +298,42 @@ def _uniqueness_result(r: Any, table: TableInfo) -> ExpectationResult:
         observed=n,
         expected=0,
         sample_keys=samples,
+    )
+
+
+def _schema_result(sink: str, table: TableInfo) -> ExpectationResult:
+    """The Delta log's schema against the schema version's (names, order, Arrow types; nullability aside)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    want = [(f.name, str(f.type)) for f in table.arrow_schema()]
+    path = table_path(sink, table)
+    got = ([(f.name, str(f.type)) for f in pa.schema(DeltaTable(path).schema().to_arrow())]
+           if DeltaTable.is_deltatable(path) else [])
+    ok = got == want
+    details = ""
+    if not ok:
+        missing = [f"{n} {t}" for n, t in want if (n, t) not in got]
+        extra = [f"{n} {t}" for n, t in got if (n, t) not in want]
+        details = f"Delta columns {got} != upstream {want}" + (f"; missing {missing}" if missing else "") + (
+            f"; unexpected {extra}" if extra else "")
+    return ExpectationResult(expectation="schema_equals", success=ok, details=details,
+                             observed=[f"{n} {t}" for n, t in got], expected=[f"{n} {t}" for n, t in want])
+
+
+def _not_null_result(column: str, r: Any, df: DataFrame, table: TableInfo) -> ExpectationResult:
+    n = int(r.result.get("unexpected_count") or 0)
+    samples: list[dict[str, Any]] = []
+    if not r.success:
+        from pyspark.sql import functions as F
+
+        key = list(table.delta_key())
+        rows = df.where(F.col(f"`{column}`").isNull()).select(*[F.col(f"`{k}`") for k in key]).limit(SAMPLE_KEYS)
+        samples = [{k: _jsonable(v) for k, v in row.asDict().items()} for row in rows.collect()]
+    return ExpectationResult(
+        expectation=f"not_null:{column}", success=bool(r.success),
+        details="" if r.success else f"NOT NULL column {column!r} holds {n} NULL(s)",
+        observed=n, expected=0, sample_keys=samples,
     )
 
 
@@ -363,8 +406,11 @@ def run_checks(
     df = df.cache()
     try:
         want_count = len(expected_rows)
-        r_unique, r_count = _validate(
-            df, [_unique_expectation(table), gxe.ExpectTableRowCountToEqual(value=want_count)]
+        not_null = [c.name for c in table.columns if not c.nullable]
+        r_unique, r_count, *r_not_null = _validate(
+            df,
+            [_unique_expectation(table), gxe.ExpectTableRowCountToEqual(value=want_count),
+             *(gxe.ExpectColumnValuesToNotBeNull(column=c) for c in not_null)],
         )
         report.results.append(_uniqueness_result(r_unique, table))
         report.row_count = int(r_count.result.get("observed_value") or 0)
@@ -391,7 +437,11 @@ def run_checks(
                     expected=want_sum,
                 )
             )
-        content_failed = [r for r in report.results[1:] if not r.success]
+        report.results.append(_schema_result(sink, table))
+        for name, r in zip(not_null, r_not_null, strict=True):
+            report.results.append(_not_null_result(name, r, df, table))
+        content_failed = [r for r in report.results
+                          if not r.success and r.expectation in ("row_count_equals", "checksum_equals")]
         if content_failed:
             samples = _diff_keys(spark, df, expected_rows, table)
             for r in content_failed:

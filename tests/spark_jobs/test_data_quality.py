@@ -83,12 +83,15 @@ def test_checks_pass_on_applied_table(spark, sink):
     _apply_rows(spark, sink, T, JSON_ROWS)
     rep = run_checks(sink, T, expected_rows=list(reversed(JSON_ROWS)), mode="checksum", ts=100, spark=spark)
     assert rep.passed, rep
-    assert [r.expectation for r in rep.results] == ["delta_key_unique", "row_count_equals", "checksum_equals"]
+    not_null = [f"not_null:{c.name}" for c in T.columns if not c.nullable]
+    assert not_null  # the typed table has NOT NULL columns
+    assert [r.expectation for r in rep.results] == [
+        "delta_key_unique", "row_count_equals", "checksum_equals", "schema_equals", *not_null]
     assert rep.row_count == 3 and rep.delta_version is not None
     rep.raise_for_failure()
     json.dumps(rep.to_dict())
     count = run_checks(sink, T, expected_rows=JSON_ROWS, mode="count", ts=100, spark=spark)
-    assert count.passed and len(count.results) == 2
+    assert count.passed and len(count.results) == 3 + len(not_null)
     off = run_checks(sink, T, expected_rows=None, mode="off", ts=100, spark=spark)
     assert off.passed and off.results == []
     with pytest.raises(ValueError):
@@ -146,7 +149,37 @@ def test_missing_table_reads_empty(spark, sink):
     df, version = read_silver(spark, sink, T)
     assert df.count() == 0 and version is None
     rep = run_checks(sink, T, expected_rows=[], mode="checksum", ts=1, spark=spark)
-    assert rep.passed
+    # The content checks pass on an empty read, but a missing Delta table is not the upstream's schema.
+    failed = [r.expectation for r in rep.results if not r.success]
+    assert failed == ["schema_equals"]
     rep = run_checks(sink, T, expected_rows=JSON_ROWS[:1], mode="checksum", ts=1, spark=spark)
     assert not rep.passed and rep.sample_keys == [{"id": "1", "_problem": "missing in Delta"}]
     assert datetime and Decimal  # imported for readers of JSON_ROWS
+
+
+def test_not_null_and_schema_drift_fail_naming_column_and_keys(spark, sink):
+    t = TableInfo(
+        id=310, db_name="test", name="nn",
+        columns=(Column(1, "a", "int", nullable=False), Column(2, "b", "varchar", nullable=False, length=5),
+                 Column(3, "v", "int")),
+        indexes=(Index("PRIMARY", ("a",), unique=True, primary=True),),
+    )  # fmt: skip
+    rows = [{"a": 1, "b": "x", "v": 1}, {"a": 2, "b": None, "v": 2}]
+    write_deltalake(table_path(sink, t), pa.Table.from_pylist(rows, schema=t.arrow_schema()))
+    rep = run_checks(sink, t, expected_rows=rows, mode="count", ts=7, spark=spark)
+    by = {r.expectation: r for r in rep.results}
+    assert not rep.passed and by["schema_equals"].success and by["not_null:a"].success
+    assert not by["not_null:b"].success and by["not_null:b"].sample_keys == [{"a": 2}]
+    with pytest.raises(DataQualityError, match="NOT NULL column 'b' holds 1 NULL"):
+        rep.raise_for_failure()
+    # The Delta table drifted: v is BIGINT there and an extra column exists.
+    drifted = pa.schema([pa.field("a", pa.int32()), pa.field("b", pa.string()), pa.field("v", pa.int64()),
+                         pa.field("extra", pa.string())])
+    good = [{"a": 1, "b": "x", "v": 1, "extra": None}]
+    write_deltalake(table_path(sink, t), pa.Table.from_pylist(good, schema=drifted), mode="overwrite",
+                    schema_mode="overwrite")
+    rep = run_checks(sink, t, expected_rows=[{"a": 1, "b": "x", "v": 1}], mode="checksum", ts=8, spark=spark)
+    by = {r.expectation: r for r in rep.results}
+    assert [r.expectation for r in rep.results if not r.success] == ["schema_equals"]
+    assert "missing ['v int32']" in by["schema_equals"].details
+    assert "unexpected ['v int64', 'extra string']" in by["schema_equals"].details
