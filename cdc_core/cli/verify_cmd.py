@@ -32,11 +32,15 @@ def verify(
     ok = True
     with UpstreamClient(resolve_pd_addr(cfg.upstream)) as c:
         tables = [t for t in load_schema(c, ts).tables_at(ts) if cfg.table_filter.match(t.db_name, t.name)]
+        efilter = cfg.event_filter
         for t in tables:
-            rows = c.query(f"SELECT * FROM `{t.db_name}`.`{t.name}`", at_ts=ts)
+            # As the barrier checks: a table whose row changes event filters drop is not compared row by row.
+            content = not (efilter.dml_specs(t.db_name, t.name) or efilter.ignore_txn_start_ts)
+            rows = c.query(f"SELECT * FROM `{t.db_name}`.`{t.name}`", at_ts=ts) if content else None
             rep = spark_engine.run_job(
                 "data_quality",
-                {"sink_uri": cfg.sink_uri, "table": t.to_json(), "expected_rows": rows, "mode": "checksum", "ts": ts},
+                {"sink_uri": cfg.sink_uri, "table": t.to_json(), "expected_rows": rows, "mode": "checksum", "ts": ts,
+                 "content": content},
             )
             ok &= bool(rep["passed"])
             print(json.dumps({"table": t.qualified_name, "ts": ts, **rep}, sort_keys=True))

@@ -1,0 +1,158 @@
+"""Issue 6's apply benchmark: a window whose net change is ``NET`` rows (default 1,000,000) applied into a Delta
+table of ``BASE`` rows (default 5,000,000), next to a bare delta-rs MERGE of the same net change set into an
+identical copy of the table, in the same run; plus rows/s through mount + split + order (the Spark pipeline
+alone, forced with Spark's ``noop`` sink).
+
+The window: 60 % of the net change updates existing rows (value + old value), 20 % deletes existing rows,
+20 % inserts new keys; a tenth of the updated keys is updated twice, so the window holds more events than its
+net change and the net-effect step has work to do. Events are real bronze rows (row keys, values encoded by
+column id), written as a bronze window and read back by :func:`spark_jobs.apply_window.apply_window`.
+
+Run: ``.venv/bin/pytest tests/bench/test_apply_bench.py -q -p no:cacheprovider --override-ini addopts= -s``
+Env: ``CDCFLOW_BENCH_BASE_ROWS`` (5000000), ``CDCFLOW_BENCH_NET_ROWS`` (1000000).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from cdc_core.codec.changelog import SCHEMA as BRONZE_SCHEMA
+from cdc_core.codec.key import row_key
+from cdc_core.codec.row import encode_row
+from cdc_core.schema.model import Column, Index, TableInfo
+
+BASE = int(os.environ.get("CDCFLOW_BENCH_BASE_ROWS", "5000000"))
+NET = int(os.environ.get("CDCFLOW_BENCH_NET_ROWS", "1000000"))
+CF = "bench"
+T0, T = 1_000, 2_000_000
+
+TABLE = TableInfo(
+    id=4321, db_name="bench", name="big",
+    columns=(Column(1, "id", "bigint", nullable=False), Column(2, "k", "int"),
+             Column(3, "c", "varchar", length=64), Column(4, "pad", "varchar", length=32)),
+    indexes=(Index("PRIMARY", ("id",), unique=True, primary=True),),
+)  # fmt: skip
+
+
+def _base_table(path: str) -> None:
+    ids = np.arange(BASE, dtype=np.int64)
+    chunk = 1_000_000
+    for lo in range(0, BASE, chunk):
+        part = ids[lo:lo + chunk]
+        data = pa.table({
+            "id": part,
+            "k": (part % 1000).astype(np.int32),
+            "c": pa.array([f"c-{i:012d}-base" for i in part.tolist()]),
+            "pad": pa.array([f"pad-{i % 977}" for i in part.tolist()]),
+        }, schema=TABLE.arrow_schema())
+        write_deltalake(path, data, mode="append")
+
+
+def _events() -> tuple[pa.Table, pa.Table]:
+    """The bronze window and the net change set it amounts to (for the bare merge)."""
+    rng = np.random.default_rng(7)
+    n_upd, n_del = int(NET * 0.6), int(NET * 0.2)
+    n_ins = NET - n_upd - n_del
+    existing = rng.choice(BASE, size=n_upd + n_del, replace=False)
+    upd, dele = existing[:n_upd].tolist(), existing[n_upd:].tolist()
+    ins = list(range(BASE, BASE + n_ins))
+    twice = set(upd[: n_upd // 10])
+    rows: dict[str, list] = {f.name: [] for f in BRONZE_SCHEMA}
+
+    def add(handle: int, op: str, ts: int, value: dict | None, old: dict | None) -> None:
+        rows["region_id"].append(1)
+        rows["table_id"].append(TABLE.id)
+        rows["key"].append(row_key(TABLE.id, handle))
+        rows["op"].append(op)
+        rows["start_ts"].append(ts - 1)
+        rows["commit_ts"].append(ts)
+        rows["value"].append(None if value is None else encode_row(value))
+        rows["old_value"].append(None if old is None else encode_row(old))
+
+    def image(h: int, tag: str) -> dict[int, object]:
+        return {1: h, 2: h % 1000, 3: f"c-{h:012d}-{tag}", 4: f"pad-{h % 977}"}
+
+    ts = T0
+    net: dict[str, list] = {"id": [], "k": [], "c": [], "pad": [], "_cdc_op": []}
+    for h in upd:
+        ts += 1
+        add(h, "put", ts, image(h, "v1"), image(h, "base"))
+    for h in twice:
+        ts += 1
+        add(h, "put", ts, image(h, "v2"), image(h, "v1"))
+    for h in dele:
+        ts += 1
+        add(h, "delete", ts, None, image(h, "base"))
+    for h in ins:
+        ts += 1
+        add(h, "put", ts, image(h, "new"), None)
+    for h, tag, op in [*((h, "v2" if h in twice else "v1", "upsert") for h in upd),
+                       *((h, "base", "delete") for h in dele), *((h, "new", "upsert") for h in ins)]:
+        img = image(h, tag)
+        for name, cid in (("id", 1), ("k", 2), ("c", 3), ("pad", 4)):
+            net[name].append(img[cid])
+        net["_cdc_op"].append(op)
+    schema = pa.schema([*TABLE.arrow_schema(), pa.field("_cdc_op", pa.string())])
+    return pa.table(rows, schema=BRONZE_SCHEMA), pa.table(net, schema=schema)
+
+
+def _bare_merge(path: str, source: pa.Table) -> float:
+    t0 = time.perf_counter()
+    (DeltaTable(path).merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+     .when_matched_delete(predicate="s._cdc_op = 'delete'")
+     .when_matched_update_all(predicate="s._cdc_op = 'upsert'", except_cols=["_cdc_op"])
+     .when_not_matched_insert_all(predicate="s._cdc_op = 'upsert'", except_cols=["_cdc_op"])
+     .execute())
+    return time.perf_counter() - t0
+
+
+@pytest.mark.spark
+def test_bench_apply_window_vs_bare_delta_rs_merge(tmp_path: Path) -> None:
+    from spark_jobs.apply_window import apply_window
+    from spark_jobs.bronze import read_bronze, write_bronze
+    from spark_jobs.delta_writer import DeltaRsWriter, table_path
+    from spark_jobs.mount import mount
+    from spark_jobs.net_effect import dedupe, net_effect
+    from spark_jobs.session import get_spark
+
+    sink = f"file://{tmp_path / 'lake'}"
+    path = table_path(sink, TABLE)
+    t0 = time.perf_counter()
+    _base_table(path)
+    bare_path = str(tmp_path / "bare")
+    shutil.copytree(path, bare_path)
+    bronze, net = _events()
+    write_bronze(sink, CF, T, bronze)
+    print(f"\nset-up: {BASE:,}-row table, {bronze.num_rows:,} events ({NET:,} net) in {time.perf_counter() - t0:.1f}s")
+
+    spark = get_spark()
+    # Mount + split + order alone (the Spark pipeline; the noop sink evaluates every column).
+    events = dedupe(read_bronze(spark, sink, CF, T, table_ids=[TABLE.id]))
+    t0 = time.perf_counter()
+    net_effect(mount(events, TABLE), TABLE, deduplicated=True).write.format("noop").mode("overwrite").save()
+    pipeline = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    res = apply_window(sink, CF, T, [TABLE], after_ts=0, spark=spark, writer=DeltaRsWriter())
+    apply = time.perf_counter() - t0
+    stats = res[TABLE.qualified_name]
+    assert stats["changes"] == NET and not stats["skipped"]
+
+    bare = _bare_merge(bare_path, net)
+    got = DeltaTable(path).to_pyarrow_table().sort_by("id")
+    want = DeltaTable(bare_path).to_pyarrow_table().sort_by("id")
+    assert got.num_rows == BASE - int(NET * 0.2) + (NET - int(NET * 0.6) - int(NET * 0.2))
+    assert got.equals(want.select(got.column_names)), "apply_window and the bare merge disagree"
+
+    print(f"apply_window ({NET:,} net change into {BASE:,} rows): {apply:6.1f}s")
+    print(f"bare delta-rs MERGE of the same net change set:        {bare:6.1f}s   ratio {apply / bare:.2f}x")
+    print(f"mount + split + order (Spark, noop sink): {bronze.num_rows / pipeline:,.0f} events/s "
+          f"({pipeline:.1f}s for {bronze.num_rows:,} events)")

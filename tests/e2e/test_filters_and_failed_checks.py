@@ -1,0 +1,150 @@
+"""End to end, issue 6: event filters through `changefeed run`, and a data-quality check that fails.
+
+* Event filters drop exactly the row changes they name (ignored deletes, inserts matching a SQL expression,
+  a whole transaction by start ts); other tables are untouched and equal the upstream; the checks of a
+  filtered table skip count and checksum (it differs from upstream on purpose) and pass.
+* A silver table changed behind cdcflow's back fails the next window's checks: the changefeed goes into
+  error with a report naming table, ts, expectation and sample keys, the checkpoint does not move, the results
+  are kept (Delta table and `changefeed query`), `cdcflow verify` exits non-zero, and runs refuse until
+  the operator resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from e2elib import cli as _cli
+from e2elib import delta_rows, upstream_rows
+from typer.testing import CliRunner
+
+from cdc_core.changefeed import runner
+from cdc_core.changefeed.dq_results import results_path
+from cdc_core.changefeed.state import load_state
+from cdc_core.cli import main as cli_main
+from cdc_core.client.upstream import UpstreamClient
+from cdc_core.codec import key as keycodec
+from cdc_core.errors import ChangefeedError, DataQualityError
+
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
+
+
+def test_event_filters_through_changefeed_run(cdc_home: Path, upstream_cluster: Any) -> None:
+    db, sink = "e2e_efilter", cdc_home / "lake"
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"""
+            CREATE DATABASE {db};
+            CREATE TABLE {db}.orders (id INT PRIMARY KEY, qty INT NOT NULL, note VARCHAR(16));
+            CREATE TABLE {db}.plain (id INT PRIMARY KEY, qty INT);
+        """)
+        start = c.get_ts()
+        [skipped] = c.execute(f"INSERT INTO {db}.orders VALUES (50, 1, 'by a batch job')")
+        skipped_start_ts = _start_ts_of(upstream_cluster, db, "orders", skipped.commit_ts)
+        c.execute(f"""
+            INSERT INTO {db}.orders VALUES (1, 5, 'small'), (2, 500, 'bulk'), (3, 7, 'keep');
+            INSERT INTO {db}.plain VALUES (1, 5), (2, 500), (3, 7);
+            DELETE FROM {db}.orders WHERE id = 3;
+            DELETE FROM {db}.plain WHERE id = 3;
+            UPDATE {db}.orders SET qty = 900 WHERE id = 1;
+            UPDATE {db}.orders SET note = 'old-big' WHERE id = 2;
+        """)
+        cfg = cdc_home / "ef.toml"
+        cfg.write_text(
+            f'changefeed-id = "ef"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+            f'[filter]\nrules = ["{db}.*"]\nignore-txn-start-ts = [{skipped_start_ts}]\n'
+            f'[[filter.event-filters]]\nmatcher = ["{db}.orders"]\nignore-event = ["delete"]\n'
+            f'ignore-insert-value-expr = "qty > 100"\n'
+            f'ignore-update-new-value-expr = "qty > 800 AND note = \'small\'"\n'
+        )
+        _cli("changefeed", "create", "--config", str(cfg))
+        t = c.get_ts()
+        runner.run_until("ef", t)
+        st = load_state("ef")
+        assert st.checkpoint_ts == t and st.state == "normal"
+        # plain: every change, equal to upstream. orders: the delete of 3 ignored, the insert of 2 (qty 500)
+        # ignored — but its later update is not, and an update is an upsert of the whole new row (what TiCDC's
+        # safe mode does too) —, the update of 1 to qty 900 ignored, and the transaction whose start ts is
+        # listed ignored as a whole (no row 50).
+        assert delta_rows(sink, db, "plain", "id") == upstream_rows(c, db, "plain", "id", t)
+        assert delta_rows(sink, db, "orders", "id") == [
+            {"id": 1, "qty": 5, "note": "small"},
+            {"id": 2, "qty": 500, "note": "old-big"},
+            {"id": 3, "qty": 7, "note": "keep"},
+        ]
+        checks = st.last_checks["tables"]
+        # Filtered tables are not compared row by row with upstream (they differ on purpose); the rest of the
+        # checks ran and passed. ignore-txn-start-ts may drop a transaction of any table, so it covers all.
+        for name, not_null in ((f"{db}.orders", {"not_null:qty", "not_null:id"}), (f"{db}.plain", {"not_null:id"})):
+            rep = checks[name]
+            assert rep["passed"] and "event filters" in rep["mode"], rep
+            assert {r["expectation"] for r in rep["results"]} == {"delta_key_unique", "schema_equals", *not_null}
+
+
+def _start_ts_of(ec: Any, db: str, table: str, commit_ts: int) -> int:
+    """The start ts of the transaction that committed at ``commit_ts`` (read from the upstream's MVCC)."""
+    start, end = keycodec.table_span(ec.faults.table_id(db, table))
+
+    def read() -> int:
+        records, _ = ec.cluster.store.versions_after(start, end, commit_ts - 1)
+        return next(r.start_ts for r in records if r.commit_ts == commit_ts)
+
+    return int(ec.call(read))
+
+
+def _cli_exit(*args: str) -> tuple[int, str]:
+    cli_main._register_once()
+    res = CliRunner().invoke(cli_main.app, list(args))
+    return res.exit_code, res.output
+
+
+def test_a_failed_check_stops_the_changefeed_with_a_report(cdc_home: Path, upstream_cluster: Any) -> None:
+    db, sink = "e2e_dqfail", cdc_home / "lake"
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.acct (id INT PRIMARY KEY, bal INT NOT NULL)")
+        start = c.get_ts()
+        c.execute(f"INSERT INTO {db}.acct VALUES (1, 10), (2, 20), (3, 30)")
+        cfg = cdc_home / "dq.toml"
+        cfg.write_text(f'changefeed-id = "dq"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                       f'[filter]\nrules = ["{db}.*"]\n')
+        _cli("changefeed", "create", "--config", str(cfg))
+        t1 = c.get_ts()
+        runner.run_until("dq", t1)
+        assert load_state("dq").checkpoint_ts == t1
+
+        # Someone "fixes" a balance in the lake by hand: row 2 now differs from the upstream.
+        path = str(sink / db / "acct")
+        rows = DeltaTable(path).to_pyarrow_table().to_pylist()
+        rows = [{**r, "bal": 999} if r["id"] == 2 else r for r in rows]
+        write_deltalake(path, pa.Table.from_pylist(rows, schema=pa.schema(DeltaTable(path).schema().to_arrow())),
+                        mode="overwrite")
+        c.execute(f"UPDATE {db}.acct SET bal = 11 WHERE id = 1")
+        t2 = c.get_ts()
+        with pytest.raises(DataQualityError) as ei:
+            runner.run_until("dq", t2)
+        msg = str(ei.value)
+        assert f"{db}.acct at ts {t2}" in msg and "checksum_equals failed" in msg and "'id': '2'" in msg, msg
+
+        st = load_state("dq")
+        assert st.state == "error" and st.checkpoint_ts == t1  # the checkpoint did not move
+        assert st.error["step"] == "check" and st.error["ts"] == t2 and "checksum_equals" in st.error["message"]
+        # `changefeed query` shows the error and the last results, naming the failed expectation and keys.
+        q = json.loads(_cli("changefeed", "query", "dq"))
+        assert q["state"] == "error" and q["checkpoint_ts"] == t1
+        failed = [r for r in q["last_checks"]["tables"][f"{db}.acct"]["results"] if not r["success"]]
+        assert [r["expectation"] for r in failed] == ["checksum_equals"]
+        assert failed[0]["sample_keys"] == [{"id": "2", "_problem": "differs"}]
+        # The results are kept in the Delta table under _cdcflow/.
+        kept = [r for r in DeltaTable(results_path(f"file://{sink}")).to_pyarrow_table().to_pylist()
+                if r["changefeed_id"] == "dq" and r["ts"] == t2 and not r["success"]]
+        assert [(r["table"], r["expectation"]) for r in kept] == [(f"{db}.acct", "checksum_equals")]
+        # verify agrees, and exits non-zero.
+        code, out = _cli_exit("verify", "dq")
+        assert code == 1 and '"passed": false' in out
+        # A changefeed in error does not run (nor move) until the operator resumes it.
+        with pytest.raises(ChangefeedError, match="error"):
+            runner.run_until("dq", c.get_ts())
+        assert load_state("dq").checkpoint_ts == t1
