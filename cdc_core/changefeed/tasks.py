@@ -100,6 +100,24 @@ def _replicated_tables(cfg: ChangefeedConfig, ts: int) -> list[TableInfo]:
     return _replicated_at(cfg, slog.storage(), ts)
 
 
+def wait_spec(p: dict[str, Any]) -> dict[str, Any]:
+    """What the deferrable wait needs: the upstream, the spans the window pulls (hex keys) and the window end.
+
+    ``already_resolved`` is true when a pull already saw every span's resolved ts at or past the window end
+    (``state.resolved_ts``): nothing to wait for.
+    """
+    cfg = load_config(p["changefeed_id"])
+    target = p["target_ts"]
+    tables = _replicated_tables(cfg, p["checkpoint_ts"])
+    spans = [key.table_span(ddl_history.TABLE_ID), *(key.table_span(t.id) for t in tables)]
+    return {
+        "pd_addr": resolve_pd_addr(cfg.upstream),
+        "spans": [[s.hex(), e.hex()] for s, e in spans],
+        "target_ts": target,
+        "already_resolved": load_state(cfg.changefeed_id).resolved_ts >= target,
+    }
+
+
 def _guard(changefeed_id: str, step: str, fn: Any, *args: Any) -> Any:
     """Run a step; a non-transient failure puts the changefeed in error (the checkpoint stays)."""
     try:

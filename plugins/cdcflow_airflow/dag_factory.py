@@ -1,6 +1,6 @@
-"""Build one Airflow DAG per changefeed: ``plan >> pull >> apply >> check >> publish``.
+"""Build one Airflow DAG per changefeed: ``plan >> wait >> pull >> apply >> check >> publish``.
 
-Each task calls the function of the same name in ``cdc_core.changefeed.tasks``, the code behind
+Each task but ``wait`` calls the function of the same name in ``cdc_core.changefeed.tasks``, the code behind
 ``cdcflow changefeed run``, so a DAG run and a CLI run do exactly the same thing.
 
 A run's window ends at its data interval end converted to a TSO (``tso.from_datetime(end,
@@ -31,13 +31,14 @@ log = logging.getLogger("cdcflow.airflow")
 DAG_ID_PREFIX = "cdcflow__"
 TAGS = ["cdcflow", "cdc"]
 OWNER = "cdcflow"
-TASK_IDS = ("plan", "pull", "apply", "check", "publish")
+TASK_IDS = ("plan", "wait", "pull", "apply", "check", "publish")
 MODES = ("incremental", "snapshot", "rebuild")
 
 # pull waits for the upstream resolved ts to pass the window end, so it gets the longest budget
 # after apply (a Spark job); plan and publish only touch local state.
 TASK_TIMEOUTS: dict[str, timedelta] = {
     "plan": timedelta(minutes=5),
+    "wait": timedelta(minutes=5),  # the worker part only; the deferred wait has its own timeout
     "pull": timedelta(hours=1),
     "apply": timedelta(hours=2),
     "check": timedelta(hours=1),
@@ -347,8 +348,12 @@ def build_dag(config: Any) -> DAG:
         def publish_task(plan, applied, checked, **context):
             return run_publish(plan, applied, checked, context)
 
+        from cdcflow_airflow.operators import ResolvedTsSensor
+
         planned = plan_task()
+        waited = ResolvedTsSensor(task_id="wait", plan=planned, execution_timeout=TASK_TIMEOUTS["wait"])
         pulled = pull_task(planned)
+        waited >> pulled
         applied = apply_task(planned)
         checked = check_task(planned)
         published = publish_task(planned, applied, checked)

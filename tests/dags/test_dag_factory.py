@@ -6,11 +6,7 @@ bodies called with a fake context and a fake ``cdc_core.changefeed.tasks``.
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
 import sys
-import tempfile
 import types
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,29 +14,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# Importing airflow reads (and writes a default airflow.cfg into) $AIRFLOW_HOME: point it at a temp
-# dir, away from ~/airflow and the developer's .airflow, for the import only, so that the environment
-# of later tests (and their subprocesses) is left as it was.
-_AIRFLOW_ENV = {
-    "AIRFLOW_HOME": tempfile.mkdtemp(prefix="cdcflow-test-airflow-"),
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-    "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-}
-atexit.register(shutil.rmtree, _AIRFLOW_ENV["AIRFLOW_HOME"], ignore_errors=True)
-_saved = {k: os.environ.get(k) for k in _AIRFLOW_ENV}
-os.environ.update(_AIRFLOW_ENV)
-try:
-    import airflow.settings  # noqa: F401
-finally:
-    for _k, _v in _saved.items():
-        if _v is None:
-            os.environ.pop(_k, None)
-        else:
-            os.environ[_k] = _v
-if str(ROOT / "plugins") not in sys.path:
-    sys.path.append(str(ROOT / "plugins"))
 
 from airflow.dag_processing.dagbag import DagBag  # noqa: E402
 from airflow.sdk import CronDataIntervalTimetable  # noqa: E402
@@ -113,11 +86,12 @@ def test_a_bad_config_is_an_import_error(cdcflow_home):
 
 
 def test_tasks_and_order(dag):
-    assert [t.task_id for t in dag.topological_sort()] == ["plan", "pull", "apply", "check", "publish"]
+    assert [t.task_id for t in dag.topological_sort()] == ["plan", "wait", "pull", "apply", "check", "publish"]
     up = {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
     assert up == {
         "plan": [],
-        "pull": ["plan"],
+        "wait": ["plan"],
+        "pull": ["plan", "wait"],
         "apply": ["plan", "pull"],
         "check": ["apply", "plan"],
         "publish": ["apply", "check", "plan"],

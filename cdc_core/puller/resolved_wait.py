@@ -1,0 +1,78 @@
+"""Wait, asynchronously, until the upstream's resolved ts passes a ts for a set of spans (the deferrable wait).
+
+Two phases, both on the event loop and both cheap while nothing can happen yet:
+
+1. **TSO**: poll PD's ``GetTS`` every ``poll_s`` until the clock passes ``target_ts`` — no resolved ts can be
+   above the current TSO, so there is nothing to subscribe to before that.
+2. **Resolved ts**: subscribe every span from ``target_ts - 1`` with a
+   :class:`~cdc_core.puller.subscription_client.SubscriptionClient` (row changes are discarded: the scan only
+   covers what committed since ``target_ts``) and wait until each span's resolved ts is at or above
+   ``target_ts``. A lock held since before ``target_ts`` keeps it below, as it must.
+
+A ``target_ts`` whose physical time is more than ``settled_after_s`` in the past is reported as passed after
+phase 1: re-scanning an old window only to learn what the window's own pull learns anyway is not worth it
+(the pull still waits for the resolved ts itself). Used by the Airflow trigger in
+``plugins/cdcflow_airflow/triggers.py``; it lives here because it is puller logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from cdc_core.codec import tso
+from cdc_core.puller.matcher import RowChange
+from cdc_core.puller.pd_client import PDClient
+from cdc_core.puller.subscription_client import SubscriptionClient
+
+__all__ = ["WaitResult", "wait_resolved"]
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    resolved_ts: int  # the minimum resolved ts over the spans when it passed (the TSO for a settled target)
+    how: str  # "resolved" | "settled"
+    seconds: float
+
+
+async def wait_resolved(
+    pd_addr: str,
+    spans: list[tuple[bytes, bytes]],
+    target_ts: int,
+    *,
+    poll_s: float = 1.0,
+    timeout_s: float = 3600.0,
+    settled_after_s: float = 60.0,
+) -> WaitResult:
+    """Return once every span's resolved ts is ``>= target_ts``; raise ``TimeoutError`` after ``timeout_s``."""
+    started = time.monotonic()
+    async with asyncio.timeout(timeout_s):
+        pd = PDClient(pd_addr)
+        try:
+            while (now := await pd.get_ts()) < target_ts:
+                await asyncio.sleep(poll_s)
+        finally:
+            await pd.close()
+        if tso.physical_ms(now) - tso.physical_ms(target_ts) > settled_after_s * 1000 or not spans:
+            return WaitResult(now, "settled", time.monotonic() - started)
+
+        def discard(span_id: int, changes: list[RowChange]) -> None:
+            pass
+
+        client = SubscriptionClient(pd_addr, on_changes=discard, area="resolved-wait")
+        try:
+            for i, (start, end) in enumerate(spans):
+                await client.subscribe(i, start, end, target_ts - 1)
+            while True:
+                client.check()
+                lowest = min(client.span_resolved_ts(i) for i in range(len(spans)))
+                if lowest >= target_ts:
+                    return WaitResult(lowest, "resolved", time.monotonic() - started)
+                client.progress.clear()
+                try:
+                    await asyncio.wait_for(client.progress.wait(), timeout=poll_s)
+                except TimeoutError:
+                    pass
+        finally:
+            await client.close()
