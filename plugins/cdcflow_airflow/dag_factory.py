@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from airflow.sdk import DAG, CronDataIntervalTimetable, Param, task
+from airflow.sdk import DAG, Asset, AssetAlias, CronDataIntervalTimetable, Param, task
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -298,12 +298,45 @@ def run_check(plan: dict, context: Mapping[str, Any]) -> dict:
     return tasks.check(plan)
 
 
+def asset_alias_for(changefeed_id: str) -> AssetAlias:
+    """The alias the publish task emits its per-table asset events under (tables are only known at run time)."""
+    return AssetAlias(name=f"{DAG_ID_PREFIX}{changefeed_id}")
+
+
+def table_asset(sink_uri: str, qualified_name: str) -> Asset:
+    """The Airflow asset of a silver Delta table: its location, named ``<sink>/<db>/<table>``."""
+    db, _, table = qualified_name.partition(".")
+    uri = f"{sink_uri.rstrip('/')}/{db}/{table}"
+    return Asset(name=uri, uri=uri, group="delta")
+
+
+def emit_asset_events(plan: Mapping[str, Any], published: Mapping[str, Any], context: Mapping[str, Any]) -> list:
+    """One asset event per Delta table the window changed, with the checkpoint ts and row counts in ``extra``."""
+    events = context.get("outlet_events")
+    if events is None or published.get("skipped"):
+        return []
+    alias = events[asset_alias_for(plan["changefeed_id"])]
+    emitted = []
+    for name, st in sorted((published.get("tables") or {}).items()):
+        if st.get("skipped") and not (st.get("rows_upserted") or st.get("rows_deleted")):
+            continue
+        asset = table_asset(plan["sink_uri"], name)
+        extra = {"changefeed_id": plan["changefeed_id"], "table": name, "checkpoint_ts": published["checkpoint_ts"],
+                 "window_start_ts": plan["checkpoint_ts"], "rows_upserted": int(st.get("rows_upserted") or 0),
+                 "rows_deleted": int(st.get("rows_deleted") or 0), "delta_version": st.get("delta_version")}
+        alias.add(asset, extra=extra)
+        emitted.append(asset.uri)
+    log.info("publish: asset events for %s", emitted or "no changed table")
+    return emitted
+
+
 def run_publish(plan: dict, applied: dict, checked: dict, context: Mapping[str, Any]) -> dict:
     if (done := _skipped("publish", plan, context)) is not None:
         return done
     from cdc_core.changefeed import tasks
 
-    return tasks.publish(plan, applied, checked)
+    published = tasks.publish(plan, applied, checked)
+    return {**published, "asset_events": emit_asset_events(plan, published, context)}
 
 
 # --- DAG construction -----------------------------------------------------------------------------
@@ -344,7 +377,8 @@ def build_dag(config: Any) -> DAG:
         def check_task(plan, **context):
             return run_check(plan, context)
 
-        @task(task_id="publish", execution_timeout=TASK_TIMEOUTS["publish"], multiple_outputs=False)
+        @task(task_id="publish", execution_timeout=TASK_TIMEOUTS["publish"], multiple_outputs=False,
+              outlets=[asset_alias_for(changefeed_id)])
         def publish_task(plan, applied, checked, **context):
             return run_publish(plan, applied, checked, context)
 

@@ -10,6 +10,7 @@ import sys
 import types
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -302,7 +303,38 @@ def test_chain_runs_the_core_tasks(dag, fake_tasks):
     out = _call(dag, "publish", plan, applied, checked, **ctx)
     assert [c[0] for c in fake_tasks.calls] == ["plan", "pull", "apply", "check", "publish"]
     assert fake_tasks.calls[-1][1:] == (applied, checked)
-    assert out == {"checkpoint_ts": plan["target_ts"]}
+    assert out == {"checkpoint_ts": plan["target_ts"], "asset_events": []}  # no outlet accessor in this context
+
+
+class _AliasEvents:
+    def __init__(self) -> None:
+        self.added: list[tuple[Any, dict]] = []
+
+    def add(self, asset: Any, extra: dict | None = None) -> None:
+        self.added.append((asset, extra or {}))
+
+
+def test_publish_emits_an_asset_event_per_changed_table(dag):
+    publish = dag.get_task("publish")
+    assert [o.name for o in publish.outlets] == ["cdcflow__orders"]  # an AssetAlias: tables come at run time
+    events: dict[Any, _AliasEvents] = {}
+
+    class Accessors(dict):
+        def __getitem__(self, key):
+            return events.setdefault(key, _AliasEvents())
+
+    plan = {"changefeed_id": "orders", "sink_uri": "file:///lake/orders", "checkpoint_ts": 100, "target_ts": 200}
+    published = {"skipped": False, "checkpoint_ts": 200, "tables": {
+        "shop.orders": {"rows_upserted": 3, "rows_deleted": 1, "skipped": False, "delta_version": 7},
+        "shop.users": {"rows_upserted": 0, "rows_deleted": 0, "skipped": True},
+    }}
+    emitted = dag_factory.emit_asset_events(plan, published, {"outlet_events": Accessors()})
+    assert emitted == ["file:///lake/orders/shop/orders"]
+    [(asset, extra)] = events[dag_factory.asset_alias_for("orders")].added
+    assert asset.uri == "file:///lake/orders/shop/orders" and asset.group == "delta"
+    assert extra == {"changefeed_id": "orders", "table": "shop.orders", "checkpoint_ts": 200, "window_start_ts": 100,
+                     "rows_upserted": 3, "rows_deleted": 1, "delta_version": 7}
+    assert dag_factory.emit_asset_events(plan, {"skipped": True}, {"outlet_events": Accessors()}) == []
 
 
 def test_skipped_plan_makes_the_rest_a_logged_no_op(dag, fake_tasks, caplog):
