@@ -3,7 +3,8 @@
 The table is read with delta-rs into Arrow and handed to Spark with its exact schema
 (``TIMESTAMP_NTZ`` for DATETIME), then validated by an ephemeral GX context on a Spark datasource:
 
-1. the Delta key is unique (``ExpectColumnValuesToBeUnique`` / ``ExpectCompoundColumnsToBeUnique``);
+1. the Delta key is unique (``ExpectColumnValuesToBeUnique`` / ``ExpectCompoundColumnsToBeUnique``), and so
+   is every other PRIMARY / UNIQUE index of the schema version, NULLs aside as MySQL does (``unique:<index>``);
 2. every NOT NULL column of the upstream schema version holds no NULL (``ExpectColumnValuesToNotBeNull``);
 3. the row count equals the upstream snapshot's (``mode`` "count" or "checksum");
 4. an order-independent checksum equals the upstream snapshot's (``mode`` "checksum"), validated
@@ -252,11 +253,17 @@ def _validate(df: DataFrame, expectations: list[Any]) -> list[Any]:
         res = batch.validate(suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_KEYS})
     finally:
         ctx.data_sources.delete(name)
-    # Matched by type and column: a suite holds one NOT NULL expectation per column.
+    # Matched by type and column(s): a suite holds one NOT NULL expectation per column, one per unique index.
+    def key(kind: str, column: Any, columns: Any) -> tuple[str, Any]:
+        return kind, column if column is not None else tuple(columns or ())
+
     by_key: dict[tuple[str, Any], Any] = {
-        (r.expectation_config.type, r.expectation_config.kwargs.get("column")): r for r in res.results
+        key(r.expectation_config.type, r.expectation_config.kwargs.get("column"),
+            r.expectation_config.kwargs.get("column_list")): r
+        for r in res.results
     }
-    out = [by_key[(e.expectation_type, getattr(e, "column", None))] for e in expectations]
+    out = [by_key[key(e.expectation_type, getattr(e, "column", None), getattr(e, "column_list", None))]
+           for e in expectations]
     for r in out:
         info = r.exception_info or {}
         if info.get("raised_exception"):
@@ -281,6 +288,35 @@ def _unique_expectation(table: TableInfo) -> Any:
     if len(key) == 1:
         return gxe.ExpectColumnValuesToBeUnique(column=key[0])
     return gxe.ExpectCompoundColumnsToBeUnique(column_list=key)  # GX wants >= 2 columns here
+
+
+def _other_unique_indexes(table: TableInfo) -> list[tuple[str, tuple[str, ...]]]:
+    """The PRIMARY / UNIQUE indexes other than the Delta key, as ``(name, columns)``."""
+    key = tuple(table.delta_key())
+    return [(ix.name, tuple(ix.columns)) for ix in table.indexes
+            if (ix.unique or ix.primary) and tuple(ix.columns) != key]
+
+
+def _index_unique_expectation(columns: tuple[str, ...]) -> Any:
+    import great_expectations.expectations as gxe
+
+    if len(columns) == 1:  # GX leaves NULLs out of column map expectations, as a MySQL UNIQUE index does
+        return gxe.ExpectColumnValuesToBeUnique(column=columns[0])
+    return gxe.ExpectCompoundColumnsToBeUnique(column_list=list(columns), ignore_row_if="any_value_is_missing")
+
+
+def _index_unique_result(name: str, columns: tuple[str, ...], r: Any) -> ExpectationResult:
+    samples: list[dict[str, Any]] = []
+    for v in r.result.get("partial_unexpected_list") or []:
+        k = {c: _jsonable(v.get(c)) for c in columns} if isinstance(v, dict) else {columns[0]: _jsonable(v)}
+        if k not in samples:
+            samples.append(k)
+    n = r.result.get("unexpected_count", 0)
+    return ExpectationResult(
+        expectation=f"unique:{name}", success=bool(r.success),
+        details="" if r.success else f"unique index {name} {list(columns)}: {n} rows share a value",
+        observed=n, expected=0, sample_keys=samples,
+    )
 
 
 def _uniqueness_result(r: Any, table: TableInfo) -> ExpectationResult:
@@ -438,14 +474,18 @@ def run_checks(
     df = df.cache()
     try:
         not_null = [c.name for c in table.columns if not c.nullable]
+        other_unique = _other_unique_indexes(table)
         want_count = len(expected_rows) if content and expected_rows is not None else None
         r_unique, *r_rest = _validate(
             df,
             [_unique_expectation(table),
              *([gxe.ExpectTableRowCountToEqual(value=want_count)] if want_count is not None else []),
-             *(gxe.ExpectColumnValuesToNotBeNull(column=c) for c in not_null)],
+             *(gxe.ExpectColumnValuesToNotBeNull(column=c) for c in not_null),
+             *(_index_unique_expectation(cols) for _, cols in other_unique)],
         )
         report.results.append(_uniqueness_result(r_unique, table))
+        r_index = r_rest[len(r_rest) - len(other_unique):] if other_unique else []
+        r_rest = r_rest[: len(r_rest) - len(other_unique)]
         r_not_null = r_rest[len(r_rest) - len(not_null):]
         if want_count is None:
             report.row_count = int(df.count())
@@ -456,6 +496,8 @@ def run_checks(
         report.results.append(_schema_result(sink, table))
         for name, r in zip(not_null, r_not_null, strict=True):
             report.results.append(_not_null_result(name, r, df, table))
+        for (ix_name, cols), r in zip(other_unique, r_index, strict=True):
+            report.results.append(_index_unique_result(ix_name, cols, r))
         content_failed = [r for r in report.results
                           if not r.success and r.expectation in ("row_count_equals", "checksum_equals")]
         if content_failed:

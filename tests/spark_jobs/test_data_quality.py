@@ -183,3 +183,27 @@ def test_not_null_and_schema_drift_fail_naming_column_and_keys(spark, sink):
     assert [r.expectation for r in rep.results if not r.success] == ["schema_equals"]
     assert "missing ['v int32']" in by["schema_equals"].details
     assert "unexpected ['v int64', 'extra string']" in by["schema_equals"].details
+
+
+def test_unique_indexes_besides_the_key_are_checked_nulls_aside(spark, sink):
+    t = TableInfo(
+        id=320, db_name="test", name="uk",
+        columns=(Column(1, "id", "int", nullable=False), Column(2, "email", "varchar", length=16),
+                 Column(3, "a", "int"), Column(4, "b", "int")),
+        indexes=(Index("PRIMARY", ("id",), unique=True, primary=True), Index("uk_email", ("email",), unique=True),
+                 Index("uk_ab", ("a", "b"), unique=True)),
+    )  # fmt: skip
+    rows = [{"id": 1, "email": "x", "a": 1, "b": None}, {"id": 2, "email": None, "a": 1, "b": None},
+            {"id": 3, "email": None, "a": 2, "b": 2}]  # fmt: skip
+    write_deltalake(table_path(sink, t), pa.Table.from_pylist(rows, schema=t.arrow_schema()))
+    rep = run_checks(sink, t, expected_rows=rows, mode="checksum", ts=9, spark=spark)
+    by = {r.expectation: r for r in rep.results}
+    assert rep.passed, rep  # NULLs never collide in a UNIQUE index
+    assert by["unique:uk_email"].success and by["unique:uk_ab"].success
+    dup = [*rows, {"id": 4, "email": "x", "a": 2, "b": 2}]
+    write_deltalake(table_path(sink, t), pa.Table.from_pylist(dup, schema=t.arrow_schema()), mode="overwrite")
+    rep = run_checks(sink, t, expected_rows=dup, mode="checksum", ts=10, spark=spark)
+    by = {r.expectation: r for r in rep.results}
+    assert [r.expectation for r in rep.results if not r.success] == ["unique:uk_email", "unique:uk_ab"]
+    assert by["unique:uk_email"].sample_keys == [{"email": "x"}]
+    assert by["unique:uk_ab"].sample_keys == [{"a": 2, "b": 2}]
