@@ -36,6 +36,10 @@ proto: venv
 lock: venv
 	$(PY) -m uv pip compile pyproject.toml --all-extras --python-version 3.11 --generate-hashes --universal -o requirements.lock
 
+## airflow: Airflow standalone with the project's dags and plugins on 127.0.0.1:8080 (prints the login)
+airflow: venv
+	@bash scripts/airflow_standalone.sh
+
 ## bench: benchmarks (not part of `make test`)
 bench: venv
 	$(VENV)/bin/pytest tests/bench -q -p no:cacheprovider --override-ini addopts= -s
