@@ -126,14 +126,16 @@ def apply_window(
     events = read_bronze(spark, sink, changefeed_id, window_end_ts, table_ids=[t.id for t, _ in pending])
     if after_ts is not None:
         events = events.where(F.col("commit_ts") > F.lit(after_ts))
-    events = dedupe(events.where(F.col("commit_ts") <= F.lit(upto)))
-    cached = len(pending) > 1
+    events = events.where(F.col("commit_ts") <= F.lit(upto))
+    # Tables without a row event in the step need no Spark work and no commit: one action over the table_id
+    # column alone (Parquet reads just that column; no dedupe shuffle) finds them. Not committing is safe: a
+    # re-run finds no events for them again.
+    present = {int(r[0]) for r in events.select("table_id").distinct().collect()}
+    events = dedupe(events)
+    cached = sum(1 for t, _ in pending if t.id in present) > 1
     if cached:
         events = events.cache()
     try:
-        # Tables without a row event in the step need no Spark work and no commit: one action finds them.
-        # (Not committing is safe: a re-run finds no events for them again.)
-        present = {int(r[0]) for r in events.select("table_id").distinct().collect()}
         for t, filters in pending:
             path = table_path(sink, t)
             if t.id not in present:
