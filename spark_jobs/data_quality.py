@@ -155,19 +155,37 @@ def spark_schema_ddl(table: TableInfo) -> str:
     return ", ".join(f"`{n}` {t}" for n, t in image_columns(table))
 
 
-def read_silver(spark: SparkSession, sink: str, table: TableInfo) -> tuple[DataFrame, int | None]:
+def version_as_of(path: str, ts: int) -> int | None:
+    """The newest Delta version of ``path`` whose cdcflow commit ts (``cdcflow.ts`` in the commit's metadata) is
+    ``<= ts`` — the table as the changefeed had it at ``ts``. Commits without it (creation) count as ts 0."""
+    from deltalake import DeltaTable
+
+    best = None
+    for info in DeltaTable(path).history():
+        if int(info.get("cdcflow.ts") or 0) <= ts and (best is None or int(info["version"]) > best):
+            best = int(info["version"])
+    return best
+
+
+def read_silver(
+    spark: SparkSession, sink: str, table: TableInfo, as_of_ts: int | None = None
+) -> tuple[DataFrame, int | None]:
     """The silver table as a Spark DataFrame (via delta-rs and Arrow) and its Delta version.
 
-    A table that does not exist yet reads as empty (version None).
+    A table that does not exist yet reads as empty (version None). ``as_of_ts`` reads it as of that ts (Delta
+    time travel to :func:`version_as_of`), for checks of a ts below the checkpoint.
     """
     import pyarrow as pa
     from deltalake import DeltaTable
 
     path = table_path(sink, table)
     schema = table.arrow_schema()
-    if not DeltaTable.is_deltatable(path):
+    version = None
+    if DeltaTable.is_deltatable(path) and as_of_ts is not None:
+        version = version_as_of(path, as_of_ts)
+    if not DeltaTable.is_deltatable(path) or (as_of_ts is not None and version is None):
         return spark.createDataFrame(schema.empty_table(), schema=spark_schema_ddl(table)), None
-    dt = DeltaTable(path)
+    dt = DeltaTable(path, version=version)
     data = dt.to_pyarrow_table(columns=[n for n in schema.names if n in dt.schema().to_arrow().names])
     cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
             for f in schema]  # fmt: skip
@@ -305,12 +323,18 @@ def _index_unique_expectation(columns: tuple[str, ...]) -> Any:
     return gxe.ExpectCompoundColumnsToBeUnique(column_list=list(columns), ignore_row_if="any_value_is_missing")
 
 
-def _index_unique_result(name: str, columns: tuple[str, ...], r: Any) -> ExpectationResult:
+def _unexpected_samples(r: Any, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The distinct offending values of a GX uniqueness result, as ``{column: value}``."""
     samples: list[dict[str, Any]] = []
     for v in r.result.get("partial_unexpected_list") or []:
         k = {c: _jsonable(v.get(c)) for c in columns} if isinstance(v, dict) else {columns[0]: _jsonable(v)}
         if k not in samples:
             samples.append(k)
+    return samples
+
+
+def _index_unique_result(name: str, columns: tuple[str, ...], r: Any) -> ExpectationResult:
+    samples = _unexpected_samples(r, columns)
     n = r.result.get("unexpected_count", 0)
     return ExpectationResult(
         expectation=f"unique:{name}", success=bool(r.success),
@@ -321,11 +345,7 @@ def _index_unique_result(name: str, columns: tuple[str, ...], r: Any) -> Expecta
 
 def _uniqueness_result(r: Any, table: TableInfo) -> ExpectationResult:
     key = list(table.delta_key())
-    samples: list[dict[str, Any]] = []
-    for v in r.result.get("partial_unexpected_list") or []:
-        k = {c: _jsonable(v.get(c)) for c in key} if isinstance(v, dict) else {key[0]: _jsonable(v)}
-        if k not in samples:
-            samples.append(k)
+    samples = _unexpected_samples(r, key)
     n = r.result.get("unexpected_count", 0)
     return ExpectationResult(
         expectation="delta_key_unique",
@@ -364,14 +384,15 @@ def _content_results(
     return out
 
 
-def _schema_result(sink: str, table: TableInfo) -> ExpectationResult:
-    """The Delta log's schema against the schema version's (names, order, Arrow types; nullability aside)."""
+def _schema_result(sink: str, table: TableInfo, version: int | None = None) -> ExpectationResult:
+    """The Delta log's schema (at ``version``, default the latest) against the schema version's (names, order,
+    Arrow types; nullability aside)."""
     import pyarrow as pa
     from deltalake import DeltaTable
 
     want = [(f.name, str(f.type)) for f in table.arrow_schema()]
     path = table_path(sink, table)
-    got = ([(f.name, str(f.type)) for f in pa.schema(DeltaTable(path).schema().to_arrow())]
+    got = ([(f.name, str(f.type)) for f in pa.schema(DeltaTable(path, version=version).schema().to_arrow())]
            if DeltaTable.is_deltatable(path) else [])
     ok = got == want
     details = ""
@@ -447,6 +468,7 @@ def run_checks(
     ts: int,
     spark: SparkSession | None = None,
     content: bool = True,
+    as_of_ts: int | None = None,
 ) -> CheckReport:
     """Check the silver table of ``table`` against the upstream snapshot at ``ts``.
 
@@ -470,7 +492,7 @@ def run_checks(
     from spark_jobs.session import get_spark
 
     spark = spark or get_spark()
-    df, report.delta_version = read_silver(spark, sink, table)
+    df, report.delta_version = read_silver(spark, sink, table, as_of_ts)
     df = df.cache()
     try:
         not_null = [c.name for c in table.columns if not c.nullable]
@@ -493,7 +515,7 @@ def run_checks(
             assert expected_rows is not None
             report.results.extend(_content_results(spark, df, table, expected_rows, r_rest[0], mode))
             report.row_count = int(report.results[1].observed or 0)
-        report.results.append(_schema_result(sink, table))
+        report.results.append(_schema_result(sink, table, report.delta_version))
         for name, r in zip(not_null, r_not_null, strict=True):
             report.results.append(_not_null_result(name, r, df, table))
         for (ix_name, cols), r in zip(other_unique, r_index, strict=True):
@@ -523,6 +545,7 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     return run_checks(
         args["sink_uri"], table, expected_rows=args.get("expected_rows"), mode=args.get("mode", "checksum"),
         ts=int(args["ts"]), content=bool(args.get("content", True)),
+        as_of_ts=None if args.get("as_of_ts") is None else int(args["as_of_ts"]),
     ).to_dict()  # fmt: skip
 
 

@@ -40,7 +40,9 @@ def verify(
             rep = spark_engine.run_job(
                 "data_quality",
                 {"sink_uri": cfg.sink_uri, "table": t.to_json(), "expected_rows": rows, "mode": "checksum", "ts": ts,
-                 "content": content},
+                 "content": content,
+                 # Below the checkpoint, the Delta table as it was at ts (time travel by the commits' cdcflow.ts).
+                 "as_of_ts": ts if ts < st.checkpoint_ts else None},
             )
             ok &= bool(rep["passed"])
             print(json.dumps({"table": t.qualified_name, "ts": ts, **rep}, sort_keys=True))
