@@ -32,6 +32,7 @@ from cdc_core.upstream.mvcc import Mutation, MvccError, Op
 ERRORS = "cdcflow_puller_region_errors_total"
 SPAN = 1
 STORM_CHANGES = int(os.environ.get("CDCFLOW_STORM_CHANGES", "100000"))
+STORM_MIN_SECONDS = float(os.environ.get("CDCFLOW_STORM_MIN_SECONDS", "12"))  # the storm overlaps the whole workload
 
 log = get_logger("tests.puller.faults")
 
@@ -134,6 +135,9 @@ class Workload:
     rows_per_txn: int = 8
     max_open: int = 16
     seed: int = 7
+    # Spread the changes over at least this long, so that the storm overlaps the whole workload however fast
+    # the client and the machine are (a rate limit of the generator; 0 = as fast as possible).
+    min_seconds: float = 0.0
     committed: int = 0
     rolled_back: int = 0
     last_commit_ts: int = 0
@@ -145,7 +149,13 @@ class Workload:
         store, tso = cluster.store, cluster.tso
         rng = random.Random(self.seed)
         locked: set[bytes] = set()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
         while self.committed < self.target_changes or self._open:
+            if self.min_seconds:
+                ahead = self.committed / self.target_changes * self.min_seconds - (loop.time() - t0)
+                if ahead > 0:
+                    await asyncio.sleep(min(ahead, 0.05))
             if self.committed < self.target_changes:
                 keys = {keycodec.row_key(self.table_id, rng.randrange(-self.keys // 2, self.keys // 2))
                         for _ in range(self.rows_per_txn)} - locked
@@ -230,7 +240,7 @@ def test_fault_storm_every_change_arrives(multi_cluster: Any, multi_client: Any)
     db = "faults_storm"
     tid, span = make_table(multi_client, multi_cluster, db)
     multi_cluster.faults.split_table(db, "t", lo=-2_500, hi=2_500, regions=8)
-    workload = Workload(tid, STORM_CHANGES)
+    workload = Workload(tid, STORM_CHANGES, min_seconds=STORM_MIN_SECONDS)
     storm = Storm(multi_cluster, db, tid)
 
     async def main() -> None:
@@ -247,6 +257,19 @@ def test_fault_storm_every_change_arrives(multi_cluster: Any, multi_client: Any)
                 await faults
             for store in (1, 2, 3):  # every store up again
                 await asyncio.to_thread(multi_cluster.faults.start_store, store)
+            await caught_up(client, workload.last_commit_ts, timeout=120)
+            # The storm is random and the workload can outrun it (a transfer may land on a region that is a hole
+            # at that moment): make sure each error path below ran at least once on the open feed.
+            if counter(reg, ERRORS, kind="not_leader") == 0:
+                locked = {r.region_id for r in client.span_lock(SPAN).iter_locked() if r.initialized}
+                regions = await asyncio.to_thread(multi_cluster.faults.table_regions, db, "t")
+                r = next(r for r in regions if r.id in locked)
+                await asyncio.to_thread(multi_cluster.faults.transfer_leader, r.id, r.leader_store_id % 3 + 1)
+                await until(lambda: counter(reg, ERRORS, kind="not_leader") >= 1, 20, "a NotLeader", client.check)
+            if counter(reg, ERRORS, kind="stream_broken") == 0:
+                await asyncio.to_thread(multi_cluster.faults.drop_streams, 0)
+                await until(lambda: counter(reg, ERRORS, kind="stream_broken") >= 1, 20, "a broken stream",
+                            client.check)
             await caught_up(client, workload.last_commit_ts, timeout=120)
             elapsed = time.monotonic() - t0
             expected, dups = check_history(multi_cluster, span, rec, start_ts, workload.last_commit_ts)
