@@ -498,28 +498,26 @@ def run_checks(
         not_null = [c.name for c in table.columns if not c.nullable]
         other_unique = _other_unique_indexes(table)
         want_count = len(expected_rows) if content and expected_rows is not None else None
-        r_unique, *r_rest = _validate(
-            df,
-            [_unique_expectation(table),
-             *([gxe.ExpectTableRowCountToEqual(value=want_count)] if want_count is not None else []),
-             *(gxe.ExpectColumnValuesToNotBeNull(column=c) for c in not_null),
-             *(_index_unique_expectation(cols) for _, cols in other_unique)],
-        )
-        report.results.append(_uniqueness_result(r_unique, table))
-        r_index = r_rest[len(r_rest) - len(other_unique):] if other_unique else []
-        r_rest = r_rest[: len(r_rest) - len(other_unique)]
-        r_not_null = r_rest[len(r_rest) - len(not_null):]
+        # One GX run for every expectation on the table's frame, results by name.
+        named: dict[str, Any] = {"key": _unique_expectation(table)}
+        if want_count is not None:
+            named["count"] = gxe.ExpectTableRowCountToEqual(value=want_count)
+        named.update({f"not_null:{c}": gxe.ExpectColumnValuesToNotBeNull(column=c) for c in not_null})
+        named.update({f"index:{n}": _index_unique_expectation(cols) for n, cols in other_unique})
+        got = dict(zip(named, _validate(df, list(named.values())), strict=True))
+        report.results.append(_uniqueness_result(got["key"], table))
         if want_count is None:
             report.row_count = int(df.count())
         else:
             assert expected_rows is not None
-            report.results.extend(_content_results(spark, df, table, expected_rows, r_rest[0], mode))
-            report.row_count = int(report.results[1].observed or 0)
+            content_results = _content_results(spark, df, table, expected_rows, got["count"], mode)
+            report.results.extend(content_results)
+            report.row_count = int(content_results[0].observed or 0)
         report.results.append(_schema_result(sink, table, report.delta_version))
-        for name, r in zip(not_null, r_not_null, strict=True):
-            report.results.append(_not_null_result(name, r, df, table))
-        for (ix_name, cols), r in zip(other_unique, r_index, strict=True):
-            report.results.append(_index_unique_result(ix_name, cols, r))
+        for c in not_null:
+            report.results.append(_not_null_result(c, got[f"not_null:{c}"], df, table))
+        for ix_name, cols in other_unique:
+            report.results.append(_index_unique_result(ix_name, cols, got[f"index:{ix_name}"]))
         content_failed = [r for r in report.results
                           if not r.success and r.expectation in ("row_count_equals", "checksum_equals")]
         if content_failed:

@@ -35,7 +35,7 @@ def verify(
         efilter = cfg.event_filter
         for t in tables:
             # As the barrier checks: a table whose row changes event filters drop is not compared row by row.
-            content = not (efilter.dml_specs(t.db_name, t.name) or efilter.ignore_txn_start_ts)
+            content = not efilter.drops_rows_of(t.db_name, t.name)
             rows = c.query(f"SELECT * FROM `{t.db_name}`.`{t.name}`", at_ts=ts) if content else None
             rep = spark_engine.run_job(
                 "data_quality",

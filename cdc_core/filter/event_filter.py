@@ -155,6 +155,12 @@ class EventFilter:
         """The DML filters that apply to ``schema.table``, in the form the Spark job evaluates."""
         return [r.dml_spec() for r in self.rules if r.filters_dml and r.matcher.match(schema, table)]
 
+    def drops_rows_of(self, schema: str, table: str) -> bool:
+        """Whether row changes of ``schema.table`` may be dropped on purpose (a DML filter matches it, or
+        ``ignore-txn-start-ts`` is set: a listed transaction may touch any table), so that the table need not
+        equal the upstream row for row."""
+        return bool(self.ignore_txn_start_ts or self.dml_specs(schema, table))
+
     def ignores_ddl(self, job_type: str, query: str, schema: str | None, table: str | None) -> bool:
         """Whether a DDL is not applied downstream (it still updates the schema storage)."""
         for r in self.rules:

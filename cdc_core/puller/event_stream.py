@@ -472,23 +472,11 @@ class EventStream:
         ratio = area.pending_bytes / area.max_pending_bytes
         if not area.paused and ratio >= self.pause_ratio:
             area.paused = True
-            log.info(
-                "subscription client pause push region event",
-                area=str(area.id),
-                pending_bytes=area.pending_bytes,
-                max_pending_bytes=area.max_pending_bytes,
-                ratio=round(ratio, 3),
-            )
+            _log_pause(area, ratio)
             self._relieve(area, self._clock())
         elif area.paused and ratio < self.resume_ratio:
             area.paused = False
-            log.info(
-                "subscription client resume push region event",
-                area=str(area.id),
-                pending_bytes=area.pending_bytes,
-                max_pending_bytes=area.max_pending_bytes,
-                ratio=round(ratio, 3),
-            )
+            _log_pause(area, ratio)
             waiters, area._resume_waiters = area._resume_waiters, []
             for fut in waiters:
                 if not fut.done():
@@ -543,6 +531,17 @@ class EventStream:
             freed_bytes=freed,
             resync_regions=len(path.resync),
         )
+
+
+def _log_pause(area: Area, ratio: float) -> None:
+    """The operator's signal (seed 000): ``subscription client pause|resume push region event``."""
+    log.info(
+        f"subscription client {'pause' if area.paused else 'resume'} push region event",
+        area=str(area.id),
+        pending_bytes=area.pending_bytes,
+        max_pending_bytes=area.max_pending_bytes,
+        ratio=round(ratio, 3),
+    )
 
 
 def _resolved_event(ids: NDArray[np.uint64], ts: int | NDArray[np.uint64], seq: int) -> RegionEvent:

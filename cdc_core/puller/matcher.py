@@ -56,12 +56,7 @@ class Matcher:
         self._held_commits: list[cdcpb_pb2.Event.Row] = []
 
     def committed(self, row: cdcpb_pb2.Event.Row) -> RowChange:
-        name = _OP_NAMES.get(row.op_type)
-        if name is None:
-            _op_name(row.op_type, f"region {self.region_id}")
-        old = row.old_value
-        return RowChange(self.region_id, row.key, name, row.start_ts, row.commit_ts,  # type: ignore[arg-type]
-                         row.value if name == "put" else None, old or None)
+        return self._change(row.op_type, row.key, row.start_ts, row.commit_ts, row.value, row.old_value)
 
     def prewrite(self, row: cdcpb_pb2.Event.Row) -> None:
         self._prewrites[(row.key, row.start_ts)] = _Prewrite(row.op_type, row.value, row.old_value)
@@ -91,8 +86,6 @@ class Matcher:
         return out
 
     def _change(self, op: int, key: bytes, start_ts: int, commit_ts: int, value: bytes, old: bytes) -> RowChange:
-        name = _op_name(op, f"region {self.region_id}")
-        return RowChange(
-            region_id=self.region_id, key=key, op=name, start_ts=start_ts, commit_ts=commit_ts,
-            value=value if name == "put" else None, old_value=old or None,
-        )
+        name = _OP_NAMES.get(op) or _op_name(op, f"region {self.region_id}")  # the latter raises
+        # Positional: this runs once per pulled row.
+        return RowChange(self.region_id, key, name, start_ts, commit_ts, value if name == "put" else None, old or None)

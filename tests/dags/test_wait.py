@@ -58,10 +58,13 @@ def test_trigger_fires_once_the_resolved_ts_passes_a_window_end_ahead(upstream_c
     assert time.monotonic() - t0 >= 1.0  # it really waited for the clock to pass the window end
 
 
-def test_trigger_reports_a_timeout() -> None:
-    far = tso.compose(tso.now_physical_ms() + 3_600_000)
-    ev = asyncio.run(_first_event(ResolvedTsTrigger("127.0.0.1:1", [], far, poll_s=0.05, timeout_s=0.3)))
-    assert ev["status"] in ("timeout", "error") and ev["target_ts"] == far
+def test_trigger_reports_a_timeout_and_an_error(upstream_cluster: Any) -> None:
+    far = tso.compose(tso.now_physical_ms() + 3_600_000)  # an hour ahead: the wait cannot end in time
+    ev = asyncio.run(_first_event(ResolvedTsTrigger(upstream_cluster.pd_addr, [], far, poll_s=0.05, timeout_s=0.3)))
+    assert ev["status"] == "timeout" and ev["target_ts"] == far and "did not pass" in ev["message"]
+    # A PD address nobody serves: an error event naming the failure, not a hang.
+    ev = asyncio.run(_first_event(ResolvedTsTrigger("127.0.0.1:1", [], far, poll_s=0.05, timeout_s=30)))
+    assert ev["status"] == "error" and ev["message"], ev
 
 
 @pytest.fixture

@@ -1,17 +1,22 @@
 """Helpers for subscription-client tests: a recorder that checks the puller's promises as events arrive,
-the upstream's MVCC history of a span (the ground truth), and condition waits for asyncio tests."""
+the upstream's MVCC history of a span (the ground truth), condition waits for asyncio tests, a test table and
+a client pulling one span (``pulling``)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from cdc_core.codec import key as keycodec
+from cdc_core.puller.backoff import Backoff
 from cdc_core.puller.matcher import RowChange
+from cdc_core.puller.subscription_client import SubscriptionClient
 
 Change = tuple[bytes, int, str]  # (key, commit_ts, op): what downstream dedup keys on
 
@@ -85,3 +90,34 @@ async def until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "con
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+ERRORS = "cdcflow_puller_region_errors_total"
+SPAN = 1  # the span id `pulling` subscribes
+
+
+def make_table(client: Any, ec: Any, db: str, name: str = "t", *, create_db: bool = False
+               ) -> tuple[int, tuple[bytes, bytes]]:
+    """Create ``db.name (a INT PRIMARY KEY, b INT)``; its table id and row span."""
+    client.execute(f"{f'CREATE DATABASE {db}; ' if create_db else ''}USE {db}; "
+                   f"CREATE TABLE {name} (a INT PRIMARY KEY, b INT)")
+    tid = ec.faults.table_id(db, name)
+    return tid, keycodec.table_span(tid)
+
+
+@asynccontextmanager
+async def pulling(
+    pd_addr: str, span: tuple[bytes, bytes], start_ts: int, **kw: Any
+) -> AsyncIterator[tuple[SubscriptionClient, Recorder, CollectorRegistry]]:
+    """A client pulling ``span`` as span ``SPAN`` into a Recorder; on exit, no failure and no promise broken."""
+    rec = Recorder()
+    reg = CollectorRegistry()
+    kw.setdefault("backoff", Backoff(base_ms=20, max_ms=500))
+    client = SubscriptionClient(pd_addr, rec.on_change, on_resolved=rec.on_resolved, registry=reg, **kw)
+    try:
+        await client.subscribe(SPAN, span[0], span[1], start_ts)
+        yield client, rec, reg
+        client.check()
+        assert not rec.violations, rec.violations[:5]
+    finally:
+        await client.close()

@@ -14,49 +14,31 @@ import asyncio
 import os
 import random
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-from pullerlib import Recorder, assert_exactly_once_after_dedup, counter, mvcc_history, until
+from pullerlib import (
+    ERRORS,
+    SPAN,
+    Recorder,
+    assert_exactly_once_after_dedup,
+    counter,
+    make_table,
+    mvcc_history,
+    pulling,
+    until,
+)
 
 from cdc_core.codec import key as keycodec
 from cdc_core.log import get_logger
-from cdc_core.puller.backoff import Backoff
 from cdc_core.puller.subscription_client import SubscriptionClient
 from cdc_core.upstream.faults import FaultError
 from cdc_core.upstream.mvcc import Mutation, MvccError, Op
 
-ERRORS = "cdcflow_puller_region_errors_total"
-SPAN = 1
 STORM_CHANGES = int(os.environ.get("CDCFLOW_STORM_CHANGES", "100000"))
 STORM_MIN_SECONDS = float(os.environ.get("CDCFLOW_STORM_MIN_SECONDS", "12"))  # the storm overlaps the whole workload
 
 log = get_logger("tests.puller.faults")
-
-
-@asynccontextmanager
-async def pulling(pd_addr: str, span: tuple[bytes, bytes], start_ts: int
-                  ) -> AsyncIterator[tuple[SubscriptionClient, Recorder, CollectorRegistry]]:
-    rec = Recorder()
-    reg = CollectorRegistry()
-    client = SubscriptionClient(pd_addr, rec.on_change, on_resolved=rec.on_resolved, registry=reg,
-                                backoff=Backoff(base_ms=20, max_ms=500))
-    try:
-        await client.subscribe(SPAN, span[0], span[1], start_ts)
-        yield client, rec, reg
-        client.check()
-        assert not rec.violations, rec.violations[:5]
-    finally:
-        await client.close()
-
-
-def make_table(client: Any, ec: Any, db: str) -> tuple[int, tuple[bytes, bytes]]:
-    client.execute(f"CREATE DATABASE {db}; USE {db}; CREATE TABLE t (a INT PRIMARY KEY, b INT)")
-    tid = ec.faults.table_id(db, "t")
-    return tid, keycodec.table_span(tid)
 
 
 async def sql(client: Any, stmt: str) -> int:
@@ -82,7 +64,7 @@ def check_history(ec: Any, span: tuple[bytes, bytes], rec: Recorder, start_ts: i
 
 def test_not_leader_is_retried_on_the_new_leader(multi_cluster: Any, multi_client: Any) -> None:
     db = "faults_not_leader"
-    _, span = make_table(multi_client, multi_cluster, db)
+    _, span = make_table(multi_client, multi_cluster, db, create_db=True)
 
     async def main() -> None:
         start_ts = multi_client.get_ts()
@@ -102,7 +84,7 @@ def test_not_leader_is_retried_on_the_new_leader(multi_cluster: Any, multi_clien
 
 def test_stopped_store_moves_its_regions_to_the_new_leaders(multi_cluster: Any, multi_client: Any) -> None:
     db = "faults_stop_store"
-    _, span = make_table(multi_client, multi_cluster, db)
+    _, span = make_table(multi_client, multi_cluster, db, create_db=True)
     led = {r.leader_store_id for r in multi_cluster.faults.table_regions(db, "t")}
     victim = min(led)
 
@@ -238,7 +220,7 @@ def test_fault_storm_every_change_arrives(multi_cluster: Any, multi_client: Any)
     import threading
 
     db = "faults_storm"
-    tid, span = make_table(multi_client, multi_cluster, db)
+    tid, span = make_table(multi_client, multi_cluster, db, create_db=True)
     multi_cluster.faults.split_table(db, "t", lo=-2_500, hi=2_500, regions=8)
     workload = Workload(tid, STORM_CHANGES, min_seconds=STORM_MIN_SECONDS)
     storm = Storm(multi_cluster, db, tid)

@@ -5,45 +5,26 @@ region error kind is recovered from (or, for GC, fails the subscription clearly)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from pullerlib import Recorder, assert_exactly_once_after_dedup, counter, mvcc_history, until
+from pullerlib import (
+    ERRORS,
+    SPAN,
+    Recorder,
+    assert_exactly_once_after_dedup,
+    counter,
+    make_table,
+    mvcc_history,
+    pulling,
+    until,
+)
 
-from cdc_core.codec import key as keycodec
 from cdc_core.codec import tso
 from cdc_core.errors import ChangefeedError
-from cdc_core.puller.backoff import Backoff
 from cdc_core.puller.subscription_client import SubscriptionClient
-
-ERRORS = "cdcflow_puller_region_errors_total"
-SPAN = 1
-
-
-@asynccontextmanager
-async def pulling(
-    pd_addr: str, span: tuple[bytes, bytes], start_ts: int, **kw: Any
-) -> AsyncIterator[tuple[SubscriptionClient, Recorder, CollectorRegistry]]:
-    rec = Recorder()
-    reg = CollectorRegistry()
-    kw.setdefault("backoff", Backoff(base_ms=20, max_ms=500))
-    client = SubscriptionClient(pd_addr, rec.on_change, on_resolved=rec.on_resolved, registry=reg, **kw)
-    try:
-        await client.subscribe(SPAN, span[0], span[1], start_ts)
-        yield client, rec, reg
-        client.check()
-        assert not rec.violations, rec.violations[:5]
-    finally:
-        await client.close()
-
-
-def make_table(client: Any, ec: Any, db: str, name: str = "t") -> tuple[int, tuple[bytes, bytes]]:
-    client.execute(f"USE {db}; CREATE TABLE {name} (a INT PRIMARY KEY, b INT)")
-    tid = ec.faults.table_id(db, name)
-    return tid, keycodec.table_span(tid)
 
 
 async def sql(client: Any, stmt: str) -> int:
