@@ -19,7 +19,12 @@ name                           reached
 ``apply.ddl_applied``          a DDL is applied to Delta, the checkpoint not yet at its ts
 ``check.done``                 the window's checks passed, nothing published
 ``publish.before_checkpoint``  the checkpoint is about to move to the window end
+``snapshot.table_loaded``      a snapshot window replaced one table's Delta contents (others may not be)
+``rebuild.tables_moved``       a rebuild moved the tables to the trash, nothing replayed yet
+``rebuild.window_replayed``    a rebuild replayed one bronze window into the rebuilt tables
 ============================== ==================================================================
+
+The last three are reached only by snapshot and rebuild windows (``MODE_POINTS``; ``POINTS`` are the others).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import os
 import sys
 from typing import Final
 
-__all__ = ["ACTION_ENV", "ENV", "KILLED_STATUS", "POINTS", "Crash", "hit", "reset"]
+__all__ = ["ACTION_ENV", "ENV", "KILLED_STATUS", "KNOWN_POINTS", "MODE_POINTS", "POINTS", "Crash", "hit", "reset"]
 
 ENV: Final = "CDCFLOW_FAILPOINTS"
 ACTION_ENV: Final = "CDCFLOW_FAILPOINT_ACTION"
@@ -41,6 +46,13 @@ POINTS: Final = (
     "check.done",
     "publish.before_checkpoint",
 )
+# Reached only by snapshot and rebuild windows (``POINTS`` are those of every window).
+MODE_POINTS: Final = (
+    "snapshot.table_loaded",
+    "rebuild.tables_moved",
+    "rebuild.window_replayed",
+)
+KNOWN_POINTS: Final = POINTS + MODE_POINTS
 
 
 
@@ -59,8 +71,8 @@ def _armed() -> dict[str, int]:
         armed: dict[str, int] = {}
         for part in filter(None, (p.strip() for p in spec.split(";"))):
             name, _, nth = part.partition("=")
-            if name not in POINTS:
-                raise ValueError(f"{ENV}: unknown failpoint {name!r}; known: {', '.join(POINTS)}")
+            if name not in KNOWN_POINTS:
+                raise ValueError(f"{ENV}: unknown failpoint {name!r}; known: {', '.join(KNOWN_POINTS)}")
             try:
                 armed[name] = int(nth or "1")
             except ValueError:

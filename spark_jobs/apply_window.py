@@ -70,12 +70,16 @@ def apply_window(
     ignore_txn_start_ts: Sequence[int] = (),
     spark: SparkSession | None = None,
     writer: DeltaWriter | None = None,
+    ignore_moves: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Apply the events ``after_ts < commit_ts <= upto_ts`` of window ``window_end_ts`` as ``version``.
 
     ``after_ts`` (exclusive, default: none) and ``upto_ts`` (inclusive, default ``window_end_ts``)
     bound the step; ``version`` (default ``upto_ts``) is the app-txn version it records and must be
     ``>= upto_ts`` (a recorded version claims every change up to it).
+
+    ``ignore_moves``: do not consult the move records of DROP/RENAME (a rebuild replays a table into its
+    current path, where a move record of another, earlier table of that name means nothing).
 
     Returns ``{"<db>.<table>": {"table_id", "rows_upserted", "rows_deleted", "delta_version",
     "skipped", "applied_version", "reason", "changes", "path"}}``.
@@ -108,7 +112,7 @@ def apply_window(
         reason = None
         if recorded is not None and ver <= recorded:
             reason = f"already applied up to {recorded}"
-        elif writer.table_version(path) is None:
+        elif not ignore_moves and writer.table_version(path) is None:
             moved = read_move(sink, t.db_name, t.name)
             if moved is not None and int(moved["ts"]) >= ver:
                 reason = f"the table left {path} at ts {moved['ts']} (to {moved['to']}); this step is older"
@@ -222,7 +226,7 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
 
     ``args``: ``sink_uri``, ``changefeed_id``, ``window_end_ts``, ``tables`` (entries as in the
     module docstring), optional ``after_ts``, ``upto_ts``, ``version``, ``event_filters``
-    (``{table id: [filter dict]}``), ``ignore_txn_start_ts``, ``writer``. ``checkpoint_ts`` is
+    (``{table id: [filter dict]}``), ``ignore_txn_start_ts``, ``writer``, ``ignore_moves``. ``checkpoint_ts`` is
     still read as ``after_ts`` when ``after_ts`` is absent (a whole-window run). Returns
     ``{"window_end_ts", "after_ts", "upto_ts", "version", "tables": {<db.table>: stats},
     "rows_upserted", "rows_deleted"}``.
@@ -240,7 +244,7 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
         args["sink_uri"], args["changefeed_id"], end, args["tables"],
         after_ts=after, upto_ts=upto, version=version, event_filters=args.get("event_filters"),
         ignore_txn_start_ts=[int(t) for t in args.get("ignore_txn_start_ts") or ()],
-        spark=spark, writer=get_writer(args.get("writer"), spark),
+        spark=spark, writer=get_writer(args.get("writer"), spark), ignore_moves=bool(args.get("ignore_moves")),
     )  # fmt: skip
     return {
         "window_end_ts": end,

@@ -9,6 +9,7 @@ confs set here apply.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import warnings
 from typing import TYPE_CHECKING
@@ -70,6 +71,9 @@ def get_spark(app_name: str = "cdcflow", *, master: str | None = None) -> SparkS
                         builder = builder.config(k, v)
                 if url.startswith("local"):
                     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup warning
+                    # Python workers (RDD functions, e.g. spark_jobs.snapshot_load's fetch) run this interpreter,
+                    # which has cdc_core and its dependencies; PySpark's default is whatever `python3` is on PATH.
+                    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             for k, v in _CONFS.items():
                 builder = builder.config(k, v)
             active = builder.getOrCreate()

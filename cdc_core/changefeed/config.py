@@ -6,6 +6,8 @@ sink-uri = "file:///data/lake"
 start-ts = 449816189483237377      # optional: absent = now (PD TSO at create time)
 target-ts = 0                      # optional: 0/absent = unbounded
 upstream = "127.0.0.1:2379"        # optional PD address (default: the running embedded upstream)
+initial-snapshot = false           # true: the first window first loads every replicated table's rows at
+                                   # start-ts (a `snapshot` window); false: tables start empty at start-ts
 
 [filter]
 rules = ["shop.*", "!shop.tmp*"]
@@ -48,8 +50,8 @@ from cdc_core.puller.options import PullerOptions
 
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 _TOP_KEYS = {
-    "changefeed-id", "sink-uri", "start-ts", "target-ts", "upstream", "filter", "airflow", "data-quality",
-    "table-discovery", "puller",
+    "changefeed-id", "sink-uri", "start-ts", "target-ts", "upstream", "initial-snapshot", "filter", "airflow",
+    "data-quality", "table-discovery", "puller",
 }
 DQ_MODES = ("checksum", "count", "off")
 
@@ -61,6 +63,8 @@ class ChangefeedConfig:
     start_ts: int = 0  # 0 = not yet fixed (resolved to "now" by `changefeed create`)
     target_ts: int | None = None
     upstream: str | None = None
+    # The first window loads the replicated tables' rows at start-ts first (mode "snapshot").
+    initial_snapshot: bool = False
     filter_rules: tuple[str, ...] = ("*.*",)
     schedule: str = "*/5 * * * *"
     catchup: bool = False
@@ -99,6 +103,8 @@ class ChangefeedConfig:
             lines.append(f"target-ts = {self.target_ts}")
         if self.upstream:
             lines.append(f"upstream = {_q(self.upstream)}")
+        if self.initial_snapshot:
+            lines.append("initial-snapshot = true")
         rules = ", ".join(_q(r) for r in self.filter_rules)
         lines += ["", "[filter]", f"rules = [{rules}]"]
         if self.ignore_txn_start_ts:
@@ -164,6 +170,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
     if target_ts is not None and start_ts and target_ts <= start_ts:
         raise ConfigError(f"{source}: `target-ts` {target_ts} must be greater than `start-ts` {start_ts}")
     upstream = _get(data, "upstream", str, source)
+    initial_snapshot = _get(data, "initial-snapshot", bool, source, False)
 
     flt = _get(data, "filter", dict, source, {})
     rules = _get(flt, "rules", list, f"{source} [filter]", ["*.*"])
@@ -193,6 +200,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
 
     return ChangefeedConfig(
         changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream,
+        initial_snapshot=initial_snapshot,
         filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode,
         discovery_memory=discovery_memory, puller=puller, source=source,
         event_filter_rules=tuple(dict(r) for r in event_rules), ignore_txn_start_ts=tuple(txn_ts),

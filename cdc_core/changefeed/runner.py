@@ -8,16 +8,43 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cdc_core.changefeed import tasks
+from cdc_core.changefeed import lease, tasks
 from cdc_core.changefeed.state import load_state
 
 Progress = Callable[[str, dict[str, Any]], None]
 
 
-def run_window(changefeed_id: str, target_ts: int | None, progress: Progress | None = None) -> dict[str, Any]:
-    """Plan, pull, apply, check and publish one window ending at ``target_ts`` (None = now)."""
+def run_window(
+    changefeed_id: str,
+    target_ts: int | None,
+    progress: Progress | None = None,
+    *,
+    mode: str = "incremental",
+    tables: list[str] | None = None,
+    run_tag: str | None = None,
+) -> dict[str, Any]:
+    """Plan, pull, apply, check and publish one window ending at ``target_ts`` (None = now).
+
+    ``mode`` / ``tables`` / ``run_tag``: as ``tasks.plan`` takes them (a snapshot or rebuild window).
+    """
     say = progress or (lambda step, info: None)
-    p = tasks.plan(changefeed_id, interval_end_ts=None, target_ts=target_ts)
+    owner = lease.process_owner()
+    # One window of a changefeed at a time, whoever runs it (another CLI process, an Airflow run).
+    try:
+        lease.acquire(changefeed_id, owner, target_ts=target_ts, take_over=lease.dead_local_process)
+    except lease.LeaseBusy:
+        lease.release(changefeed_id, owner)  # do not stay queued: this process does not wait
+        raise
+    try:
+        return _run_window(changefeed_id, target_ts, say, mode=mode, tables=tables, run_tag=run_tag)
+    finally:
+        lease.release(changefeed_id, owner)
+
+
+def _run_window(changefeed_id: str, target_ts: int | None, say: Progress, *, mode: str, tables: list[str] | None,
+                run_tag: str | None) -> dict[str, Any]:
+    p = tasks.plan(changefeed_id, interval_end_ts=None, target_ts=target_ts, mode=mode, tables=tables,
+                   run_tag=run_tag)
     say("plan", p)
     if p["skip"]:
         return {"plan": p, "skipped": True}
@@ -32,11 +59,24 @@ def run_window(changefeed_id: str, target_ts: int | None, progress: Progress | N
     return {"plan": p, "pull": pulled, "apply": applied, "check": checked, "publish": published, "skipped": False}
 
 
-def run_until(changefeed_id: str, until_ts: int | None, progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Run windows until the checkpoint is at or past ``until_ts`` (None = the upstream's now)."""
-    results = []
+def run_until(
+    changefeed_id: str,
+    until_ts: int | None,
+    progress: Progress | None = None,
+    *,
+    mode: str = "incremental",
+    tables: list[str] | None = None,
+    run_tag: str | None = None,
+) -> list[dict[str, Any]]:
+    """Run windows until the checkpoint is at or past ``until_ts`` (None = the upstream's now).
+
+    The first window runs in ``mode`` (with ``tables`` / ``run_tag``), the ones after it incrementally.
+    """
+    results: list[dict[str, Any]] = []
     while True:
-        r = run_window(changefeed_id, until_ts, progress)
+        first = not results
+        r = run_window(changefeed_id, until_ts, progress, mode=mode if first else "incremental",
+                       tables=tables if first else None, run_tag=run_tag if first else None)
         results.append(r)
         st = load_state(changefeed_id)
         if r["skipped"] or until_ts is None or st.checkpoint_ts >= until_ts:

@@ -1,4 +1,5 @@
-"""Persisted changefeed state: lifecycle, checkpoint-ts, resolved-ts, last error and last results.
+"""Persisted changefeed state: lifecycle, checkpoint-ts, resolved-ts, last error and last results, and the
+progress of snapshot and rebuild windows (fields added later default, so older state files still load).
 
 One JSON file per changefeed in ``$CDCFLOW_HOME/state``, replaced atomically and updated under an
 exclusive file lock so that the CLI, DAG tasks and the UI never see a torn state. The checkpoint
@@ -33,6 +34,14 @@ class ChangefeedState:
     last_window: dict[str, Any] | None = None
     last_checks: dict[str, Any] = field(default_factory=dict)
     updated_at: float = 0.0
+    # `initial-snapshot = true`: whether the first window's snapshot has loaded every table.
+    initial_snapshot_done: bool = False
+    # The latest snapshot window (cdc_core.changefeed.snapshot): {"id", "ts", "tables", "initial", "loaded":
+    # {"db.table": {"rows", "delta_version"}}, "done", "started_at", "finished_at"}.
+    snapshot: dict[str, Any] | None = None
+    # The latest rebuild (cdc_core.changefeed.rebuild): {"id", "ts", "tag", "tables", "trash", "moved", "done",
+    # "replayed_to", "started_at", "finished_at"}; an unfinished one is resumed by the next window.
+    rebuild: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

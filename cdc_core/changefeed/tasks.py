@@ -3,12 +3,24 @@
 Both ``cdcflow changefeed run`` and the Airflow DAG tasks call exactly these; their inputs and
 outputs are JSON-serializable dicts so that they can travel through XCom. Any failure that is not
 transient puts the changefeed in error, and the checkpoint only moves in ``publish``.
+
+A window has a mode (``plan(mode=...)``; the other steps dispatch on ``plan["mode"]``):
+
+* ``incremental`` -- the row changes and DDL of ``(checkpoint, T]``;
+* ``snapshot`` -- first reload the selected tables from the upstream at the checkpoint
+  (:mod:`cdc_core.changefeed.snapshot`), then the incremental part;
+* ``rebuild`` -- first rebuild the selected tables from the bronze changelog up to the checkpoint
+  (:mod:`cdc_core.changefeed.rebuild`), then the incremental part.
+
+In the last two the incremental part may be empty (``T <= checkpoint``, e.g. a backfill's past interval):
+the window then only reloads or rebuilds, and checks at the checkpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -16,33 +28,75 @@ import pyarrow as pa
 from cdc_core import failpoint
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec import changelog, key, tso
-from cdc_core.errors import ChangefeedError, DataQualityError
+from cdc_core.errors import ChangefeedError, ConfigError, DataQualityError
 from cdc_core.log import get_logger
 from cdc_core.puller.window_collector import collect_window
 from cdc_core.schema import ddl_history
 from cdc_core.schema.model import TableInfo
 from cdc_core.schema.storage import SchemaStorage
 
-from . import dq_results, spark_engine
+from . import dq_results, gc_safepoint, metrics_history, spark_engine
+from . import rebuild as rebuildmod
+from . import snapshot as snapshotmod
 from .barriers import DmlStep, plan_steps, relevant
 from .config import ChangefeedConfig, load_config
 from .ddl_puller import SchemaLog, decode_jobs
 from .schema_loader import load_schema_jobs
-from .state import advance_checkpoint, load_state, locked_state, set_error
+from .state import ChangefeedState, advance_checkpoint, load_state, locked_state, set_error
+from .steps import apply_steps, changed, replicated_at
 
 log = get_logger("cdcflow.changefeed")
 
+MODES = ("incremental", "snapshot", "rebuild")
 
 
 def _client(cfg: ChangefeedConfig) -> UpstreamClient:
     return UpstreamClient(resolve_pd_addr(cfg.upstream))
 
 
-def plan(changefeed_id: str, *, interval_end_ts: int | None, target_ts: int | None = None) -> dict[str, Any]:
+def _check_mode(mode: str, tables: list[str] | None) -> list[str] | None:
+    """Validate ``mode`` / ``tables`` (no I/O); the table names stripped, None for "every table"."""
+    if mode not in MODES:
+        raise ConfigError(f"unknown mode {mode!r}: the mode of a window is one of {', '.join(MODES)}")
+    if isinstance(tables, str):
+        raise ConfigError(f"tables must be a list of \"db.table\" names, got the string {tables!r}")
+    names = [t.strip() for t in tables or [] if t and t.strip()] or None
+    if names is not None and mode == "incremental":
+        raise ConfigError(
+            "tables applies to snapshot and rebuild modes only: an incremental window always covers every table "
+            f"so that one checkpoint stays true (got tables {names})"
+        )
+    bad = [n for n in names or [] if n.count(".") != 1 or n.startswith(".") or n.endswith(".")]
+    if bad:
+        raise ConfigError(f"tables must be \"db.table\" names, got {bad}")
+    return names
+
+
+def plan(
+    changefeed_id: str,
+    *,
+    interval_end_ts: int | None,
+    target_ts: int | None = None,
+    mode: str = "incremental",
+    tables: list[str] | None = None,
+    run_tag: str | None = None,
+) -> dict[str, Any]:
     """Fix the window ``(checkpoint, T]`` with ``T = min(interval end, changefeed target-ts, target_ts)``.
 
-    With no bound at all, ``T`` is the upstream's current TSO ("now").
+    With no bound at all, ``T`` is the upstream's current TSO ("now"). ``mode``: ``incremental`` (default),
+    ``snapshot`` or ``rebuild``; ``tables`` ("db.table" names, None = every replicated table) selects what a
+    snapshot or rebuild covers; ``run_tag`` (an Airflow backfill id, else None) makes a rebuild happen once
+    per tag. Bad input raises ``ConfigError`` naming the value.
+
+    The plan (JSON-serializable) holds ``changefeed_id``, ``sink_uri``, ``checkpoint_ts``, ``target_ts``,
+    ``skip``, ``reason`` as before, plus ``mode`` (what the window does; ``initial-snapshot`` or an unfinished
+    rebuild can make it differ from the request), ``requested_mode``, ``tables`` (as requested, or None),
+    ``run_tag``, ``has_window`` (whether ``(checkpoint, T]`` is non-empty: when it is not, ``target_ts`` is the
+    checkpoint and the window only snapshots / rebuilds and checks), ``snapshot`` (None or ``{"id", "ts",
+    "tables", "all_tables", "initial"}``) and ``rebuild`` (None or ``{"id", "ts", "tag", "tables", "all_tables",
+    "noop", "reason", "resume"}``).
     """
+    names = _check_mode(mode, tables)
     cfg = load_config(changefeed_id)
     st = load_state(changefeed_id)
     if st.state == "error":
@@ -63,17 +117,70 @@ def plan(changefeed_id: str, *, interval_end_ts: int | None, target_ts: int | No
         "target_ts": target,
         "skip": False,
         "reason": "",
+        "mode": mode,
+        "requested_mode": mode,
+        "tables": names,
+        "run_tag": run_tag,
+        "has_window": target > st.checkpoint_ts,
+        "snapshot": None,
+        "rebuild": None,
     }
+    if st.state not in ("paused", "finished", "removed"):
+        _plan_mode(cfg, st, out)
+    covered = (f"window already covered by checkpoint {st.checkpoint_ts} "
+               f"({tso.to_datetime(st.checkpoint_ts).isoformat()}) >= target {target}")
+    rb = out["rebuild"]
     if st.state in ("paused", "finished", "removed"):
         out.update(skip=True, reason=f"changefeed is {st.state}")
+    elif out["mode"] == "incremental" and target <= st.checkpoint_ts:
+        out.update(skip=True, reason=covered)
+    elif rb is not None and rb["noop"] and target <= st.checkpoint_ts:
+        out.update(skip=True, reason=f"{rb['reason']}; {covered}")
     elif target <= st.checkpoint_ts:
-        out.update(
-            skip=True,
-            reason=f"window already covered by checkpoint {st.checkpoint_ts} "
-            f"({tso.to_datetime(st.checkpoint_ts).isoformat()}) >= target {target}",
-        )
+        out.update(target_ts=st.checkpoint_ts)  # only the snapshot / rebuild, checked at the checkpoint
     log.info("planned window", **out)
     return out
+
+
+def _plan_mode(cfg: ChangefeedConfig, st: ChangefeedState, out: dict[str, Any]) -> None:
+    """Decide what a snapshot / rebuild window covers (validating ``tables``) and fill in ``out``."""
+    ckpt, mode, names = st.checkpoint_ts, out["mode"], out["tables"]
+    pending = rebuildmod.unfinished(st)
+    if pending is not None and mode == "snapshot":
+        raise ChangefeedError(
+            f"changefeed {cfg.changefeed_id!r} has an unfinished rebuild of {pending['tables']} (its tables are "
+            "half rebuilt); run a rebuild or incremental window first, which finishes it"
+        )
+    if pending is not None and mode == "incremental":
+        log.warning("resuming an unfinished rebuild before the window", tables=pending["tables"], tag=pending["tag"])
+        mode = "rebuild"
+    elif mode == "incremental" and cfg.initial_snapshot and not st.initial_snapshot_done:
+        log.info("initial-snapshot: the changefeed's first window loads every table at its start", ts=ckpt)
+        mode = "snapshot"
+    out["mode"] = mode
+    if mode == "incremental":
+        return
+    storage = _schema_log(cfg, ckpt).storage()
+    resolved = sorted(t.qualified_name for t in snapshotmod.resolve_tables(cfg, storage, ckpt, names))
+    if mode == "snapshot":
+        prev = st.snapshot
+        same = (prev is not None and not prev.get("done") and prev.get("ts") == ckpt
+                and sorted(prev.get("tables") or []) == sorted(resolved))
+        out["snapshot"] = {
+            "id": prev["id"] if same and prev is not None else uuid.uuid4().hex[:12],
+            "ts": ckpt, "tables": resolved, "all_tables": names is None,
+            "initial": out["requested_mode"] == "incremental",
+        }
+        return
+    noop_reason = rebuildmod.already_rebuilt(st, out["run_tag"], resolved) if pending is None else None
+    if pending is not None:
+        resolved = sorted({*pending["tables"], *(resolved if out["requested_mode"] == "rebuild" else [])})
+    out["rebuild"] = {
+        "id": str((pending or {}).get("id") or uuid.uuid4().hex[:12]),  # a resumed rebuild keeps its id
+        "ts": ckpt, "tag": out["run_tag"] or (pending or {}).get("tag"), "tables": resolved,
+        "all_tables": names is None and pending is None,
+        "noop": noop_reason is not None, "reason": noop_reason or "", "resume": pending is not None,
+    }
 
 
 def _schema_log(cfg: ChangefeedConfig, checkpoint_ts: int) -> SchemaLog:
@@ -88,8 +195,7 @@ def _schema_log(cfg: ChangefeedConfig, checkpoint_ts: int) -> SchemaLog:
 
 
 def _replicated_at(cfg: ChangefeedConfig, storage: SchemaStorage, ts: int) -> list[TableInfo]:
-    flt = cfg.table_filter
-    return [t for t in storage.tables_at(ts) if flt.match(t.db_name, t.name)]
+    return replicated_at(cfg, storage, ts)
 
 
 def _replicated_tables(cfg: ChangefeedConfig, ts: int) -> list[TableInfo]:
@@ -130,18 +236,34 @@ def _guard(changefeed_id: str, step: str, fn: Any, *args: Any) -> Any:
 
 
 def pull(p: dict[str, Any]) -> dict[str, Any]:
-    """Pull every row change of the window into the bronze changelog (written whole, then renamed)."""
+    """Pull every row change of the window into the bronze changelog (written whole, then renamed).
+
+    A snapshot window first fetches its tables' snapshot bases at the checkpoint (``snapshot.fetch``).
+    """
     if p["skip"]:
         log.info("pull skipped", reason=p["reason"])
         return {"skipped": True, "reason": p["reason"]}
     return _guard(p["changefeed_id"], "pull", _pull, p)  # type: ignore[no-any-return]
 
 
+@metrics_history.records_pull_memory
 def _pull(p: dict[str, Any]) -> dict[str, Any]:
     cfg = load_config(p["changefeed_id"])
     checkpoint, target = p["checkpoint_ts"], p["target_ts"]
-    pd_addr = resolve_pd_addr(cfg.upstream)
     started = time.monotonic()
+    fetched = None
+    if checkpoint == cfg.start_ts or p.get("snapshot"):
+        slog = _schema_log(cfg, checkpoint)
+        if checkpoint == cfg.start_ts:  # a rebuild of a table without a snapshot base replays from start-ts
+            snapshotmod.keep_schema(cfg, slog, checkpoint)
+        if p.get("snapshot"):
+            fetched = snapshotmod.fetch(cfg, p)
+    if not _has_window(p):
+        empty: dict[str, Any] = {"skipped": False, "bronze_path": None, "events": 0, "ddl_jobs": 0, "tables": [],
+                                 "snapshot": fetched, "seconds": round(time.monotonic() - started, 3)}
+        log.info("pulled no window (the plan only snapshots / rebuilds)", changefeed_id=cfg.changefeed_id, **empty)
+        return empty
+    pd_addr = resolve_pd_addr(cfg.upstream)
     # 1. The DDL puller: the history table's span first, so that the schema storage knows every
     #    table that exists at any moment of the window (tables created in it included).
     ddl_span = {ddl_history.TABLE_ID: key.table_span(ddl_history.TABLE_ID)}
@@ -158,22 +280,28 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     spans = {tid: key.table_span(tid) for tid in sorted(ids)}
     rows, resolved = asyncio.run(collect_window(pd_addr, spans, checkpoint, target, options=cfg.puller))
     events = pa.concat_tables([ddl_events, rows])
-    path = changelog.write_window(cfg.sink_uri, cfg.changefeed_id, target, events)
+    path = changelog.write_window(cfg.sink_uri, cfg.changefeed_id, target, events, after_ts=checkpoint)
     failpoint.hit("pull.bronze_written")
     with locked_state(cfg.changefeed_id) as st:
         st.resolved_ts = max(st.resolved_ts, min(resolved.values(), default=target))
     names = sorted({t.qualified_name for tid in ids for t in [storage.table_at(tid, target) or _last(storage, tid)]
                     if t is not None})
-    out = {
+    out: dict[str, Any] = {
         "skipped": False,
         "bronze_path": str(path),
         "events": events.num_rows,
         "ddl_jobs": len(jobs),
         "tables": names,
+        "snapshot": fetched,
         "seconds": round(time.monotonic() - started, 3),
     }
     log.info("pulled window", changefeed_id=cfg.changefeed_id, target_ts=target, **out)
     return out
+
+
+def _has_window(p: dict[str, Any]) -> bool:
+    """Whether the plan's ``(checkpoint, T]`` is non-empty (plans from before modes always were)."""
+    return bool(p.get("has_window", p["target_ts"] > p["checkpoint_ts"]))
 
 
 def _last(storage: SchemaStorage, table_id: int) -> TableInfo | None:
@@ -182,7 +310,11 @@ def _last(storage: SchemaStorage, table_id: int) -> TableInfo | None:
 
 
 def apply(p: dict[str, Any]) -> dict[str, Any]:
-    """Apply the bronze window to the silver Delta tables (exactly once per table and window)."""
+    """Apply the bronze window to the silver Delta tables (exactly once per table and window).
+
+    A snapshot window first replaces its tables from their bases (``snapshot.load``), a rebuild window first
+    rebuilds its tables from the changelog (``rebuild.rebuild``); the window's steps follow.
+    """
     if p["skip"]:
         log.info("apply skipped", reason=p["reason"])
         return {"skipped": True, "reason": p["reason"], "tables": {}}
@@ -190,66 +322,55 @@ def apply(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def _apply(p: dict[str, Any]) -> dict[str, Any]:
-    """Apply the window barrier by barrier: DML < b, checks at b - 1, the DDL at b, checkpoint := b."""
+    """The snapshot load or rebuild of the plan, then the window barrier by barrier: DML < b, checks at
+    b - 1, the DDL at b, checkpoint := b."""
     cfg = load_config(p["changefeed_id"])
     checkpoint, target = p["checkpoint_ts"], p["target_ts"]
+    totals: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {"skipped": False, "mode": p.get("mode", "incremental"), "tables": totals,
+                           "barriers": [], "steps": 0}
+    if p.get("snapshot"):
+        out["snapshot"] = loaded = snapshotmod.load(cfg, p)
+        for name, r in loaded["tables"].items():
+            if not r.get("skipped"):
+                totals[name] = {"rows_upserted": int(r.get("rows") or 0), "rows_deleted": 0, "skipped": False,
+                                "delta_version": r.get("delta_version"), "snapshot_rows": r.get("rows")}
+    if p.get("rebuild"):
+        out["rebuild"] = rebuilt = rebuildmod.rebuild(cfg, p)
+        for name, r in rebuilt["tables"].items():
+            totals[name] = {"rows_upserted": int(r.get("rows_upserted") or 0) + int(r.get("base_rows") or 0),
+                            "rows_deleted": int(r.get("rows_deleted") or 0), "skipped": False,
+                            "delta_version": r.get("delta_version"), "rebuilt": True}
+    if not _has_window(p):
+        log.info("applied no window (the plan only snapshots / rebuilds)", changefeed_id=cfg.changefeed_id,
+                 tables=totals)
+        return out
     slog = SchemaLog.load(cfg.changefeed_id)
     storage = slog.storage()
-    efilter = cfg.event_filter
     jobs = [j for j in storage.jobs_between(checkpoint, target) if relevant(j, storage, cfg.table_filter)]
     steps = plan_steps(checkpoint, target, jobs)
-    totals: dict[str, dict[str, Any]] = {}
-    barriers: list[dict[str, Any]] = []
-    for step in steps:
-        if isinstance(step, DmlStep):
-            tables = _replicated_at(cfg, storage, step.upto_ts)
-            result = spark_engine.run_job("apply_window", {
-                "sink_uri": cfg.sink_uri,
-                "changefeed_id": cfg.changefeed_id,
-                "after_ts": step.after_ts,
-                "upto_ts": step.upto_ts,
-                "version": step.version,
-                "window_end_ts": target,
-                "tables": [t.to_json() for t in tables],
-                "event_filters": {str(t.id): efilter.dml_specs(t.db_name, t.name) for t in tables},
-                "ignore_txn_start_ts": sorted(efilter.ignore_txn_start_ts),
-            })
-            for name, st in result.get("tables", {}).items():
-                agg = totals.setdefault(name, {"rows_upserted": 0, "rows_deleted": 0, "skipped": True})
-                agg["rows_upserted"] += int(st.get("rows_upserted") or 0)
-                agg["rows_deleted"] += int(st.get("rows_deleted") or 0)
-                agg["skipped"] = agg["skipped"] and bool(st.get("skipped"))
-                agg["delta_version"] = st.get("delta_version")
-            failpoint.hit("apply.dml_step_done")
-            if step.upto_ts < target:  # a barrier: check the tables this step changed before the DDL
-                changed = [t for t in tables if _changed(result, t)]
-                _check_tables(cfg, changed, step.upto_ts, where=f"barrier {step.upto_ts + 1}")
+
+    def after_dml(step: DmlStep, tables: list[TableInfo], result: dict[str, Any]) -> None:
+        if step.upto_ts < target:  # a barrier: check the tables this step changed before the DDL
+            _check_tables(cfg, [t for t in tables if changed(result, t)], step.upto_ts,
+                          where=f"barrier {step.upto_ts + 1}")
+
+    res = apply_steps(
+        cfg, storage, steps, window_end_ts=target, tables_at=lambda ts: _replicated_at(cfg, storage, ts),
+        after_dml=after_dml, after_ddl=lambda job: advance_checkpoint(cfg.changefeed_id, job.finished_ts),
+    )
+    for name, agg in res.tables.items():
+        prev = totals.get(name)
+        if prev is None:
+            totals[name] = agg
         else:
-            job = step.job
-            if efilter.ignores_ddl(job.job_type, job.query, job.schema_name, job.table_name):
-                log.info("DDL ignored by the event filter (schema storage updated, not applied)",
-                         job_id=job.job_id, query=job.query)
-                barriers.append({"ts": job.finished_ts, "job": job.job_type, "applied": False})
-            else:
-                before_id = job.old_table_id if job.old_table_id is not None else job.table_id
-                before = storage.table_at(before_id, job.finished_ts - 1) if before_id is not None else None
-                res = spark_engine.run_job("ddl_apply", {
-                    "sink_uri": cfg.sink_uri,
-                    "changefeed_id": cfg.changefeed_id,
-                    "job": job.to_json(),
-                    "before": before.to_json() if before else None,
-                    "after": job.table_info.to_json() if job.table_info else None,
-                })
-                barriers.append({"ts": job.finished_ts, "job": job.job_type, "applied": True, "result": res})
-                failpoint.hit("apply.ddl_applied")
-            advance_checkpoint(cfg.changefeed_id, job.finished_ts)
-    log.info("applied window", changefeed_id=cfg.changefeed_id, target_ts=target, steps=len(steps), tables=totals)
-    return {"skipped": False, "tables": totals, "barriers": barriers, "steps": len(steps)}
-
-
-def _changed(result: dict[str, Any], table: TableInfo) -> bool:
-    st = result.get("tables", {}).get(table.qualified_name) or {}
-    return not st.get("skipped") and bool(st.get("rows_upserted") or st.get("rows_deleted"))
+            prev["rows_upserted"] += agg["rows_upserted"]
+            prev["rows_deleted"] += agg["rows_deleted"]
+            if agg.get("delta_version") is not None:
+                prev["delta_version"] = agg["delta_version"]
+    out.update(barriers=res.barriers, steps=res.steps)
+    log.info("applied window", changefeed_id=cfg.changefeed_id, target_ts=target, steps=res.steps, tables=totals)
+    return out
 
 
 def check(p: dict[str, Any]) -> dict[str, Any]:
@@ -325,6 +446,7 @@ def publish(p: dict[str, Any], applied: dict[str, Any], checked: dict[str, Any])
     slog.save()
     with locked_state(cid) as st:
         st.last_window = {
+            "mode": p.get("mode", "incremental"),
             "checkpoint_ts": p["checkpoint_ts"],
             "target_ts": p["target_ts"],
             "tables": applied.get("tables", {}),
@@ -332,5 +454,8 @@ def publish(p: dict[str, Any], applied: dict[str, Any], checked: dict[str, Any])
         }
         if load_config(cid).target_ts and st.checkpoint_ts >= (load_config(cid).target_ts or 0):
             st.state = "finished"
+    metrics_history.record_publish(cid)
+    # Holds the upstream's MVCC history at the checkpoint (the next window reads from it); never fails publish.
+    gc_safepoint.refresh_for_changefeed(cid, p["target_ts"])
     log.info("published window", changefeed_id=cid, checkpoint_ts=p["target_ts"])
     return {"skipped": False, "checkpoint_ts": p["target_ts"], "tables": applied.get("tables", {})}

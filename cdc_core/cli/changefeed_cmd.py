@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.table import Table
 
 from cdc_core.changefeed import config as cfgmod
-from cdc_core.changefeed import runner
+from cdc_core.changefeed import gc_safepoint, runner
 from cdc_core.changefeed.ddl_puller import SchemaLog
 from cdc_core.changefeed.schema_loader import load_schema_jobs
+from cdc_core.changefeed.snapshot import keep_schema
 from cdc_core.changefeed.state import create_state, load_state, locked_state
 from cdc_core.client.table_discovery import SyncTableDiscovery
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
@@ -51,7 +52,9 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
         jobs = load_schema_jobs(c, cfg.start_ts)
     cfgmod.save_config(cfg)
     create_state(cfg.changefeed_id, cfg.start_ts)
-    SchemaLog(cfg.changefeed_id, jobs, cfg.start_ts).save()
+    slog = SchemaLog(cfg.changefeed_id, jobs, cfg.start_ts)
+    slog.save()
+    keep_schema(cfg, slog, cfg.start_ts)  # where a rebuild of a table without a snapshot base starts
     names = sorted(f"{t.schema}.{t.name}" for t in matched)
     console.print_json(json.dumps({"changefeed_id": cfg.changefeed_id, "start_ts": cfg.start_ts,
                                    "sink_uri": cfg.sink_uri, "matched_tables": len(names)}))
@@ -89,6 +92,9 @@ def query(changefeed_id: str) -> None:
         "error": st.error,
         "last_window": st.last_window,
         "last_checks": st.last_checks,
+        "initial_snapshot_done": st.initial_snapshot_done,
+        "snapshot": st.snapshot,
+        "rebuild": st.rebuild,
     }
     print(json.dumps(out, indent=2, sort_keys=True))
 
@@ -122,6 +128,7 @@ def remove(changefeed_id: str) -> None:
     p = cfgmod.config_path(changefeed_id)
     if not p.exists():
         raise ConfigError(f"changefeed {changefeed_id!r} does not exist")
+    gc_safepoint.remove_for_changefeed(changefeed_id)  # reads the PD address from the config: before unlink
     p.unlink()
     for f in (state_dir() / f"{changefeed_id}.json", state_dir() / f"{changefeed_id}.lock"):
         f.unlink(missing_ok=True)
@@ -133,8 +140,14 @@ def remove(changefeed_id: str) -> None:
 def run(
     changefeed_id: str,
     until_ts: Annotated[str, typer.Option("--until-ts", help="TSO, ISO datetime, or 'now'")] = "now",
+    mode: Annotated[str, typer.Option(
+        "--mode", help="the first window's mode: incremental, snapshot (reload tables from the upstream at the "
+        "checkpoint first) or rebuild (rebuild tables from the bronze changelog first)")] = "incremental",
+    tables: Annotated[str | None, typer.Option(
+        "--tables", help="comma-separated db.table names a snapshot or rebuild covers (default: every table)")] = None,
 ) -> None:
     """Run windows until the checkpoint reaches --until-ts (the same code the DAG tasks call)."""
+    table_list = [t.strip() for t in tables.split(",") if t.strip()] if tables else None
     cfg = cfgmod.load_config(changefeed_id)
     if until_ts == "now":
         with UpstreamClient(resolve_pd_addr(cfg.upstream)) as c:
@@ -150,15 +163,24 @@ def run(
         def progress(step: str, info: dict[str, Any]) -> None:
             nxt = steps.index(step) + 1
             status.update(f"[bold]{changefeed_id}[/]: {step} done" + (f", {steps[nxt]} …" if nxt < len(steps) else ""))
-            if step == "pull" and not info.get("skipped"):
+            if step == "plan" and not info.get("skip") and info.get("mode", "incremental") != "incremental":
+                what = info.get("snapshot") or info.get("rebuild") or {}
+                console.print(f"  {info['mode']} window at checkpoint {info['checkpoint_ts']} of "
+                              f"{len(what.get('tables') or [])} table(s)"
+                              + (f": {what['reason']}" if what.get("reason") else ""))
+            elif step == "pull" and not info.get("skipped"):
+                for name, s in ((info.get("snapshot") or {}).get("tables") or {}).items():
+                    console.print(f"  snapshot base of {name}: {s.get('rows')} rows in {s.get('chunks')} chunk(s)")
                 console.print(f"  pulled {info['events']} row events from {len(info['tables'])} table(s)")
             elif step == "apply" and not info.get("skipped"):
+                if (info.get("rebuild") or {}).get("trash"):
+                    console.print(f"  rebuilt tables; the old ones are in {info['rebuild']['trash']}")
                 for name, s in info.get("tables", {}).items():
                     console.print(f"  applied {name}: {s}")
             elif step == "check" and not info.get("skipped"):
                 console.print(f"  checks passed for {len(info.get('tables', {}))} table(s)")
 
-        results = runner.run_until(changefeed_id, target, progress)
+        results = runner.run_until(changefeed_id, target, progress, mode=mode, tables=table_list)
     for r in results:
         if r["skipped"]:
             console.print(f"nothing to do: {r['plan']['reason']}")

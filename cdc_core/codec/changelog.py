@@ -4,16 +4,32 @@ Layout: ``<sink>/_cdcflow/changelog/changefeed=<id>/window=<end_ts:020d>/part-*.
 window directory holds every row event with ``checkpoint_ts < commit_ts <= end_ts`` of the
 changefeed's tables and of the DDL history table; it is written completely (to a temporary name,
 then renamed) before anything is applied, so a directory that exists is whole. It is the replay
-source for rebuilds and backfills and the audit trail.
+source for rebuilds and backfills and the audit trail. Next to the parts, ``_window.json``
+(``{"after_ts", "end_ts"}``) records the window's lower bound (the checkpoint it was pulled from);
+windows written before it existed lack it, and replay then assumes the previous window's end.
+
+Snapshot bases (``snapshot`` mode and ``initial-snapshot``): the rows of some tables read from the
+upstream at a checkpoint ``C``, the start of a rebuild's replay::
+
+    <root>/snapshot=<C:020d>/_schema.json                    the DDL jobs that define the schema at C
+    <root>/snapshot=<C:020d>/<db>.<table>/part-*.parquet     the table's rows at C, silver schema
+    <root>/snapshot=<C:020d>/<db>.<table>/_table.json        {"table_id", "ts", "rows", "table", ...}
+    <root>/snapshot=<C:020d>/_complete.json                  present when every replicated table has a base
+
+Each table directory is written whole under a temporary name and renamed, like a window. A
+snapshot directory may hold ``_schema.json`` alone: the schema at the changefeed's start-ts is kept
+that way (written at create time) so that a table without any base can be replayed from start-ts.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,6 +50,11 @@ SCHEMA = pa.schema(
 OP_PUT = "put"
 OP_DELETE = "delete"
 _WINDOW_RE = re.compile(r"^window=(\d{20})$")
+_SNAPSHOT_RE = re.compile(r"^snapshot=(\d{20})$")
+WINDOW_META = "_window.json"
+SCHEMA_FILE = "_schema.json"
+TABLE_META = "_table.json"
+COMPLETE_FILE = "_complete.json"
 
 
 def local_path(sink_uri: str) -> Path:
@@ -53,14 +74,22 @@ def window_dir(sink_uri: str, changefeed_id: str, end_ts: int) -> Path:
     return changelog_root(sink_uri, changefeed_id) / f"window={end_ts:020d}"
 
 
-def write_window(sink_uri: str, changefeed_id: str, end_ts: int, table: pa.Table) -> Path:
-    """Write one window atomically; an existing window directory is replaced whole."""
+def write_window(
+    sink_uri: str, changefeed_id: str, end_ts: int, table: pa.Table, *, after_ts: int | None = None
+) -> Path:
+    """Write one window atomically; an existing window directory is replaced whole.
+
+    ``after_ts``: the window's exclusive lower bound (the checkpoint it was pulled from), recorded in
+    ``_window.json`` for replays.
+    """
     table = table.cast(SCHEMA)
     final = window_dir(sink_uri, changefeed_id, end_ts)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
     tmp.mkdir()
     pq.write_table(table, tmp / "part-00000.parquet", compression="zstd")
+    if after_ts is not None:
+        (tmp / WINDOW_META).write_text(json.dumps({"after_ts": after_ts, "end_ts": end_ts}))
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -88,3 +117,126 @@ def list_windows(sink_uri: str, changefeed_id: str) -> list[int]:
         if m and p.is_dir():
             out.append(int(m.group(1)))
     return sorted(out)
+
+
+def window_after_ts(sink_uri: str, changefeed_id: str, end_ts: int) -> int | None:
+    """The recorded lower bound of a window (None: not recorded, a window written before it was)."""
+    try:
+        data = json.loads((window_dir(sink_uri, changefeed_id, end_ts) / WINDOW_META).read_text())
+    except FileNotFoundError:
+        return None
+    return int(data["after_ts"])
+
+
+def remove_window(sink_uri: str, changefeed_id: str, end_ts: int) -> Path | None:
+    """Delete a window directory (renamed away first, so a reader never sees half of it)."""
+    d = window_dir(sink_uri, changefeed_id, end_ts)
+    return _remove_dir(d)
+
+
+def _remove_dir(d: Path) -> Path | None:
+    if not d.is_dir():
+        return None
+    gone = d.parent / f".del-{d.name}-{uuid.uuid4().hex}"
+    os.replace(d, gone)
+    shutil.rmtree(gone)
+    return d
+
+
+# --- snapshot bases -------------------------------------------------------------------------------
+
+
+def snapshot_dir(sink_uri: str, changefeed_id: str, ts: int) -> Path:
+    return changelog_root(sink_uri, changefeed_id) / f"snapshot={ts:020d}"
+
+
+def snapshot_table_dir(sink_uri: str, changefeed_id: str, ts: int, qualified_name: str) -> Path:
+    """``snapshot=<ts>/<db>.<table>``: one table's rows at ``ts``."""
+    if "/" in qualified_name or qualified_name.startswith((".", "_")):
+        raise ValueError(f"invalid table name {qualified_name!r}")
+    return snapshot_dir(sink_uri, changefeed_id, ts) / qualified_name
+
+
+def list_snapshots(sink_uri: str, changefeed_id: str) -> list[int]:
+    """The ts of every snapshot directory (with or without table bases), ascending."""
+    root = changelog_root(sink_uri, changefeed_id)
+    if not root.is_dir():
+        return []
+    out = []
+    for p in root.iterdir():
+        m = _SNAPSHOT_RE.match(p.name)
+        if m and p.is_dir():
+            out.append(int(m.group(1)))
+    return sorted(out)
+
+
+def snapshot_tables(sink_uri: str, changefeed_id: str, ts: int) -> dict[str, dict[str, Any]]:
+    """The complete table bases of the snapshot at ``ts``: ``{"db.table": its _table.json}``."""
+    d = snapshot_dir(sink_uri, changefeed_id, ts)
+    if not d.is_dir():
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for p in sorted(d.iterdir()):
+        meta = p / TABLE_META
+        if p.is_dir() and not p.name.startswith((".", "_")) and meta.is_file():
+            out[p.name] = json.loads(meta.read_text())
+    return out
+
+
+def snapshot_part_files(table_dir: Path) -> list[Path]:
+    """The Parquet parts of one table base (Spark's ``part-*`` files; markers and CRCs left out)."""
+    return sorted(p for p in table_dir.glob("*.parquet") if not p.name.startswith((".", "_")))
+
+
+def publish_snapshot_table(tmp: Path, final: Path, meta: dict[str, Any]) -> Path:
+    """Complete a table base written into ``tmp``: add ``_table.json`` and rename it to ``final`` (replacing
+    an older base of the same table and ts)."""
+    (tmp / TABLE_META).write_text(json.dumps(meta, sort_keys=True))
+    if final.exists():
+        _remove_dir(final)
+    os.replace(tmp, final)
+    return final
+
+
+def write_schema_snapshot(sink_uri: str, changefeed_id: str, ts: int, jobs: list[dict[str, Any]]) -> Path:
+    """Keep the DDL jobs (``DDLJob.to_row()`` dicts) that define the schema at ``ts``, atomically."""
+    d = snapshot_dir(sink_uri, changefeed_id, ts)
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / SCHEMA_FILE
+    tmp = d / f".{SCHEMA_FILE}.{uuid.uuid4().hex}"
+    tmp.write_text(json.dumps({"ts": ts, "jobs": jobs}, default=str))
+    os.replace(tmp, p)
+    return p
+
+
+def read_schema_snapshot(sink_uri: str, changefeed_id: str, ts: int) -> list[dict[str, Any]] | None:
+    """The jobs written by :func:`write_schema_snapshot` (None: no schema kept at ``ts``)."""
+    try:
+        data = json.loads((snapshot_dir(sink_uri, changefeed_id, ts) / SCHEMA_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    jobs: list[dict[str, Any]] = data["jobs"]
+    return jobs
+
+
+def mark_snapshot_complete(sink_uri: str, changefeed_id: str, ts: int, tables: list[str]) -> Path:
+    """Record that the snapshot at ``ts`` holds a base of every table replicated at ``ts`` (``_complete.json``):
+    a rebuild of any table then never needs a window ending at or before ``ts``."""
+    d = snapshot_dir(sink_uri, changefeed_id, ts)
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / COMPLETE_FILE
+    tmp = d / f".{COMPLETE_FILE}.{uuid.uuid4().hex}"
+    tmp.write_text(json.dumps({"ts": ts, "tables": sorted(tables)}))
+    os.replace(tmp, p)
+    return p
+
+
+def complete_snapshots(sink_uri: str, changefeed_id: str) -> list[int]:
+    """The ts of every snapshot with a base of every table (see :func:`mark_snapshot_complete`), ascending."""
+    return [ts for ts in list_snapshots(sink_uri, changefeed_id)
+            if (snapshot_dir(sink_uri, changefeed_id, ts) / COMPLETE_FILE).is_file()]
+
+
+def remove_snapshot(sink_uri: str, changefeed_id: str, ts: int) -> Path | None:
+    """Delete a whole snapshot directory (bases and schema)."""
+    return _remove_dir(snapshot_dir(sink_uri, changefeed_id, ts))

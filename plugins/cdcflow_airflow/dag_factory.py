@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from airflow.sdk import DAG, Asset, AssetAlias, CronDataIntervalTimetable, Param, task
+from airflow.sdk import DAG, Asset, AssetAlias, CronDataIntervalTimetable, DeltaDataIntervalTimetable, Param, task
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowTimetableInvalid
 
 log = logging.getLogger("cdcflow.airflow")
 
@@ -37,13 +38,18 @@ MODES = ("incremental", "snapshot", "rebuild")
 # pull waits for the upstream resolved ts to pass the window end, so it gets the longest budget
 # after apply (a Spark job); plan and publish only touch local state.
 TASK_TIMEOUTS: dict[str, timedelta] = {
-    "plan": timedelta(minutes=5),
+    "plan": timedelta(hours=2),  # mostly waiting for another run's window to finish (the lease)
     "wait": timedelta(minutes=5),  # the worker part only; the deferred wait has its own timeout
     "pull": timedelta(hours=1),
     "apply": timedelta(hours=2),
     "check": timedelta(hours=1),
     "publish": timedelta(minutes=10),
 }
+
+# Runs of one changefeed (scheduled, manual, up to 10 of a backfill at once) take turns through the window
+# lease (cdc_core.changefeed.lease); plan waits this long for the run ahead of it.
+LEASE_PREFIX = "airflow:"
+LEASE_WAIT = timedelta(hours=2) - timedelta(minutes=1)
 
 # A changefeed without a start-ts gets this start_date. Only matters with catchup = true.
 FALLBACK_START_DATE = datetime(2025, 1, 1, tzinfo=UTC)
@@ -134,17 +140,30 @@ def build_params() -> dict[str, Param]:
     }
 
 
-def timetable_for(schedule: str | None) -> CronDataIntervalTimetable | str | None:
-    """The DAG schedule for a changefeed's ``[airflow] schedule``: a cron expression or preset.
+# `schedule = "30s"` / `"5m"` / `"1h"`: windows of a fixed length on an epoch-aligned grid. Cron cannot go below a
+# minute, and a changefeed is often wanted fresher than that.
+_DURATION_RE = re.compile(r"^([0-9]+)\s*(s|m|h)$")
+_DURATION_UNITS = {"s": "seconds", "m": "minutes", "h": "hours"}
+MIN_INTERVAL = timedelta(seconds=5)
 
-    ``"none"`` (or empty) means manual runs only, ``"@once"`` a single run; anything else becomes
-    a data-interval cron timetable in UTC, so each run has a window ``(start, end]``.
+
+def timetable_for(schedule: str | None) -> CronDataIntervalTimetable | DeltaDataIntervalTimetable | str | None:
+    """The DAG schedule for a changefeed's ``[airflow] schedule``: a duration, a cron expression or a preset.
+
+    ``"none"`` (or empty) means manual runs only, ``"@once"`` a single run; ``"30s"``, ``"5m"``, ``"1h"`` a
+    data-interval timetable of that length; anything else a data-interval cron timetable in UTC. Either way
+    each run has a window ``(start, end]``.
     """
     text = (schedule or "").strip()
     if text.lower() in ("", "none", "@none"):
         return None
     if text == "@once":
         return "@once"
+    if m := _DURATION_RE.match(text):
+        every = timedelta(**{_DURATION_UNITS[m.group(2)]: int(m.group(1))})
+        if every < MIN_INTERVAL:
+            raise AirflowTimetableInvalid(f"schedule {text!r}: windows shorter than {MIN_INTERVAL} are not supported")
+        return DeltaDataIntervalTimetable(every)
     timetable = CronDataIntervalTimetable(text, timezone="UTC")
     timetable.validate()
     return timetable
@@ -224,35 +243,95 @@ def window_end_ts(context: Mapping[str, Any]) -> int | None:
     return tso.from_datetime(end, end_of_ms=True)
 
 
-def _check_supported(params: Mapping[str, Any]) -> None:
-    mode = params.get("mode") or "incremental"
-    if mode != "incremental":
-        raise AirflowFailException(f"mode {mode!r} is not implemented yet; trigger with mode 'incremental'")
-    if params.get("tables"):
-        raise AirflowFailException("restricting a run to some tables is not implemented yet; leave 'tables' empty")
+def run_tag_for(context: Mapping[str, Any]) -> str | None:
+    """The tag a rebuild is remembered by: the backfill id of a backfill run (its runs rebuild once), else None."""
+    backfill_id = getattr(context.get("dag_run"), "backfill_id", None)
+    return f"backfill-{backfill_id}" if backfill_id is not None else None
+
+
+def lease_owner_for(context: Mapping[str, Any]) -> str:
+    """The window lease's owner name for a DAG run: ``airflow:<dag_id>:<run_id>``."""
+    dag_run = context.get("dag_run")
+    dag_id = getattr(dag_run, "dag_id", None) or getattr(context.get("dag"), "dag_id", "?")
+    run_id = getattr(dag_run, "run_id", None) or context.get("run_id") or "?"
+    return f"{LEASE_PREFIX}{dag_id}:{run_id}"
+
+
+def airflow_run_finished(held: Any) -> bool:
+    """Whether the DAG run holding a lease is over (so its lease can be taken over): asked of the API server."""
+    kind, _, rest = held.owner.partition(":")
+    dag_id, _, run_id = rest.partition(":")
+    if kind != "airflow" or not run_id:
+        return False
+    try:
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+        state = RuntimeTaskInstance.get_dagrun_state(dag_id=dag_id, run_id=run_id)
+    except Exception as exc:  # no supervisor (a plain function call) or the API is unreachable: keep waiting
+        log.info("cannot ask Airflow for the state of run %s of %s (%s); not taking its lease over", run_id, dag_id,
+                 exc)
+        return False
+    finished = str(state).rsplit(".", 1)[-1].lower() in ("success", "failed")
+    if finished:
+        log.warning("taking over the window lease of %s: that DAG run is %s without having published", held.owner,
+                    state)
+    return finished
 
 
 def run_plan(changefeed_id: str, context: Mapping[str, Any]) -> dict:
     params = context.get("params") or {}
-    _check_supported(params)
     target_ts = parse_target_ts(params.get("target_ts"))
     # A person who triggers a run with an explicit target_ts asks for exactly that window end; the
     # run's data interval (which for a manual trigger is just "the last scheduled interval") only
     # bounds scheduled runs. The changefeed's own target-ts still caps both.
     interval_end_ts = None if target_ts is not None else window_end_ts(context)
-    from cdc_core.changefeed import tasks
+    mode = params.get("mode") or "incremental"
+    tables = list(params.get("tables") or []) or None
+    from cdc_core.changefeed import lease, tasks
 
-    plan = tasks.plan(changefeed_id, interval_end_ts=interval_end_ts, target_ts=target_ts)
+    owner = lease_owner_for(context)
+    # Queue position: the window end this run asks for (the changefeed's target-ts may lower it, equally for all).
+    queue_ts = target_ts if target_ts is not None else interval_end_ts
+    lease.wait_acquire(
+        changefeed_id, owner, timeout_s=LEASE_WAIT.total_seconds(), take_over=airflow_run_finished, target_ts=queue_ts,
+        on_wait=lambda held: log.info("waiting for the window of %s to finish before planning", held.describe()),
+    )
+    try:
+        plan = tasks.plan(changefeed_id, interval_end_ts=interval_end_ts, target_ts=target_ts, mode=mode, tables=tables,
+                          run_tag=run_tag_for(context))
+    except BaseException:
+        lease.release(changefeed_id, owner)
+        raise
+    plan["lease_owner"] = owner
     log.info(
-        "planned changefeed %s: checkpoint-ts %s, target-ts %s (interval end ts %s, params.target_ts %s)%s",
+        "planned changefeed %s: mode %s, checkpoint-ts %s, target-ts %s (interval end ts %s, params.target_ts %s)%s",
         changefeed_id,
+        mode,
         plan.get("checkpoint_ts"),
         plan.get("target_ts"),
         interval_end_ts,
         target_ts,
         f"; skip: {plan.get('reason')}" if plan.get("skip") else "",
     )
+    if skip_reason(plan, params) is not None:  # nothing will run after plan: the window is not held
+        lease.release(changefeed_id, owner)
     return plan
+
+
+def _ensure_lease(plan: Mapping[str, Any]) -> None:
+    """A task after plan runs only while its run still holds the window lease."""
+    owner = plan.get("lease_owner")
+    if not owner:
+        return
+    from cdc_core.changefeed import lease
+    from cdc_core.errors import ChangefeedError
+
+    held = lease.holder(plan["changefeed_id"])
+    if held is None or held.owner != owner:
+        raise ChangefeedError(
+            f"this run no longer holds the window lease of changefeed {plan['changefeed_id']!r} "
+            f"({'held by ' + held.describe() if held else 'expired'}); re-run the DAG run from plan"
+        )
 
 
 def skip_reason(plan: Mapping[str, Any], params: Mapping[str, Any] | None) -> str | None:
@@ -269,6 +348,7 @@ def skip_reason(plan: Mapping[str, Any], params: Mapping[str, Any] | None) -> st
 def _skipped(task_id: str, plan: Mapping[str, Any], context: Mapping[str, Any]) -> dict | None:
     reason = skip_reason(plan, context.get("params"))
     if reason is None:
+        _ensure_lease(plan)
         return None
     log.info("%s: %s; nothing to do", task_id, reason)
     return {"skipped": True, "reason": reason}
@@ -336,6 +416,10 @@ def run_publish(plan: dict, applied: dict, checked: dict, context: Mapping[str, 
     from cdc_core.changefeed import tasks
 
     published = tasks.publish(plan, applied, checked)
+    from cdc_core.changefeed import lease
+
+    if plan.get("lease_owner"):
+        lease.release(plan["changefeed_id"], plan["lease_owner"])
     return {**published, "asset_events": emit_asset_events(plan, published, context)}
 
 
@@ -344,6 +428,8 @@ def run_publish(plan: dict, applied: dict, checked: dict, context: Mapping[str, 
 
 def build_dag(config: Any) -> DAG:
     """The DAG of one changefeed config (a ``cdc_core.changefeed.config.ChangefeedConfig``)."""
+    from cdcflow_airflow.hooks import upstream_pre_execute
+
     changefeed_id: str = config.changefeed_id
     schedule_text = (getattr(config, "schedule", None) or "*/5 * * * *").strip()
     timetable = timetable_for(schedule_text)
@@ -357,7 +443,8 @@ def build_dag(config: Any) -> DAG:
         catchup=bool(getattr(config, "catchup", False)),
         max_active_runs=1,
         tags=list(TAGS),
-        default_args={**DEFAULT_ARGS, "retries": task_retries()},
+        # pre_execute: the upstream address from the `cdcflow_upstream_default` connection, when the config has none.
+        default_args={**DEFAULT_ARGS, "retries": task_retries(), "pre_execute": upstream_pre_execute(changefeed_id)},
         params=build_params(),
     ) as dag:
         # multiple_outputs=False: the return values are dicts and must stay one XCom each.

@@ -135,3 +135,16 @@ pull-timeout-s = 7.5
     kw = c.puller.client_kwargs()
     assert (kw["advance_interval_ms"], kw["workers_per_store"], kw["max_pending_bytes"]) == (0, 4, 64 << 20)
     assert cfgmod.parse_config(c.to_toml(), "again.toml") == c
+
+
+def test_initial_snapshot_parses_validates_and_round_trips():
+    base = 'changefeed-id = "a"\nsink-uri = "/tmp/l"\n'
+    assert cfgmod.parse_config(base).initial_snapshot is False
+    c = cfgmod.parse_config(base + "initial-snapshot = true\n", "feed.toml")
+    assert c.initial_snapshot is True
+    again = cfgmod.parse_config(c.to_toml())
+    assert again.initial_snapshot is True and again == c
+    assert "initial-snapshot" not in cfgmod.parse_config(base).to_toml()  # the default is left out
+    with pytest.raises(ConfigError, match="`initial-snapshot` must be bool") as ei:
+        cfgmod.parse_config(base + 'initial-snapshot = "yes"\n', "feed.toml")
+    assert "feed.toml" in str(ei.value)

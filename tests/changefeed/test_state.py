@@ -34,3 +34,12 @@ def test_missing_and_corrupt_state(home):
     with pytest.raises(ChangefeedError, match="corrupt"):
         state.load_state("bad")
     assert [s.changefeed_id for s in state.list_states()] == []
+
+
+def test_state_files_from_before_snapshots_and_rebuilds_still_load(home):
+    (home / "state").mkdir(exist_ok=True)
+    (home / "state" / "old.json").write_text(
+        '{"changefeed_id": "old", "state": "normal", "checkpoint_ts": 5, "resolved_ts": 5, "error": null, '
+        '"last_window": null, "last_checks": {}, "updated_at": 1.0}')
+    st = state.load_state("old")
+    assert st.checkpoint_ts == 5 and st.initial_snapshot_done is False and st.snapshot is None and st.rebuild is None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import types
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 from airflow.dag_processing.dagbag import DagBag  # noqa: E402
 from airflow.sdk import CronDataIntervalTimetable  # noqa: E402
 from airflow.sdk.exceptions import (  # noqa: E402
-    AirflowFailException,
     AirflowTimetableInvalid,
     ParamValidationError,
 )
@@ -70,13 +69,13 @@ def dag(dagbag):
 
 def test_dags_folder_has_one_dag_per_changefeed(dagbag):
     assert dagbag.import_errors == {}
-    assert sorted(dagbag.dag_ids) == ["cdcflow__orders", "cdcflow__users"]
+    assert sorted(dagbag.dag_ids) == ["cdcflow__maintenance", "cdcflow__orders", "cdcflow__users"]
 
 
 def test_no_changefeeds_no_dags(tmp_path, monkeypatch):
     monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
     bag = DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True)
-    assert bag.import_errors == {} and bag.dag_ids == []
+    assert bag.import_errors == {} and bag.dag_ids == ["cdcflow__maintenance"]
 
 
 def test_a_bad_config_is_an_import_error(cdcflow_home):
@@ -183,6 +182,13 @@ def test_schedule_variants():
     assert dag_factory.timetable_for("@daily").expression == "0 0 * * *"
     with pytest.raises(AirflowTimetableInvalid, match="columns"):
         dag_factory.timetable_for("every five minutes")
+    # A duration: fixed-length windows, below cron's one minute too.
+    from airflow.sdk import DeltaDataIntervalTimetable
+
+    assert dag_factory.timetable_for("20s") == DeltaDataIntervalTimetable(timedelta(seconds=20))
+    assert dag_factory.timetable_for("5m") == DeltaDataIntervalTimetable(timedelta(minutes=5))
+    with pytest.raises(AirflowTimetableInvalid, match="shorter than"):
+        dag_factory.timetable_for("1s")
 
 
 def test_retries_can_be_turned_off_for_dags_test(monkeypatch):
@@ -211,8 +217,9 @@ class FakeTasks(types.ModuleType):
         self.checkpoint_ts = checkpoint_ts
         self.calls: list[tuple] = []
 
-    def plan(self, changefeed_id, *, interval_end_ts, target_ts=None):
+    def plan(self, changefeed_id, *, interval_end_ts, target_ts=None, mode="incremental", tables=None, run_tag=None):
         self.calls.append(("plan", changefeed_id, interval_end_ts, target_ts))
+        self.plan_kwargs = {"mode": mode, "tables": tables, "run_tag": run_tag}
         t = min(b for b in (interval_end_ts, target_ts) if b)
         skip = t <= self.checkpoint_ts
         reason = f"window already covered by checkpoint {self.checkpoint_ts} >= target {t}" if skip else ""
@@ -287,11 +294,61 @@ def test_plan_without_data_interval_uses_run_after(dag, fake_tasks):
     assert fake_tasks.calls[0][2] == tso.from_datetime(run_after, end_of_ms=True)
 
 
-@pytest.mark.parametrize("params", [{"mode": "rebuild"}, {"tables": ["shop.orders"]}])
-def test_plan_rejects_what_is_not_implemented(dag, fake_tasks, params):
-    with pytest.raises(AirflowFailException, match="not implemented"):
-        _call(dag, "plan", **_context(dag, end=datetime(2026, 1, 1, tzinfo=UTC), **params))
-    assert fake_tasks.calls == []
+def test_plan_passes_mode_tables_and_the_backfill_tag(dag, fake_tasks):
+    ctx = _context(dag, end=datetime(2026, 1, 1, tzinfo=UTC), mode="rebuild", tables=["shop.orders"])
+    ctx["dag_run"] = types.SimpleNamespace(run_after=None, backfill_id=7, dag_id="cdcflow__orders", run_id="bf1")
+    plan = _call(dag, "plan", **ctx)
+    assert fake_tasks.plan_kwargs == {"mode": "rebuild", "tables": ["shop.orders"], "run_tag": "backfill-7"}
+    assert plan["lease_owner"] == "airflow:cdcflow__orders:bf1"
+    from cdc_core.changefeed import lease
+
+    lease.release("orders", plan["lease_owner"])
+    # Not a backfill: no tag, so every rebuild run rebuilds.
+    _call(dag, "plan", **_context(dag, end=datetime(2026, 1, 1, tzinfo=UTC), mode="snapshot"))
+    assert fake_tasks.plan_kwargs == {"mode": "snapshot", "tables": None, "run_tag": None}
+
+
+def test_runs_take_turns_through_the_window_lease(dag, fake_tasks):
+    from cdc_core.changefeed import lease
+
+    ctx = _context(dag, end=datetime(2026, 11, 22, 12, 5, tzinfo=UTC))
+    ctx["dag_run"] = types.SimpleNamespace(run_after=None, dag_id="cdcflow__orders", run_id="r1")
+    plan = _call(dag, "plan", **ctx)
+    assert lease.holder("orders").owner == "airflow:cdcflow__orders:r1"
+    # A second run cannot plan while r1's window is open (it would wait; here it may not wait at all).
+    other = _context(dag, end=datetime(2026, 11, 22, 12, 10, tzinfo=UTC))
+    other["dag_run"] = types.SimpleNamespace(run_after=None, dag_id="cdcflow__orders", run_id="r2")
+    orig = dag_factory.LEASE_WAIT
+    dag_factory.LEASE_WAIT = type(orig)(0)
+    try:
+        with pytest.raises(lease.LeaseBusy, match="r1"):
+            _call(dag, "plan", **other)
+    finally:
+        dag_factory.LEASE_WAIT = orig
+    for task_id in ("pull", "apply", "check"):
+        _call(dag, task_id, plan, **ctx)
+    _call(dag, "publish", plan, {}, {}, **ctx)
+    assert lease.holder("orders") is None  # published: the next run may plan
+
+
+def test_a_skipped_plan_does_not_keep_the_lease(dag, fake_tasks):
+    from cdc_core.changefeed import lease
+
+    fake_tasks.checkpoint_ts = 10**18
+    _call(dag, "plan", **_context(dag, end=datetime(2026, 11, 22, 12, 5, tzinfo=UTC)))
+    assert lease.holder("orders") is None
+
+
+def test_a_task_whose_run_lost_the_lease_refuses(dag, fake_tasks):
+    from cdc_core.changefeed import lease
+    from cdc_core.errors import ChangefeedError
+
+    ctx = _context(dag, end=datetime(2026, 11, 22, 12, 5, tzinfo=UTC))
+    plan = _call(dag, "plan", **ctx)
+    lease.release("orders", plan["lease_owner"])
+    lease.acquire("orders", "cli:elsewhere:1")
+    with pytest.raises(ChangefeedError, match="no longer holds the window lease"):
+        _call(dag, "apply", plan, **ctx)
 
 
 def test_chain_runs_the_core_tasks(dag, fake_tasks):

@@ -19,6 +19,16 @@ def delta_rows(sink: Path, db: str, table: str, key: str) -> list[dict[str, Any]
     return sorted(rows, key=lambda r: r[key])
 
 
+def delta_rows_at(sink: Path, db: str, table: str, key: str, ts: int) -> list[dict[str, Any]]:
+    """The Delta table as of upstream ts ``ts``: its newest version whose commit carries ``cdcflow.ts <= ts``."""
+    dt = DeltaTable(str(sink / db / table))
+    versions = [int(h["version"]) for h in dt.history() if int(h.get("cdcflow.ts") or 0) <= ts]
+    assert versions, f"{db}.{table} has no commit at or below ts {ts}"
+    dt.load_as_version(max(versions))
+    rows = [{k: json_value(v) for k, v in r.items() if k != "_tidb_rowid"} for r in dt.to_pyarrow_table().to_pylist()]
+    return sorted(rows, key=lambda r: r[key])
+
+
 def upstream_rows(client: UpstreamClient, db: str, table: str, key: str, ts: int) -> list[dict[str, Any]]:
     return sorted(client.query(f"SELECT * FROM {db}.{table}", at_ts=ts), key=lambda r: r[key])
 

@@ -1,0 +1,141 @@
+"""A changefeed's service GC safe point in PD: ``cdcflow-<id>`` held at its checkpoint-ts.
+
+The next window of a changefeed scans the upstream from its checkpoint-ts, so the upstream must keep every
+MVCC version a read at the checkpoint sees. Like TiCDC's GC manager, each changefeed registers a *service* GC
+safe point with PD (``UpdateServiceGCSafePoint``, service id ``cdcflow-<changefeed id>``) at its checkpoint,
+with a TTL: the GC worker never moves the cluster safe point past a live service safe point, and a changefeed
+that stops refreshing (removed, or dead) stops holding GC once the TTL has passed.
+
+Who refreshes: ``tasks.publish`` at every window (the new checkpoint), the maintenance DAG daily for the
+changefeeds that do not publish (paused, in error). ``cdcflow changefeed remove`` removes it (TTL 0).
+
+PD refuses to let a *new* service start below the current minimum safe point (GC may have passed it); the
+update then reports a minimum above the requested point, which :attr:`ServiceSafePoint.in_force` shows.
+
+The RPC is asyncio (grpc.aio, usable from a trigger's loop: :func:`aupdate_service_safe_point`); the other
+functions are synchronous wrappers for tasks and the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import grpc
+
+from cdc_core.errors import CdcflowError, UpstreamError
+from cdc_core.log import get_logger
+from cdc_core.proto import pdpb_pb2, pdpb_pb2_grpc
+
+log = get_logger("cdcflow.changefeed.gc")
+
+SERVICE_ID_PREFIX = "cdcflow-"
+# TiCDC's default gc-ttl: a changefeed that has not refreshed for a day no longer holds GC back.
+DEFAULT_TTL_S = 86_400
+DEFAULT_TIMEOUT_S = 10.0
+
+
+def service_id(changefeed_id: str) -> str:
+    return f"{SERVICE_ID_PREFIX}{changefeed_id}"
+
+
+@dataclass(frozen=True)
+class ServiceSafePoint:
+    """The outcome of one update: what was asked and the minimum service safe point PD reports after it."""
+
+    service_id: str
+    safe_point: int
+    ttl_s: int
+    min_safe_point: int
+
+    @property
+    def in_force(self) -> bool:
+        """Whether the requested point holds GC back (false after a removal, or when PD refused a new
+        service below the current minimum)."""
+        return self.ttl_s > 0 and self.min_safe_point <= self.safe_point
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "in_force": self.in_force}
+
+
+async def aupdate_service_safe_point(
+    pd_addr: str, service: str, safe_point: int, ttl_s: int, *, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> ServiceSafePoint:
+    """Set (``ttl_s > 0``) or remove (``ttl_s <= 0``) a service GC safe point; raises ``UpstreamError``."""
+    if safe_point < 0:
+        raise ValueError(f"safe point must be >= 0, got {safe_point}")
+    request = pdpb_pb2.UpdateServiceGCSafePointRequest(service_id=service, ttl=int(ttl_s), safe_point=safe_point)
+    async with grpc.aio.insecure_channel(pd_addr) as channel:
+        try:
+            resp = await pdpb_pb2_grpc.PDStub(channel).UpdateServiceGCSafePoint(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                raise UpstreamError(f"cannot reach the upstream at {pd_addr} (UpdateServiceGCSafePoint): "
+                                    f"{exc.details()}") from exc
+            raise UpstreamError(f"PD {pd_addr}: UpdateServiceGCSafePoint({service}) failed: {exc.details()}") from exc
+    return ServiceSafePoint(service, safe_point, int(ttl_s), int(resp.min_safe_point))
+
+
+def refresh_service_safe_point(
+    pd_addr: str, changefeed_id: str, checkpoint_ts: int, ttl_s: int = DEFAULT_TTL_S, *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> ServiceSafePoint:
+    """Hold GC at ``checkpoint_ts`` for the changefeed for ``ttl_s`` seconds (from now)."""
+    if ttl_s <= 0:
+        raise ValueError(f"ttl_s must be > 0 (use remove_service_safe_point to remove), got {ttl_s}")
+    sp = asyncio.run(aupdate_service_safe_point(pd_addr, service_id(changefeed_id), checkpoint_ts, ttl_s,
+                                                timeout_s=timeout_s))
+    if sp.in_force:
+        log.info("service gc safe point refreshed", changefeed_id=changefeed_id, **sp.to_dict())
+    else:
+        log.warning("service gc safe point not in force: PD's minimum is above the checkpoint (GC may have "
+                    "passed it)", changefeed_id=changefeed_id, **sp.to_dict())
+    return sp
+
+
+def remove_service_safe_point(pd_addr: str, changefeed_id: str, *,
+                              timeout_s: float = DEFAULT_TIMEOUT_S) -> ServiceSafePoint:
+    """Stop holding GC for the changefeed (PD drops a service safe point updated with TTL 0)."""
+    sp = asyncio.run(aupdate_service_safe_point(pd_addr, service_id(changefeed_id), 0, 0, timeout_s=timeout_s))
+    log.info("service gc safe point removed", changefeed_id=changefeed_id, service_id=sp.service_id)
+    return sp
+
+
+# --- by changefeed id (the PD address from its config), never failing the caller -----------------------
+
+
+def _pd_addr_of(changefeed_id: str) -> str:
+    from cdc_core.changefeed.config import load_config
+    from cdc_core.client.upstream import resolve_pd_addr
+
+    return resolve_pd_addr(load_config(changefeed_id).upstream)
+
+
+def refresh_for_changefeed(changefeed_id: str, checkpoint_ts: int | None = None,
+                           ttl_s: int = DEFAULT_TTL_S) -> ServiceSafePoint | None:
+    """Refresh the changefeed's safe point at ``checkpoint_ts`` (default: its state's checkpoint).
+
+    For callers whose own work is done (publish, maintenance): an unreachable upstream is logged and gives
+    None instead of failing them; the TTL leaves a day for the next refresh.
+    """
+    try:
+        if checkpoint_ts is None:
+            from cdc_core.changefeed.state import load_state
+
+            checkpoint_ts = load_state(changefeed_id).checkpoint_ts
+        return refresh_service_safe_point(_pd_addr_of(changefeed_id), changefeed_id, checkpoint_ts, ttl_s)
+    except CdcflowError as exc:
+        log.warning("service gc safe point not refreshed", changefeed_id=changefeed_id, error=str(exc))
+        return None
+
+
+def remove_for_changefeed(changefeed_id: str) -> ServiceSafePoint | None:
+    """Remove the changefeed's safe point (call before its config is deleted); failures are logged, not raised:
+    a safe point left behind expires with its TTL."""
+    try:
+        return remove_service_safe_point(_pd_addr_of(changefeed_id), changefeed_id)
+    except CdcflowError as exc:
+        log.warning("service gc safe point not removed (it expires with its TTL)", changefeed_id=changefeed_id,
+                    error=str(exc))
+        return None

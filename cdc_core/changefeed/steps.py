@@ -1,0 +1,116 @@
+"""Run a window's barrier steps (``barriers.plan_steps``) against the silver tables: the apply code.
+
+An incremental window (``tasks.apply``) and a rebuild's replay (``rebuild``) go through this one loop: each
+DML step is an ``apply_window`` Spark job over the step's tables, each DDL step a ``ddl_apply`` job (or
+nothing, when the event filter ignores the DDL). What differs is given by the caller: which tables a step
+covers, where their Delta tables are (``target_of``: a rebuild writes every version of a table to the path
+the table has now), and what happens after a step (barrier checks and checkpoint moves for a window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc_core import failpoint
+from cdc_core.log import get_logger
+from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.model import TableInfo
+from cdc_core.schema.storage import SchemaStorage
+
+from . import spark_engine
+from .barriers import DmlStep, Step
+from .config import ChangefeedConfig
+
+log = get_logger("cdcflow.changefeed")
+
+
+def replicated_at(cfg: ChangefeedConfig, storage: SchemaStorage, ts: int) -> list[TableInfo]:
+    """The tables the changefeed's table filter matches at ``ts`` (by their names then)."""
+    flt = cfg.table_filter
+    return [t for t in storage.tables_at(ts) if flt.match(t.db_name, t.name)]
+
+
+@dataclass
+class StepsResult:
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)  # per Delta table: rows, version, skipped
+    barriers: list[dict[str, Any]] = field(default_factory=list)
+    steps: int = 0
+
+
+def _identity(t: TableInfo) -> TableInfo:
+    return t
+
+
+def apply_steps(
+    cfg: ChangefeedConfig,
+    storage: SchemaStorage,
+    steps: list[Step],
+    *,
+    window_end_ts: int,
+    tables_at: Callable[[int], list[TableInfo]],
+    target_of: Callable[[TableInfo], TableInfo] = _identity,
+    after_dml: Callable[[DmlStep, list[TableInfo], dict[str, Any]], object] | None = None,
+    after_ddl: Callable[[DDLJob], object] | None = None,
+    ignore_moves: bool = False,
+) -> StepsResult:
+    """Apply ``steps`` of the bronze window ending at ``window_end_ts``.
+
+    ``tables_at(ts)``: the tables (as they were at ``ts``, names included: event filters match those) a DML
+    step up to ``ts`` applies. ``target_of``: the table info whose names give the Delta path written.
+    ``after_dml(step, tables, result)`` / ``after_ddl(job)``: called after each step.
+    """
+    out = StepsResult(steps=len(steps))
+    efilter = cfg.event_filter
+    for step in steps:
+        if isinstance(step, DmlStep):
+            tables = tables_at(step.upto_ts)
+            result = spark_engine.run_job("apply_window", {
+                "sink_uri": cfg.sink_uri,
+                "changefeed_id": cfg.changefeed_id,
+                "after_ts": step.after_ts,
+                "upto_ts": step.upto_ts,
+                "version": step.version,
+                "window_end_ts": window_end_ts,
+                "tables": [target_of(t).to_json() for t in tables],
+                "event_filters": {str(t.id): efilter.dml_specs(t.db_name, t.name) for t in tables},
+                "ignore_txn_start_ts": sorted(efilter.ignore_txn_start_ts),
+                "ignore_moves": ignore_moves,
+            })
+            for name, st in result.get("tables", {}).items():
+                agg = out.tables.setdefault(name, {"rows_upserted": 0, "rows_deleted": 0, "skipped": True})
+                agg["rows_upserted"] += int(st.get("rows_upserted") or 0)
+                agg["rows_deleted"] += int(st.get("rows_deleted") or 0)
+                agg["skipped"] = agg["skipped"] and bool(st.get("skipped"))
+                agg["delta_version"] = st.get("delta_version")
+            failpoint.hit("apply.dml_step_done")
+            if after_dml is not None:
+                after_dml(step, [target_of(t) for t in tables], result)
+        else:
+            job = step.job
+            if efilter.ignores_ddl(job.job_type, job.query, job.schema_name, job.table_name):
+                log.info("DDL ignored by the event filter (schema storage updated, not applied)",
+                         job_id=job.job_id, query=job.query)
+                out.barriers.append({"ts": job.finished_ts, "job": job.job_type, "applied": False})
+            else:
+                before_id = job.old_table_id if job.old_table_id is not None else job.table_id
+                before = storage.table_at(before_id, job.finished_ts - 1) if before_id is not None else None
+                res = spark_engine.run_job("ddl_apply", {
+                    "sink_uri": cfg.sink_uri,
+                    "changefeed_id": cfg.changefeed_id,
+                    "job": job.to_json(),
+                    "before": target_of(before).to_json() if before else None,
+                    "after": target_of(job.table_info).to_json() if job.table_info else None,
+                })
+                out.barriers.append({"ts": job.finished_ts, "job": job.job_type, "applied": True, "result": res})
+                failpoint.hit("apply.ddl_applied")
+            if after_ddl is not None:
+                after_ddl(job)
+    return out
+
+
+def changed(result: dict[str, Any], table: TableInfo) -> bool:
+    """Whether an ``apply_window`` result changed ``table``'s Delta table."""
+    st = result.get("tables", {}).get(table.qualified_name) or {}
+    return not st.get("skipped") and bool(st.get("rows_upserted") or st.get("rows_deleted"))

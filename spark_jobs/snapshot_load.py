@@ -1,0 +1,363 @@
+"""Snapshot loads: tables' rows read from the upstream at a ts, kept as a bronze base, and put into Delta.
+
+A changefeed's ``snapshot`` window (and ``initial-snapshot = true``) reloads tables at its checkpoint ``C``
+in two phases (``args["phase"]``), run by the window's ``pull`` and ``apply`` steps:
+
+``fetch``
+    Read each table at ``C`` from the upstream (an MVCC snapshot read, ``UpstreamClient.query(sql,
+    at_ts=C)``) in parallel chunks and write the rows, typed with the silver schema, as the table's bronze
+    **snapshot base** ``<changelog>/snapshot=<C>/<db>.<table>/`` (:mod:`cdc_core.codec.changelog`). The
+    chunks are the table's regions (PD ScanRegions over the table span), their boundary keys decoded into
+    handle ranges ``[lo, hi)`` and read with ``SELECT * FROM db.t WHERE <handle> >= lo AND <handle> < hi``;
+    the chunk list is distributed with ``sc.parallelize(chunks, n).mapPartitions(fetch)``, each partition
+    opening its own upstream client (a table of one chunk is read on the driver and written with pyarrow).
+    A base already written for the same table id and schema version is kept (rows at a ts never change),
+    so a re-run fetches nothing twice.
+``load``
+    Replace a Delta table's contents with a base in **one** commit that carries the app transaction
+    ``("cdcflow/<changefeed>", version)`` and ``cdcflow.ts = version`` (the base's ts) like every cdcflow
+    commit, plus ``cdcflow.load_id``: a load whose id is already in the table's recent history is skipped
+    (idempotent retries). The base is streamed batch by batch into ``write_deltalake(mode="overwrite",
+    schema_mode="overwrite")`` cast to ``TableInfo.arrow_schema()`` -- exactly the Arrow types ``apply``
+    writes. A rebuild uses this phase alone, from the latest base of a table.
+
+Run under spark-submit like the other jobs::
+
+    spark-submit spark_jobs/snapshot_load.py --args args.json --result result.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import logging
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from cdc_core.codec import changelog
+from cdc_core.codec import key as keycodec
+from cdc_core.errors import ChangefeedError, UpstreamError
+from cdc_core.schema.model import ROWID_COLUMN, TableInfo
+from spark_jobs.delta_writer import app_id_for, create_silver_table, table_path
+from spark_jobs.job_io import read_args, write_result
+from spark_jobs.mount import image_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_CHUNKS = 64
+LOAD_BATCH_ROWS = 65_536
+HISTORY_LOOKBACK = 50  # commits searched for a load id already committed
+
+
+# --- chunks -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Handles ``[lo, hi)`` of a table (None: unbounded on that side)."""
+
+    lo: int | None
+    hi: int | None
+
+    def where(self, column: str) -> str:
+        parts = []
+        if self.lo is not None:
+            parts.append(f"`{column}` >= {self.lo}")
+        if self.hi is not None:
+            parts.append(f"`{column}` < {self.hi}")
+        return " AND ".join(parts)
+
+
+def range_column(table: TableInfo) -> str | None:
+    """The integer column that orders a table's row keys and that the SQL front can filter on: the clustered
+    PK, else the hidden ``_tidb_rowid``. Every table of this upstream has one (a clustered PK is an integer);
+    a table keyed otherwise (e.g. a clustered VARCHAR PK of a real TiDB) would get None: one chunk."""
+    if table.handle_column is not None:
+        col = table.column(table.handle_column)
+        return col.name if col.type in ("int", "bigint") else None
+    return ROWID_COLUMN
+
+
+def handle_lower_bound(table_id: int, boundary: bytes) -> int | None:
+    """The smallest handle whose row key is ``>= boundary`` (a region boundary inside the table span).
+
+    None: the boundary is at or before the span start (no lower bound). A boundary past every handle
+    raises ``OverflowError``.
+    """
+    start, end = keycodec.table_span(table_id)
+    if boundary <= start:
+        return None
+    if boundary >= end:
+        raise OverflowError("boundary after the table span")
+    rest = boundary[len(start):]
+    if len(rest) < 8:  # a prefix of encoded handles: every key with it is >= the boundary
+        return keycodec.decode_int(rest + b"\x00" * (8 - len(rest)))
+    h = keycodec.decode_int(rest[:8])
+    if len(rest) == 8:
+        return h
+    if h == (1 << 63) - 1:
+        raise OverflowError("boundary after the last handle")
+    return h + 1  # the row key of h sorts before a longer key it prefixes
+
+
+def chunks_from_boundaries(table_id: int, boundaries: Sequence[bytes], max_chunks: int) -> list[Chunk]:
+    """Handle ranges between region boundary keys; at most ``max_chunks`` (adjacent ranges merged evenly)."""
+    bounds: set[int] = set()
+    for b in boundaries:
+        try:
+            h = handle_lower_bound(table_id, b)
+        except OverflowError:
+            continue
+        if h is not None:
+            bounds.add(h)
+    cuts = sorted(bounds)
+    if max_chunks < 1:
+        raise ValueError(f"max_chunks must be >= 1, got {max_chunks}")
+    if len(cuts) + 1 > max_chunks:  # keep max_chunks - 1 cuts, spread evenly
+        step = len(cuts) / (max_chunks - 1) if max_chunks > 1 else 0
+        cuts = sorted({cuts[int(i * step)] for i in range(max_chunks - 1)}) if max_chunks > 1 else []
+    edges: list[int | None] = [None, *cuts, None]
+    return [Chunk(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
+def plan_chunks(pd_addr: str, table: TableInfo, max_chunks: int = DEFAULT_MAX_CHUNKS) -> tuple[list[Chunk], str]:
+    """The chunks of a table (by its regions) and how they were made."""
+    if range_column(table) is None:
+        return [Chunk(None, None)], "one chunk: the table's row keys are not an integer the SQL front can range"
+    from cdc_core.puller.pd_client import PDClient
+
+    async def regions() -> list[bytes]:
+        pd = PDClient(pd_addr)
+        try:
+            start, end = keycodec.table_span(table.id)
+            return [r.start_key for r in await pd.scan_regions(start, end)]
+        finally:
+            await pd.close()
+
+    try:
+        boundaries = asyncio.run(regions())
+    except UpstreamError as exc:  # reading in one chunk is slower, never wrong
+        log.warning("cannot list the regions of %s (%s): one chunk", table.qualified_name, exc)
+        return [Chunk(None, None)], f"one chunk: ScanRegions failed ({exc})"
+    chunks = chunks_from_boundaries(table.id, boundaries, max_chunks)
+    return chunks, f"{len(chunks)} chunk(s) from {len(boundaries)} region(s)"
+
+
+# --- fetch --------------------------------------------------------------------------------------
+
+
+def select_sql(table: TableInfo, chunk: Chunk) -> str:
+    cols = "*, `_tidb_rowid`" if ROWID_COLUMN in table.arrow_schema().names else "*"
+    sql = f"SELECT {cols} FROM `{table.db_name}`.`{table.name}`"
+    column = range_column(table)
+    where = chunk.where(column) if column is not None else ""
+    return f"{sql} WHERE {where}" if where else sql
+
+
+def _typed_row(table: TableInfo, row: dict[str, Any]) -> tuple[Any, ...]:
+    """A ``SELECT`` row (JSON values by column name) as Python values of the image columns, in order."""
+    lowered = {k.lower(): v for k, v in row.items()}
+    out: list[Any] = [c.convert(lowered.get(c.name.lower())) for c in table.columns]
+    if ROWID_COLUMN in table.arrow_schema().names:
+        out.append(int(lowered[ROWID_COLUMN]))
+    return tuple(out)
+
+
+def fetch_partition(pd_addr: str, ts: int, table_json: str, chunks: Iterator[Chunk]) -> Iterator[tuple[Any, ...]]:
+    """The rows of a partition's chunks at ``ts`` (runs in a Spark Python worker: its own upstream client)."""
+    from cdc_core.client.upstream import UpstreamClient
+
+    table = TableInfo.from_json(table_json)
+    with UpstreamClient(pd_addr) as client:
+        for chunk in chunks:
+            for row in client.query(select_sql(table, chunk), at_ts=ts):
+                yield _typed_row(table, row)
+
+
+def spark_schema(table: TableInfo) -> str:
+    return ", ".join(f"`{n}` {t}" for n, t in image_columns(table))
+
+
+def fetch_table(
+    spark: SparkSession, sink: str, changefeed_id: str, pd_addr: str, ts: int, table: TableInfo,
+    *, max_chunks: int = DEFAULT_MAX_CHUNKS,
+) -> dict[str, Any]:
+    """Write the base of ``table`` at ``ts`` (kept when one for the same table id and schema version exists)."""
+    started = time.monotonic()
+    final = changelog.snapshot_table_dir(sink, changefeed_id, ts, table.qualified_name)
+    meta_path = final / changelog.TABLE_META
+    if meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        if meta.get("table_id") == table.id and meta.get("schema_version") == table.schema_version:
+            return {"skipped": True, "reason": "base already written", "rows": meta.get("rows"),
+                    "chunks": meta.get("chunks"), "chunking": meta.get("chunking"), "path": str(final),
+                    "seconds": round(time.monotonic() - started, 3)}
+    chunks, how = plan_chunks(pd_addr, table, max_chunks)
+    fetch = functools.partial(fetch_partition, pd_addr, ts, table.to_json())
+    final.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final.parent.glob(f".tmp-{final.name}-*"):  # left by a crash (one window runs at a time)
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
+    if len(chunks) == 1:
+        # One chunk gains nothing from distribution: read it here and write the Arrow table with the silver
+        # schema directly (no Spark job, no Python worker).
+        _write_arrow(tmp, table, list(fetch(iter(chunks))))
+    else:
+        rdd = spark.sparkContext.parallelize(chunks, len(chunks)).mapPartitions(fetch)
+        df = spark.createDataFrame(rdd, schema=spark_schema(table))
+        df.write.mode("overwrite").parquet(str(tmp))
+    rows = _count_rows(tmp)
+    meta = {"table_id": table.id, "qualified_name": table.qualified_name, "ts": ts, "rows": rows,
+            "chunks": len(chunks), "chunking": how, "schema_version": table.schema_version,
+            "table": table.to_dict(), "written_at": time.time()}
+    changelog.publish_snapshot_table(tmp, final, meta)
+    log.info("snapshot base of %s at %d: %d rows in %d chunk(s)", table.qualified_name, ts, rows, len(chunks))
+    return {"skipped": False, "reason": None, "rows": rows, "chunks": len(chunks), "chunking": how,
+            "path": str(final), "seconds": round(time.monotonic() - started, 3)}
+
+
+def _write_arrow(d: Path, table: TableInfo, rows: list[tuple[Any, ...]]) -> None:
+    import pyarrow.parquet as pq
+
+    schema = table.arrow_schema()
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    data = pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, schema, strict=True)],
+                                schema=schema)
+    d.mkdir(parents=True)
+    pq.write_table(data, d / "part-00000.parquet")
+
+
+def _count_rows(d: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in changelog.snapshot_part_files(d))
+
+
+# --- load ---------------------------------------------------------------------------------------
+
+
+def _base_batches(files: list[Path], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    import pyarrow.parquet as pq
+
+    for f in files:
+        for b in pq.ParquetFile(f).iter_batches(batch_size=LOAD_BATCH_ROWS):
+            cols = []
+            for field in schema:
+                c = b.column(field.name) if field.name in b.schema.names else pa.nulls(b.num_rows, field.type)
+                cols.append(c if c.type == field.type else c.cast(field.type, safe=True))
+            yield pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _already_loaded(path: str, load_id: str) -> tuple[bool, int | None]:
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        return False, None
+    dt = DeltaTable(path)
+    done = any(c.get("cdcflow.load_id") == load_id for c in dt.history(HISTORY_LOOKBACK))
+    return done, dt.version()
+
+
+def load_base(
+    sink: str, changefeed_id: str, base_dir: str | Path, table: TableInfo, *, version: int, load_id: str,
+) -> dict[str, Any]:
+    """Replace the silver table of ``table`` (its path by ``table``'s names) with the base at ``base_dir`` in
+    one commit recording ``version``; skipped when ``load_id`` is already committed there."""
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    started = time.monotonic()
+    path = table_path(sink, table)
+    done, version_now = _already_loaded(path, load_id)
+    if done:
+        return {"skipped": True, "reason": f"already loaded ({load_id})", "rows": None,
+                "delta_version": version_now, "path": path, "seconds": round(time.monotonic() - started, 3)}
+    base = Path(base_dir)
+    if not (base / changelog.TABLE_META).is_file():
+        raise ChangefeedError(f"no complete snapshot base at {base}")
+    meta = json.loads((base / changelog.TABLE_META).read_text())
+    if not DeltaTable.is_deltatable(path):
+        create_silver_table(path, table, mode="ignore")
+    schema = table.arrow_schema()
+    props = CommitProperties(
+        app_transactions=[Transaction(app_id=app_id_for(changefeed_id), version=version)],
+        custom_metadata={"cdcflow.table_id": str(table.id), "cdcflow.ts": str(version),
+                         "cdcflow.snapshot": str(meta.get("ts")), "cdcflow.load_id": load_id},
+    )
+    reader = pa.RecordBatchReader.from_batches(schema, _base_batches(changelog.snapshot_part_files(base), schema))
+    write_deltalake(path, reader, mode="overwrite", schema_mode="overwrite", commit_properties=props)
+    dt = DeltaTable(path)
+    log.info("loaded %s from the snapshot base %s as version %d", table.qualified_name, base, version)
+    return {"skipped": False, "reason": None, "rows": meta.get("rows"), "delta_version": dt.version(),
+            "applied_version": dt.transaction_version(app_id_for(changefeed_id)), "path": path,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+# --- job entry points ---------------------------------------------------------------------------
+
+
+def _info(v: Any) -> TableInfo:
+    if isinstance(v, TableInfo):
+        return v
+    return TableInfo.from_json(v) if isinstance(v, str | bytes) else TableInfo.from_dict(dict(v))
+
+
+def run_job(args: dict[str, Any]) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point.
+
+    ``phase`` "fetch": ``sink_uri``, ``changefeed_id``, ``pd_addr``, ``ts``, ``tables`` (TableInfo JSON at
+    ``ts``), optional ``max_chunks``; returns ``{"tables": {"db.t": {"rows", "chunks", "chunking", "path",
+    "skipped", "reason", "seconds"}}}``.
+
+    ``phase`` "load": ``sink_uri``, ``changefeed_id``, ``loads`` = ``[{"table": TableInfo JSON (its names give
+    the Delta path), "base": base directory, "version": app-txn version, "load_id": str}]``; returns
+    ``{"tables": {"db.t": {"rows", "delta_version", "applied_version", "skipped", "reason", "path"}}}``.
+    """
+    phase = args.get("phase")
+    out: dict[str, dict[str, Any]] = {}
+    if phase == "fetch":
+        from spark_jobs.session import get_spark
+
+        spark = get_spark("cdcflow-snapshot-load")
+        for t in (_info(x) for x in args["tables"]):
+            out[t.qualified_name] = fetch_table(
+                spark, args["sink_uri"], args["changefeed_id"], args["pd_addr"], int(args["ts"]), t,
+                max_chunks=int(args.get("max_chunks") or DEFAULT_MAX_CHUNKS),
+            )
+    elif phase == "load":
+        for item in args["loads"]:
+            t = _info(item["table"])
+            out[t.qualified_name] = load_base(
+                args["sink_uri"], args["changefeed_id"], item["base"], t, version=int(item["version"]),
+                load_id=str(item["load_id"]),
+            )
+    else:
+        raise ValueError(f"snapshot_load: phase must be 'fetch' or 'load', got {phase!r}")
+    return {"phase": phase, "tables": out}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """spark-submit entry point: ``--args FILE [--result FILE]``."""
+    p = argparse.ArgumentParser(prog="spark_jobs.snapshot_load", description="Snapshot bases: fetch or load.")
+    p.add_argument("--args", required=True, help="JSON file with the run_job arguments")
+    p.add_argument("--result", help="write the result JSON here (default: stdout)")
+    ns = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    write_result(run_job(read_args(ns.args)), ns.result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

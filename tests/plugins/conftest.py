@@ -1,0 +1,88 @@
+"""Fixtures of the plugin tests: Airflow imported with a temp AIRFLOW_HOME (as in tests/dags), a temp CDCFLOW_HOME
+per test, and a fabricated changefeed (config, state, recorded metrics) to show in the view."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Importing airflow reads (and writes a default airflow.cfg into) $AIRFLOW_HOME: a temp one, for the import only.
+_AIRFLOW_ENV = {
+    "AIRFLOW_HOME": tempfile.mkdtemp(prefix="cdcflow-test-airflow-"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+    "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+}
+atexit.register(shutil.rmtree, _AIRFLOW_ENV["AIRFLOW_HOME"], ignore_errors=True)
+_saved = {k: os.environ.get(k) for k in _AIRFLOW_ENV}
+os.environ.update(_AIRFLOW_ENV)
+try:
+    import airflow.settings  # noqa: F401
+finally:
+    for _k, _v in _saved.items():
+        if _v is None:
+            os.environ.pop(_k, None)
+        else:
+            os.environ[_k] = _v
+if str(ROOT / "plugins") not in sys.path:
+    sys.path.append(str(ROOT / "plugins"))
+
+CHANGEFEED_ID = "orders"
+
+
+@pytest.fixture
+def cdcflow_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "cdcflow"
+    (home / "changefeeds").mkdir(parents=True)
+    monkeypatch.setenv("CDCFLOW_HOME", str(home))
+    return home
+
+
+def _check(expectation: str, success: bool, details: str = "") -> dict[str, Any]:
+    return {"expectation": expectation, "success": success, "details": details, "observed": None,
+            "expected": None, "sample_keys": []}
+
+
+@pytest.fixture
+def fabricated_changefeed(cdcflow_home: Path, tmp_path: Path) -> dict[str, Any]:
+    """Changefeed ``orders``: in error (a failed check on ``shop.items``), 3 published windows, one pull observed."""
+    from cdc_core.changefeed import metrics_history
+    from cdc_core.changefeed.config import ChangefeedConfig, save_config
+    from cdc_core.changefeed.state import create_state, locked_state
+    from cdc_core.codec import tso
+
+    now = time.time()
+    sink = tmp_path / "lake"
+    save_config(ChangefeedConfig(changefeed_id=CHANGEFEED_ID, sink_uri=f"file://{sink}", start_ts=1,
+                                 schedule="*/5 * * * *"))
+    checkpoints = [tso.compose(int((now - lag) * 1000), 7) for lag in (900, 600, 42)]
+    create_state(CHANGEFEED_ID, checkpoints[0] - 1)
+    for i, cp in enumerate(checkpoints):
+        with locked_state(CHANGEFEED_ID) as st:
+            st.checkpoint_ts = cp
+            st.resolved_ts = cp + 5
+        metrics_history.record_publish(CHANGEFEED_ID, now=now - 300 * (len(checkpoints) - 1 - i))
+    with locked_state(CHANGEFEED_ID) as st:
+        st.state = "error"
+        st.error = {"message": "data-quality check failed: shop.items <b>count</b> mismatch", "step": "check",
+                    "at": now}
+        st.last_checks = {"ts": checkpoints[-1], "mode": "checksum", "where": "window end", "tables": {
+            "shop.orders": {"table": "shop.orders", "passed": True, "results": [
+                _check("expect_row_count_to_equal", True), _check("expect_primary_key_unique", True),
+                _check("expect_checksum_to_equal", True)]},
+            "shop.items": {"table": "shop.items", "passed": False, "results": [
+                _check("expect_row_count_to_equal", False, "3 != 4"), _check("expect_primary_key_unique", True)]},
+        }}
+    metrics_history.record_pull_memory(CHANGEFEED_ID, metrics_history.PullMemory(
+        peak_pending_bytes=3 << 20, max_pending_bytes=1 << 30, paused=False, samples=50, seconds=1.0, at=now))
+    return {"changefeed_id": CHANGEFEED_ID, "checkpoints": checkpoints, "now": now, "sink": sink}
