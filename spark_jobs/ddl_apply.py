@@ -61,7 +61,6 @@ Run under spark-submit like the other jobs::
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -77,7 +76,7 @@ from cdc_core.errors import ChangefeedError
 from cdc_core.schema.ddl_history import JOB_TYPES, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from spark_jobs.delta_writer import app_id_for, check_schema, create_silver_table, table_path
-from spark_jobs.job_io import read_args, write_result
+from spark_jobs.job_io import args_file_main
 from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_move
 
 log = logging.getLogger(__name__)
@@ -476,13 +475,7 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """spark-submit / CLI entry point: ``--args FILE [--result FILE]``."""
-    p = argparse.ArgumentParser(prog="spark_jobs.ddl_apply", description="Apply one DDL job to the silver tables.")
-    p.add_argument("--args", required=True, help="JSON file with the run_job arguments")
-    p.add_argument("--result", help="write the result JSON here (default: stdout)")
-    ns = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    write_result(run_job(read_args(ns.args)), ns.result)
-    return 0
+    return args_file_main("spark_jobs.ddl_apply", "Apply one DDL job to the silver tables.", run_job, argv)
 
 
 if __name__ == "__main__":

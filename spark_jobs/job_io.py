@@ -6,8 +6,11 @@ each job's ``main`` reads its arguments and writes its result through these two 
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -25,3 +28,16 @@ def write_result(result: dict[str, Any], path: str | None) -> None:
             f.write(text)
     else:
         sys.stdout.write(text + "\n")
+
+
+def args_file_main(
+    prog: str, description: str, run_job: Callable[[dict[str, Any]], dict[str, Any]], argv: Sequence[str] | None = None
+) -> int:
+    """The whole ``main`` of a job that takes only ``--args FILE [--result FILE]``."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--args", required=True, help="JSON file with the run_job arguments")
+    p.add_argument("--result", help="write the result JSON here (default: stdout)")
+    ns = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    write_result(run_job(read_args(ns.args)), ns.result)
+    return 0

@@ -28,7 +28,6 @@ Run under spark-submit like the other jobs::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import json
@@ -49,7 +48,7 @@ from cdc_core.codec import key as keycodec
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from spark_jobs.delta_writer import app_id_for, create_silver_table, table_path
-from spark_jobs.job_io import read_args, write_result
+from spark_jobs.job_io import args_file_main
 from spark_jobs.mount import image_columns
 
 if TYPE_CHECKING:
@@ -350,13 +349,7 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """spark-submit entry point: ``--args FILE [--result FILE]``."""
-    p = argparse.ArgumentParser(prog="spark_jobs.snapshot_load", description="Snapshot bases: fetch or load.")
-    p.add_argument("--args", required=True, help="JSON file with the run_job arguments")
-    p.add_argument("--result", help="write the result JSON here (default: stdout)")
-    ns = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    write_result(run_job(read_args(ns.args)), ns.result)
-    return 0
+    return args_file_main("spark_jobs.snapshot_load", "Snapshot bases: fetch or load.", run_job, argv)
 
 
 if __name__ == "__main__":

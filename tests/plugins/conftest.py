@@ -3,11 +3,7 @@ per test, and a fabricated changefeed (config, state, recorded metrics) to show 
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -15,27 +11,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# Importing airflow reads (and writes a default airflow.cfg into) $AIRFLOW_HOME: a temp one, for the import only.
-_AIRFLOW_ENV = {
-    "AIRFLOW_HOME": tempfile.mkdtemp(prefix="cdcflow-test-airflow-"),
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-    "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-}
-atexit.register(shutil.rmtree, _AIRFLOW_ENV["AIRFLOW_HOME"], ignore_errors=True)
-_saved = {k: os.environ.get(k) for k in _AIRFLOW_ENV}
-os.environ.update(_AIRFLOW_ENV)
-try:
-    import airflow.settings  # noqa: F401
-finally:
-    for _k, _v in _saved.items():
-        if _v is None:
-            os.environ.pop(_k, None)
-        else:
-            os.environ[_k] = _v
-if str(ROOT / "plugins") not in sys.path:
-    sys.path.append(str(ROOT / "plugins"))
+sys.path.insert(0, str(ROOT / "tests"))
+import airflow_import  # noqa: E402, F401  (airflow imported with a temp AIRFLOW_HOME, plugins on sys.path)
 
 CHANGEFEED_ID = "orders"
 
