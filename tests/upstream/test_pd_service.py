@@ -58,6 +58,19 @@ def test_gc_safe_points() -> None:
 
 
 def test_update_service_gc_safe_point_rpc(pd: Any) -> None:
-    r = pd.UpdateServiceGCSafePoint(pdpb_pb2.UpdateServiceGCSafePointRequest(service_id="t", ttl=60, safe_point=5))
-    assert r.min_safe_point == 5
-    pd.UpdateServiceGCSafePoint(pdpb_pb2.UpdateServiceGCSafePointRequest(service_id="t", ttl=0))
+    def update(service: str, ttl: int, sp: int = 0) -> int:
+        req = pdpb_pb2.UpdateServiceGCSafePointRequest(service_id=service, ttl=ttl, safe_point=sp)
+        return int(pd.UpdateServiceGCSafePoint(req).min_safe_point)
+
+    # The session cluster is shared: changefeeds of earlier tests may hold safe points, so the
+    # figures are taken relative to the minimum in force (ttl 0 on an unknown service only reads it).
+    floor = update("t-probe", 0)
+    if floor == 0:
+        assert update("t", 60, 5) == 5
+        assert update("t-low", 60, 3) == 5, "a new service below the minimum is refused"
+        assert update("t", 60, 2) == 2, "a registered service may move its own point back"
+    else:
+        assert update("t", 60, floor - 1) == floor, "a new service below the minimum is refused"
+        assert update("t", 60, floor + 5) == floor
+    update("t", 0)
+    assert update("t-probe", 0) == floor
