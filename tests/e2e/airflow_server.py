@@ -48,7 +48,9 @@ class AirflowServer:
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home}/airflow.db",
+            # A busy timeout: `airflow backfill create` writes its runs while the scheduler holds the
+            # file; SQLite's 5 s default gave "database is locked" under the tests' load.
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home}/airflow.db?timeout=60",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__DEFAULT_TIMEZONE": "utc",
             # A test decides when a DAG runs: new DAGs start paused.
@@ -193,10 +195,20 @@ class AirflowServer:
         return r.json()["value"]
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        # The API server answers this endpoint in JSON only (406 to text/plain): structured log events.
         r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
-                     headers={"Accept": "text/plain"})
+                     headers={"Accept": "application/json"})
         r.raise_for_status()
-        return r.text
+        lines = []
+        for ev in r.json().get("content") or []:
+            if not isinstance(ev, dict):
+                lines.append(str(ev))
+                continue
+            lines.append(f"{ev.get('timestamp', '')} {ev.get('level', '')} {ev.get('event', '')}".strip())
+            for key in ("error_detail", "exception"):
+                if ev.get(key):
+                    lines.append(json.dumps(ev[key])[:4000])
+        return "\n".join(lines)
 
     def failure_report(self, dag_id: str, run_id: str) -> str:
         """The failed tasks' logs, for an assertion message."""
