@@ -22,7 +22,7 @@ typecheck: venv
 	$(VENV)/bin/mypy
 
 unit: venv
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --durations=25 $(PYTEST_ARGS)
 
 ## demo: start the embedded upstream, replicate two windows through Airflow into Delta, show the result
 demo: venv

@@ -105,6 +105,16 @@ def holder(changefeed_id: str) -> Lease | None:
     return None if lease is None or lease.expired() else lease
 
 
+def waiters(changefeed_id: str) -> dict[str, int | None]:
+    """The live queue of a changefeed: waiting owner -> the window end it waits to plan (None: unknown)."""
+    now = time.time()
+    with _locked(changefeed_id) as path:
+        _, queued = _read(path)
+    return {o: (int(w["target_ts"]) if int(w["target_ts"]) < _LAST else None)
+            for o, w in sorted(queued.items(), key=lambda kv: (kv[1]["target_ts"], kv[1]["since"], kv[0]))
+            if now - float(w.get("seen", 0)) < WAITER_STALE_S}
+
+
 def acquire(
     changefeed_id: str,
     owner: str,

@@ -97,8 +97,27 @@ def dag_id_for(changefeed_id: str) -> str:
     return f"{DAG_ID_PREFIX}{changefeed_id}"
 
 
-def build_params() -> dict[str, Param]:
-    """The trigger form of a changefeed DAG, validated by Airflow against each Param's JSON schema."""
+TABLE_NAME_PATTERN = r"^[^.\s`]+\.[^.\s`]+$"
+
+
+def known_tables(changefeed_id: str) -> list[str]:
+    """The tables the changefeed's last published window covered ("db.table"), for the form's pick list."""
+    try:
+        from cdc_core.changefeed.state import load_state
+
+        last = load_state(changefeed_id).last_window or {}
+    except Exception:  # no state yet or unreadable: the form then takes free text; plan validates either way
+        return []
+    return sorted(str(t) for t in (last.get("tables") or {}))
+
+
+def build_params(tables: list[str] | None = None) -> dict[str, Param]:
+    """The trigger form of a changefeed DAG, validated by Airflow against each Param's JSON schema.
+
+    ``tables``: the known table names; given, the form's Tables field is a multi-select of them (JSON
+    schema ``examples`` on an array); otherwise it takes typed "db.table" names.
+    """
+    table_choices = {"examples": list(tables)} if tables else {}
     return {
         "target_ts": Param(
             None,
@@ -118,18 +137,22 @@ def build_params() -> dict[str, Param]:
             enum=list(MODES),
             title="Mode",
             description=(
-                "incremental: apply the changes after the checkpoint (the only mode implemented so "
-                "far). snapshot: re-read the tables at the target ts. rebuild: replay the bronze "
-                "changelog into fresh Delta tables."
+                "incremental: apply the changes after the checkpoint. snapshot: reload the tables "
+                "from the upstream at the checkpoint, then apply the window. rebuild: replace the "
+                "tables by replaying the bronze changelog (once per backfill), then apply the window."
             ),
         ),
         "tables": Param(
             None,
             type=["null", "array"],
-            items={"type": "string", "minLength": 1},
+            items={"type": "string", "pattern": TABLE_NAME_PATTERN},
             uniqueItems=True,
             title="Tables",
-            description="Restrict the run to these upstream tables (db.table). Empty: every table of the changefeed.",
+            description=(
+                "snapshot and rebuild only: the upstream tables (db.table) they cover. Empty: every "
+                "table of the changefeed. An incremental window always covers every table."
+            ),
+            **table_choices,
         ),
         "dry_run": Param(
             False,
@@ -445,7 +468,7 @@ def build_dag(config: Any) -> DAG:
         tags=list(TAGS),
         # pre_execute: the upstream address from the `cdcflow_upstream_default` connection, when the config has none.
         default_args={**DEFAULT_ARGS, "retries": task_retries(), "pre_execute": upstream_pre_execute(changefeed_id)},
-        params=build_params(),
+        params=build_params(known_tables(changefeed_id)),
     ) as dag:
         # multiple_outputs=False: the return values are dicts and must stay one XCom each.
         @task(task_id="plan", execution_timeout=TASK_TIMEOUTS["plan"], multiple_outputs=False)

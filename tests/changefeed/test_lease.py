@@ -38,6 +38,7 @@ def test_waiters_take_turns_in_window_order():
     for owner, ts in [("late", 30), ("early", 10), ("middle", 20)]:
         with pytest.raises(lease.LeaseBusy):
             lease.acquire("cf", owner, target_ts=ts)
+    assert lease.waiters("cf") == {"early": 10, "middle": 20, "late": 30}
     lease.release("cf", "holder")
     # Free, but "late" and "middle" are queued behind "early".
     with pytest.raises(lease.LeaseBusy, match="early"):
@@ -60,7 +61,9 @@ def test_a_waiter_that_went_away_leaves_the_queue(monkeypatch):
         lease.acquire("cf", "later", target_ts=9)
     now = lease.time.time()
     monkeypatch.setattr(lease.time, "time", lambda: now + lease.WAITER_STALE_S + 1)
+    assert lease.waiters("cf") == {}
     assert lease.acquire("cf", "later", target_ts=9).owner == "later"
+    assert lease.waiters("cf") == {}  # the holder is not a waiter
 
 
 def test_expired_or_taken_over():

@@ -154,6 +154,9 @@ def test_params_defaults_and_schema(dag):
         ("target_ts", 123, False),
         ("tables", ["shop.orders", "shop.users"], True),
         ("tables", "shop.orders", False),
+        ("tables", ["orders"], False),
+        ("tables", ["shop.orders.x"], False),
+        ("tables", ["shop.orders", "shop.orders"], False),
         ("dry_run", True, True),
         ("dry_run", "yes", False),
     ],
@@ -165,6 +168,21 @@ def test_param_validation(dag, name, value, ok):
     else:
         with pytest.raises(ParamValidationError):
             param.resolve(value)
+
+
+def test_the_tables_field_picks_from_the_last_windows_tables(cdcflow_home):
+    from cdc_core.changefeed.state import create_state, locked_state
+
+    # No window yet: typed names (no pick list).
+    assert "examples" not in DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True).dags[
+        "cdcflow__orders"].params.get_param("tables").schema
+    create_state("orders", 100)
+    with locked_state("orders") as st:
+        st.last_window = {"checkpoint_ts": 100, "target_ts": 200, "tables": {"shop.users": {}, "shop.orders": {}}}
+    param = DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True).dags["cdcflow__orders"].params.get_param("tables")
+    assert param.schema["type"] == ["null", "array"]
+    assert param.schema["examples"] == ["shop.orders", "shop.users"]
+    assert param.resolve(["shop.users"]) == ["shop.users"]
 
 
 def test_serializes_for_the_scheduler(dag):

@@ -79,7 +79,7 @@ class AirflowServer:
     def start(self, timeout_s: float = 240.0) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         self.migrate()
-        self._log = open(self.log_path, "wb")  # closed in stop()
+        self._log = open(self.log_path, "ab")  # closed in stop(); appended to on a restart
         self.proc = subprocess.Popen(
             [str(VENV_BIN / "airflow"), "standalone"], cwd=ROOT, env=self.env, stdout=self._log,
             stderr=subprocess.STDOUT, start_new_session=True,
@@ -91,6 +91,10 @@ class AirflowServer:
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
         """Stop standalone and everything it started (its own process group: scheduler, workers, ...)."""
@@ -105,6 +109,8 @@ class AirflowServer:
                 os.killpg(self.proc.pid, signal.SIGKILL)  # children that outlived standalone
         if self._log is not None:
             self._log.close()
+            self._log = None
+        self.proc = None
 
     def log_tail(self, lines: int = 80) -> str:
         try:
@@ -163,11 +169,34 @@ class AirflowServer:
         r = self.api("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": paused})
         r.raise_for_status()
 
+    def pause_and_settle(self, dag_id: str, timeout_s: float = 900.0) -> None:
+        """Pause a DAG and leave none of its runs in flight: a paused DAG's queued runs stay queued (on unpause
+        they would run before whatever a test asks for next), and the scheduler does not look at the running
+        runs of a paused DAG at all. So runs with a task under way are let finish (unpaused meanwhile), and
+        runs with no task started are deleted."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.set_paused(dag_id, True)
+            open_runs = [r for r in self.runs(dag_id) if r["state"] in ("queued", "running")]
+            busy = [r for r in open_runs if r["state"] == "running" and self._tasks_under_way(dag_id, r)]
+            if not busy:
+                for run in open_runs:
+                    self.api("DELETE", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}").raise_for_status()
+                return
+            assert time.monotonic() < deadline, f"runs of {dag_id} still under way: {[r['dag_run_id'] for r in busy]}"
+            self.set_paused(dag_id, False)
+            for run in busy:
+                self.wait_run(dag_id, run["dag_run_id"], timeout_s=max(1.0, deadline - time.monotonic()))
+
+    def _tasks_under_way(self, dag_id: str, run: dict[str, Any]) -> bool:
+        started = {"queued", "running", "deferred", "up_for_retry", "up_for_reschedule", "restarting"}
+        return any(ti.get("state") in started for ti in self.task_instances(dag_id, run["dag_run_id"]).values())
+
     def trigger(self, dag_id: str, conf: dict[str, Any]) -> httpx.Response:
         return self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
 
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
-        r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100, "order_by": "run_after"})
+        r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100, "order_by": "-run_after"})
         r.raise_for_status()
         return list(r.json()["dag_runs"])
 

@@ -18,11 +18,11 @@ def cdc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream_cluster: 
     return tmp_path
 
 
+_STANDALONE: list[Any] = []  # the session's Airflow, for pytest_runtest_teardown
+
+
 @pytest.fixture(scope="session")
-def airflow_server(upstream_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A real Airflow (standalone: API server, scheduler, triggerer, dag processor) on a loopback port, whose
-    tasks use a session CDCFLOW_HOME and the session's upstream. Changefeeds a test creates in
-    ``airflow_server.cdc_home`` become DAGs within seconds (the dag processor re-reads the configs)."""
+def _airflow_standalone(upstream_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     from airflow_server import AirflowServer
 
     work = tmp_path_factory.mktemp("airflow")
@@ -30,8 +30,32 @@ def airflow_server(upstream_cluster: Any, tmp_path_factory: pytest.TempPathFacto
     (cdc_home / "changefeeds").mkdir(parents=True)
     server = AirflowServer(work, {"CDCFLOW_HOME": str(cdc_home), "CDCFLOW_UPSTREAM": upstream_cluster.pd_addr})
     server.cdc_home = cdc_home  # type: ignore[attr-defined]
+    _STANDALONE.append(server)
     try:
-        server.start()
         yield server
     finally:
+        server.stop()
+        _STANDALONE.remove(server)
+
+
+@pytest.fixture(scope="module")
+def airflow_server(_airflow_standalone: Any) -> Any:
+    """A real Airflow (standalone: API server, scheduler, triggerer, dag processor) on a loopback port, whose
+    tasks use a session CDCFLOW_HOME and the session's upstream. Changefeeds a test creates in
+    ``airflow_server.cdc_home`` become DAGs within seconds (the dag processor re-reads the configs).
+
+    One per session, started on first use and stopped after the last test in a row that uses it (see
+    ``pytest_runtest_teardown``): an idle Airflow would otherwise take CPU from the rest of the suite."""
+    if not _airflow_standalone.running:
+        _airflow_standalone.start()
+    return _airflow_standalone
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if "airflow_server" not in getattr(item, "fixturenames", ()):
+        return
+    if nextitem is not None and "airflow_server" in getattr(nextitem, "fixturenames", ()):
+        return
+    for server in _STANDALONE:
         server.stop()
