@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv test lint typecheck unit demo proto lock bench airflow clean
+.PHONY: all venv test test-airflow-backfill lint typecheck unit demo proto lock bench airflow clean
 
 all: test
 
@@ -23,6 +23,10 @@ typecheck: venv
 
 unit: venv
 	$(VENV)/bin/pytest --durations=25 $(PYTEST_ARGS)
+
+## test-airflow-backfill: the Airflow backfill end-to-end tests (~13 min on 2 cores; not part of `make test`)
+test-airflow-backfill: venv
+	$(VENV)/bin/pytest --durations=25 -m airflow_backfill tests/e2e/test_airflow_scheduler.py $(PYTEST_ARGS)
 
 ## demo: start the embedded upstream, replicate two windows through Airflow into Delta, show the result
 demo: venv

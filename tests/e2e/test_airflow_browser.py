@@ -1,6 +1,7 @@
 """A person in a real browser: log in to Airflow, trigger a changefeed's DAG through the trigger form with
 parameters (a bad value first, which the form refuses), wait for the run, open the Changefeeds page from the
-navigation and check the figures it shows against the changefeed's state.
+navigation and check the figures it shows against the changefeed's state. The Delta table as of the target
+equals the upstream snapshot at it.
 
 Debian's Chromium driven by Playwright (no browser download: ``executable_path=/usr/bin/chromium``). When
 Chromium is missing, the set-up installs it from the Debian packages (``apt-get install chromium``). The final
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2elib import delta_rows_at, upstream_rows
 
 from cdc_core.client.upstream import UpstreamClient
 
@@ -134,8 +136,20 @@ def test_trigger_from_the_form_then_see_the_changefeed(browser: Any, airflow_ser
         dialog.wait_for(state="hidden")
         runs = server.runs(DAG_ID)
         assert len(runs) == 1 and runs[0]["conf"]["target_ts"] == str(ui_feed["target"])
-        run = server.wait_run(DAG_ID, runs[0]["dag_run_id"], timeout_s=600)
+        try:
+            run = server.wait_run(DAG_ID, runs[0]["dag_run_id"], timeout_s=600)
+        finally:
+            server.pause_and_settle(DAG_ID)  # the form unpaused it; nothing else is to run
         assert run["state"] == "success", server.failure_report(DAG_ID, run["dag_run_id"])
+        plan = server.xcom(DAG_ID, run["dag_run_id"], "plan")
+        assert plan["target_ts"] == ui_feed["target"] and plan["skip"] is False
+        published = server.xcom(DAG_ID, run["dag_run_id"], "publish")
+        assert published["checkpoint_ts"] == ui_feed["target"]
+        assert [Path(u).name for u in published["asset_events"]] == ["accounts"]
+        with UpstreamClient(ui_feed["pd"]) as c:
+            want = upstream_rows(c, DB, "accounts", "id", ui_feed["target"])
+        assert [r["id"] for r in want] == [1, 4]
+        assert delta_rows_at(ui_feed["home"] / "lake" / CF, DB, "accounts", "id", ui_feed["target"]) == want
 
         # 3. The Changefeeds page, from the navigation, shows the checkpoint the run published.
         state = json.loads((ui_feed["home"] / "state" / f"{CF}.json").read_text())

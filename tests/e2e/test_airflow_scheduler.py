@@ -1,0 +1,357 @@
+"""End to end through a real Airflow: the scheduler runs a changefeed's windows, and a person triggers one with
+parameters through the REST API (the form's backend); invalid parameters are refused before a run exists;
+`airflow backfill create` runs past intervals in order, no-ops on a second pass and rebuilds once with
+``{"mode": "rebuild"}`` (marked ``airflow_backfill``: ~13 min on 2 cores, so not in ``make test``; run them with
+``make test-airflow-backfill``). After each run, every Delta table as of the window end equals the upstream
+snapshot.
+
+One story over one changefeed (``schedule = "10s"`` so that intervals pass quickly), in file order. The
+DAG starts paused; the scheduled-run test unpauses it and it stays so: the schedule keeps running windows
+while the other tests trigger and backfill, as it would in production. Assertions therefore use Delta as
+of a ts (time travel by ``cdcflow.ts``), which a window in flight does not change.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2elib import delta_rows_at, upstream_rows
+
+from cdc_core.changefeed import lease
+from cdc_core.client.upstream import UpstreamClient
+from cdc_core.codec import tso
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+
+CF = "afsched"
+DAG_ID = f"cdcflow__{CF}"
+DB = "afs"
+EVERY_S = 10
+TABLES = {"orders": "id", "notes": "id"}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Feed:
+    def __init__(self, server: Any, pd_addr: str) -> None:
+        self.server = server
+        self.pd_addr = pd_addr
+        self.home: Path = server.cdc_home
+        self.sink = self.home / "lake" / CF
+        self.next_id = 1
+        self.started = 0
+        self.backfilled: tuple[datetime, datetime, list[int]] | None = None  # set by the backfill test
+
+    def cdcflow(self, *args: str) -> str:
+        env = {**self.server.env, "CDCFLOW_HOME": str(self.home), "CDCFLOW_UPSTREAM": self.pd_addr}
+        proc = subprocess.run([str(ROOT / ".venv" / "bin" / "cdcflow"), *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, f"cdcflow {' '.join(args)}: {proc.stdout}\n{proc.stderr}"
+        return proc.stdout
+
+    def sql(self, script: str) -> None:
+        with UpstreamClient(self.pd_addr) as c:
+            c.execute(script)
+
+    def batch(self, n: int = 3) -> None:
+        """Inserts, an update that moves a primary key, an update of a unique key, a delete."""
+        i = self.next_id
+        self.next_id += n + 1
+        values = ", ".join(f"({i + k}, 'sku-{i + k}', {k + 1})" for k in range(n))
+        self.sql(f"""
+            INSERT INTO {DB}.orders VALUES {values};
+            INSERT INTO {DB}.notes VALUES ({i}, 'note {i}'), ({i + 1}, 'note {i + 1}');
+            BEGIN;
+            UPDATE {DB}.orders SET id = {i + n} WHERE id = {i};
+            UPDATE {DB}.orders SET sku = 'sku-moved-{i}', qty = qty + 10 WHERE id = {i + 1};
+            COMMIT;
+            DELETE FROM {DB}.notes WHERE id = {i + 1};
+        """)
+
+    def now_ts(self) -> int:
+        with UpstreamClient(self.pd_addr) as c:
+            return c.get_ts()
+
+    def state(self) -> dict[str, Any]:
+        return dict(json.loads(self.cdcflow("changefeed", "query", CF)))
+
+    def assert_equal_at(self, ts: int) -> None:
+        with UpstreamClient(self.pd_addr) as c:
+            for table, key in TABLES.items():
+                want = upstream_rows(c, DB, table, key, ts)
+                assert delta_rows_at(self.sink, DB, table, key, ts) == want, f"{DB}.{table} differs at ts {ts}"
+
+    def assert_equal_at_checkpoint(self) -> None:
+        self.assert_equal_at(int(self.state()["checkpoint_ts"]))
+
+
+@pytest.fixture(scope="module")
+def feed(airflow_server: Any, upstream_cluster: Any) -> Feed:
+    f = Feed(airflow_server, upstream_cluster.pd_addr)
+    f.sql(f"""
+        CREATE DATABASE {DB};
+        CREATE TABLE {DB}.orders (id INT PRIMARY KEY, sku VARCHAR(32) NOT NULL, qty INT, UNIQUE KEY uk_sku (sku));
+        CREATE TABLE {DB}.notes (id BIGINT PRIMARY KEY NONCLUSTERED, body VARCHAR(64));
+    """)
+    config = f.home / f"{CF}.toml"
+    config.write_text(f"""\
+changefeed-id = "{CF}"
+sink-uri = "file://{f.sink}"
+
+[filter]
+rules = ["{DB}.*"]
+
+[airflow]
+schedule = "{EVERY_S}s"
+catchup = false
+
+[data-quality]
+mode = "checksum"
+""")
+    f.cdcflow("changefeed", "create", "--config", str(config))
+    f.started = int(f.state()["checkpoint_ts"])
+    f.batch()
+    airflow_server.wait_dag(DAG_ID)
+    return f
+
+
+def _ok(server: Any, run: dict[str, Any]) -> None:
+    assert run["state"] == "success", server.failure_report(DAG_ID, run["dag_run_id"])
+
+
+def _interval_end_ts(run: dict[str, Any]) -> int:
+    return tso.from_datetime(datetime.fromisoformat(run["data_interval_end"]), end_of_ms=True)
+
+
+def _wait_for(cond: Any, timeout_s: float, what: str, poll_s: float = 2.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = cond()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(poll_s)
+
+
+def test_dag_is_parsed_with_its_timetable_and_form(feed: Feed) -> None:
+    server = feed.server
+    errors = server.api("GET", "/api/v2/importErrors").json()
+    assert errors["total_entries"] == 0, errors
+    details = server.api("GET", f"/api/v2/dags/{DAG_ID}/details").json()
+    assert details["is_paused"] is True and details["max_active_runs"] == 1
+    summary = details["timetable_summary"]
+    assert "DeltaDataIntervalTimetable" in summary or str(timedelta(seconds=EVERY_S)) in summary, summary
+    assert details["owners"] == ["cdcflow"] and {"cdcflow", "cdc"} <= {t["name"] for t in details["tags"]}
+    params = details["params"]
+    assert set(params) == {"target_ts", "mode", "tables", "dry_run"}
+    assert params["mode"]["schema"]["enum"] == ["incremental", "snapshot", "rebuild"]
+    assert all(p["schema"].get("title") and p.get("description") for p in params.values())
+
+
+def test_a_scheduled_run_replicates_its_interval(feed: Feed) -> None:
+    server = feed.server
+    server.set_paused(DAG_ID, False)  # from here on, for the rest of the module
+    # The first run(s) may cover an interval that ended before the changefeed's start-ts (a no-op): the run
+    # that matters is the first whose interval ends after it.
+    start_ts = feed.started
+    first = _wait_for(lambda: sorted((r for r in server.runs(DAG_ID) if r["run_type"] == "scheduled"
+                                      and _interval_end_ts(r) > start_ts), key=_interval_end_ts),
+                      120, "a scheduled run after start-ts")[0]
+    run = server.wait_run(DAG_ID, first["dag_run_id"], timeout_s=600)
+    _ok(server, run)
+    plan = server.xcom(DAG_ID, run["dag_run_id"], "plan")
+    # The window ends at the data interval end, as a TSO.
+    assert plan["target_ts"] == _interval_end_ts(run) and plan["skip"] is False
+    pulled = server.xcom(DAG_ID, run["dag_run_id"], "pull")
+    assert pulled["events"] > 0
+    assert int(feed.state()["checkpoint_ts"]) >= plan["target_ts"]
+    feed.assert_equal_at(plan["target_ts"])
+
+
+@pytest.mark.parametrize(("conf", "names"), [
+    ({"mode": "fast"}, ["mode", "fast"]),
+    ({"target_ts": "yesterday"}, ["target_ts", "yesterday"]),
+    ({"tables": "afs.orders"}, ["tables"]),
+    ({"dry_run": "maybe"}, ["dry_run"]),
+])
+def test_invalid_params_are_rejected_before_a_run_exists(feed: Feed, conf: dict[str, Any], names: list[str]) -> None:
+    server = feed.server
+
+    def manual() -> set[str]:
+        return {r["dag_run_id"] for r in server.runs(DAG_ID) if r["run_type"] == "manual"}
+
+    before = manual()
+    r = server.trigger(DAG_ID, conf)
+    assert r.status_code == 400, r.text
+    for name in names:
+        assert name in r.text
+    assert manual() == before
+
+
+def test_a_triggered_dry_run_plans_the_asked_window_only(feed: Feed) -> None:
+    """The trigger's params reach the tasks: ``target_ts`` ends the window and ``dry_run`` stops after plan.
+    (A real triggered run, from the trigger form, is the browser test's: here the 10 s schedule runs windows
+    of its own meanwhile, which would make the checkpoint a race.)"""
+    server = feed.server
+    feed.batch()
+    target = feed.now_ts()
+    r = server.trigger(DAG_ID, {"target_ts": str(target), "mode": "incremental", "dry_run": True})
+    assert r.status_code == 200, r.text
+    assert r.json()["conf"] == {"target_ts": str(target), "mode": "incremental", "dry_run": True}
+    run = server.wait_run(DAG_ID, r.json()["dag_run_id"], timeout_s=600)
+    _ok(server, run)
+    plan = server.xcom(DAG_ID, run["dag_run_id"], "plan")
+    assert plan["target_ts"] == target, plan
+    for task in ("pull", "apply", "check", "publish"):
+        out = server.xcom(DAG_ID, run["dag_run_id"], task)
+        assert out["skipped"] is True, (task, out)
+        # A scheduled run that went first may already have covered the target; otherwise the dry run stopped it.
+        assert plan["skip"] or "dry run" in out["reason"], (task, out)
+    feed.assert_equal_at_checkpoint()
+
+
+def _next_boundary(after: datetime) -> datetime:
+    """The next interval boundary of the ``EVERY_S`` grid (Airflow aligns delta timetables to the epoch)."""
+    secs = int(after.timestamp()) // EVERY_S * EVERY_S + EVERY_S
+    return datetime.fromtimestamp(secs, tz=UTC)
+
+
+def _sleep_past(moment: datetime) -> None:
+    # Waiting for wall-clock time itself (an interval boundary) is the condition here.
+    time.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds() + 0.5))
+
+
+def _backfills(server: Any) -> list[dict[str, Any]]:
+    r = server.api("GET", "/api/v2/backfills", params={"dag_id": DAG_ID})
+    r.raise_for_status()
+    return list(r.json()["backfills"])
+
+
+def _create_backfill(server: Any, frm: datetime, to: datetime, *extra: str) -> list[dict[str, Any]]:
+    """``airflow backfill create``: the backfill's new runs.
+
+    SQLite (this test's Airflow database) gives a writer "database is locked" at once, busy timeout or not,
+    when two connections both upgrade a read to a write; the scheduler writes constantly for a 10 s DAG. So
+    the DAG is paused for the few seconds of the create, and a create that hit the lock is cancelled (it may
+    have left its backfill row) and made again."""
+    before = {r["dag_run_id"] for r in server.runs(DAG_ID)}
+    known = {b["id"] for b in _backfills(server)}
+    server.set_paused(DAG_ID, True)
+    try:
+        for attempt in range(4):
+            proc = server.cli("backfill", "create", "--dag-id", DAG_ID, "--from-date", frm.isoformat(),
+                              "--to-date", to.isoformat(), *extra)
+            if proc.returncode == 0:
+                break
+            assert "database is locked" in proc.stderr and attempt < 3, proc.stdout + proc.stderr
+            for b in _backfills(server):
+                if b["id"] not in known and not b.get("completed_at"):
+                    server.api("PUT", f"/api/v2/backfills/{b['id']}/cancel").raise_for_status()
+            known = {b["id"] for b in _backfills(server)}
+            before = {r["dag_run_id"] for r in server.runs(DAG_ID)}
+    finally:
+        server.set_paused(DAG_ID, False)
+    print(f"$ airflow backfill create ... {' '.join(extra)}\n{proc.stdout}")  # the README shows this output
+    runs: list[dict[str, Any]] = _wait_for(
+        lambda: [r for r in server.runs(DAG_ID) if r["dag_run_id"] not in before and r["run_type"] == "backfill"],
+        60, "the backfill's runs")
+    return runs
+
+
+def _finish(server: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Wait for a backfill's ``runs`` and for the backfill to complete; the runs, by interval."""
+    done = [server.wait_run(DAG_ID, r["dag_run_id"], timeout_s=600) for r in runs]
+    _wait_for(lambda: all(b.get("completed_at") for b in _backfills(server)), 60, "the backfill to complete")
+    for run in done:
+        _ok(server, run)
+    return sorted(done, key=lambda r: r["data_interval_end"])
+
+
+@pytest.mark.airflow_backfill
+def test_a_backfill_runs_each_interval_in_window_order(feed: Feed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backfill of two past intervals while the checkpoint is behind them: each run applies (at least) its own
+    interval, in window order, between the scheduled runs (the window lease)."""
+    server = feed.server
+    monkeypatch.setenv("CDCFLOW_HOME", str(feed.home))
+    server.set_paused(DAG_ID, False)  # as the scheduled-run test leaves it (this one may run alone)
+    # The test stands for a long window in flight: while it holds the lease, no run plans, so the checkpoint
+    # stays behind the intervals written next (target 0: ahead of every run already waiting).
+    holder = "test:holder"
+    lease.wait_acquire(CF, holder, timeout_s=600, target_ts=0)
+    try:
+        b1 = _next_boundary(datetime.now(UTC))
+        _sleep_past(b1)
+        feed.batch()
+        b2 = b1 + timedelta(seconds=EVERY_S)
+        _sleep_past(b2)
+        feed.batch()
+        b3 = b2 + timedelta(seconds=EVERY_S)
+        _sleep_past(b3)
+        feed.batch()  # after the backfill's last interval
+        assert int(feed.state()["checkpoint_ts"]) < tso.from_datetime(b1)
+        new = _create_backfill(server, b1, b2, "--max-active-runs", "2")
+        assert len(new) == 2
+        owners = {f"airflow:{DAG_ID}:{r['dag_run_id']}" for r in new}
+        _wait_for(lambda: owners <= set(lease.waiters(CF)), 300, "both backfill runs queued on the lease")
+    finally:
+        lease.release(CF, holder)
+    runs = _finish(server, new)
+
+    ends = [_interval_end_ts(r) for r in runs]
+    assert ends == [tso.from_datetime(b2, end_of_ms=True), tso.from_datetime(b3, end_of_ms=True)]
+    # An interval [b, b'] is the TSO window (tso(b) end of ms, tso(b') end of ms].
+    starts = [tso.from_datetime(b1, end_of_ms=True), ends[0]]
+    for run, start, end in zip(runs, starts, ends, strict=True):
+        plan = server.xcom(DAG_ID, run["dag_run_id"], "plan")
+        # Its window ends at its interval end and covers all of the interval (a scheduled run served
+        # before it by the lease may have applied the part before the interval).
+        assert plan["target_ts"] == end and plan["skip"] is False and plan["checkpoint_ts"] <= start, plan
+        assert server.xcom(DAG_ID, run["dag_run_id"], "pull")["events"] > 0
+        feed.assert_equal_at(end)
+    assert int(feed.state()["checkpoint_ts"]) >= ends[-1]
+    feed.assert_equal_at_checkpoint()
+    feed.backfilled = (b1, b2, ends)
+
+
+@pytest.mark.airflow_backfill
+def test_a_backfill_of_applied_intervals_is_a_no_op(feed: Feed) -> None:
+    server = feed.server
+    assert feed.backfilled is not None, "needs the intervals of test_a_backfill_runs_each_interval_in_window_order"
+    b1, b2, _ = feed.backfilled
+    checkpoint = int(feed.state()["checkpoint_ts"])
+    again = _finish(server, _create_backfill(server, b1, b2, "--reprocess-behavior", "completed"))
+    assert len(again) == 2
+    for run in again:
+        plan = server.xcom(DAG_ID, run["dag_run_id"], "plan")
+        assert plan["skip"] is True and "already covered" in plan["reason"], plan
+        assert server.xcom(DAG_ID, run["dag_run_id"], "apply")["skipped"] is True
+    assert int(feed.state()["checkpoint_ts"]) >= checkpoint
+    feed.assert_equal_at_checkpoint()
+
+
+@pytest.mark.airflow_backfill
+def test_a_rebuild_backfill_rebuilds_once(feed: Feed) -> None:
+    """``{"mode": "rebuild"}``: the tables are rebuilt from the bronze changelog once for the whole backfill,
+    not once per run, and keep their history (time travel to each backfilled window end)."""
+    server = feed.server
+    assert feed.backfilled is not None, "needs the intervals of test_a_backfill_runs_each_interval_in_window_order"
+    b1, b2, ends = feed.backfilled
+    before = {t: (feed.sink / DB / t).stat().st_ino for t in TABLES}
+    rebuilt = _finish(server, _create_backfill(server, b1, b2, "--reprocess-behavior", "completed",
+                                               "--dag-run-conf", json.dumps({"mode": "rebuild"})))
+    assert len(rebuilt) == 2
+    st = feed.state()
+    assert st["state"] == "normal"
+    rebuild = st.get("rebuild") or {}
+    assert rebuild.get("done") is True and str(rebuild.get("tag", "")).startswith("backfill-"), rebuild
+    assert {t: (feed.sink / DB / t).stat().st_ino for t in TABLES} != before  # new directories
+    trash = list((feed.sink / "_cdcflow" / "trash").glob("rebuild-*"))
+    assert len(trash) == 1, trash  # moved aside once
+    feed.assert_equal_at_checkpoint()
+    for end in ends:
+        feed.assert_equal_at(end)
