@@ -22,7 +22,6 @@ CLI for a process of this host that no longer exists).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import socket
@@ -32,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cdc_core.changefeed import file_lock
 from cdc_core.errors import ChangefeedError
 from cdc_core.home import state_dir
 
@@ -72,13 +72,8 @@ def _dir() -> Path:
 @contextlib.contextmanager
 def _locked(changefeed_id: str) -> Iterator[Path]:
     d = _dir()
-    d.mkdir(parents=True, exist_ok=True)
-    with open(d / f"{changefeed_id}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield d / f"{changefeed_id}.json"
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with file_lock.exclusive(d / f"{changefeed_id}.lock"):
+        yield d / f"{changefeed_id}.json"
 
 
 def _read(path: Path) -> tuple[Lease | None, dict[str, dict[str, Any]]]:

@@ -18,7 +18,6 @@ keys)::
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import json
 import os
@@ -29,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from cdc_core.changefeed import file_lock
 from cdc_core.codec import tso
 from cdc_core.home import state_dir
 from cdc_core.log import get_logger
@@ -100,17 +100,12 @@ def last_pull_memory(changefeed_id: str) -> PullMemory | None:
 def _updating(changefeed_id: str) -> Iterator[dict[str, Any]]:
     """Load, yield for modification and save the metrics file under an exclusive lock."""
     p = metrics_path(changefeed_id)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            data = load_metrics(changefeed_id)
-            yield data
-            tmp = p.with_suffix(f".json.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(data, sort_keys=True))
-            os.replace(tmp, p)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with file_lock.exclusive(p.with_suffix(".lock")):
+        data = load_metrics(changefeed_id)
+        yield data
+        tmp = p.with_suffix(f".json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, sort_keys=True))
+        os.replace(tmp, p)
 
 
 def lag_seconds(checkpoint_ts: int, now: float | None = None) -> float:

@@ -9,7 +9,6 @@ only moves forward, and never while the changefeed is in error.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -18,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdc_core.changefeed import file_lock
 from cdc_core.errors import ChangefeedError
 from cdc_core.home import state_dir
 
@@ -75,16 +75,10 @@ def save_state(st: ChangefeedState) -> None:
 @contextlib.contextmanager
 def locked_state(changefeed_id: str) -> Iterator[ChangefeedState]:
     """Load, yield for modification, and save the state under an exclusive lock."""
-    d = state_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    with open(d / f"{changefeed_id}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            st = load_state(changefeed_id)
-            yield st
-            save_state(st)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with file_lock.exclusive(state_dir() / f"{changefeed_id}.lock"):
+        st = load_state(changefeed_id)
+        yield st
+        save_state(st)
 
 
 def create_state(changefeed_id: str, start_ts: int) -> ChangefeedState:
