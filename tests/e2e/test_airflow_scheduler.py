@@ -44,7 +44,7 @@ class Feed:
         self.home: Path = server.cdc_home
         self.sink = self.home / "lake" / CF
         self.next_id = 1
-        self.started = 0
+        self.batched = 0  # a ts after the fixture's first batch committed
         self.backfilled: tuple[datetime, datetime, list[int]] | None = None  # set by the backfill test
 
     def cdcflow(self, *args: str) -> str:
@@ -114,8 +114,8 @@ catchup = false
 mode = "checksum"
 """)
     f.cdcflow("changefeed", "create", "--config", str(config))
-    f.started = int(f.state()["checkpoint_ts"])
     f.batch()
+    f.batched = f.now_ts()
     airflow_server.wait_dag(DAG_ID)
     return f
 
@@ -156,12 +156,13 @@ def test_dag_is_parsed_with_its_timetable_and_form(feed: Feed) -> None:
 def test_a_scheduled_run_replicates_its_interval(feed: Feed) -> None:
     server = feed.server
     server.set_paused(DAG_ID, False)  # from here on, for the rest of the module
-    # The first run(s) may cover an interval that ended before the changefeed's start-ts (a no-op): the run
-    # that matters is the first whose interval ends after it.
-    start_ts = feed.started
+    # The first run(s) may cover an interval that ended before the changefeed's start-ts (a no-op) or before
+    # the first batch committed (an empty window): the run that matters is the first whose interval ends after
+    # the batch, and so pulls it.
+    batched = feed.batched
     first = _wait_for(lambda: sorted((r for r in server.runs(DAG_ID) if r["run_type"] == "scheduled"
-                                      and _interval_end_ts(r) > start_ts), key=_interval_end_ts),
-                      120, "a scheduled run after start-ts")[0]
+                                      and _interval_end_ts(r) > batched), key=_interval_end_ts),
+                      120, "a scheduled run whose interval ends after the first batch")[0]
     run = server.wait_run(DAG_ID, first["dag_run_id"], timeout_s=600)
     _ok(server, run)
     plan = server.xcom(DAG_ID, run["dag_run_id"], "plan")
