@@ -49,4 +49,5 @@ bench: venv
 	$(VENV)/bin/pytest tests/bench -q -p no:cacheprovider --override-ini addopts= -s
 
 clean:
+	-[ ! -d .airflow/pg ] || $(VENV)/bin/python scripts/local_postgres.py stop --dir .airflow/pg
 	rm -rf .cdcflow .airflow .pytest_cache .mypy_cache .ruff_cache

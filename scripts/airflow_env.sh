@@ -4,11 +4,12 @@
 #
 #     . scripts/airflow_env.sh && scripts/airflow_init.sh && airflow dags test cdcflow__demo
 #
-# Everything lives under the repository: the Airflow home (SQLite DB, airflow.cfg, logs) in .airflow/,
+# Everything lives under the repository: the Airflow home (airflow.cfg, logs, the metadata DB) in .airflow/,
 # changefeed configs and state in .cdcflow/. Nothing here needs the network.
 # Overrides: CDCFLOW_ROOT (repository root, default $PWD), CDCFLOW_AIRFLOW_HOME (default
 # $CDCFLOW_ROOT/.airflow, e.g. a temp dir for an end-to-end test), CDCFLOW_HOME (default
-# $CDCFLOW_ROOT/.cdcflow).
+# $CDCFLOW_ROOT/.cdcflow), and for the metadata DB: CDCFLOW_AIRFLOW_DB (postgres | sqlite),
+# CDCFLOW_AIRFLOW_PG_DIR (default $AIRFLOW_HOME/pg), CDCFLOW_AIRFLOW_PG_PORT (default 5433).
 
 CDCFLOW_ROOT="${CDCFLOW_ROOT:-$(pwd)}"
 export CDCFLOW_ROOT
@@ -19,10 +20,21 @@ export AIRFLOW_HOME="${CDCFLOW_AIRFLOW_HOME:-$CDCFLOW_ROOT/.airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$CDCFLOW_ROOT/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$CDCFLOW_ROOT/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
-# SQLite needs an absolute path: sqlite:////abs/path (four slashes).
-export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
-# Airflow 3 runs LocalExecutor on SQLite (SequentialExecutor is gone); `dags test` ignores the
-# executor and runs the tasks in-process.
+# The metadata DB: a private PostgreSQL cluster (scripts/local_postgres.py; airflow_init.sh starts it) on
+# 127.0.0.1. On SQLite, `airflow backfill create` beside a running scheduler fails with "database is locked"
+# (Airflow: backfills are "not supported on SQLite under concurrent access"). CDCFLOW_AIRFLOW_DB=sqlite keeps
+# a single file instead, for machines without PostgreSQL's server, at that cost.
+export CDCFLOW_AIRFLOW_DB="${CDCFLOW_AIRFLOW_DB:-postgres}"
+export CDCFLOW_AIRFLOW_PG_DIR="${CDCFLOW_AIRFLOW_PG_DIR:-$AIRFLOW_HOME/pg}"
+export CDCFLOW_AIRFLOW_PG_PORT="${CDCFLOW_AIRFLOW_PG_PORT:-5433}"
+if [ "$CDCFLOW_AIRFLOW_DB" = sqlite ]; then
+  # SQLite needs an absolute path: sqlite:////abs/path (four slashes).
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
+else
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://airflow@127.0.0.1:$CDCFLOW_AIRFLOW_PG_PORT/airflow"
+fi
+# Airflow 3 runs LocalExecutor (SequentialExecutor is gone); `dags test` ignores the executor and runs the
+# tasks in-process.
 export AIRFLOW__CORE__EXECUTOR=LocalExecutor
 export AIRFLOW__CORE__DEFAULT_TIMEZONE=utc
 # FAB is not installed, so the UI uses Airflow 3's default SimpleAuthManager. Local development

@@ -17,7 +17,18 @@ export CDCFLOW_TASK_RETRIES=0
 
 say() { printf '\n\033[1;36m==> %s\033[0m\n' "$*"; }
 
-cleanup() { cdcflow upstream stop >/dev/null 2>&1 || true; }
+# The Airflow metadata DB (a private PostgreSQL, see airflow_env.sh) is stopped at the end unless it was
+# already running (`make airflow` in another terminal: the demo's runs then show in its UI).
+db_was_running=yes
+if [ "$CDCFLOW_AIRFLOW_DB" != sqlite ] && ! python scripts/local_postgres.py status --dir "$CDCFLOW_AIRFLOW_PG_DIR"; then
+  db_was_running=no
+fi
+cleanup() {
+  cdcflow upstream stop >/dev/null 2>&1 || true
+  if [ "$db_was_running" = no ]; then
+    python scripts/local_postgres.py stop --dir "$CDCFLOW_AIRFLOW_PG_DIR" || true
+  fi
+}
 trap cleanup EXIT
 
 say "starting the embedded upstream"

@@ -94,10 +94,14 @@ def silver_dir(sink_uri: str, qualified_name: str) -> Path:
     return changelog.local_path(sink_uri) / db / name
 
 
-def already_rebuilt(st: ChangefeedState, run_tag: str | None, names: list[str]) -> str | None:
-    """Why a rebuild of ``names`` tagged ``run_tag`` is already done (backfill de-duplication), or None."""
+def already_rebuilt(st: ChangefeedState, run_tag: str | None, names: list[str], checkpoint_ts: int) -> str | None:
+    """Why a rebuild of ``names`` tagged ``run_tag`` at ``checkpoint_ts`` is already done (backfill
+    de-duplication), or None. Only a rebuild made at the same checkpoint counts: nothing was applied since, so
+    it would rebuild the same tables (and a backfill tag that is a hash of the run's conf may repeat later)."""
     last = st.rebuild
     if not run_tag or not last or not last.get("done") or last.get("tag") != run_tag:
+        return None
+    if last.get("ts") != checkpoint_ts:
         return None
     if not {n.lower() for n in names} <= {n.lower() for n in last.get("tables") or []}:
         return None
@@ -247,7 +251,7 @@ def rebuild(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
     # 1. Record the rebuild (or resume the unfinished one) before anything moves.
     with locked_state(cid) as st:
         cur = unfinished(st)
-        done = already_rebuilt(st, rb.get("tag"), list(rb["tables"])) if cur is None else None
+        done = already_rebuilt(st, rb.get("tag"), list(rb["tables"]), ts) if cur is None else None
         if cur is None and st.rebuild is not None and st.rebuild.get("done") and st.rebuild.get("id") == rb.get("id"):
             done = f"already rebuilt by this plan (rebuild {rb.get('id')}) at checkpoint {st.rebuild.get('ts')}"
         if done is not None:  # a retry of this window, or another run of the backfill, rebuilt them already

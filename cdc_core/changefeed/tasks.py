@@ -172,7 +172,7 @@ def _plan_mode(cfg: ChangefeedConfig, st: ChangefeedState, out: dict[str, Any]) 
             "initial": out["requested_mode"] == "incremental",
         }
         return
-    noop_reason = rebuildmod.already_rebuilt(st, out["run_tag"], resolved) if pending is None else None
+    noop_reason = rebuildmod.already_rebuilt(st, out["run_tag"], resolved, ckpt) if pending is None else None
     if pending is not None:
         resolved = sorted({*pending["tables"], *(resolved if out["requested_mode"] == "rebuild" else [])})
     out["rebuild"] = {

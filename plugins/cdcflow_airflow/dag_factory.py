@@ -15,6 +15,8 @@ Airflow's plugin manager imports this module at start-up too, so keep its top le
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
@@ -267,9 +269,22 @@ def window_end_ts(context: Mapping[str, Any]) -> int | None:
 
 
 def run_tag_for(context: Mapping[str, Any]) -> str | None:
-    """The tag a rebuild is remembered by: the backfill id of a backfill run (its runs rebuild once), else None."""
-    backfill_id = getattr(context.get("dag_run"), "backfill_id", None)
-    return f"backfill-{backfill_id}" if backfill_id is not None else None
+    """The tag a rebuild is remembered by, so that the runs of one backfill rebuild once; None for other runs
+    (each of them rebuilds).
+
+    ``backfill-<id>`` when the run carries its backfill id. Airflow 3.3's task context does not (its DagRun
+    has no ``backfill_id``), so a backfill run is tagged ``backfill-<hash of its conf>``: the runs of one
+    backfill share one conf. Two backfills with the same conf are still told apart: a tag's rebuild makes a
+    later one a no-op only at the checkpoint it was made at (``rebuild.already_rebuilt``)."""
+    dag_run = context.get("dag_run")
+    backfill_id = getattr(dag_run, "backfill_id", None)
+    if backfill_id is not None:
+        return f"backfill-{backfill_id}"
+    run_type = getattr(dag_run, "run_type", None)
+    if getattr(run_type, "value", run_type) != "backfill":
+        return None
+    conf = json.dumps(getattr(dag_run, "conf", None) or {}, sort_keys=True, default=str)
+    return "backfill-" + hashlib.sha256(conf.encode()).hexdigest()[:12]
 
 
 def lease_owner_for(context: Mapping[str, Any]) -> str:

@@ -80,6 +80,11 @@ def test_backfill_runs_rebuild_once_and_unfinished_rebuilds_resume(home):
     p = tasks.plan("cf", interval_end_ts=None, target_ts=START + 5, mode="rebuild", run_tag="bf-1")
     assert not p["skip"] and p["rebuild"]["noop"] and p["has_window"]  # the incremental part still runs
     assert not tasks.plan("cf", interval_end_ts=None, target_ts=START - 1, mode="rebuild", run_tag="bf-2")["skip"]
+    # The same tag at another checkpoint (a later backfill with the same conf, or windows applied since): rebuilds.
+    with locked_state("cf") as st:
+        st.rebuild = {**(st.rebuild or {}), "ts": START - 7}
+    p = tasks.plan("cf", interval_end_ts=None, target_ts=START - 1, mode="rebuild", run_tag="bf-1")
+    assert not p["skip"] and not p["rebuild"]["noop"]
     # An unfinished rebuild: the next window resumes it whatever it was asked to do; a snapshot must wait.
     with locked_state("cf") as st:
         st.rebuild = {"id": "r1", "ts": START, "tag": None, "tables": ["shop.orders"], "trash": "x", "moved": [],

@@ -326,6 +326,28 @@ def test_plan_passes_mode_tables_and_the_backfill_tag(dag, fake_tasks):
     assert fake_tasks.plan_kwargs == {"mode": "snapshot", "tables": None, "run_tag": None}
 
 
+def test_a_backfill_run_is_tagged_by_its_conf_without_a_backfill_id():
+    # Airflow 3.3's task context: the DagRun model the task runner gets, which has no backfill_id.
+    from airflow.sdk.api.datamodels._generated import DagRun, DagRunState, DagRunType
+
+    def run(run_type: DagRunType, conf: dict | None, run_id: str) -> dict:
+        now = datetime(2026, 11, 23, tzinfo=UTC)
+        return {"dag_run": DagRun(dag_id="cdcflow__orders", run_id=run_id, logical_date=now, data_interval_start=now,
+                                  data_interval_end=now, run_after=now, start_date=now, end_date=None,
+                                  run_type=run_type, state=DagRunState.RUNNING, conf=conf,
+                                  consumed_asset_events=[], partition_key=None)}
+
+    assert not hasattr(run(DagRunType.BACKFILL, None, "x")["dag_run"], "backfill_id")
+    rebuild = {"mode": "rebuild", "tables": ["shop.orders"]}
+    first = dag_factory.run_tag_for(run(DagRunType.BACKFILL, rebuild, "backfill__2026-11-23T00:00:00+00:00"))
+    second = dag_factory.run_tag_for(run(DagRunType.BACKFILL, dict(reversed(rebuild.items())),
+                                         "backfill__2026-11-23T00:05:00+00:00"))
+    assert first is not None and first.startswith("backfill-") and first == second  # one backfill, one tag
+    assert dag_factory.run_tag_for(run(DagRunType.BACKFILL, {"mode": "rebuild"}, "b")) != first
+    assert dag_factory.run_tag_for(run(DagRunType.MANUAL, rebuild, "manual__1")) is None
+    assert dag_factory.run_tag_for(run(DagRunType.SCHEDULED, None, "scheduled__1")) is None
+
+
 def test_runs_take_turns_through_the_window_lease(dag, fake_tasks):
     from cdc_core.changefeed import lease
 

@@ -34,7 +34,7 @@ def _airflow_standalone(upstream_cluster: Any, tmp_path_factory: pytest.TempPath
     try:
         yield server
     finally:
-        server.stop()
+        server.remove()
         _STANDALONE.remove(server)
 
 

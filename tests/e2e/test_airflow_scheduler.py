@@ -14,6 +14,7 @@ of a ts (time travel by ``cdcflow.ts``), which a window in flight does not chang
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
@@ -233,30 +234,35 @@ def _backfills(server: Any) -> list[dict[str, Any]]:
     return list(r.json()["backfills"])
 
 
-def _create_backfill(server: Any, frm: datetime, to: datetime, *extra: str) -> list[dict[str, Any]]:
-    """``airflow backfill create``: the backfill's new runs.
+def _transcript(server: Any, *args: str) -> str:
+    """Run ``airflow *args`` and append the command and its output to ``.artifacts/backfill/transcript.txt``
+    (``CDCFLOW_ARTIFACTS`` overrides the folder): the README's backfill output comes from there."""
+    proc = server.cli(*args)
+    assert proc.returncode == 0, f"airflow {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
+    folder = Path(os.environ.get("CDCFLOW_ARTIFACTS") or ROOT / ".artifacts") / "backfill"
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "transcript.txt").open("a") as f:
+        f.write(f"$ airflow {' '.join(args)}\n{proc.stdout}\n")
+    return str(proc.stdout)
 
-    SQLite (this test's Airflow database) gives a writer "database is locked" at once, busy timeout or not,
-    when two connections both upgrade a read to a write; the scheduler writes constantly for a 10 s DAG. A
-    create that hit the lock is cancelled (it may have left its backfill row) and made again. (Pausing the
-    DAG around the create was tried: its backfill runs then did not appear within a minute.)"""
+
+def _create_backfill(server: Any, frm: datetime, to: datetime, *extra: str) -> list[dict[str, Any]]:
+    """``airflow backfill create`` beside the running scheduler (after its ``--dry-run``): the backfill's runs.
+    New intervals get new runs; with ``--reprocess-behavior``, an interval's existing run is cleared and
+    queued again (same run id, a new ``queued_at``)."""
+    args = ["backfill", "create", "--dag-id", DAG_ID, "--from-date", frm.isoformat(), "--to-date", to.isoformat(),
+            *extra]
+    assert "Runs to be attempted" in _transcript(server, *args, "--dry-run")
     before = {r["dag_run_id"] for r in server.runs(DAG_ID)}
-    known = {b["id"] for b in _backfills(server)}
-    for attempt in range(4):
-        proc = server.cli("backfill", "create", "--dag-id", DAG_ID, "--from-date", frm.isoformat(),
-                          "--to-date", to.isoformat(), *extra)
-        if proc.returncode == 0:
-            break
-        assert "database is locked" in proc.stderr and attempt < 3, proc.stdout + proc.stderr
-        for b in _backfills(server):
-            if b["id"] not in known and not b.get("completed_at"):
-                server.api("PUT", f"/api/v2/backfills/{b['id']}/cancel").raise_for_status()
-        known = {b["id"] for b in _backfills(server)}
-        before = {r["dag_run_id"] for r in server.runs(DAG_ID)}
-    print(f"$ airflow backfill create ... {' '.join(extra)}\n{proc.stdout}")  # the README shows this output
-    runs: list[dict[str, Any]] = _wait_for(
-        lambda: [r for r in server.runs(DAG_ID) if r["dag_run_id"] not in before and r["run_type"] == "backfill"],
-        60, "the backfill's runs")
+    created = datetime.now(UTC)
+    _transcript(server, *args)
+
+    def ours(r: dict[str, Any]) -> bool:
+        requeued = r["queued_at"] is not None and datetime.fromisoformat(r["queued_at"]) >= created
+        return r["run_type"] == "backfill" and (r["dag_run_id"] not in before or requeued)
+
+    runs: list[dict[str, Any]] = _wait_for(lambda: [r for r in server.runs(DAG_ID) if ours(r)], 60,
+                                           "the backfill's runs")
     return runs
 
 
@@ -266,7 +272,10 @@ def _finish(server: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     _wait_for(lambda: all(b.get("completed_at") for b in _backfills(server)), 60, "the backfill to complete")
     for run in done:
         _ok(server, run)
-    return sorted(done, key=lambda r: r["data_interval_end"])
+    done.sort(key=lambda r: r["data_interval_end"])
+    first, last = (r["logical_date"] or r["data_interval_start"] for r in (done[0], done[-1]))
+    _transcript(server, "dags", "list-runs", DAG_ID, "--start-date", first, "--end-date", last, "-o", "table")
+    return done
 
 
 @pytest.mark.airflow_backfill
