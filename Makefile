@@ -24,7 +24,7 @@ typecheck: venv
 unit: venv
 	$(VENV)/bin/pytest --durations=25 $(PYTEST_ARGS)
 
-## test-airflow-backfill: the Airflow backfill end-to-end tests (~13 min on 2 cores; not part of `make test`)
+## test-airflow-backfill: the Airflow backfill end-to-end tests (~14 min on 2 cores; not part of `make test`)
 test-airflow-backfill: venv
 	$(VENV)/bin/pytest --durations=25 -m airflow_backfill tests/e2e/test_airflow_scheduler.py $(PYTEST_ARGS)
 

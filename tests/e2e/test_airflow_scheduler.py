@@ -1,7 +1,7 @@
 """End to end through a real Airflow: the scheduler runs a changefeed's windows, and a person triggers one with
 parameters through the REST API (the form's backend); invalid parameters are refused before a run exists;
 `airflow backfill create` runs past intervals in order, no-ops on a second pass and rebuilds once with
-``{"mode": "rebuild"}`` (marked ``airflow_backfill``: ~13 min on 2 cores, so not in ``make test``; run them with
+``{"mode": "rebuild"}`` (marked ``airflow_backfill``: ~14 min on 2 cores, so not in ``make test``; run them with
 ``make test-airflow-backfill``). After each run, every Delta table as of the window end equals the upstream
 snapshot.
 

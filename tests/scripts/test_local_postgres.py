@@ -1,0 +1,73 @@
+"""scripts/local_postgres.py: the private PostgreSQL that holds Airflow's metadata DB."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("local_postgres", ROOT / "scripts" / "local_postgres.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pg = _module()
+pytestmark = pytest.mark.skipif(pg.bindir() is None and os.geteuid() != 0,
+                                reason="no PostgreSQL server binaries, and not root to install Debian's package")
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def datadir() -> Iterator[Path]:
+    # Not pytest's tmp_path: as root the server runs as 'postgres', which cannot enter root's private temp root.
+    d = Path(tempfile.mkdtemp(prefix="cdcflow-pg-test-"))
+    yield d
+    pg.stop(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_start_is_idempotent_serves_the_airflow_db_on_loopback_and_stops(datadir: Path) -> None:
+    import psycopg2
+
+    port = _port()
+    url = pg.start(datadir, port, durable=False)
+    assert url == f"postgresql+psycopg2://airflow@127.0.0.1:{port}/airflow"
+    assert pg.running(datadir)
+    assert pg.start(datadir, port, durable=False) == url  # already running: left as it is
+    with psycopg2.connect(host="127.0.0.1", port=port, user="airflow", dbname="airflow") as conn:
+        with conn.cursor() as cur:
+            cur.execute("SHOW listen_addresses")
+            assert cur.fetchone() == ("127.0.0.1",)
+    assert pg.main(["status", "--dir", str(datadir)]) == 0
+    pg.stop(datadir)
+    assert not pg.running(datadir) and pg.main(["status", "--dir", str(datadir)]) == 3
+    # Restarted from the same directory: the database is still there.
+    pg.start(datadir, port)
+    with psycopg2.connect(host="127.0.0.1", port=port, user="airflow", dbname="airflow"):
+        pass
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's server runs as another user")
+def test_a_data_dir_the_server_user_cannot_reach_is_a_clear_error(tmp_path: Path) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    with pytest.raises(pg.PostgresError, match="cannot reach"):
+        pg.start(private / "pg", _port())
