@@ -13,10 +13,15 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+# scripts/ holds tools the Makefile runs (local_postgres.py); tests import them as top-level modules.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 _db_counter = itertools.count(1)
 

@@ -11,7 +11,6 @@ Driven the way a user drives it: the REST API with a JWT from ``/auth/token``, a
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -22,22 +21,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
+import local_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
 TERMINAL = {"success", "failed"}
-
-
-def _local_postgres() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("local_postgres", ROOT / "scripts" / "local_postgres.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def free_port() -> int:
@@ -54,7 +45,7 @@ class AirflowServer:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.pw_file = self.home / "simple_auth_manager_passwords.json.generated"
         self.log_path = workdir / "airflow-standalone.log"
-        self.pg = _local_postgres()
+        self.pg = local_postgres  # scripts/ is on sys.path (tests/conftest.py)
         # Not under workdir: pytest's temp root is private to root, and the server runs as 'postgres'.
         self.pg_dir = Path(tempfile.mkdtemp(prefix="cdcflow-airflow-pg-"))
         self.pg_port = free_port()

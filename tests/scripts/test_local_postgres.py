@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
+import local_postgres as pg
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("local_postgres", ROOT / "scripts" / "local_postgres.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pg = _module()
 pytestmark = pytest.mark.skipif(pg.bindir() is None and os.geteuid() != 0,
                                 reason="no PostgreSQL server binaries, and not root to install Debian's package")
 
