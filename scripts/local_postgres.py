@@ -53,7 +53,8 @@ def ensure_installed() -> Path:
         return found
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         raise PostgresError("no PostgreSQL server found (looked in /usr/lib/postgresql/*/bin and on PATH); "
-                            "install Debian's 'postgresql' package")
+                            "install Debian's 'postgresql' package, or set CDCFLOW_AIRFLOW_DB=sqlite for make "
+                            "airflow / make demo (then no backfill while the scheduler runs)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
     subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "postgresql"], check=True,
