@@ -33,6 +33,10 @@ if [ "$CDCFLOW_AIRFLOW_DB" = sqlite ]; then
 else
   export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://airflow@127.0.0.1:$CDCFLOW_AIRFLOW_PG_PORT/airflow"
 fi
+# Stop the metadata DB's server (nothing for SQLite or when it is not running).
+airflow_db_stop() {
+  [ "$CDCFLOW_AIRFLOW_DB" = sqlite ] || python "$CDCFLOW_ROOT/scripts/local_postgres.py" stop --dir "$CDCFLOW_AIRFLOW_PG_DIR" || true
+}
 # Airflow 3 runs LocalExecutor (SequentialExecutor is gone); `dags test` ignores the executor and runs the
 # tasks in-process.
 export AIRFLOW__CORE__EXECUTOR=LocalExecutor

@@ -9,12 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/airflow_env.sh
 . scripts/airflow_env.sh
-stop_db() {
-  if [ "$CDCFLOW_AIRFLOW_DB" != sqlite ]; then
-    python scripts/local_postgres.py stop --dir "$CDCFLOW_AIRFLOW_PG_DIR" || true
-  fi
-}
-trap stop_db EXIT
+trap airflow_db_stop EXIT
 bash scripts/airflow_init.sh
 
 export AIRFLOW__API__HOST=127.0.0.1

@@ -25,9 +25,7 @@ if [ "$CDCFLOW_AIRFLOW_DB" != sqlite ] && ! python scripts/local_postgres.py sta
 fi
 cleanup() {
   cdcflow upstream stop >/dev/null 2>&1 || true
-  if [ "$db_was_running" = no ]; then
-    python scripts/local_postgres.py stop --dir "$CDCFLOW_AIRFLOW_PG_DIR" || true
-  fi
+  [ "$db_was_running" = yes ] || airflow_db_stop
 }
 trap cleanup EXIT
 

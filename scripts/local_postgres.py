@@ -77,9 +77,9 @@ def _owner() -> str | None:
     return "postgres"
 
 
-def _run(args: list[str], owner: str | None, **kw: object) -> subprocess.CompletedProcess[str]:
+def _run(args: list[str], owner: str | None) -> subprocess.CompletedProcess[str]:
     cmd = ["runuser", "-u", owner, "--", *args] if owner else args
-    return subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload,no-any-return]
+    return subprocess.run(cmd, capture_output=True, text=True)
 
 
 def url(port: int) -> str:

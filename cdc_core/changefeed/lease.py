@@ -170,17 +170,25 @@ def wait_acquire(
     ttl_s: float = DEFAULT_TTL_S,
     take_over: Callable[[Lease], bool] | None = None,
     on_wait: Callable[[Lease], None] | None = None,
+    notify_every_s: float = 30.0,
 ) -> Lease:
-    """``acquire``, waiting up to ``timeout_s`` for the holder and earlier windows (``on_wait`` is told each time)."""
+    """``acquire``, waiting up to ``timeout_s`` for the holder and earlier windows.
+
+    ``on_wait(holder)`` is told when the wait starts, when the holder changes and every ``notify_every_s``
+    otherwise: callers log it, and a line per ``poll_s`` would bury their logs."""
     deadline = time.monotonic() + timeout_s
+    told: tuple[str, float] | None = None  # (holder, when) last told to on_wait
     while True:
         try:
             return acquire(changefeed_id, owner, target_ts=target_ts, ttl_s=ttl_s, take_over=take_over)
         except LeaseBusy as busy:
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 release(changefeed_id, owner)  # leave the queue
                 raise
-            if on_wait is not None:
+            if on_wait is not None and (told is None or told[0] != busy.holder.owner
+                                        or now - told[1] >= notify_every_s):
+                told = (busy.holder.owner, now)
                 on_wait(busy.holder)
             time.sleep(poll_s)
 

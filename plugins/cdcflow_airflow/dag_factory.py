@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import re
-import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -288,20 +287,6 @@ def run_tag_for(context: Mapping[str, Any]) -> str | None:
     return "backfill-" + hashlib.sha256(conf.encode()).hexdigest()[:12]
 
 
-def _lease_wait_logger(every_s: float = 30.0) -> Any:
-    """``on_wait`` for the window lease: a log line when the run ahead changes, else one every ``every_s``
-    (the lease is polled every 2 s; a line per poll buried the task log)."""
-    last: dict[str, Any] = {"owner": None, "at": 0.0}
-
-    def on_wait(held: Any) -> None:
-        now = time.monotonic()
-        if held.owner != last["owner"] or now - last["at"] >= every_s:
-            last.update(owner=held.owner, at=now)
-            log.info("waiting for the window of %s to finish before planning", held.describe())
-
-    return on_wait
-
-
 def lease_owner_for(context: Mapping[str, Any]) -> str:
     """The window lease's owner name for a DAG run: ``airflow:<dag_id>:<run_id>``."""
     dag_run = context.get("dag_run")
@@ -347,7 +332,7 @@ def run_plan(changefeed_id: str, context: Mapping[str, Any]) -> dict:
     queue_ts = target_ts if target_ts is not None else interval_end_ts
     lease.wait_acquire(
         changefeed_id, owner, timeout_s=LEASE_WAIT.total_seconds(), take_over=airflow_run_finished, target_ts=queue_ts,
-        on_wait=_lease_wait_logger(),
+        on_wait=lambda held: log.info("waiting for the window of %s to finish before planning", held.describe()),
     )
     try:
         plan = tasks.plan(changefeed_id, interval_end_ts=interval_end_ts, target_ts=target_ts, mode=mode, tables=tables,

@@ -86,6 +86,31 @@ def test_wait_acquire_times_out_and_leaves_the_queue():
     assert lease.acquire("cf", "c", target_ts=99).owner == "c"  # "b" is not queued any more
 
 
+def test_wait_acquire_tells_on_wait_when_the_holder_changes_or_every_notify_interval(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(lease.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(lease.time, "time", lambda: clock[0])  # leases and waiters age with the fake clock
+    lease.acquire("cf", "a", ttl_s=1e6)
+    polls = {"n": 0}
+
+    def sleep(s: float) -> None:  # one poll = 2 s; "a" hands over to "b" after 20 s, "b" finishes at 55 s
+        polls["n"] += 1
+        clock[0] += s
+        if polls["n"] == 10:
+            lease.release("cf", "a")
+            lease.acquire("cf", "b", ttl_s=1e6, target_ts=1)  # an earlier window: ahead of "w"
+        if polls["n"] == 27:
+            lease.release("cf", "b")
+
+    monkeypatch.setattr(lease.time, "sleep", sleep)
+    told: list[tuple[str, float]] = []
+    got = lease.wait_acquire("cf", "w", timeout_s=600, poll_s=2.0, target_ts=5,
+                             on_wait=lambda held: told.append((held.owner, clock[0] - 1000)))
+    assert got.owner == "w" and polls["n"] == 27
+    # 27 polls: told at the start, when "b" took over, and once 30 s after that; not on each poll.
+    assert told == [("a", 0.0), ("b", 20.0), ("b", 50.0)]
+
+
 def test_dead_cli_process_detected():
     proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = lease.Lease(owner=f"cli:{lease.socket.gethostname()}:{proc.stdout.strip()}", acquired_at=0, expires_at=1e12)

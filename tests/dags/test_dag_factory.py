@@ -454,24 +454,3 @@ def test_dry_run_plans_only(dag, fake_tasks):
     assert _call(dag, "pull", plan, **ctx)["reason"].startswith("dry run")
     assert [c[0] for c in fake_tasks.calls] == ["plan"]
 
-
-def test_lease_waits_are_logged_when_the_run_ahead_changes_not_on_every_poll(caplog, monkeypatch):
-    import time
-
-    clock = [100.0]
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    on_wait = dag_factory._lease_wait_logger(every_s=30)
-
-    def held(owner: str) -> types.SimpleNamespace:
-        return types.SimpleNamespace(owner=owner, describe=lambda: owner)
-
-    with caplog.at_level("INFO", logger=dag_factory.log.name):
-        for _ in range(10):  # 20 s of polls behind a
-            on_wait(held("a"))
-            clock[0] += 2
-        on_wait(held("b"))  # the run ahead changed
-        clock[0] += 31
-        on_wait(held("b"))  # still b, 31 s later
-    lines = [r.getMessage() for r in caplog.records if "waiting for the window" in r.getMessage()]
-    assert lines == ["waiting for the window of a to finish before planning"] + [
-        "waiting for the window of b to finish before planning"] * 2

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import local_postgres
+import local_postgres  # scripts/ is on sys.path (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -45,7 +45,6 @@ class AirflowServer:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.pw_file = self.home / "simple_auth_manager_passwords.json.generated"
         self.log_path = workdir / "airflow-standalone.log"
-        self.pg = local_postgres  # scripts/ is on sys.path (tests/conftest.py)
         # Not under workdir: pytest's temp root is private to root, and the server runs as 'postgres'.
         self.pg_dir = Path(tempfile.mkdtemp(prefix="cdcflow-airflow-pg-"))
         self.pg_port = free_port()
@@ -57,7 +56,7 @@ class AirflowServer:
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.pg.url(self.pg_port),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": local_postgres.url(self.pg_port),
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__DEFAULT_TIMEZONE": "utc",
             # A test decides when a DAG runs: new DAGs start paused.
@@ -85,7 +84,7 @@ class AirflowServer:
 
     def start(self, timeout_s: float = 240.0) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        self.pg.start(self.pg_dir, self.pg_port, durable=False)
+        local_postgres.start(self.pg_dir, self.pg_port, durable=False)
         self.migrate()
         self._log = open(self.log_path, "ab")  # closed in stop(); appended to on a restart
         self.proc = subprocess.Popen(
@@ -119,7 +118,7 @@ class AirflowServer:
             self._log.close()
             self._log = None
         self.proc = None
-        self.pg.stop(self.pg_dir)
+        local_postgres.stop(self.pg_dir)
 
     def remove(self) -> None:
         """Stop, then delete the metadata DB's cluster (end of the session)."""
