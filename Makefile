@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv test test-airflow-backfill lint typecheck unit demo proto lock bench airflow clean
+.PHONY: all venv test lint typecheck unit demo proto lock bench airflow clean
 
 all: test
 
@@ -23,10 +23,6 @@ typecheck: venv
 
 unit: venv
 	$(VENV)/bin/pytest --durations=25 $(PYTEST_ARGS)
-
-## test-airflow-backfill: the Airflow backfill end-to-end tests (~14 min on 2 cores; not part of `make test`)
-test-airflow-backfill: venv
-	$(VENV)/bin/pytest --durations=25 -m airflow_backfill tests/e2e/test_airflow_scheduler.py $(PYTEST_ARGS)
 
 ## demo: start the embedded upstream, replicate two windows through Airflow into Delta, show the result
 demo: venv
@@ -50,4 +46,5 @@ bench: venv
 
 clean:
 	-[ ! -d .airflow/pg ] || $(VENV)/bin/python scripts/local_postgres.py stop --dir .airflow/pg
+	-[ ! -d .airflow/spark ] || $(VENV)/bin/python scripts/spark_connect.py stop --dir .airflow/spark
 	rm -rf .cdcflow .airflow .pytest_cache .mypy_cache .ruff_cache

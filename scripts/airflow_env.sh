@@ -9,7 +9,9 @@
 # Overrides: CDCFLOW_ROOT (repository root, default $PWD), CDCFLOW_AIRFLOW_HOME (default
 # $CDCFLOW_ROOT/.airflow, e.g. a temp dir for an end-to-end test), CDCFLOW_HOME (default
 # $CDCFLOW_ROOT/.cdcflow), and for the metadata DB: CDCFLOW_AIRFLOW_DB (postgres | sqlite),
-# CDCFLOW_AIRFLOW_PG_DIR (default $AIRFLOW_HOME/pg), CDCFLOW_AIRFLOW_PG_PORT (default 5433).
+# CDCFLOW_AIRFLOW_PG_DIR (default $AIRFLOW_HOME/pg), CDCFLOW_AIRFLOW_PG_PORT (default 5433); for Spark:
+# CDCFLOW_SPARK_MASTER, CDCFLOW_SPARK_CONNECT_DIR (default $AIRFLOW_HOME/spark), CDCFLOW_SPARK_CONNECT_PORT
+# (default 15002).
 
 CDCFLOW_ROOT="${CDCFLOW_ROOT:-$(pwd)}"
 export CDCFLOW_ROOT
@@ -36,6 +38,21 @@ fi
 # Stop the metadata DB's server (nothing for SQLite or when it is not running).
 airflow_db_stop() {
   [ "$CDCFLOW_AIRFLOW_DB" = sqlite ] || python "$CDCFLOW_ROOT/scripts/local_postgres.py" stop --dir "$CDCFLOW_AIRFLOW_PG_DIR" || true
+}
+# Spark for `make airflow`'s tasks: every task is a process of its own, so instead of a JVM per apply / check
+# task, one local Spark Connect server (scripts/spark_connect.py) that the tasks reach at CDCFLOW_SPARK_MASTER
+# = sc://127.0.0.1:$CDCFLOW_SPARK_CONNECT_PORT. A CDCFLOW_SPARK_MASTER set beforehand (a cluster) wins and no
+# server is started. (`airflow dags test`, as make demo runs it, keeps every task in one process: embedded.)
+export CDCFLOW_SPARK_CONNECT_DIR="${CDCFLOW_SPARK_CONNECT_DIR:-$AIRFLOW_HOME/spark}"
+export CDCFLOW_SPARK_CONNECT_PORT="${CDCFLOW_SPARK_CONNECT_PORT:-15002}"
+spark_connect_start() {
+  if [ -z "${CDCFLOW_SPARK_MASTER:-}" ]; then
+    CDCFLOW_SPARK_MASTER=$(python "$CDCFLOW_ROOT/scripts/spark_connect.py" start --dir "$CDCFLOW_SPARK_CONNECT_DIR" --port "$CDCFLOW_SPARK_CONNECT_PORT")
+    export CDCFLOW_SPARK_MASTER
+  fi
+}
+spark_connect_stop() {
+  python "$CDCFLOW_ROOT/scripts/spark_connect.py" stop --dir "$CDCFLOW_SPARK_CONNECT_DIR" || true
 }
 # Airflow 3 runs LocalExecutor (SequentialExecutor is gone); `dags test` ignores the executor and runs the
 # tasks in-process.

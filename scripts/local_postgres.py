@@ -18,7 +18,6 @@ PostgreSQL refuses to run as root: as root, the cluster belongs to (and the serv
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import pwd
@@ -27,6 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import service_cli  # scripts/: run as a script, or on sys.path
 
 DB = "airflow"
 USER = "airflow"
@@ -164,22 +165,11 @@ def stop(datadir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=["start", "stop", "status"])
-    ap.add_argument("--dir", type=Path, required=True, help="the cluster's data directory")
-    ap.add_argument("--port", type=int, default=5433)
-    a = ap.parse_args(argv)
-    try:
-        if a.action == "start":
-            print(start(a.dir, a.port))
-        elif a.action == "status":
-            return 0 if running(a.dir) else 3  # pg_ctl's "not running"
-        else:
-            stop(a.dir)
-    except (PostgresError, subprocess.CalledProcessError) as e:
-        print(f"local_postgres: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return service_cli.run(
+        argv, name="local_postgres", description=__doc__.splitlines()[0],
+        dir_help="the cluster's data directory", default_port=5433, start=start, stop=stop, running=running,
+        errors=(PostgresError, subprocess.CalledProcessError),
+    )
 
 
 if __name__ == "__main__":

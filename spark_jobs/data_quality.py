@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import uuid
 import warnings
@@ -242,6 +243,8 @@ class CheckReport:
 def _gx_context() -> Any:
     """One ephemeral GX context per process (nothing is persisted; no analytics)."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no usage-statistics calls home
+    # GX logs its own import and docs-registry book-keeping at INFO (hundreds of lines per Airflow task log).
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig

@@ -247,7 +247,14 @@ _TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 
 
 def delta_spark_available(spark: SparkSession) -> bool:
-    """True when the JVM has the delta-spark classes (``io.delta.tables.DeltaTable``)."""
+    """True when the JVM has the delta-spark classes (``io.delta.tables.DeltaTable``).
+
+    Over Spark Connect the JVM is the server's and out of reach: there it is whether the server's session
+    has Delta's SQL extension."""
+    from spark_jobs.session import is_connect
+
+    if is_connect(spark):
+        return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
     try:
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
         jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]

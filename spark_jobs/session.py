@@ -71,14 +71,27 @@ def get_spark(app_name: str = "cdcflow", *, master: str | None = None) -> SparkS
                         builder = builder.config(k, v)
                 if url.startswith("local"):
                     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup warning
-                    # Python workers (RDD functions, e.g. spark_jobs.snapshot_load's fetch) run this interpreter,
-                    # which has cdc_core and its dependencies; PySpark's default is whatever `python3` is on PATH.
+                    # Python workers (spark_jobs.snapshot_load's mapInArrow fetch) run this interpreter, which
+                    # has cdc_core and its dependencies; PySpark's default is whatever `python3` is on PATH.
                     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            for k, v in _CONFS.items():
-                builder = builder.config(k, v)
+                for k, v in _CONFS.items():
+                    builder = builder.config(k, v)
             active = builder.getOrCreate()
             if not url.startswith("sc://"):
                 active.sparkContext.setLogLevel(os.environ.get("CDCFLOW_SPARK_LOG_LEVEL", "ERROR"))
-        for k, v in _CONFS.items():
+        for k, v in session_confs(active).items():
             active.conf.set(k, v)
         return active
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def session_confs(spark: SparkSession) -> dict[str, str]:
+    """The session confs that apply to ``spark``: Spark Connect has no Arrow fallback to turn off (and warns
+    when told to), it always uses Arrow."""
+    if is_connect(spark):
+        return {k: v for k, v in _CONFS.items() if k != "spark.sql.execution.arrow.pyspark.fallback.enabled"}
+    return _CONFS

@@ -9,8 +9,9 @@ in two phases (``args["phase"]``), run by the window's ``pull`` and ``apply`` st
     **snapshot base** ``<changelog>/snapshot=<C>/<db>.<table>/`` (:mod:`cdc_core.codec.changelog`). The
     chunks are the table's regions (PD ScanRegions over the table span), their boundary keys decoded into
     handle ranges ``[lo, hi)`` and read with ``SELECT * FROM db.t WHERE <handle> >= lo AND <handle> < hi``;
-    the chunk list is distributed with ``sc.parallelize(chunks, n).mapPartitions(fetch)``, each partition
-    opening its own upstream client (a table of one chunk is read on the driver and written with pyarrow).
+    the chunk list is a DataFrame of one chunk per partition mapped with ``mapInArrow`` (so it also runs over
+    Spark Connect), each task opening its own upstream client (a table of one chunk is read on the driver and
+    written with pyarrow).
     A base already written for the same table id and schema version is kept (rows at a ts never change),
     so a re-run fetches nothing twice.
 ``load``
@@ -176,7 +177,7 @@ def _typed_row(table: TableInfo, row: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def fetch_partition(pd_addr: str, ts: int, table_json: str, chunks: Iterator[Chunk]) -> Iterator[tuple[Any, ...]]:
-    """The rows of a partition's chunks at ``ts`` (runs in a Spark Python worker: its own upstream client)."""
+    """The rows of ``chunks`` at ``ts``, through one upstream client of its own."""
     from cdc_core.client.upstream import UpstreamClient
 
     table = TableInfo.from_json(table_json)
@@ -188,6 +189,43 @@ def fetch_partition(pd_addr: str, ts: int, table_json: str, chunks: Iterator[Chu
 
 def spark_schema(table: TableInfo) -> str:
     return ", ".join(f"`{n}` {t}" for n, t in image_columns(table))
+
+
+def _rows_batch(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatch:
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(c), type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
+
+
+def fetch_chunk_batches(pd_addr: str, ts: int, table_json: str, schema: pa.Schema,
+                        specs: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body (a Spark Python worker): chunk specs (``lo``, ``hi``) in, their rows out as batches
+    of ``schema`` (what Spark expects for the table's image columns), ``LOAD_BATCH_ROWS`` rows at most."""
+    chunks = (Chunk(lo, hi) for b in specs
+              for lo, hi in zip(b.column("lo").to_pylist(), b.column("hi").to_pylist(), strict=True))
+    rows: list[tuple[Any, ...]] = []
+    for row in fetch_partition(pd_addr, ts, table_json, chunks):
+        rows.append(row)
+        if len(rows) >= LOAD_BATCH_ROWS:
+            yield _rows_batch(rows, schema)
+            rows = []
+    if rows:
+        yield _rows_batch(rows, schema)
+
+
+def _distributed_fetch(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo, chunks: list[Chunk],
+                       out: Path) -> None:
+    """Read ``chunks`` in parallel, one Spark task each, and write them as parquet under ``out``.
+
+    A DataFrame of chunk specs, one per partition (``repartition(n)`` deals rows round robin), mapped with
+    ``mapInArrow``: unlike an RDD this also runs over Spark Connect (``sc://``), where a client has no
+    SparkContext."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    spec = spark.createDataFrame([(c.lo, c.hi) for c in chunks], "lo BIGINT, hi BIGINT").repartition(len(chunks))
+    target = spark.createDataFrame([], spark_schema(table)).schema
+    fetch = functools.partial(fetch_chunk_batches, pd_addr, ts, table.to_json(), to_arrow_schema(target))
+    spec.mapInArrow(fetch, target).write.mode("overwrite").parquet(str(out))
 
 
 def fetch_table(
@@ -215,9 +253,7 @@ def fetch_table(
         # schema directly (no Spark job, no Python worker).
         _write_arrow(tmp, table, list(fetch(iter(chunks))))
     else:
-        rdd = spark.sparkContext.parallelize(chunks, len(chunks)).mapPartitions(fetch)
-        df = spark.createDataFrame(rdd, schema=spark_schema(table))
-        df.write.mode("overwrite").parquet(str(tmp))
+        _distributed_fetch(spark, pd_addr, ts, table, chunks, tmp)
     rows = _count_rows(tmp)
     meta = {"table_id": table.id, "qualified_name": table.qualified_name, "ts": ts, "rows": rows,
             "chunks": len(chunks), "chunking": how, "schema_version": table.schema_version,
@@ -231,12 +267,8 @@ def fetch_table(
 def _write_arrow(d: Path, table: TableInfo, rows: list[tuple[Any, ...]]) -> None:
     import pyarrow.parquet as pq
 
-    schema = table.arrow_schema()
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
-    data = pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, schema, strict=True)],
-                                schema=schema)
     d.mkdir(parents=True)
-    pq.write_table(data, d / "part-00000.parquet")
+    pq.write_table(pa.Table.from_batches([_rows_batch(rows, table.arrow_schema())]), d / "part-00000.parquet")
 
 
 def _count_rows(d: Path) -> int:

@@ -4,31 +4,45 @@
 the upstream's resolved ts passes the window end, so no worker slot is held while the window is still open
 (e.g. a UI trigger whose ``target_ts`` is ahead of now). It returns at once when the plan skips the window or
 a pull already saw the resolved ts past it.
+
+A window end that is at most ``inline_wait`` ahead is waited for in the task instead (the same asynchronous
+wait, bounded): deferring costs more than that -- the task's process ends, the triggerer picks the trigger
+up, the scheduler queues the task again and a new process parses the DAG, ~8 s on 2 cores -- and a trigger
+that fires at once races Airflow 3.3's scheduler, which may then fail the resumed task on the deferred try's
+stale "success" event (apache/airflow#72716, "state mismatch"). Only a window still open after that defers.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from cdcflow_airflow.triggers import ResolvedTsTrigger
 
+if TYPE_CHECKING:
+    from cdc_core.puller.resolved_wait import WaitResult
+
 # How long a window may stay open (its end ahead of the resolved ts) before the wait fails.
 WAIT_TIMEOUT = timedelta(hours=1)
+# Window ends closer than this are waited for in the task, not deferred (see the module docstring).
+INLINE_WAIT = timedelta(seconds=10)
 
 
 class ResolvedTsSensor(BaseOperator):
     template_fields = ("plan",)
     ui_color = "#e8f4fa"
 
-    def __init__(self, *, plan: Any, poll_s: float = 1.0, **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, poll_s: float = 1.0, inline_wait: timedelta = INLINE_WAIT,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan = plan
         self.poll_s = poll_s
+        self.inline_wait = inline_wait
 
     def execute(self, context: Mapping[str, Any]) -> dict[str, Any]:
         from cdcflow_airflow.dag_factory import skip_reason
@@ -44,6 +58,12 @@ class ResolvedTsSensor(BaseOperator):
         if spec["already_resolved"]:
             self.log.info("wait: the resolved ts already passed the window end %d", spec["target_ts"])
             return {"skipped": False, "deferred": False, "target_ts": spec["target_ts"]}
+        res = asyncio.run(self._wait_inline(spec))
+        if res is not None:
+            self.log.info("wait: resolved ts %d passed the window end %d (%s) after %.1fs, without deferring",
+                          res.resolved_ts, spec["target_ts"], res.how, res.seconds)
+            return {"skipped": False, "deferred": False, "target_ts": spec["target_ts"],
+                    "resolved_ts": res.resolved_ts, "how": res.how, "seconds": round(res.seconds, 3)}
         self.log.info("wait: deferring until the resolved ts of %d spans passes %d", len(spec["spans"]),
                       spec["target_ts"])
         self.defer(
@@ -52,6 +72,30 @@ class ResolvedTsSensor(BaseOperator):
             method_name="execute_complete",
             timeout=WAIT_TIMEOUT,
         )
+
+    async def _wait_inline(self, spec: dict[str, Any]) -> WaitResult | None:
+        """The wait's result when the window end passes within ``inline_wait``; None when it does not (or is
+        further ahead than that, by the upstream's clock: then there is no point in trying)."""
+        from cdc_core.codec import tso
+        from cdc_core.puller.pd_client import PDClient
+        from cdc_core.puller.resolved_wait import wait_resolved
+
+        limit_s = self.inline_wait.total_seconds()
+        if limit_s <= 0:
+            return None
+        pd = PDClient(spec["pd_addr"])
+        try:
+            now = await pd.get_ts()
+        finally:
+            await pd.close()
+        if tso.physical_ms(spec["target_ts"]) - tso.physical_ms(now) > limit_s * 1000:
+            return None
+        spans = [(bytes.fromhex(s), bytes.fromhex(e)) for s, e in spec["spans"]]
+        try:
+            return await wait_resolved(spec["pd_addr"], spans, spec["target_ts"], poll_s=min(self.poll_s, 0.2),
+                                       timeout_s=limit_s)
+        except TimeoutError:
+            return None
 
     def execute_complete(self, context: Mapping[str, Any], event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") != "passed":

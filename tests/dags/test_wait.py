@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,22 @@ def test_operator_defers_while_the_window_is_open_and_resumes_with_the_event(fee
     assert out["deferred"] and out["resolved_ts"] == ahead + 5
     with pytest.raises(AirflowException, match="did not pass"):
         op.execute_complete({}, {"status": "timeout", "target_ts": ahead, "message": "the resolved ts did not pass"})
+
+
+def test_operator_waits_in_the_task_for_a_window_end_seconds_away(feed: str, upstream_client: Any) -> None:
+    """Deferring would cost more than the wait (and races Airflow 3.3's scheduler, apache/airflow#72716)."""
+    soon = tso.compose(tso.physical_ms(upstream_client.get_ts()) + 1500)
+    plan = tasks.plan(feed, interval_end_ts=None, target_ts=soon)
+    t0 = time.monotonic()
+    out = ResolvedTsSensor(task_id="wait", plan=plan, poll_s=0.1).execute({"params": {}})
+    assert out["deferred"] is False and out["how"] == "resolved" and out["resolved_ts"] >= soon, out
+    assert time.monotonic() - t0 >= 1.0  # it waited for the window end to pass
+    assert upstream_client.get_ts() > soon
+    # Without the inline wait, the same kind of window defers.
+    later = tso.compose(tso.physical_ms(upstream_client.get_ts()) + 1500)
+    plan = tasks.plan(feed, interval_end_ts=None, target_ts=later)
+    with pytest.raises(TaskDeferred):
+        ResolvedTsSensor(task_id="wait", plan=plan, inline_wait=timedelta(0)).execute({"params": {}})
 
 
 def test_operator_does_not_defer_without_anything_to_wait_for(feed: str, upstream_client: Any) -> None:

@@ -1,9 +1,8 @@
 """End to end through a real Airflow: the scheduler runs a changefeed's windows, and a person triggers one with
 parameters through the REST API (the form's backend); invalid parameters are refused before a run exists;
 `airflow backfill create` runs past intervals in order, no-ops on a second pass and rebuilds once with
-``{"mode": "rebuild"}`` (marked ``airflow_backfill``: ~14 min on 2 cores, so not in ``make test``; run them with
-``make test-airflow-backfill``). After each run, every Delta table as of the window end equals the upstream
-snapshot.
+``{"mode": "rebuild"}``. After each run, every Delta table as of the window end equals the upstream
+snapshot. The tasks' Spark is the harness's Spark Connect server, as under ``make airflow``.
 
 One story over one changefeed (``schedule = "10s"`` so that intervals pass quickly), in file order. The
 DAG starts paused; the scheduled-run test unpauses it and it stays so: the schedule keeps running windows
@@ -115,6 +114,7 @@ catchup = false
 mode = "checksum"
 """)
     f.cdcflow("changefeed", "create", "--config", str(config))
+    _transcript_path().unlink(missing_ok=True)  # this session's commands only
     f.batch()
     f.batched = f.now_ts()
     airflow_server.wait_dag(DAG_ID)
@@ -234,14 +234,19 @@ def _backfills(server: Any) -> list[dict[str, Any]]:
     return list(r.json()["backfills"])
 
 
-def _transcript(server: Any, *args: str) -> str:
-    """Run ``airflow *args`` and append the command and its output to ``.artifacts/backfill/transcript.txt``
-    (``CDCFLOW_ARTIFACTS`` overrides the folder): the README's backfill output comes from there."""
-    proc = server.cli(*args)
-    assert proc.returncode == 0, f"airflow {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
+def _transcript_path() -> Path:
+    """``.artifacts/backfill/transcript.txt`` (``CDCFLOW_ARTIFACTS`` overrides the folder): the README's backfill
+    output comes from there."""
     folder = Path(os.environ.get("CDCFLOW_ARTIFACTS") or ROOT / ".artifacts") / "backfill"
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "transcript.txt").open("a") as f:
+    return folder / "transcript.txt"
+
+
+def _transcript(server: Any, *args: str) -> str:
+    """Run ``airflow *args`` and append the command and its output to the transcript of this session."""
+    proc = server.cli(*args)
+    assert proc.returncode == 0, f"airflow {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
+    with _transcript_path().open("a") as f:
         f.write(f"$ airflow {' '.join(args)}\n{proc.stdout}\n")
     return str(proc.stdout)
 
@@ -278,7 +283,6 @@ def _finish(server: Any, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return done
 
 
-@pytest.mark.airflow_backfill
 def test_a_backfill_runs_each_interval_in_window_order(feed: Feed, monkeypatch: pytest.MonkeyPatch) -> None:
     """A backfill of two past intervals while the checkpoint is behind them: each run applies (at least) its own
     interval, in window order, between the scheduled runs (the window lease)."""
@@ -324,7 +328,6 @@ def test_a_backfill_runs_each_interval_in_window_order(feed: Feed, monkeypatch: 
     feed.backfilled = (b1, b2, ends)
 
 
-@pytest.mark.airflow_backfill
 def test_a_backfill_of_applied_intervals_is_a_no_op(feed: Feed) -> None:
     server = feed.server
     assert feed.backfilled is not None, "needs the intervals of test_a_backfill_runs_each_interval_in_window_order"
@@ -340,7 +343,6 @@ def test_a_backfill_of_applied_intervals_is_a_no_op(feed: Feed) -> None:
     feed.assert_equal_at_checkpoint()
 
 
-@pytest.mark.airflow_backfill
 def test_a_rebuild_backfill_rebuilds_once(feed: Feed) -> None:
     """``{"mode": "rebuild"}``: the tables are rebuilt from the bronze changelog once for the whole backfill,
     not once per run, and keep their history (time travel to each backfilled window end)."""
