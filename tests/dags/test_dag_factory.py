@@ -86,15 +86,14 @@ def test_a_bad_config_is_an_import_error(cdcflow_home):
 
 
 def test_tasks_and_order(dag):
-    assert [t.task_id for t in dag.topological_sort()] == ["plan", "wait", "pull", "apply", "check", "publish"]
+    assert [t.task_id for t in dag.topological_sort()] == ["plan", "wait", "pull", "apply_check", "publish"]
     up = {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
     assert up == {
         "plan": [],
         "wait": ["plan"],
         "pull": ["plan", "wait"],
-        "apply": ["plan", "pull"],
-        "check": ["apply", "plan"],
-        "publish": ["apply", "check", "plan"],
+        "apply_check": ["plan", "pull"],
+        "publish": ["apply_check", "plan"],
     }
 
 
@@ -365,9 +364,9 @@ def test_runs_take_turns_through_the_window_lease(dag, fake_tasks):
             _call(dag, "plan", **other)
     finally:
         dag_factory.LEASE_WAIT = orig
-    for task_id in ("pull", "apply", "check"):
+    for task_id in ("pull", "apply_check"):
         _call(dag, task_id, plan, **ctx)
-    _call(dag, "publish", plan, {}, {}, **ctx)
+    _call(dag, "publish", plan, {"apply": {}, "check": {}}, **ctx)
     assert lease.holder("orders") is None  # published: the next run may plan
 
 
@@ -388,18 +387,18 @@ def test_a_task_whose_run_lost_the_lease_refuses(dag, fake_tasks):
     lease.release("orders", plan["lease_owner"])
     lease.acquire("orders", "cli:elsewhere:1")
     with pytest.raises(ChangefeedError, match="no longer holds the window lease"):
-        _call(dag, "apply", plan, **ctx)
+        _call(dag, "apply_check", plan, **ctx)
 
 
 def test_chain_runs_the_core_tasks(dag, fake_tasks):
     ctx = _context(dag, end=datetime(2026, 11, 22, 12, 5, tzinfo=UTC))
     plan = _call(dag, "plan", **ctx)
     _call(dag, "pull", plan, **ctx)
-    applied = _call(dag, "apply", plan, **ctx)
-    checked = _call(dag, "check", plan, **ctx)
-    out = _call(dag, "publish", plan, applied, checked, **ctx)
+    applied_checked = _call(dag, "apply_check", plan, **ctx)
+    assert applied_checked == {"skipped": False, "apply": {"shop.orders": {"rows": 1}}, "check": {"ok": True}}
+    out = _call(dag, "publish", plan, applied_checked, **ctx)
     assert [c[0] for c in fake_tasks.calls] == ["plan", "pull", "apply", "check", "publish"]
-    assert fake_tasks.calls[-1][1:] == (applied, checked)
+    assert fake_tasks.calls[-1][1:] == (applied_checked["apply"], applied_checked["check"])
     assert out == {"checkpoint_ts": plan["target_ts"], "asset_events": []}  # no outlet accessor in this context
 
 
@@ -441,11 +440,11 @@ def test_skipped_plan_makes_the_rest_a_logged_no_op(dag, fake_tasks, caplog):
     assert plan["skip"] is True
     caplog.clear()
     with caplog.at_level("INFO", logger="cdcflow.airflow"):
-        outs = [_call(dag, t, plan, **ctx) for t in ("pull", "apply", "check")]
-        outs.append(_call(dag, "publish", plan, outs[1], outs[2], **ctx))
+        outs = [_call(dag, t, plan, **ctx) for t in ("pull", "apply_check")]
+        outs.append(_call(dag, "publish", plan, outs[1], **ctx))
     assert [c[0] for c in fake_tasks.calls] == ["plan"]
     assert all(o["skipped"] for o in outs)
-    assert caplog.text.count("window already covered by checkpoint") == 4
+    assert caplog.text.count("window already covered by checkpoint") == 3
 
 
 def test_dry_run_plans_only(dag, fake_tasks):

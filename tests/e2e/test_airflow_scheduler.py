@@ -209,7 +209,7 @@ def test_a_triggered_dry_run_plans_the_asked_window_only(feed: Feed) -> None:
     _ok(server, run)
     plan = server.xcom(DAG_ID, run["dag_run_id"], "plan")
     assert plan["target_ts"] == target, plan
-    for task in ("pull", "apply", "check", "publish"):
+    for task in ("pull", "apply_check", "publish"):
         out = server.xcom(DAG_ID, run["dag_run_id"], task)
         assert out["skipped"] is True, (task, out)
         # A scheduled run that went first may already have covered the target; otherwise the dry run stopped it.
@@ -338,7 +338,7 @@ def test_a_backfill_of_applied_intervals_is_a_no_op(feed: Feed) -> None:
     for run in again:
         plan = server.xcom(DAG_ID, run["dag_run_id"], "plan")
         assert plan["skip"] is True and "already covered" in plan["reason"], plan
-        assert server.xcom(DAG_ID, run["dag_run_id"], "apply")["skipped"] is True
+        assert server.xcom(DAG_ID, run["dag_run_id"], "apply_check")["skipped"] is True
     assert int(feed.state()["checkpoint_ts"]) >= checkpoint
     feed.assert_equal_at_checkpoint()
 
