@@ -51,6 +51,10 @@ if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
 
+# GX logs its import and docs-registry book-keeping at INFO: hundreds of lines in every Airflow task log. Set
+# here, not where GX is first imported: any function of this module may be the first to import it.
+logging.getLogger("great_expectations").setLevel(logging.WARNING)
+
 Mode = Literal["checksum", "count", "off"]
 MODES = ("checksum", "count", "off")
 SAMPLE_KEYS = 10
@@ -243,8 +247,6 @@ class CheckReport:
 def _gx_context() -> Any:
     """One ephemeral GX context per process (nothing is persisted; no analytics)."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no usage-statistics calls home
-    # GX logs its own import and docs-registry book-keeping at INFO (hundreds of lines per Airflow task log).
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
