@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cdc_core.codec.changelog import local_path
+from cdc_core.codec.sink_uri import local_path
 from cdc_core.errors import ConfigError
 from cdc_core.filter.event_filter import EventFilter
 from cdc_core.filter.table_filter import TableFilter

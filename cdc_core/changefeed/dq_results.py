@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from cdc_core.codec.changelog import local_path
+from cdc_core.codec.sink_uri import local_path
 
 SCHEMA = pa.schema([
     pa.field("changefeed_id", pa.string()),

@@ -58,6 +58,7 @@ import pyarrow.parquet as pq
 
 from cdc_core import failpoint
 from cdc_core.codec import changelog
+from cdc_core.codec.sink_uri import local_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
@@ -80,7 +81,7 @@ TRASH_PREFIX = "rebuild-"
 
 def trash_root(sink_uri: str) -> Path:
     """``<sink>/_cdcflow/trash``."""
-    return changelog.local_path(sink_uri) / "_cdcflow" / TRASH_DIR
+    return local_path(sink_uri) / "_cdcflow" / TRASH_DIR
 
 
 def trash_name(ts: int, now: float | None = None) -> str:
@@ -91,7 +92,7 @@ def trash_name(ts: int, now: float | None = None) -> str:
 
 def silver_dir(sink_uri: str, qualified_name: str) -> Path:
     db, _, name = qualified_name.partition(".")
-    return changelog.local_path(sink_uri) / db / name
+    return local_path(sink_uri) / db / name
 
 
 def already_rebuilt(st: ChangefeedState, run_tag: str | None, names: list[str], checkpoint_ts: int) -> str | None:

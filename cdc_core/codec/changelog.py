@@ -34,6 +34,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cdc_core.codec.sink_uri import local_path
+
 SCHEMA = pa.schema(
     [
         pa.field("region_id", pa.int64(), nullable=False),
@@ -55,15 +57,6 @@ WINDOW_META = "_window.json"
 SCHEMA_FILE = "_schema.json"
 TABLE_META = "_table.json"
 COMPLETE_FILE = "_complete.json"
-
-
-def local_path(sink_uri: str) -> Path:
-    """The local directory of a ``file://`` sink URI (or a bare path)."""
-    if sink_uri.startswith("file://"):
-        return Path(sink_uri[len("file://") :])
-    if "://" in sink_uri:
-        raise ValueError(f"sink-uri {sink_uri!r}: only file:// sinks are supported by the embedded engine")
-    return Path(sink_uri)
 
 
 def changelog_root(sink_uri: str, changefeed_id: str) -> Path:

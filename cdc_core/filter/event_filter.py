@@ -28,10 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import ParseError
-
 from cdc_core.errors import ConfigError
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.schema.ddl_history import JOB_TYPES
@@ -46,20 +42,26 @@ EXPR_KEYS = (
     "ignore-delete-value-expr",
 )
 _KEYS = {"matcher", "ignore-event", "ignore-sql", *EXPR_KEYS}
-# Expressions are row predicates: no subqueries, aggregates or window functions.
-_FORBIDDEN = (exp.Select, exp.Subquery, exp.AggFunc, exp.Window, exp.Star)
 
 
 def to_spark_predicate(text: str, where: str) -> str:
     """Validate a MySQL boolean expression on a row and return it as Spark SQL."""
+    # Imported here: every config load (each Airflow task and DAG parse, each CLI call) imports this module,
+    # and most configs have no expression (sqlglot costs ~0.5 s to import).
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(f"{where}: the expression must be a non-empty string")
+    # Expressions are row predicates: no subqueries, aggregates or window functions.
+    forbidden = (exp.Select, exp.Subquery, exp.AggFunc, exp.Window, exp.Star)
     try:
         tree = sqlglot.parse_one(text, read="mysql")
     except ParseError as exc:
         detail = exc.errors[0].get("description") if exc.errors else str(exc)
         raise ConfigError(f"{where}: expression {text!r} does not parse: {detail}") from exc
-    bad = next((n for n in tree.walk() if isinstance(n, _FORBIDDEN)), None)
+    bad = next((n for n in tree.walk() if isinstance(n, forbidden)), None)
     if bad is not None:
         raise ConfigError(
             f"{where}: expression {text!r} must be a condition on the row's columns; "

@@ -71,6 +71,7 @@ from numpy.typing import NDArray
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
 from cdc_core.log import get_logger
+from cdc_core.puller.options import DEFAULT_MAX_PENDING_BYTES
 
 __all__ = [
     "DEFAULT_MAX_PENDING_BYTES",
@@ -85,7 +86,6 @@ __all__ = [
 
 log = get_logger("cdcflow.puller.event_stream")
 
-DEFAULT_MAX_PENDING_BYTES: Final = 1 << 30
 EVENT_OVERHEAD_BYTES: Final = 64  # what an event costs beyond its payload (object, queue slot)
 
 

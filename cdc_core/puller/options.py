@@ -14,14 +14,17 @@ pull-timeout-s = 120               # a window's pull fails (changefeed in error)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from cdc_core.errors import ConfigError
 from cdc_core.puller.backoff import Backoff
-from cdc_core.puller.event_stream import DEFAULT_MAX_PENDING_BYTES
-from cdc_core.puller.ts_advancer import DEFAULT_ADVANCE_INTERVAL_MS
 
-__all__ = ["PullerOptions"]
+__all__ = ["DEFAULT_ADVANCE_INTERVAL_MS", "DEFAULT_MAX_PENDING_BYTES", "PullerOptions"]
+
+# The defaults live here, not in the event stream and the advancer that use them: every config load imports
+# this module, and those two import numpy and prometheus_client.
+DEFAULT_ADVANCE_INTERVAL_MS: Final = 100  # TiCDC's default since PR #4088 (was 0)
+DEFAULT_MAX_PENDING_BYTES: Final = 1 << 30
 
 # TOML key -> (attribute, lowest allowed value)
 _KEYS: dict[str, tuple[str, float]] = {

@@ -41,13 +41,13 @@ from numpy.typing import NDArray
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
 from cdc_core.log import get_logger
+from cdc_core.puller.options import DEFAULT_ADVANCE_INTERVAL_MS
 from cdc_core.puller.range_lock import LockedRange, RangeLock
 
 __all__ = ["DEFAULT_ADVANCE_INTERVAL_MS", "AdvancerMetrics", "ResolvedTsAdvancer", "wall_clock_ms"]
 
 log = get_logger("cdcflow.puller.ts_advancer")
 
-DEFAULT_ADVANCE_INTERVAL_MS: Final = 100  # TiCDC's default since PR #4088 (was 0)
 PHYSICAL_SHIFT: Final = 18  # ts = (physical_ms << 18) | logical
 
 

@@ -11,11 +11,12 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from cdc_core.codec.row import DATETIME_FORMAT, json_value
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # The hidden handle of non-clustered tables, as TiDB names it.
 ROWID_COLUMN = "_tidb_rowid"
@@ -58,6 +59,8 @@ class Column:
         return self.type.upper()
 
     def arrow_type(self) -> pa.DataType:
+        import pyarrow as pa  # only the data paths need Arrow; loading a schema or config must stay cheap
+
         if self.type in ("int", "bigint"):
             return pa.int64() if self.type == "bigint" else pa.int32()
         if self.type in ("varchar", "text"):
@@ -195,6 +198,8 @@ class TableInfo:
 
     def arrow_schema(self, *, with_rowid: bool | None = None) -> pa.Schema:
         """The Arrow schema of the silver Delta table (adds ``_tidb_rowid`` when it is the key)."""
+        import pyarrow as pa
+
         fields = [pa.field(c.name, c.arrow_type(), nullable=True) for c in self.columns]
         if with_rowid if with_rowid is not None else self.delta_key() == (ROWID_COLUMN,):
             fields.append(pa.field(ROWID_COLUMN, pa.int64(), nullable=True))

@@ -75,7 +75,7 @@ def list_changefeeds() -> list[dict[str, Any]]:
 
 def silver_table_paths(sink_uri: str) -> list[Path]:
     """The Delta tables ``<sink>/<db>/<table>`` (a ``_delta_log`` directory inside), internal ``_*`` dirs skipped."""
-    from cdc_core.codec.changelog import local_path
+    from cdc_core.codec.sink_uri import local_path
 
     root = local_path(sink_uri)
     if not root.is_dir():

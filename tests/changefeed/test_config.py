@@ -148,3 +148,24 @@ def test_initial_snapshot_parses_validates_and_round_trips():
     with pytest.raises(ConfigError, match="`initial-snapshot` must be bool") as ei:
         cfgmod.parse_config(base + 'initial-snapshot = "yes"\n', "feed.toml")
     assert "feed.toml" in str(ei.value)
+
+
+def test_loading_a_config_stays_cheap(tmp_path) -> None:
+    """Every Airflow task's DAG parse, the dag processor and every CLI call load configs: the engine's heavy
+    libraries stay out of it (an event-filter expression alone brings in sqlglot, to validate it)."""
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "orders-1.toml"
+    path.write_text(GOOD)
+    code = f"""
+import json, sys
+from pathlib import Path
+from cdc_core.changefeed import config
+config.load_config_file(Path({str(path)!r}))
+heavy = ("pyarrow", "numpy", "sqlglot", "grpc", "pyspark", "deltalake")
+print(json.dumps([m for m in heavy if m in sys.modules]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
