@@ -5,6 +5,7 @@ region error kind is recovered from (or, for GC, fails the subscription clearly)
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -274,12 +275,25 @@ def test_memory_pause_and_released_path_resync(upstream_cluster: Any, upstream_c
         async with pulling(upstream_cluster.pd_addr, span, start_ts, max_pending_bytes=64 << 10) as (
             client, rec, reg,
         ):
+            # The consumer stalls, as behind a blocked downstream, until the area has paused: polling for a
+            # pause while the consumer runs could miss every one (each lasts milliseconds).
+            stream, gate = client.stream, asyncio.Event()
+            consume = stream.next_batch
+
+            async def stalled(path_id: Any, max_events: int = 64) -> Any:
+                await gate.wait()
+                return await consume(path_id, max_events)
+
+            stream.next_batch = stalled  # type: ignore[method-assign]
+            deadline = time.monotonic() + 60
             released = 0
             while client.span_resolved_ts(SPAN) < last:
                 client.check()
-                if client.stream.is_paused("default") and released < 3:
-                    client.stream.tick(now_ms=1 << 62)  # every non-empty path counts as blocked
+                if not gate.is_set() and stream.is_paused("default"):
+                    stream.tick(now_ms=1 << 62)  # every non-empty path counts as blocked
                     released = int(counter(reg, "cdcflow_puller_stream_paths_released_total", area="default"))
+                    gate.set()
+                assert gate.is_set() or time.monotonic() < deadline, "the area never paused"
                 await asyncio.sleep(0.001)
             assert released >= 1
             assert counter(reg, ERRORS, kind="resync") >= 1
