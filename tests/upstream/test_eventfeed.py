@@ -136,6 +136,10 @@ def test_deregister_stops_a_region(upstream_cluster: Any, upstream_client: Any, 
     feed.register(regions[1], 1, 0)
     wait_until(lambda: feed.initialized(1))
     feed.deregister(regions[1].id, 1)
+    # The store reads a stream's requests in order: once a later request is initialized, the deregister has
+    # been handled, and the insert below cannot reach request 1 (sent alone, it raced the insert).
+    feed.register(regions[0], 3, 0)
+    wait_until(lambda: feed.initialized(3))
     ts = upstream_client.execute(f"INSERT INTO {fresh_db}.t VALUES (1, 1)")[0].commit_ts
     feed.register(regions[1], 2, 0)  # same stream, after the insert: FIFO puts request 1's rows first
     wait_until(lambda: feed.initialized(2))
