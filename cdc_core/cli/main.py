@@ -26,30 +26,25 @@ _GROUPS: dict[str, tuple[str, str, str]] = {
 _registered = False
 
 
-def _register_once(argv: list[str] | None = None) -> None:
-    """Attach the command groups once: all of them, or with ``argv`` only the one it invokes (the others as
-    placeholders that keep their names and help in ``cdcflow --help``)."""
+def _register_once(argv: list[str]) -> None:
+    """Attach the command groups once: the one ``argv`` invokes for real, the others as placeholders that keep
+    their names and help in ``cdcflow --help``."""
     global _registered
     if _registered:
         return
     _registered = True
     import importlib
 
-    invoked = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
+    invoked = next((a for a in argv if not a.startswith("-")), None)
     for name, (module, attr, help_text) in _GROUPS.items():
-        real = argv is None or name == invoked
-        if name == "verify":
-            if real:
-                app.command(name, help=help_text)(getattr(importlib.import_module(f"cdc_core.cli.{module}"), attr))
-            else:
-                app.command(name, help=help_text)(_placeholder)
-        elif real:
-            app.add_typer(getattr(importlib.import_module(f"cdc_core.cli.{module}"), attr), name=name, help=help_text)
+        real = getattr(importlib.import_module(f"cdc_core.cli.{module}"), attr) if name == invoked else None
+        if attr == "app":
+            app.add_typer(real or typer.Typer(), name=name, help=help_text)
         else:
-            app.add_typer(typer.Typer(), name=name, help=help_text)
+            app.command(name, help=help_text)(real or _placeholder)
 
 
-def _placeholder() -> None:  # pragma: no cover - never invoked: its group is registered for real when named
+def _placeholder() -> None:  # pragma: no cover - never invoked: a command is registered for real when named
     raise AssertionError("placeholder command invoked")
 
 

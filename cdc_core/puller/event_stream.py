@@ -74,7 +74,6 @@ from cdc_core.log import get_logger
 from cdc_core.puller.options import DEFAULT_MAX_PENDING_BYTES
 
 __all__ = [
-    "DEFAULT_MAX_PENDING_BYTES",
     "EVENT_OVERHEAD_BYTES",
     "Area",
     "EventKind",

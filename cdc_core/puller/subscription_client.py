@@ -76,14 +76,15 @@ from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.log import get_logger
 from cdc_core.proto import cdcpb_pb2
 from cdc_core.puller.backoff import Backoff
-from cdc_core.puller.event_stream import DEFAULT_MAX_PENDING_BYTES, EventKind, EventStream, RegionEvent
+from cdc_core.puller.event_stream import EventKind, EventStream, RegionEvent
 from cdc_core.puller.matcher import LogType, RowChange
+from cdc_core.puller.options import DEFAULT_ADVANCE_INTERVAL_MS, DEFAULT_MAX_PENDING_BYTES
 from cdc_core.puller.pd_client import PDClient
 from cdc_core.puller.range_lock import LockedRange, LockStatus, RangeLock
 from cdc_core.puller.range_ts_map import end_after
 from cdc_core.puller.region_request_worker import StoreWorker
 from cdc_core.puller.region_state import RegionState, RegionTarget
-from cdc_core.puller.ts_advancer import DEFAULT_ADVANCE_INTERVAL_MS, ResolvedTsAdvancer
+from cdc_core.puller.ts_advancer import ResolvedTsAdvancer
 
 __all__ = ["ErrorKind", "OnChange", "OnResolved", "StreamBroken", "SubscriptionClient", "classify_error"]
 

@@ -44,7 +44,7 @@ from cdc_core.log import get_logger
 from cdc_core.puller.options import DEFAULT_ADVANCE_INTERVAL_MS
 from cdc_core.puller.range_lock import LockedRange, RangeLock
 
-__all__ = ["DEFAULT_ADVANCE_INTERVAL_MS", "AdvancerMetrics", "ResolvedTsAdvancer", "wall_clock_ms"]
+__all__ = ["AdvancerMetrics", "ResolvedTsAdvancer", "wall_clock_ms"]
 
 log = get_logger("cdcflow.puller.ts_advancer")
 
