@@ -10,9 +10,7 @@ from rich.console import Console
 from cdc_core import log
 from cdc_core.errors import CdcflowError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Change-data-capture into Delta Lake.")
 err_console = Console(stderr=True)
-
 
 # name -> (module, attribute, help). A group's module is imported only when its command runs (or for
 # ``--help``): ``changefeed`` pulls in the engine, which ``cdcflow tso now`` should not pay for (~1 s).
@@ -23,25 +21,24 @@ _GROUPS: dict[str, tuple[str, str, str]] = {
     "verify": ("verify_cmd", "verify",
                "Compare every replicated table at a ts with its Delta table; exit 1 on any difference."),
 }
-_registered = False
 
 
-def _register_once(argv: list[str]) -> None:
-    """Attach the command groups once: the one ``argv`` invokes for real, the others as placeholders that keep
-    their names and help in ``cdcflow --help``."""
-    global _registered
-    if _registered:
-        return
-    _registered = True
+def build_app(argv: list[str] | None = None) -> typer.Typer:
+    """A fresh ``cdcflow`` app. With ``argv``, only the group it invokes is imported and registered for real;
+    the others are placeholders that keep their names and help in ``cdcflow --help``. Without it, every group
+    is real: for running several commands in one process (tests, embedding)."""
     import importlib
 
-    invoked = next((a for a in argv if not a.startswith("-")), None)
+    app = typer.Typer(no_args_is_help=True, add_completion=False, help="Change-data-capture into Delta Lake.")
+    invoked = None if argv is None else next((a for a in argv if not a.startswith("-")), None)
     for name, (module, attr, help_text) in _GROUPS.items():
-        real = getattr(importlib.import_module(f"cdc_core.cli.{module}"), attr) if name == invoked else None
+        real = (getattr(importlib.import_module(f"cdc_core.cli.{module}"), attr)
+                if argv is None or name == invoked else None)
         if attr == "app":
             app.add_typer(real or typer.Typer(), name=name, help=help_text)
         else:
             app.command(name, help=help_text)(real or _placeholder)
+    return app
 
 
 def _placeholder() -> None:  # pragma: no cover - never invoked: a command is registered for real when named
@@ -50,7 +47,7 @@ def _placeholder() -> None:  # pragma: no cover - never invoked: a command is re
 
 def main() -> None:
     log.configure()
-    _register_once(sys.argv[1:])
+    app = build_app(sys.argv[1:])
     logger = log.get_logger("cdcflow.cli")
     try:
         app(standalone_mode=False)

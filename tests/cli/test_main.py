@@ -56,3 +56,18 @@ def test_no_arguments_show_the_help(tmp_path: Path) -> None:
     proc = run(tmp_path)
     assert proc.returncode == 2 and "changefeed" in proc.stdout + proc.stderr
     assert "Error" not in proc.stderr, proc.stderr
+
+
+def test_an_app_built_without_argv_runs_every_group_in_one_process(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from cdc_core.cli.main import build_app
+
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
+    app, runner = build_app(), CliRunner()
+    decoded = runner.invoke(app, ["tso", "decode", "470661621350662143"])
+    assert decoded.exit_code == 0 and '"physical_ms"' in decoded.output, decoded.output
+    listed = runner.invoke(app, ["changefeed", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert "placeholder" not in listed.output

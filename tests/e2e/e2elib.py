@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
+import typer
 from deltalake import DeltaTable
 from typer.testing import CliRunner
 
@@ -33,9 +35,14 @@ def upstream_rows(client: UpstreamClient, db: str, table: str, key: str, ts: int
     return sorted(client.query(f"SELECT * FROM {db}.{table}", at_ts=ts), key=lambda r: r[key])
 
 
+@functools.cache
+def cli_app() -> typer.Typer:
+    """``cdcflow`` with every command group registered, for invoking commands in this process."""
+    return cli_main.build_app()
+
+
 def cli(*args: str) -> str:
     """Run `cdcflow ARGS` in this process; fails the test on a non-zero exit."""
-    cli_main._register_once()
-    res = CliRunner().invoke(cli_main.app, list(args), catch_exceptions=False)
+    res = CliRunner().invoke(cli_app(), list(args), catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return res.output

@@ -19,13 +19,12 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from e2elib import cli as _cli
-from e2elib import delta_rows, upstream_rows
+from e2elib import cli_app, delta_rows, upstream_rows
 from typer.testing import CliRunner
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.dq_results import results_path
 from cdc_core.changefeed.state import load_state
-from cdc_core.cli import main as cli_main
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
 from cdc_core.errors import ChangefeedError, DataQualityError
@@ -96,8 +95,7 @@ def _start_ts_of(ec: Any, db: str, table: str, commit_ts: int) -> int:
 
 
 def _cli_exit(*args: str) -> tuple[int, str]:
-    cli_main._register_once()
-    res = CliRunner().invoke(cli_main.app, list(args))
+    res = CliRunner().invoke(cli_app(), list(args))
     return res.exit_code, res.output
 
 
