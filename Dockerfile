@@ -3,9 +3,10 @@ FROM python:3.11-slim-bookworm
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless make git \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/cdcflow/src
-COPY requirements.lock pyproject.toml ./
+COPY uv.lock pyproject.toml ./
 RUN pip install --no-cache-dir uv==0.13.8 \
-    && uv pip install --system --require-hashes -r requirements.lock
+    && uv export --locked --all-extras --no-emit-project --format requirements.txt -o /tmp/pinned.txt \
+    && uv pip install --system --require-hashes -r /tmp/pinned.txt && rm /tmp/pinned.txt
 COPY . .
 RUN uv pip install --system --no-deps -e .
 ENV PATH=/usr/local/lib/python3.11/site-packages/pyspark/bin:$PATH

@@ -1,5 +1,5 @@
 # cdcflow — the two set-up commands are `make demo` and `make test`; both bootstrap .venv from
-# requirements.lock when needed (idempotent: a no-op when nothing changed).
+# uv.lock when needed (idempotent: a no-op when nothing changed).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -32,9 +32,9 @@ demo: venv
 proto: venv
 	$(PY) scripts/gen_proto.py
 
-## lock: re-resolve requirements.lock from pyproject.toml (needs network)
+## lock: re-resolve uv.lock from pyproject.toml (needs network; keeps locked versions that still fit)
 lock: venv
-	$(PY) -m uv pip compile pyproject.toml --all-extras --python-version 3.11 --generate-hashes --universal -o requirements.lock
+	$(PY) -m uv lock
 
 ## airflow: Airflow standalone with the project's dags and plugins on 127.0.0.1:8080 (prints the login)
 airflow: venv

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Creates or refreshes the project-local virtualenv (.venv) from requirements.lock.
-# Idempotent: when the lock file, pyproject.toml and this script are unchanged since the last
-# successful run, it only checks Java and exits.
+# Creates or refreshes the project-local virtualenv (.venv) from uv.lock, the project's lock file
+# (every package pinned with its hashes; `make lock` re-resolves it). Idempotent: when the lock
+# file, pyproject.toml and this script are unchanged since the last successful run, it only checks
+# Java and exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,20 +36,26 @@ if [ -z "$PY" ]; then
   exit 1
 fi
 
-want=$(cat requirements.lock pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
+want=$(cat uv.lock pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$VENV/bin/python" ]; then
   exit 0
 fi
 
-echo "bootstrap: preparing $VENV from requirements.lock (first run downloads ~1 GB of wheels)"
+echo "bootstrap: preparing $VENV from uv.lock (first run downloads ~1 GB of wheels)"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 if ! "$VENV/bin/python" -m uv --version 2>/dev/null | grep -q "$UV_VERSION"; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
 fi
+# --locked: a pyproject.toml edited without `make lock` is an error here, not a silently different set.
+pinned="$VENV/.cdcflow-pinned.txt"
+if ! "$VENV/bin/python" -m uv export --quiet --locked --all-extras --no-emit-project --format requirements.txt -o "$pinned"; then
+  echo "error: uv.lock does not match pyproject.toml; run 'make lock' and commit uv.lock" >&2
+  exit 1
+fi
 # --compile-bytecode: pip writes .pyc files at install time, uv does not; with PYTHONDONTWRITEBYTECODE set (as on
 # CI machines) nothing would ever write them, and every process (each Airflow task, each CLI call, Spark's
 # Python workers) would compile its imports from source again: ~10 s of a window's 27 s, GX alone 9 s of it.
-"$VENV/bin/python" -m uv pip sync --python "$VENV/bin/python" --require-hashes --compile-bytecode requirements.lock
+"$VENV/bin/python" -m uv pip sync --python "$VENV/bin/python" --require-hashes --compile-bytecode "$pinned"
 "$VENV/bin/python" -m uv pip install --python "$VENV/bin/python" --no-deps -e .
 # The project's own packages too (a later edit only makes that file's .pyc stale: Python then compiles it).
 "$VENV/bin/python" -m compileall -q -j 0 cdc_core spark_jobs plugins dags >/dev/null
