@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +239,15 @@ class AirflowServer:
         r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
         r.raise_for_status()
         return {ti["task_id"]: ti for ti in r.json()["task_instances"]}
+
+    def run_timings(self, dag_id: str, run: dict[str, Any]) -> dict[str, float]:
+        """Seconds: each task instance's duration, and ``run`` from the run's start to its end (queueing and the
+        scheduler's hand-offs between tasks included)."""
+        out = {task_id: float(ti["duration"]) for task_id, ti in self.task_instances(dag_id, run["dag_run_id"]).items()
+               if ti.get("duration") is not None}
+        start, end = (datetime.fromisoformat(run[k]) for k in ("start_date", "end_date"))
+        out["run"] = (end - start).total_seconds()
+        return out
 
     def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
         r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")

@@ -1,8 +1,9 @@
-"""Helpers of the end-to-end tests: Delta vs upstream rows, and the CLI in-process."""
+"""Helpers of the end-to-end tests: Delta vs upstream rows, the CLI in-process, and the artifacts folder."""
 
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,16 @@ from typer.testing import CliRunner
 from cdc_core.cli import main as cli_main
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec.row import json_value
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def artifacts_dir(name: str) -> Path:
+    """``.artifacts/<name>/`` (``CDCFLOW_ARTIFACTS`` overrides ``.artifacts``): what a test keeps for people to read
+    (screenshots, transcripts, timings)."""
+    d = Path(os.environ.get("CDCFLOW_ARTIFACTS") or ROOT / ".artifacts") / name
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 def delta_rows(sink: Path, db: str, table: str, key: str) -> list[dict[str, Any]]:

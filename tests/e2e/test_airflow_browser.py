@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2elib import delta_rows_at, upstream_rows
+from e2elib import artifacts_dir, delta_rows_at, upstream_rows
 
 from cdc_core.client.upstream import UpstreamClient
 
@@ -50,12 +50,6 @@ def ensure_chromium() -> str:
             pytest.fail(f"installing chromium failed: {' '.join(cmd)}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     assert Path(CHROMIUM).exists(), f"apt-get installed chromium but {CHROMIUM} is not there"
     return CHROMIUM
-
-
-def artifacts_dir() -> Path:
-    d = Path(os.environ.get("CDCFLOW_ARTIFACTS") or ROOT / ".artifacts") / "browser"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +109,7 @@ def test_trigger_from_the_form_then_see_the_changefeed(browser: Any, airflow_ser
     server = airflow_server
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(60_000)
-    shots = artifacts_dir()
+    shots = artifacts_dir("browser")
     try:
         _login(page, server)
 

@@ -13,7 +13,6 @@ of a ts (time travel by ``cdcflow.ts``), which a window in flight does not chang
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2elib import delta_rows_at, upstream_rows
+from e2elib import artifacts_dir, delta_rows_at, upstream_rows
 
 from cdc_core.changefeed import lease
 from cdc_core.client.upstream import UpstreamClient
@@ -173,6 +172,13 @@ def test_a_scheduled_run_replicates_its_interval(feed: Feed) -> None:
     assert pulled["events"] > 0
     assert int(feed.state()["checkpoint_ts"]) >= plan["target_ts"]
     feed.assert_equal_at(plan["target_ts"])
+    # What a window costs through Airflow, kept for people to read (the figure the README quotes).
+    timings = server.run_timings(DAG_ID, run)
+    tasks = ("plan", "wait", "pull", "apply_check", "publish")
+    assert set(tasks) <= timings.keys() and timings["run"] + 1 >= sum(timings[t] for t in tasks), timings
+    lines = [f"{name:<12} {timings[name]:7.1f} s" for name in (*tasks, "run")]
+    (artifacts_dir("airflow") / "window-timings.txt").write_text(
+        f"scheduled run {run['dag_run_id']} of {DAG_ID}: {pulled['events']} events\n" + "\n".join(lines) + "\n")
 
 
 @pytest.mark.parametrize(("conf", "names"), [
@@ -237,9 +243,7 @@ def _backfills(server: Any) -> list[dict[str, Any]]:
 def _transcript_path() -> Path:
     """``.artifacts/backfill/transcript.txt`` (``CDCFLOW_ARTIFACTS`` overrides the folder): the README's backfill
     output comes from there."""
-    folder = Path(os.environ.get("CDCFLOW_ARTIFACTS") or ROOT / ".artifacts") / "backfill"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / "transcript.txt"
+    return artifacts_dir("backfill") / "transcript.txt"
 
 
 def _transcript(server: Any, *args: str) -> str:
