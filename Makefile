@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv test lint typecheck unit demo proto lock bench airflow clean
+.PHONY: all venv preflight-test test lint typecheck unit demo proto lock bench airflow clean
 
 all: test
 
@@ -13,7 +13,11 @@ venv:
 	@bash scripts/bootstrap.sh
 
 ## test: lint, type-check and run the whole test suite (what CI runs)
-test: venv lint typecheck unit
+test: venv preflight-test lint typecheck unit
+
+# Debian packages the suite needs (installed as root; named, before anything runs, otherwise)
+preflight-test: venv
+	$(PY) scripts/preflight.py test
 
 lint: venv
 	$(VENV)/bin/ruff check .
@@ -45,6 +49,6 @@ bench: venv
 	$(VENV)/bin/pytest tests/bench -q -p no:cacheprovider --override-ini addopts= -s
 
 clean:
-	-[ ! -d .airflow/pg ] || $(VENV)/bin/python scripts/local_postgres.py stop --dir .airflow/pg
+	-[ ! -e .airflow/pg ] || $(VENV)/bin/python scripts/local_postgres.py remove --dir .airflow/pg
 	-[ ! -d .airflow/spark ] || $(VENV)/bin/python scripts/spark_connect.py stop --dir .airflow/spark
 	rm -rf .cdcflow .airflow .pytest_cache .mypy_cache .ruff_cache

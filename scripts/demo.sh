@@ -2,20 +2,27 @@
 # `make demo`: the whole path once, through real Airflow.
 #   embedded upstream → two windows (cdcflow__demo DAG runs via `airflow dags test`) → Delta table
 # Exits non-zero when any step fails (including the data-quality checks and the final verify).
+#
+# The demo's changefeed lives where `make airflow` looks ($CDCFLOW_HOME, default .cdcflow; its lake and logs in
+# $CDCFLOW_HOME/demo/) and its runs in the same Airflow DB, so `make airflow` afterwards shows cdcflow__demo, its
+# runs, checkpoint and checks. Running the demo again replaces the earlier demo's changefeed, lake and runs only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export PATH="$ROOT/.venv/bin:$PATH"
-export CDCFLOW_HOME="$ROOT/.cdcflow/demo"
-SINK="$CDCFLOW_HOME/lake"
-rm -rf "$CDCFLOW_HOME"
-mkdir -p "$CDCFLOW_HOME"
 # shellcheck source=scripts/airflow_env.sh
 source scripts/airflow_env.sh
+DEMO_DIR="$CDCFLOW_HOME/demo"
+SINK="$DEMO_DIR/lake"
+DAG_ID=cdcflow__demo
 # `dags test` honours retries and sleeps through the backoff: a demo should fail fast instead.
 export CDCFLOW_TASK_RETRIES=0
 
 say() { printf '\n\033[1;36m==> %s\033[0m\n' "$*"; }
+
+# What cannot work (a Debian package root needs, a taken port, an upstream already running) says so here,
+# before anything has started.
+python scripts/preflight.py demo
 
 # The Airflow metadata DB (a private PostgreSQL, see airflow_env.sh) is stopped at the end unless it was
 # already running (`make airflow` in another terminal: the demo's runs then show in its UI).
@@ -30,6 +37,11 @@ cleanup() {
 trap cleanup EXIT
 
 say "starting the embedded upstream"
+if [ -f "$CDCFLOW_HOME/changefeeds/demo.toml" ]; then
+  cdcflow changefeed remove demo >/dev/null  # an earlier demo's changefeed (its DAG's runs go below)
+fi
+rm -rf "$DEMO_DIR"
+mkdir -p "$DEMO_DIR"
 cdcflow upstream start --detach
 
 say "creating demo.accounts (clustered PK) and demo.swap (seed 002 table)"
@@ -50,7 +62,7 @@ UPDATE demo.t SET a = 2 WHERE a = 1;
 "
 
 say "creating changefeed 'demo' from start-ts $START_TS"
-cat > "$CDCFLOW_HOME/demo.toml" <<TOML
+cat > "$DEMO_DIR/demo.toml" <<TOML
 changefeed-id = "demo"
 sink-uri = "file://$SINK"
 start-ts = $START_TS
@@ -64,16 +76,18 @@ schedule = "*/5 * * * *"
 [data-quality]
 mode = "checksum"
 TOML
-cdcflow changefeed create --config "$CDCFLOW_HOME/demo.toml"
+cdcflow changefeed create --config "$DEMO_DIR/demo.toml"
 
 bash scripts/airflow_init.sh
+# An earlier demo's runs belong to a changefeed that is gone.
+airflow dags delete "$DAG_ID" --yes >/dev/null 2>&1 || true
 
 run_window() {
   local target=$1
   say "Airflow: dags test cdcflow__demo, window ending at $target"
-  airflow dags test cdcflow__demo "$(date -u +%Y-%m-%dT%H:%M:%S+00:00)" --conf "{\"target_ts\": \"$target\"}" \
-    > "$CDCFLOW_HOME/dags-test-$target.log" 2>&1 || { tail -n 60 "$CDCFLOW_HOME/dags-test-$target.log"; exit 1; }
-  grep -E "Marking run|state=|DagRun Finished" "$CDCFLOW_HOME/dags-test-$target.log" | tail -n 3 || true
+  airflow dags test "$DAG_ID" "$(date -u +%Y-%m-%dT%H:%M:%S+00:00)" --conf "{\"target_ts\": \"$target\"}" \
+    > "$DEMO_DIR/dags-test-$target.log" 2>&1 || { tail -n 60 "$DEMO_DIR/dags-test-$target.log"; exit 1; }
+  grep -E "Marking run|state=|DagRun Finished" "$DEMO_DIR/dags-test-$target.log" | tail -n 3 || true
   local state
   state=$(cdcflow changefeed query demo | python -c 'import json,sys; d=json.load(sys.stdin); print(d["state"], d["checkpoint_ts"])')
   echo "changefeed: $state"
@@ -115,8 +129,8 @@ for name in ("demo/accounts", "demo/t"):
 PY
 
 say "data-quality results at the last barrier"
-cdcflow changefeed query demo > "$CDCFLOW_HOME/query.json"
-python - "$CDCFLOW_HOME/query.json" <<'PY'
+cdcflow changefeed query demo > "$DEMO_DIR/query.json"
+python - "$DEMO_DIR/query.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 checks = d["last_checks"]
@@ -127,11 +141,16 @@ for table, rep in checks["tables"].items():
 PY
 
 say "cdcflow verify demo (upstream snapshot vs Delta at the checkpoint)"
-cdcflow verify demo > "$CDCFLOW_HOME/verify.json"
-python - "$CDCFLOW_HOME/verify.json" <<'PY'
+cdcflow verify demo > "$DEMO_DIR/verify.json"
+python - "$DEMO_DIR/verify.json" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
     d = json.loads(line)
     print(f"  {d['table']:14} {d['row_count']} rows  {'equal' if d['passed'] else 'DIFFERENT'}")
 PY
+# The demo's upstream stops with it (its data lives in memory): the scheduler of `make airflow` must not run
+# windows against it. Paused, the DAG keeps its runs and the changefeed its checkpoint and checks to look at.
+airflow dags pause "$DAG_ID" >/dev/null
 say "demo finished: Delta equals the upstream snapshot"
+echo "Next: 'make airflow' shows $DAG_ID (paused; its upstream stopped with the demo), its two runs, and on the"
+echo "Changefeeds page the demo's checkpoint and checks. The demo's lake: $SINK"

@@ -11,13 +11,12 @@ page is kept as a screenshot in ``.artifacts/browser/`` (``CDCFLOW_ARTIFACTS`` o
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import preflight  # scripts/ is on sys.path (tests/conftest.py)
 import pytest
 from e2elib import artifacts_dir, delta_rows_at, upstream_rows
 
@@ -26,7 +25,6 @@ from cdc_core.client.upstream import UpstreamClient
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
 # The flags this machine's closed network needs (no background connections, no sandbox as root).
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -36,20 +34,13 @@ DB = "afu"
 
 
 def ensure_chromium() -> str:
-    """Debian's chromium, installed from the Debian packages when missing."""
-    if Path(CHROMIUM).exists():
-        return CHROMIUM
-    sudo: list[str] = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    if sudo and shutil.which("sudo") is None:
-        pytest.fail(f"{CHROMIUM} is missing and this user cannot install it: run `apt-get install -y chromium` as root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"]
-    for cmd in (["apt-get", "update", "-qq"], install):
-        proc = subprocess.run([*sudo, *cmd], env=env, capture_output=True, text=True, timeout=900)
-        if proc.returncode != 0:
-            pytest.fail(f"installing chromium failed: {' '.join(cmd)}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    assert Path(CHROMIUM).exists(), f"apt-get installed chromium but {CHROMIUM} is not there"
-    return CHROMIUM
+    """Debian's chromium, installed from the Debian packages when missing (``make test``'s preflight does the
+    same before the suite starts; this covers a pytest run on its own)."""
+    try:
+        preflight.ensure_packages([preflight.CHROMIUM_PKG], "the browser test")
+    except preflight.PreflightError as e:
+        pytest.fail(str(e))
+    return preflight.CHROMIUM
 
 
 @pytest.fixture(scope="module")

@@ -240,3 +240,34 @@ def test_lag_chart_with_no_one_and_many_points() -> None:
     xs = [float(p.split(",")[0]) for p in pts]
     ys = [float(p.split(",")[1]) for p in pts]
     assert xs == sorted(xs) and min(xs) >= 0 and max(xs) <= 640 and min(ys) >= 0 and max(ys) <= 180
+
+
+def test_the_upstream_shows_as_answering_stopped_or_absent(client: Any, fabricated_changefeed: dict, pd_addr: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """After `make demo` the demo's upstream is gone: the page says so (and still shows everything else)."""
+    import socket
+
+    monkeypatch.delenv("CDCFLOW_UPSTREAM", raising=False)
+    up = client.get(f"{API}/orders", headers=_bearer(_token())).json()["upstream"]
+    assert (up["address"], up["reachable"]) == (None, False)
+    assert up["detail"].startswith("no upstream running (no ") and "upstream.json" in up["detail"]
+    el = Elements(client.get(PAGE, cookies={"_token": _token()}).text)
+    assert el.one("upstream")["attrs"]["data-reachable"] == "false"
+    assert el.one("upstream")["text"].startswith("no upstream running")
+    assert el.one("checkpoint-ts")["text"] == str(fabricated_changefeed["checkpoints"][-1])
+
+    with socket.socket() as s:  # a port nobody listens on: a stopped upstream
+        s.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("CDCFLOW_UPSTREAM", closed)
+    t0 = time.monotonic()
+    up = client.get(f"{API}/orders", headers=_bearer(_token())).json()["upstream"]
+    assert time.monotonic() - t0 < 5
+    assert up == {"address": closed, "source": "$CDCFLOW_UPSTREAM", "reachable": False,
+                  "detail": "not answering (stopped or unreachable)"}
+
+    monkeypatch.setenv("CDCFLOW_UPSTREAM", pd_addr)
+    up = client.get(f"{API}/orders", headers=_bearer(_token())).json()["upstream"]
+    assert (up["address"], up["reachable"], up["detail"]) == (pd_addr, True, "answers")
+    el = Elements(client.get(PAGE, cookies={"_token": _token()}).text)
+    assert el.one("upstream")["attrs"]["data-reachable"] == "true" and pd_addr in el.one("upstream")["text"]

@@ -11,7 +11,8 @@ Every value is HTML-escaped. Stable hooks for browser tests:
                                    ``changefeed-id``, ``state``, ``checkpoint-ts``, ``checkpoint-time``,
                                    ``resolved-ts``, ``lag-seconds`` (``data-value`` = seconds),
                                    ``puller-memory`` (``data-peak-bytes``, ``data-max-bytes``),
-                                   ``dq-summary`` (``data-passed``), ``last-error``
+                                   ``dq-summary`` (``data-passed``), ``upstream`` (``data-reachable``),
+                                   ``last-error``
 ``changefeed-detail-<id>``         a changefeed's section; inside it ``dq-<db.table>`` per checked table
                                    (``data-passed``, ``data-passed-count``, ``data-failed-count``) and
                                    ``lag-chart`` (the SVG, ``data-points``)
@@ -41,7 +42,7 @@ th, td { border-bottom: 1px solid var(--line); padding: 6px 8px; text-align: lef
 td.num { font-variant-numeric: tabular-nums; font-family: ui-monospace, monospace; }
 .state { font-weight: 600; } .state-normal, .state-finished { color: var(--ok); }
 .state-error { color: var(--bad); } .state-paused { color: var(--warn); }
-.pass { color: var(--ok); } .fail { color: var(--bad); }
+.pass { color: var(--ok); } .fail { color: var(--bad); } .warn { color: var(--warn); }
 .error { color: var(--bad); white-space: pre-wrap; max-width: 40em; }
 section { border-top: 1px solid var(--line); margin-top: 16px; }
 ul.dq { padding-left: 18px; } svg.chart { border: 1px solid var(--line); max-width: 100%; height: auto; }
@@ -151,6 +152,15 @@ def _memory_cell(mem: dict[str, Any] | None) -> str:
             f'max-pending-bytes">{_e(text)}</td>')
 
 
+def _upstream_cell(up: dict[str, Any] | None) -> str:
+    if not up:
+        return '<td data-testid="upstream" data-reachable="" class="muted">—</td>'
+    reachable = bool(up.get("reachable"))
+    text = f"{up.get('address')}: {up.get('detail')}" if up.get("address") else str(up.get("detail") or "—")
+    return (f'<td data-testid="upstream" data-reachable="{str(reachable).lower()}" '
+            f'class="{"pass" if reachable else "warn"}" title="{_e(up.get("source") or "")}">{_e(text)}</td>')
+
+
 def _row(cf: dict[str, Any]) -> str:
     cid = cf["changefeed_id"]
     state = cf["state"] or "unknown"
@@ -170,6 +180,7 @@ def _row(cf: dict[str, Any]) -> str:
         f"{_e('—' if lag is None else f'{lag:.1f}')}</td>",
         _memory_cell(cf.get("puller_memory")),
         f'<td data-testid="dq-summary" data-passed="{passed}" class="{dq_class}">{_e(dq_text)}</td>',
+        _upstream_cell(cf.get("upstream")),
         f'<td data-testid="last-error" class="{"error" if err else "muted"}">{_e(err or "—")}</td>',
         "</tr>",
     ])
@@ -215,6 +226,6 @@ def render_page(changefeeds: list[dict[str, Any]], generated_at: float) -> str:
     rows = "".join(_row(cf) for cf in changefeeds)
     table = ('<table data-testid="changefeeds-table" id="changefeeds"><thead><tr><th>Changefeed</th><th>State</th>'
              "<th>Checkpoint ts</th><th>Checkpoint time (UTC)</th><th>Resolved ts</th><th>Lag (s)</th>"
-             "<th>Puller memory (peak / max)</th><th>Data quality</th><th>Last error</th></tr></thead>"
+             "<th>Puller memory (peak / max)</th><th>Data quality</th><th>Upstream</th><th>Last error</th></tr></thead>"
              f"<tbody>{rows}</tbody></table>")
     return head + table + "".join(_detail(cf) for cf in changefeeds) + "</body></html>"

@@ -1,9 +1,11 @@
 """What the Changefeeds view shows, as JSON-ready dicts: one status per changefeed of ``$CDCFLOW_HOME``.
 
-Sources, all local reads: the configs (``changefeeds/*.toml``), the states (``state/<id>.json``: lifecycle,
+Sources, local reads but one: the configs (``changefeeds/*.toml``), the states (``state/<id>.json``: lifecycle,
 checkpoint, resolved ts, last error, last checks), the recorded metrics (``state/<id>/metrics.json``: lag history,
 the puller's memory in the last pull; see ``cdc_core.changefeed.metrics_history``) and, when the state holds no
-check results, the newest check of the data-quality log (``<sink>/_cdcflow/dq_results``).
+check results, the newest check of the data-quality log (``<sink>/_cdcflow/dq_results``). The one remote read:
+whether the changefeed's upstream answers (a 1 s ping, once per address and page), so that a stopped upstream —
+the demo's, after ``make demo`` — shows as such instead of as a failure.
 
 A broken config or state shows up as an error on its changefeed instead of failing the whole view.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from cdc_core.codec import tso
@@ -77,8 +80,61 @@ def _dq_from_log(sink_uri: str, changefeed_id: str) -> dict[str, Any] | None:
             "tables": dq_tables(reports)}
 
 
+def _ping(addr: str) -> bool:
+    from cdc_core.client.upstream import UpstreamClient
+
+    with UpstreamClient(addr, timeout=1.0) as client:
+        return client.ping()
+
+
+def upstream_status(config_upstream: str | None, *, probes: dict[str, bool] | None = None,
+                    ping: Callable[[str], bool] = _ping) -> dict[str, Any]:
+    """Where a changefeed's upstream is, found as its tasks find it, and whether it answers.
+
+    ``{"address", "source", "reachable", "detail"}``; the order: the config's ``upstream``, the Airflow connection
+    ``cdcflow_upstream_default``, ``$CDCFLOW_UPSTREAM``, the embedded upstream of ``$CDCFLOW_HOME``
+    (``upstream.json``). ``probes`` caches ping results by address across the changefeeds of one page."""
+    import os
+
+    from cdc_core.client.upstream import ENV_UPSTREAM, read_upstream_file
+    from cdc_core.errors import CdcflowError
+    from cdc_core.home import upstream_file
+
+    out: dict[str, Any] = {"address": None, "source": None, "reachable": False, "detail": ""}
+    addr, source = config_upstream, "config"
+    if not addr:
+        from cdcflow_airflow.hooks import DEFAULT_CONN_ID, upstream_addr_for
+
+        try:
+            addr, source = upstream_addr_for(), f"connection {DEFAULT_CONN_ID}"
+        except Exception as exc:  # a broken connection fails the tasks too: say so here
+            out.update(source=f"connection {DEFAULT_CONN_ID}", detail=f"connection unusable: {exc}")
+            return out
+    if not addr and os.environ.get(ENV_UPSTREAM):
+        addr, source = os.environ[ENV_UPSTREAM], f"${ENV_UPSTREAM}"
+    if not addr:
+        try:
+            data = read_upstream_file()
+        except CdcflowError as exc:
+            out["detail"] = str(exc)
+            return out
+        if not data or not data.get("pd_addr"):
+            out["detail"] = f"no upstream running (no {upstream_file()}; the demo's stops with the demo)"
+            return out
+        addr, source = str(data["pd_addr"]), "embedded upstream"
+    probes = {} if probes is None else probes
+    if addr not in probes:
+        try:
+            probes[addr] = ping(addr)
+        except Exception:
+            probes[addr] = False
+    out.update(address=addr, source=source, reachable=probes[addr],
+               detail="answers" if probes[addr] else "not answering (stopped or unreachable)")
+    return out
+
+
 def changefeed_status(changefeed_id: str, config: Any | None, config_error: str | None,
-                      *, now: float | None = None) -> dict[str, Any]:
+                      *, now: float | None = None, probes: dict[str, bool] | None = None) -> dict[str, Any]:
     """The status of one changefeed (``config`` a ``ChangefeedConfig``, or None when it could not be read)."""
     from cdc_core.changefeed import metrics_history
     from cdc_core.changefeed.state import load_state
@@ -105,6 +161,7 @@ def changefeed_status(changefeed_id: str, config: Any | None, config_error: str 
         "data_quality": None,
         "puller_memory": None,
         "lag_history": [],
+        "upstream": upstream_status(config.upstream, probes=probes) if config else None,
     }
     try:
         st = load_state(changefeed_id)
@@ -159,7 +216,9 @@ def changefeed_statuses(*, now: float | None = None) -> list[dict[str, Any]]:
     ids = set(configs) | set(errors) | {s.changefeed_id for s in list_states()}
     sd = state_dir()
     ids |= {p.stem for p in sd.glob("*.json")} if sd.is_dir() else set()  # corrupt states too
-    return [changefeed_status(cid, configs.get(cid), errors.get(cid), now=now) for cid in sorted(ids)]
+    probes: dict[str, bool] = {}
+    return [changefeed_status(cid, configs.get(cid), errors.get(cid), now=now, probes=probes)
+            for cid in sorted(ids)]
 
 
 def find_status(changefeed_id: str, *, now: float | None = None) -> dict[str, Any] | None:
