@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 
-# scripts/ holds tools the Makefile runs (local_postgres.py); tests import them as top-level modules.
+# scripts/ holds tools the Makefile runs (local_postgres.py); tests import them as top-level modules. tests/ itself
+# holds importable helper packages (wire: the wire-level test clients).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 _db_counter = itertools.count(1)
 

@@ -22,11 +22,9 @@ import asyncio
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import grpc
-
 from cdc_core.errors import CdcflowError, UpstreamError
 from cdc_core.log import get_logger
-from cdc_core.proto import pdpb_pb2, pdpb_pb2_grpc
+from cdc_core.puller.pd_client import PDClient
 
 log = get_logger("cdcflow.changefeed.gc")
 
@@ -65,16 +63,15 @@ async def aupdate_service_safe_point(
     """Set (``ttl_s > 0``) or remove (``ttl_s <= 0``) a service GC safe point; raises ``UpstreamError``."""
     if safe_point < 0:
         raise ValueError(f"safe point must be >= 0, got {safe_point}")
-    request = pdpb_pb2.UpdateServiceGCSafePointRequest(service_id=service, ttl=int(ttl_s), safe_point=safe_point)
-    async with grpc.aio.insecure_channel(pd_addr) as channel:
-        try:
-            resp = await pdpb_pb2_grpc.PDStub(channel).UpdateServiceGCSafePoint(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                raise UpstreamError(f"cannot reach the upstream at {pd_addr} (UpdateServiceGCSafePoint): "
-                                    f"{exc.details()}") from exc
-            raise UpstreamError(f"PD {pd_addr}: UpdateServiceGCSafePoint({service}) failed: {exc.details()}") from exc
-    return ServiceSafePoint(service, safe_point, int(ttl_s), int(resp.min_safe_point))
+    pd = PDClient(pd_addr)
+    try:
+        min_sp = await asyncio.wait_for(pd.update_service_safe_point(service, int(ttl_s), safe_point), timeout_s)
+    except TimeoutError as exc:
+        raise UpstreamError(f"PD {pd_addr}: UpdateServiceGCSafePoint({service}) timed out after {timeout_s:g}s") \
+            from exc
+    finally:
+        await pd.close()
+    return ServiceSafePoint(service, safe_point, int(ttl_s), min_sp)
 
 
 def refresh_service_safe_point(

@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 
-from cdc_core.codec import tso
+from cdc_core.client import pd_protocol
 from cdc_core.errors import UpstreamError
 from cdc_core.home import upstream_file
 from cdc_core.proto import catalogpb_pb2, catalogpb_pb2_grpc, pdpb_pb2, pdpb_pb2_grpc, sqlpb_pb2, sqlpb_pb2_grpc
@@ -83,6 +83,7 @@ class UpstreamClient:
         self._pd = pdpb_pb2_grpc.PDStub(self._channel)
         self._sql = sqlpb_pb2_grpc.SQLStub(self._channel)
         self._catalog = catalogpb_pb2_grpc.CatalogStub(self._channel)
+        self._cluster_id: int | None = None
 
     def _call(self, what: str, fn: Any, request: Any) -> Any:
         try:
@@ -92,6 +93,8 @@ class UpstreamClient:
             details = exc.details() if hasattr(exc, "details") else str(exc)
             if code == grpc.StatusCode.UNAVAILABLE:
                 raise UpstreamError(f"cannot reach the upstream at {self.pd_addr} ({what}): {details}") from exc
+            if code == grpc.StatusCode.FAILED_PRECONDITION and pd_protocol.is_cluster_id_mismatch(details):
+                raise pd_protocol.mismatch_error(self.pd_addr, details) from exc
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise UpstreamError(f"upstream {self.pd_addr}: {what} timed out after {self.timeout:g}s") from exc
             raise UpstreamError(f"upstream {self.pd_addr}: {details}") from exc
@@ -114,18 +117,30 @@ class UpstreamClient:
         return results[-1].rows if results else []
 
     # --- PD -----------------------------------------------------------------------------------
+    def cluster_id(self) -> int:
+        """The cluster id (``GetMembers``, once per client), which every other PD call carries."""
+        if self._cluster_id is None:
+            resp = self._call("GetMembers", self._pd.GetMembers, pdpb_pb2.GetMembersRequest())
+            self._cluster_id = pd_protocol.cluster_id_of(resp, self.pd_addr)
+        return self._cluster_id
+
     def get_ts(self) -> int:
-        resp = self._call("GetTS", self._pd.GetTS, pdpb_pb2.GetTSRequest(count=1))
-        return tso.compose(resp.timestamp.physical, resp.timestamp.logical)
+        def one(request: pdpb_pb2.TsoRequest, timeout: float) -> pdpb_pb2.TsoResponse:
+            return next(iter(self._pd.Tso(iter([request]), timeout=timeout)))
+
+        resp = self._call("Tso", one, pd_protocol.tso_request(self.cluster_id()))
+        return pd_protocol.last_ts(resp, self.pd_addr)
 
     def all_stores(self) -> list[StoreInfo]:
-        resp = self._call("GetAllStores", self._pd.GetAllStores, pdpb_pb2.GetAllStoresRequest())
+        resp = self._call("GetAllStores", self._pd.GetAllStores,
+                          pdpb_pb2.GetAllStoresRequest(header=pd_protocol.header(self.cluster_id())))
+        pd_protocol.check(resp, self.pd_addr, "GetAllStores")
         return [StoreInfo(s.id, s.address, _STATE.get(s.state, str(s.state))) for s in resp.stores]
 
     def ping(self) -> bool:
-        """Whether the PD server answers (a GetTS within a short timeout)."""
+        """Whether the PD server answers (a GetMembers within a short timeout)."""
         try:
-            self._pd.GetTS(pdpb_pb2.GetTSRequest(count=1), timeout=min(self.timeout, 2.0))
+            self._pd.GetMembers(pdpb_pb2.GetMembersRequest(), timeout=min(self.timeout, 2.0))
         except grpc.RpcError:
             return False
         return True

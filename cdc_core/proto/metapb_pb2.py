@@ -24,21 +24,27 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x63\x64\x63_core/proto/metapb.proto\x12\x06metapb\"0\n\x0bRegionEpoch\x12\x10\n\x08\x63onf_ver\x18\x01 \x01(\x04\x12\x0f\n\x07version\x18\x02 \x01(\x04\"$\n\x04Peer\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x10\n\x08store_id\x18\x02 \x01(\x04\"\x80\x01\n\x06Region\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x11\n\tstart_key\x18\x02 \x01(\x0c\x12\x0f\n\x07\x65nd_key\x18\x03 \x01(\x0c\x12)\n\x0cregion_epoch\x18\x04 \x01(\x0b\x32\x13.metapb.RegionEpoch\x12\x1b\n\x05peers\x18\x05 \x03(\x0b\x32\x0c.metapb.Peer\"G\n\x05Store\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12!\n\x05state\x18\x03 \x01(\x0e\x32\x12.metapb.StoreState*0\n\nStoreState\x12\x06\n\x02Up\x10\x00\x12\x0b\n\x07Offline\x10\x01\x12\r\n\tTombstone\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x63\x64\x63_core/proto/metapb.proto\x12\x06metapb\"0\n\x0bRegionEpoch\x12\x10\n\x08\x63onf_ver\x18\x01 \x01(\x04\x12\x0f\n\x07version\x18\x02 \x01(\x04\"X\n\x04Peer\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x10\n\x08store_id\x18\x02 \x01(\x04\x12\x1e\n\x04role\x18\x03 \x01(\x0e\x32\x10.metapb.PeerRole\x12\x12\n\nis_witness\x18\x04 \x01(\x08\"\xb5\x01\n\x06Region\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x11\n\tstart_key\x18\x02 \x01(\x0c\x12\x0f\n\x07\x65nd_key\x18\x03 \x01(\x0c\x12)\n\x0cregion_epoch\x18\x04 \x01(\x0b\x32\x13.metapb.RegionEpoch\x12\x1b\n\x05peers\x18\x05 \x03(\x0b\x32\x0c.metapb.Peer\x12\x17\n\x0fis_in_flashback\x18\x07 \x01(\x08\x12\x1a\n\x12\x66lashback_start_ts\x18\x08 \x01(\x04\"(\n\nStoreLabel\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"\xc7\x02\n\x05Store\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12!\n\x05state\x18\x03 \x01(\x0e\x32\x12.metapb.StoreState\x12\"\n\x06labels\x18\x04 \x03(\x0b\x32\x12.metapb.StoreLabel\x12\x0f\n\x07version\x18\x05 \x01(\t\x12\x14\n\x0cpeer_address\x18\x06 \x01(\t\x12\x16\n\x0estatus_address\x18\x07 \x01(\t\x12\x10\n\x08git_hash\x18\x08 \x01(\t\x12\x17\n\x0fstart_timestamp\x18\t \x01(\x03\x12\x13\n\x0b\x64\x65ploy_path\x18\n \x01(\t\x12\x16\n\x0elast_heartbeat\x18\x0b \x01(\x03\x12\x1c\n\x14physically_destroyed\x18\x0c \x01(\x08\x12%\n\nnode_state\x18\r \x01(\x0e\x32\x11.metapb.NodeState*H\n\x08PeerRole\x12\t\n\x05Voter\x10\x00\x12\x0b\n\x07Learner\x10\x01\x12\x11\n\rIncomingVoter\x10\x02\x12\x11\n\rDemotingVoter\x10\x03*0\n\nStoreState\x12\x06\n\x02Up\x10\x00\x12\x0b\n\x07Offline\x10\x01\x12\r\n\tTombstone\x10\x02*B\n\tNodeState\x12\r\n\tPreparing\x10\x00\x12\x0b\n\x07Serving\x10\x01\x12\x0c\n\x08Removing\x10\x02\x12\x0b\n\x07Removed\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cdc_core.proto.metapb_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STORESTATE']._serialized_start=331
-  _globals['_STORESTATE']._serialized_end=379
+  _globals['_PEERROLE']._serialized_start=735
+  _globals['_PEERROLE']._serialized_end=807
+  _globals['_STORESTATE']._serialized_start=809
+  _globals['_STORESTATE']._serialized_end=857
+  _globals['_NODESTATE']._serialized_start=859
+  _globals['_NODESTATE']._serialized_end=925
   _globals['_REGIONEPOCH']._serialized_start=39
   _globals['_REGIONEPOCH']._serialized_end=87
   _globals['_PEER']._serialized_start=89
-  _globals['_PEER']._serialized_end=125
-  _globals['_REGION']._serialized_start=128
-  _globals['_REGION']._serialized_end=256
-  _globals['_STORE']._serialized_start=258
-  _globals['_STORE']._serialized_end=329
+  _globals['_PEER']._serialized_end=177
+  _globals['_REGION']._serialized_start=180
+  _globals['_REGION']._serialized_end=361
+  _globals['_STORELABEL']._serialized_start=363
+  _globals['_STORELABEL']._serialized_end=403
+  _globals['_STORE']._serialized_start=406
+  _globals['_STORE']._serialized_end=733
 # @@protoc_insertion_point(module_scope)

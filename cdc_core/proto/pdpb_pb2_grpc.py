@@ -34,20 +34,15 @@ class PDStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.GetTS = channel.unary_unary(
-                '/pdpb.PD/GetTS',
-                request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetTSRequest.SerializeToString,
-                response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetTSResponse.FromString,
+        self.GetMembers = channel.unary_unary(
+                '/pdpb.PD/GetMembers',
+                request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetMembersRequest.SerializeToString,
+                response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetMembersResponse.FromString,
                 _registered_method=True)
-        self.GetRegion = channel.unary_unary(
-                '/pdpb.PD/GetRegion',
-                request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetRegionRequest.SerializeToString,
-                response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetRegionResponse.FromString,
-                _registered_method=True)
-        self.ScanRegions = channel.unary_unary(
-                '/pdpb.PD/ScanRegions',
-                request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.ScanRegionsRequest.SerializeToString,
-                response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.ScanRegionsResponse.FromString,
+        self.Tso = channel.stream_stream(
+                '/pdpb.PD/Tso',
+                request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.TsoRequest.SerializeToString,
+                response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.TsoResponse.FromString,
                 _registered_method=True)
         self.GetStore = channel.unary_unary(
                 '/pdpb.PD/GetStore',
@@ -59,6 +54,26 @@ class PDStub:
                 request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetAllStoresRequest.SerializeToString,
                 response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetAllStoresResponse.FromString,
                 _registered_method=True)
+        self.GetRegion = channel.unary_unary(
+                '/pdpb.PD/GetRegion',
+                request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetRegionRequest.SerializeToString,
+                response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetRegionResponse.FromString,
+                _registered_method=True)
+        self.ScanRegions = channel.unary_unary(
+                '/pdpb.PD/ScanRegions',
+                request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.ScanRegionsRequest.SerializeToString,
+                response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.ScanRegionsResponse.FromString,
+                _registered_method=True)
+        self.BatchScanRegions = channel.unary_unary(
+                '/pdpb.PD/BatchScanRegions',
+                request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.BatchScanRegionsRequest.SerializeToString,
+                response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.BatchScanRegionsResponse.FromString,
+                _registered_method=True)
+        self.GetGCSafePoint = channel.unary_unary(
+                '/pdpb.PD/GetGCSafePoint',
+                request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetGCSafePointRequest.SerializeToString,
+                response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetGCSafePointResponse.FromString,
+                _registered_method=True)
         self.UpdateServiceGCSafePoint = channel.unary_unary(
                 '/pdpb.PD/UpdateServiceGCSafePoint',
                 request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.UpdateServiceGCSafePointRequest.SerializeToString,
@@ -69,19 +84,13 @@ class PDStub:
 class PDServicer:
     """Missing associated documentation comment in .proto file."""
 
-    def GetTS(self, request, context):
+    def GetMembers(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def GetRegion(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ScanRegions(self, request, context):
+    def Tso(self, request_iterator, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -99,6 +108,30 @@ class PDServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRegion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ScanRegions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchScanRegions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetGCSafePoint(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UpdateServiceGCSafePoint(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -108,10 +141,25 @@ class PDServicer:
 
 def add_PDServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'GetTS': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetTS,
-                    request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetTSRequest.FromString,
-                    response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetTSResponse.SerializeToString,
+            'GetMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMembers,
+                    request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetMembersRequest.FromString,
+                    response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetMembersResponse.SerializeToString,
+            ),
+            'Tso': grpc.stream_stream_rpc_method_handler(
+                    servicer.Tso,
+                    request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.TsoRequest.FromString,
+                    response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.TsoResponse.SerializeToString,
+            ),
+            'GetStore': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStore,
+                    request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetStoreRequest.FromString,
+                    response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetStoreResponse.SerializeToString,
+            ),
+            'GetAllStores': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAllStores,
+                    request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetAllStoresRequest.FromString,
+                    response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetAllStoresResponse.SerializeToString,
             ),
             'GetRegion': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRegion,
@@ -123,15 +171,15 @@ def add_PDServicer_to_server(servicer, server):
                     request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.ScanRegionsRequest.FromString,
                     response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.ScanRegionsResponse.SerializeToString,
             ),
-            'GetStore': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetStore,
-                    request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetStoreRequest.FromString,
-                    response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetStoreResponse.SerializeToString,
+            'BatchScanRegions': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchScanRegions,
+                    request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.BatchScanRegionsRequest.FromString,
+                    response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.BatchScanRegionsResponse.SerializeToString,
             ),
-            'GetAllStores': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetAllStores,
-                    request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetAllStoresRequest.FromString,
-                    response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetAllStoresResponse.SerializeToString,
+            'GetGCSafePoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGCSafePoint,
+                    request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.GetGCSafePointRequest.FromString,
+                    response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.GetGCSafePointResponse.SerializeToString,
             ),
             'UpdateServiceGCSafePoint': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateServiceGCSafePoint,
@@ -150,7 +198,7 @@ class PD:
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
-    def GetTS(request,
+    def GetMembers(request,
             target,
             options=(),
             channel_credentials=None,
@@ -163,9 +211,90 @@ class PD:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/pdpb.PD/GetTS',
-            cdc__core_dot_proto_dot_pdpb__pb2.GetTSRequest.SerializeToString,
-            cdc__core_dot_proto_dot_pdpb__pb2.GetTSResponse.FromString,
+            '/pdpb.PD/GetMembers',
+            cdc__core_dot_proto_dot_pdpb__pb2.GetMembersRequest.SerializeToString,
+            cdc__core_dot_proto_dot_pdpb__pb2.GetMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Tso(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/pdpb.PD/Tso',
+            cdc__core_dot_proto_dot_pdpb__pb2.TsoRequest.SerializeToString,
+            cdc__core_dot_proto_dot_pdpb__pb2.TsoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pdpb.PD/GetStore',
+            cdc__core_dot_proto_dot_pdpb__pb2.GetStoreRequest.SerializeToString,
+            cdc__core_dot_proto_dot_pdpb__pb2.GetStoreResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAllStores(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pdpb.PD/GetAllStores',
+            cdc__core_dot_proto_dot_pdpb__pb2.GetAllStoresRequest.SerializeToString,
+            cdc__core_dot_proto_dot_pdpb__pb2.GetAllStoresResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -231,7 +360,7 @@ class PD:
             _registered_method=True)
 
     @staticmethod
-    def GetStore(request,
+    def BatchScanRegions(request,
             target,
             options=(),
             channel_credentials=None,
@@ -244,9 +373,9 @@ class PD:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/pdpb.PD/GetStore',
-            cdc__core_dot_proto_dot_pdpb__pb2.GetStoreRequest.SerializeToString,
-            cdc__core_dot_proto_dot_pdpb__pb2.GetStoreResponse.FromString,
+            '/pdpb.PD/BatchScanRegions',
+            cdc__core_dot_proto_dot_pdpb__pb2.BatchScanRegionsRequest.SerializeToString,
+            cdc__core_dot_proto_dot_pdpb__pb2.BatchScanRegionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -258,7 +387,7 @@ class PD:
             _registered_method=True)
 
     @staticmethod
-    def GetAllStores(request,
+    def GetGCSafePoint(request,
             target,
             options=(),
             channel_credentials=None,
@@ -271,9 +400,9 @@ class PD:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/pdpb.PD/GetAllStores',
-            cdc__core_dot_proto_dot_pdpb__pb2.GetAllStoresRequest.SerializeToString,
-            cdc__core_dot_proto_dot_pdpb__pb2.GetAllStoresResponse.FromString,
+            '/pdpb.PD/GetGCSafePoint',
+            cdc__core_dot_proto_dot_pdpb__pb2.GetGCSafePointRequest.SerializeToString,
+            cdc__core_dot_proto_dot_pdpb__pb2.GetGCSafePointResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,7 +2,7 @@
 
 Two phases, both on the event loop and both cheap while nothing can happen yet:
 
-1. **TSO**: poll PD's ``GetTS`` every ``poll_s`` until the clock passes ``target_ts`` — no resolved ts can be
+1. **TSO**: poll PD's ``Tso`` every ``poll_s`` until the clock passes ``target_ts`` — no resolved ts can be
    above the current TSO, so there is nothing to subscribe to before that.
 2. **Resolved ts**: subscribe every span from ``target_ts - 1`` with a
    :class:`~cdc_core.puller.subscription_client.SubscriptionClient` (row changes are discarded: the scan only

@@ -17,6 +17,8 @@ stores. Optional: automatic split by size (``split_checker``), periodic GC (``gc
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +60,11 @@ class ClusterError(Exception):
     """The cluster cannot start as configured."""
 
 
+def new_cluster_id() -> int:
+    """A cluster id as PD makes one at bootstrap (pd ``server/util.go`` ``initOrGetClusterID``)."""
+    return (int(time.time()) << 32) + random.getrandbits(32)
+
+
 @dataclass
 class ClusterConfig:
     pd_addr: str = "127.0.0.1:0"
@@ -71,7 +78,8 @@ class ClusterConfig:
     gc_life_time_s: float = 600.0
     gc_interval_s: float = 0.0  # seconds between GC passes; 0: no periodic GC (tests run passes)
     data_dir: Path | None = None  # accepted; data is kept in memory only for now
-    cluster_id: int = 1
+    # 0: made up at start as PD makes one (unix seconds << 32 | random), so no two clusters share it.
+    cluster_id: int = 0
     # The catalog service's listing memory (seed 001; `cdcflow upstream start --catalog-*`).
     catalog_memory: MemoryLimitConfig = field(default_factory=MemoryLimitConfig)
     # Where the catalog limiter's metrics go (None: prometheus_client's process-wide registry).
@@ -133,7 +141,9 @@ class Cluster:
                            interval=self.config.gc_interval_s)
         self.split_checker = SplitChecker(self.store, self.regions, max_keys=self.config.split_region_keys,
                                           max_bytes=self.config.split_region_bytes)
-        self.pd = PdService(self.config.cluster_id, self.tso, self.regions, self._store_list, self.gc_safe_points)
+        self.cluster_id = self.config.cluster_id or new_cluster_id()
+        self.pd = PdService(self.cluster_id, self.tso, self.regions, self._store_list, self.gc_safe_points,
+                            gc_safe_point=lambda: self.store.safe_point)
         self.catalog_service = CatalogService(self.catalog, self.config.catalog_memory,
                                               registry=self.config.metrics_registry)
         self.faults = FaultInjector(self)
@@ -183,6 +193,7 @@ class Cluster:
             await node.server.start()
         self._pd_server = pd
         self.pd_addr = f"{host}:{pd_port}"
+        self.pd.client_url = f"http://{self.pd_addr}"
         self.gc.start()
         log.info("upstream serving", pd_addr=self.pd_addr, store_addrs=self.store_addrs)
 

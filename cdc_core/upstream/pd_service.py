@@ -1,13 +1,22 @@
-"""The PD service: TSO, region routing, stores and service GC safe points.
+"""The PD service (kvproto's ``pdpb.PD``): members, TSO, region routing, stores and GC safe points.
 
-Thin over ``tso``, ``regions`` and the cluster's store list. Service GC safe points are recorded
-per service with a TTL (``gc.GcSafePoints``) and the minimum of the live ones is reported; the GC
-worker (``gc.GcWorker``) holds GC back to them. ScanRegions answers at most 1024 regions a call.
+Thin over ``tso``, ``regions`` and the cluster's store list, with the behaviour a PD client depends on:
+
+- ``GetMembers`` answers without a cluster id and names this server as the leader; every other call checks
+  ``header.cluster_id`` and answers ``FAILED_PRECONDITION`` "mismatch cluster id, need N but got M" (pd
+  ``server/grpc_service.go`` ``validateRequest``).
+- ``Tso`` is a bidirectional stream; each response's timestamp is the largest of the ``count`` allocated.
+- ``ScanRegions`` fills ``regions`` and, in step, the older ``region_metas``/``leaders``, as PD does; at most
+  1024 regions a call. ``BatchScanRegions`` scans several ranges under one limit.
+- Failures PD reports in the response header (``pdpb.Error``), e.g. an unknown store id, are reported there.
+- Service GC safe points are recorded per service with a TTL (``gc.GcSafePoints``) and the minimum of the live
+  ones is reported; the GC worker (``gc.GcWorker``) holds GC back to them. ``GetGCSafePoint`` is the safe point
+  GC has reached.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
@@ -18,67 +27,123 @@ from cdc_core.upstream.regions import RegionManager
 from cdc_core.upstream.tso import TsoAllocator
 
 MAX_SCAN_REGIONS = 1024
+MEMBER_ID = 1
 
 __all__ = ["MAX_SCAN_REGIONS", "GcSafePoints", "PdService"]
 
 
 class PdService(pdpb_pb2_grpc.PDServicer):
     def __init__(self, cluster_id: int, tso: TsoAllocator, regions: RegionManager,
-                 stores: Callable[[], list[metapb_pb2.Store]], gc: GcSafePoints | None = None) -> None:
+                 stores: Callable[[], list[metapb_pb2.Store]], gc: GcSafePoints | None = None,
+                 gc_safe_point: Callable[[], int] = lambda: 0) -> None:
         self.cluster_id = cluster_id
         self.tso = tso
         self.regions = regions
         self._stores = stores
         self.gc = gc or GcSafePoints()
+        self._gc_safe_point = gc_safe_point
+        self.client_url = ""  # set once the server is bound: http://host:port, as GetMembers reports it
 
     def _header(self) -> pdpb_pb2.ResponseHeader:
         return pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id)
 
-    async def GetTS(self, request: pdpb_pb2.GetTSRequest, context: grpc.aio.ServicerContext
-                    ) -> pdpb_pb2.GetTSResponse:
-        count = request.count or 1
-        try:
-            ts = self.tso.next(count)
-        except ValueError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        phys, logical = tso_codec.parse(ts)
-        return pdpb_pb2.GetTSResponse(header=self._header(), count=count,
-                                      timestamp=pdpb_pb2.Timestamp(physical=phys, logical=logical))
+    def _error_header(self, type_: pdpb_pb2.ErrorType, message: str) -> pdpb_pb2.ResponseHeader:
+        return pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id, error=pdpb_pb2.Error(type=type_, message=message))
+
+    async def _validate(self, header: pdpb_pb2.RequestHeader, context: grpc.aio.ServicerContext) -> None:
+        if header.cluster_id != self.cluster_id:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"mismatch cluster id, need {self.cluster_id} but got {header.cluster_id}")
+
+    def _member(self) -> pdpb_pb2.Member:
+        return pdpb_pb2.Member(name="pd-embedded", member_id=MEMBER_ID, client_urls=[self.client_url],
+                               peer_urls=[self.client_url], binary_version="cdcflow-embedded")
+
+    async def GetMembers(self, request: pdpb_pb2.GetMembersRequest, context: grpc.aio.ServicerContext
+                         ) -> pdpb_pb2.GetMembersResponse:
+        me = self._member()
+        return pdpb_pb2.GetMembersResponse(header=self._header(), members=[me], leader=me, etcd_leader=me)
+
+    async def Tso(self, request_iterator: AsyncIterator[pdpb_pb2.TsoRequest], context: grpc.aio.ServicerContext
+                  ) -> AsyncIterator[pdpb_pb2.TsoResponse]:
+        async for request in request_iterator:
+            await self._validate(request.header, context)
+            count = request.count or 1
+            try:
+                ts = self.tso.next(count)
+            except ValueError as exc:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            phys, logical = tso_codec.parse(ts)
+            yield pdpb_pb2.TsoResponse(header=self._header(), count=count,
+                                       timestamp=pdpb_pb2.Timestamp(physical=phys, logical=logical))
 
     async def GetRegion(self, request: pdpb_pb2.GetRegionRequest, context: grpc.aio.ServicerContext
                         ) -> pdpb_pb2.GetRegionResponse:
+        await self._validate(request.header, context)
         r = self.regions.locate(request.region_key)
         return pdpb_pb2.GetRegionResponse(header=self._header(), region=r.to_pb(), leader=r.leader_pb())
 
     async def ScanRegions(self, request: pdpb_pb2.ScanRegionsRequest, context: grpc.aio.ServicerContext
                           ) -> pdpb_pb2.ScanRegionsResponse:
+        await self._validate(request.header, context)
         limit = request.limit if 0 < request.limit <= MAX_SCAN_REGIONS else MAX_SCAN_REGIONS
         regions = self.regions.scan(request.start_key, request.end_key, limit)
         resp = pdpb_pb2.ScanRegionsResponse(header=self._header())
-        add = resp.regions.add
+        add, add_meta, add_leader = resp.regions.add, resp.region_metas.add, resp.leaders.add
         for r in regions:
             rw = add()
             r.fill_pb(rw.region)
             r.fill_leader_pb(rw.leader)
+            add_meta().CopyFrom(rw.region)
+            add_leader().CopyFrom(rw.leader)
+        return resp
+
+    async def BatchScanRegions(self, request: pdpb_pb2.BatchScanRegionsRequest,
+                               context: grpc.aio.ServicerContext) -> pdpb_pb2.BatchScanRegionsResponse:
+        await self._validate(request.header, context)
+        limit = request.limit if 0 < request.limit <= MAX_SCAN_REGIONS else MAX_SCAN_REGIONS
+        resp = pdpb_pb2.BatchScanRegionsResponse(header=self._header())
+        last_id = 0
+        for kr in request.ranges:
+            for r in self.regions.scan(kr.start_key, kr.end_key, limit - len(resp.regions)):
+                if r.id == last_id:  # a region spanning two adjacent ranges is listed once
+                    continue
+                rw = resp.regions.add()
+                r.fill_pb(rw.region)
+                r.fill_leader_pb(rw.leader)
+                last_id = r.id
+            if len(resp.regions) >= limit:
+                break
         return resp
 
     async def GetStore(self, request: pdpb_pb2.GetStoreRequest, context: grpc.aio.ServicerContext
                        ) -> pdpb_pb2.GetStoreResponse:
+        await self._validate(request.header, context)
         for s in self._stores():
             if s.id == request.store_id:
                 return pdpb_pb2.GetStoreResponse(header=self._header(), store=s)
-        await context.abort(grpc.StatusCode.NOT_FOUND, f"store {request.store_id} does not exist")
-        raise AssertionError("unreachable")
+        return pdpb_pb2.GetStoreResponse(header=self._error_header(
+            pdpb_pb2.UNKNOWN, f"invalid store ID {request.store_id}, not found"))
 
     async def GetAllStores(self, request: pdpb_pb2.GetAllStoresRequest, context: grpc.aio.ServicerContext
                            ) -> pdpb_pb2.GetAllStoresResponse:
-        return pdpb_pb2.GetAllStoresResponse(header=self._header(), stores=self._stores())
+        await self._validate(request.header, context)
+        stores = [s for s in self._stores()
+                  if not (request.exclude_tombstone_stores and s.state == metapb_pb2.Tombstone)]
+        return pdpb_pb2.GetAllStoresResponse(header=self._header(), stores=stores)
+
+    async def GetGCSafePoint(self, request: pdpb_pb2.GetGCSafePointRequest, context: grpc.aio.ServicerContext
+                             ) -> pdpb_pb2.GetGCSafePointResponse:
+        await self._validate(request.header, context)
+        return pdpb_pb2.GetGCSafePointResponse(header=self._header(), safe_point=self._gc_safe_point())
 
     async def UpdateServiceGCSafePoint(
         self, request: pdpb_pb2.UpdateServiceGCSafePointRequest, context: grpc.aio.ServicerContext
     ) -> pdpb_pb2.UpdateServiceGCSafePointResponse:
+        await self._validate(request.header, context)
         if not request.service_id:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "service_id is required")
-        min_sp = self.gc.update(request.service_id, request.ttl, request.safe_point)
+            return pdpb_pb2.UpdateServiceGCSafePointResponse(header=self._error_header(
+                pdpb_pb2.INVALID_VALUE, "service id is required"))
+        min_sp = self.gc.update(request.service_id.decode(errors="replace"), request.TTL, request.safe_point)
         return pdpb_pb2.UpdateServiceGCSafePointResponse(
-            header=self._header(), service_id=request.service_id, ttl=request.ttl, min_safe_point=min_sp)
+            header=self._header(), service_id=request.service_id, TTL=request.TTL, min_safe_point=min_sp)

@@ -127,7 +127,7 @@ class CdcflowUpstreamHook(BaseHook):
         return UpstreamClient(self.get_pd_addr(), timeout=self.timeout)
 
     def test_connection(self) -> tuple[bool, str]:
-        """Ping PD (a GetTS); Airflow's "Test" button calls this."""
+        """Ping PD (a GetMembers); Airflow's "Test" button calls this."""
         try:
             client = self.get_conn()
         except AirflowException as exc:

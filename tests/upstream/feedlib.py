@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from wire.pd import PdWire
 
-from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
+from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2
 
 Row = cdcpb_pb2.Event.Row
 T = cdcpb_pb2.Event  # log types: T.PREWRITE, T.COMMIT, ...
@@ -28,9 +29,8 @@ class RegionRef:
 
 
 def scan_regions(pd_addr: str, start: bytes, end: bytes) -> list[RegionRef]:
-    with grpc.insecure_channel(pd_addr) as ch:
-        resp = pdpb_pb2_grpc.PDStub(ch).ScanRegions(
-            pdpb_pb2.ScanRegionsRequest(start_key=start, end_key=end, limit=1024), timeout=10)
+    with PdWire(pd_addr) as pd:
+        resp = pd.scan_regions(start, end)
     return [RegionRef(r.region.id, r.region.start_key, r.region.end_key, r.region.region_epoch.version,
                       r.region.region_epoch.conf_ver, r.leader.store_id) for r in resp.regions]
 

@@ -8,11 +8,12 @@ from collections.abc import Iterator
 import grpc
 import pytest
 from feedlib import FeedClient, T, table_id, table_regions, wait_until
+from wire.pd import PdWire
 
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
 from cdc_core.errors import UpstreamError
-from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc, pdpb_pb2, pdpb_pb2_grpc
+from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
 from cdc_core.upstream.mvcc import GcSafePointPassedError, Mutation, MvccStore, Op
@@ -83,14 +84,11 @@ def test_gc_pass_sql_reads_and_feed_registers_below_the_safe_point(ec: EmbeddedC
 
 
 def test_service_safe_point_holds_gc_until_its_ttl_expires(ec: EmbeddedCluster) -> None:
-    with UpstreamClient(ec.pd_addr) as c, grpc.insecure_channel(ec.pd_addr) as ch:
-        pd = pdpb_pb2_grpc.PDStub(ch)
+    with UpstreamClient(ec.pd_addr) as c, PdWire(ec.pd_addr) as pd:
         c.execute("CREATE DATABASE d; USE d; CREATE TABLE t (a INT PRIMARY KEY, b INT); INSERT INTO t VALUES (1, 1)")
         c1 = c.execute("UPDATE d.t SET b = 2")[0].commit_ts
         c.execute("UPDATE d.t SET b = 3")
-        r = pd.UpdateServiceGCSafePoint(pdpb_pb2.UpdateServiceGCSafePointRequest(
-            service_id="cdcflow-test", ttl=1, safe_point=c1))
-        assert r.min_safe_point == c1
+        assert pd.update_service_safe_point("cdcflow-test", 1, c1) == c1
         assert ec.faults.gc().safe_point == c1  # held back by the service
         assert c.query("SELECT b FROM d.t", at_ts=c1) == [{"b": 2}]
         # once the TTL has passed the service no longer counts and GC moves on

@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterator
 import grpc
 import pytest
 from feedlib import FeedClient, RegionRef, T, changes_by_commit, ref, register_all, table_id, table_regions, wait_until
+from wire.pd import PdWire
 
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
-from cdc_core.proto import pdpb_pb2, pdpb_pb2_grpc
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
 from cdc_core.upstream.faults import FaultError
@@ -55,13 +55,12 @@ def _table(ec: EmbeddedCluster, sql: UpstreamClient, regions: int = 6, rows: str
 
 
 def test_stores_registered_in_pd(ec: EmbeddedCluster) -> None:
-    with grpc.insecure_channel(ec.pd_addr) as ch:
-        pd = pdpb_pb2_grpc.PDStub(ch)
-        stores = pd.GetAllStores(pdpb_pb2.GetAllStoresRequest()).stores
+    with PdWire(ec.pd_addr) as pd:
+        stores = pd.all_stores()
         assert [(s.id, s.address, s.state) for s in stores] == [
             (i + 1, a, 0) for i, a in enumerate(ec.store_addrs)]
         assert len(set(ec.store_addrs)) == 3
-        assert pd.GetStore(pdpb_pb2.GetStoreRequest(store_id=2)).store.address == ec.store_addrs[1]
+        assert pd.store(2).store.address == ec.store_addrs[1]
 
 
 def test_leaders_spread_and_each_store_serves_only_its_leaders(ec: EmbeddedCluster, sql: UpstreamClient,

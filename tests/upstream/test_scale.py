@@ -8,11 +8,11 @@ import itertools
 import os
 import time
 
-import grpc
 import pytest
+from wire.pd import PdWire
 
 from cdc_core.codec import key as keycodec
-from cdc_core.proto import pdpb_pb2, pdpb_pb2_grpc
+from cdc_core.proto import pdpb_pb2
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
 from cdc_core.upstream.regions import RegionManager
@@ -20,14 +20,13 @@ from cdc_core.upstream.regions import RegionManager
 REGIONS = int(os.environ.get("CDCFLOW_SCALE_REGIONS", "500000"))
 
 
-def scan_all(pd_addr: str, start: bytes, end: bytes) -> tuple[list[pdpb_pb2.RegionWithLeader], int]:
-    out: list[pdpb_pb2.RegionWithLeader] = []
+def scan_all(pd_addr: str, start: bytes, end: bytes) -> tuple[list[pdpb_pb2.Region], int]:
+    out: list[pdpb_pb2.Region] = []
     calls = 0
     key = start
-    with grpc.insecure_channel(pd_addr) as ch:
-        pd = pdpb_pb2_grpc.PDStub(ch)
+    with PdWire(pd_addr) as pd:
         while True:
-            resp = pd.ScanRegions(pdpb_pb2.ScanRegionsRequest(start_key=key, end_key=end, limit=1024), timeout=60)
+            resp = pd.scan_regions(key, end)
             calls += 1
             assert len(resp.regions) <= 1024
             out.extend(resp.regions)
