@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 
+from cdc_core.codec.memcomparable import decode_key
 from cdc_core.errors import UpstreamError
 from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc
 
@@ -22,7 +23,9 @@ def _table(name: str) -> adminpb_pb2.TableRef:
 
 
 def _regions(resp: adminpb_pb2.RegionsResponse) -> list[dict[str, Any]]:
-    return [{"id": r.region.id, "start_key": r.region.start_key.hex(), "end_key": r.region.end_key.hex(),
+    # Region boundaries travel memcomparable-encoded (metapb); shown raw, as keys are written.
+    return [{"id": r.region.id, "start_key": decode_key(r.region.start_key).hex(),
+             "end_key": decode_key(r.region.end_key).hex(),
              "version": r.region.region_epoch.version, "conf_ver": r.region.region_epoch.conf_ver,
              "leader_store_id": r.leader_store_id} for r in resp.regions]
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import grpc
 
 from cdc_core.client import pd_protocol
+from cdc_core.codec.memcomparable import KeyDecodeError, decode_key, encode_key
 from cdc_core.errors import UpstreamError
 from cdc_core.proto import metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
 
@@ -28,6 +29,14 @@ class RegionInfo:
 
     def epoch(self) -> metapb_pb2.RegionEpoch:
         return metapb_pb2.RegionEpoch(conf_ver=self.conf_ver, version=self.version)
+
+
+def _raw(key: bytes, pd_addr: str) -> bytes:
+    """A region boundary as PD sends it (memcomparable-encoded) as the raw key the puller works on."""
+    try:
+        return decode_key(key)
+    except KeyDecodeError as exc:
+        raise UpstreamError(f"PD {pd_addr}: a region boundary is not memcomparable-encoded: {exc}") from exc
 
 
 class PDClient:
@@ -80,10 +89,12 @@ class PDClient:
         out: list[RegionInfo] = []
         key = start
         header = await self._header()
+        encoded_end = encode_key(end)
         while True:
             try:
                 resp = await self._stub.ScanRegions(
-                    pdpb_pb2.ScanRegionsRequest(header=header, start_key=key, end_key=end, limit=SCAN_REGIONS_BATCH),
+                    pdpb_pb2.ScanRegionsRequest(header=header, start_key=encode_key(key), end_key=encoded_end,
+                                                limit=SCAN_REGIONS_BATCH),
                     timeout=30)
             except grpc.aio.AioRpcError as exc:
                 raise self._error("ScanRegions", exc) from exc
@@ -94,11 +105,12 @@ class PDClient:
                 r = rw.region
                 out.append(
                     RegionInfo(
-                        id=r.id, start_key=r.start_key, end_key=r.end_key, conf_ver=r.region_epoch.conf_ver,
+                        id=r.id, start_key=_raw(r.start_key, self.pd_addr), end_key=_raw(r.end_key, self.pd_addr),
+                        conf_ver=r.region_epoch.conf_ver,
                         version=r.region_epoch.version, leader_store_id=rw.leader.store_id,
                     )
                 )
-            last_end = resp.regions[-1].region.end_key
+            last_end = out[-1].end_key
             if not last_end or (end and last_end >= end) or len(resp.regions) < SCAN_REGIONS_BATCH:
                 break
             key = last_end

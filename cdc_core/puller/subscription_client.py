@@ -72,6 +72,7 @@ import numpy as np
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 from cdc_core.codec.key import min_end
+from cdc_core.codec.memcomparable import encode_key
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.log import get_logger
 from cdc_core.proto import cdcpb_pb2
@@ -360,7 +361,9 @@ class SubscriptionClient:
             state.store_addr = addr
             req = cdcpb_pb2.ChangeDataRequest(
                 region_id=t.region_id, region_epoch=t.epoch(), checkpoint_ts=state.locked.resolved_ts,
-                start_key=t.start_key, end_key=t.end_key, request_id=state.request_id,
+                # TiKV takes the range memcomparable-encoded; a raw one would not decode and it would observe
+                # the whole region instead.
+                start_key=encode_key(t.start_key), end_key=encode_key(t.end_key), request_id=state.request_id,
                 extra_op=cdcpb_pb2.ReadOldValue, register=cdcpb_pb2.Register(),
             )
             self._pick_worker(addr).register(state, req)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from cdc_core.codec.key import min_end
+from cdc_core.codec.memcomparable import KeyDecodeError, decode_key
 from cdc_core.log import get_logger
 from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc
 from cdc_core.upstream.mvcc import Lock, MvccStore, Op, VersionRecord
@@ -60,6 +61,17 @@ ROWS_PER_EVENT = 256
 MESSAGES_PER_BATCH = 64
 BUSY_BACKOFF_MS = 200
 
+
+
+def _requested_range(req: cdcpb_pb2.ChangeDataRequest) -> tuple[bytes, bytes]:
+    """The raw key range a request asks for. TiCDC sends it memcomparable-encoded; TiKV observes the whole region
+    when it does not decode (``components/cdc`` ``Delegate``: the range falls back to the region's)."""
+    try:
+        return decode_key(req.start_key), decode_key(req.end_key)
+    except KeyDecodeError:
+        log.warning("request range does not decode: observing the whole region", region_id=req.region_id,
+                    start_key=req.start_key.hex(), end_key=req.end_key.hex())
+        return b"", b""
 
 class _StreamAborted(Exception):
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
@@ -251,7 +263,8 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         if s.scan_task is not None and not s.scan_task.done():
             s.scan_task.cancel()
 
-    def _error(self, conn: _Connection, req: cdcpb_pb2.ChangeDataRequest, err: cdcpb_pb2.Error) -> None:
+    @staticmethod
+    def _error(conn: _Connection, req: cdcpb_pb2.ChangeDataRequest, err: cdcpb_pb2.Error) -> None:
         conn.push(cdcpb_pb2.Event(region_id=req.region_id, request_id=req.request_id, error=err))
 
     def _register(self, conn: _Connection, req: cdcpb_pb2.ChangeDataRequest) -> None:
@@ -259,11 +272,12 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         if region is None:
             self._error(conn, req, cdcpb_pb2.Error(region_not_found=cdcpb_pb2.RegionNotFound(region_id=req.region_id)))
             return
+        req_start, req_end = _requested_range(req)
         ep = req.region_epoch
         if ep.version != region.version or ep.conf_ver != region.conf_ver:
             current = self.regions.scan(region.start_key, region.end_key) or [region]
-            if req.start_key or req.end_key:
-                current = self.regions.scan(req.start_key, req.end_key) or current
+            if req_start or req_end:
+                current = self.regions.scan(req_start, req_end) or current
             self._error(conn, req, cdcpb_pb2.Error(
                 epoch_not_match=cdcpb_pb2.EpochNotMatch(current_regions=[r.to_pb() for r in current])))
             return
@@ -282,8 +296,8 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         if req.checkpoint_ts < self.store.safe_point:
             self._error(conn, req, _gc_error(req.checkpoint_ts, self.store.safe_point))
             return
-        start = max(region.start_key, req.start_key)
-        end = min_end(region.end_key, req.end_key)
+        start = max(region.start_key, req_start)
+        end = min_end(region.end_key, req_end)
         s = _Subscription(conn=conn, region_id=region.id, request_id=req.request_id, start_key=start, end_key=end,
                           checkpoint_ts=req.checkpoint_ts, old_value=req.extra_op == cdcpb_pb2.ReadOldValue,
                           resolved_ts=req.checkpoint_ts)

@@ -8,6 +8,7 @@ Thin over ``tso``, ``regions`` and the cluster's store list, with the behaviour 
 - ``Tso`` is a bidirectional stream; each response's timestamp is the largest of the ``count`` allocated.
 - ``ScanRegions`` fills ``regions`` and, in step, the older ``region_metas``/``leaders``, as PD does; at most
   1024 regions a call. ``BatchScanRegions`` scans several ranges under one limit.
+- Region boundaries are memcomparable-encoded (``EncodeBytes``) in both directions, as PD keeps them.
 - Failures PD reports in the response header (``pdpb.Error``), e.g. an unknown store id, are reported there.
 - Service GC safe points are recorded per service with a TTL (``gc.GcSafePoints``) and the minimum of the live
   ones is reported; the GC worker (``gc.GcWorker``) holds GC back to them. ``GetGCSafePoint`` is the safe point
@@ -21,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 import grpc
 
 from cdc_core.codec import tso as tso_codec
+from cdc_core.codec.memcomparable import KeyDecodeError, decode_key
 from cdc_core.proto import metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
 from cdc_core.upstream.gc import GcSafePoints
 from cdc_core.upstream.regions import RegionManager
@@ -55,6 +57,15 @@ class PdService(pdpb_pb2_grpc.PDServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"mismatch cluster id, need {self.cluster_id} but got {header.cluster_id}")
 
+    async def _raw(self, key: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        """A request's region key, which PD's clients send memcomparable-encoded (client-go's codec PD client
+        encodes before every call), as the raw key the region manager works on."""
+        try:
+            return decode_key(key)
+        except KeyDecodeError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"region key is not memcomparable-encoded: {exc}")
+            raise
+
     def _member(self) -> pdpb_pb2.Member:
         return pdpb_pb2.Member(name="pd-embedded", member_id=MEMBER_ID, client_urls=[self.client_url],
                                peer_urls=[self.client_url], binary_version="cdcflow-embedded")
@@ -80,14 +91,16 @@ class PdService(pdpb_pb2_grpc.PDServicer):
     async def GetRegion(self, request: pdpb_pb2.GetRegionRequest, context: grpc.aio.ServicerContext
                         ) -> pdpb_pb2.GetRegionResponse:
         await self._validate(request.header, context)
-        r = self.regions.locate(request.region_key)
+        key = await self._raw(request.region_key, context)
+        r = self.regions.locate(key)
         return pdpb_pb2.GetRegionResponse(header=self._header(), region=r.to_pb(), leader=r.leader_pb())
 
     async def ScanRegions(self, request: pdpb_pb2.ScanRegionsRequest, context: grpc.aio.ServicerContext
                           ) -> pdpb_pb2.ScanRegionsResponse:
         await self._validate(request.header, context)
         limit = request.limit if 0 < request.limit <= MAX_SCAN_REGIONS else MAX_SCAN_REGIONS
-        regions = self.regions.scan(request.start_key, request.end_key, limit)
+        start, end = await self._raw(request.start_key, context), await self._raw(request.end_key, context)
+        regions = self.regions.scan(start, end, limit)
         resp = pdpb_pb2.ScanRegionsResponse(header=self._header())
         add, add_meta, add_leader = resp.regions.add, resp.region_metas.add, resp.leaders.add
         for r in regions:
@@ -105,7 +118,8 @@ class PdService(pdpb_pb2_grpc.PDServicer):
         resp = pdpb_pb2.BatchScanRegionsResponse(header=self._header())
         last_id = 0
         for kr in request.ranges:
-            for r in self.regions.scan(kr.start_key, kr.end_key, limit - len(resp.regions)):
+            start, end = await self._raw(kr.start_key, context), await self._raw(kr.end_key, context)
+            for r in self.regions.scan(start, end, limit - len(resp.regions)):
                 if r.id == last_id:  # a region spanning two adjacent ranges is listed once
                     continue
                 rw = resp.regions.add()

@@ -155,16 +155,23 @@ class MakeAirflow:
         return httpx.get(f"{self.base}{path}", headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
 
     def stop(self) -> None:
-        """Ctrl-C, as a person stops it: make airflow's trap stops the DB and Spark it started."""
+        """Ctrl-C, as a person stops it: make airflow's trap stops the DB and Spark it started. make itself may
+        exit before the trap has run, so this waits for every process of the group to be gone."""
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGINT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
             try:
-                self.proc.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # anything that outlived it
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.5)
+        else:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self._out.close()
+            raise AssertionError(f"make airflow did not stop within 120 s of Ctrl-C:\n{self.output()[-3000:]}")
+        self.proc.wait()
         self._out.close()
 
 
@@ -222,11 +229,6 @@ def test_make_demo_then_make_airflow_from_a_private_directory_as_root() -> None:
         assert _demo_state(checkout)["state"] == "normal"
 
         _check_make_airflow_shows_the_demo(checkout, env)
-
-        # A second demo replaces the first one's changefeed and runs, nothing else.
-        again = _make("demo", checkout, env)
-        assert again.returncode == 0, _tail(again)
-        assert "demo finished" in again.stdout
 
         clean = _make("clean", checkout, env)
         assert clean.returncode == 0, _tail(clean)

@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 from wire.pd import PdWire
 
+from cdc_core.codec.memcomparable import decode_key, encode_key
 from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2
 
 Row = cdcpb_pb2.Event.Row
@@ -30,14 +31,15 @@ class RegionRef:
 
 def scan_regions(pd_addr: str, start: bytes, end: bytes) -> list[RegionRef]:
     with PdWire(pd_addr) as pd:
-        resp = pd.scan_regions(start, end)
-    return [RegionRef(r.region.id, r.region.start_key, r.region.end_key, r.region.region_epoch.version,
+        resp = pd.scan_regions(encode_key(start), encode_key(end))
+    return [RegionRef(r.region.id, decode_key(r.region.start_key), decode_key(r.region.end_key),
+                      r.region.region_epoch.version,
                       r.region.region_epoch.conf_ver, r.leader.store_id) for r in resp.regions]
 
 
 def ref(region: metapb_pb2.Region, leader_store: int = 0) -> RegionRef:
     """A RegionRef from a metapb.Region (e.g. one of an epoch_not_match's current regions)."""
-    return RegionRef(region.id, region.start_key, region.end_key, region.region_epoch.version,
+    return RegionRef(region.id, decode_key(region.start_key), decode_key(region.end_key), region.region_epoch.version,
                      region.region_epoch.conf_ver, leader_store)
 
 
@@ -89,12 +91,16 @@ class FeedClient:
         return err.code() if isinstance(err, grpc.Call) else None
 
     def register(self, region: RegionRef, request_id: int, checkpoint_ts: int, *, start_key: bytes = b"",
-                 end_key: bytes = b"", old_value: bool = True, epoch: tuple[int, int] | None = None) -> None:
+                 end_key: bytes = b"", old_value: bool = True, epoch: tuple[int, int] | None = None,
+                 raw_range: bool = False) -> None:
+        """Subscribe ``region`` (its range, or ``[start_key, end_key)``), the range memcomparable-encoded as TiKV
+        expects it (``raw_range``: sent raw, as a client that forgets to encode would)."""
         version, conf_ver = epoch or (region.version, region.conf_ver)
+        enc = (lambda k: k) if raw_range else encode_key
         self._requests.put(cdcpb_pb2.ChangeDataRequest(
             region_id=region.id, region_epoch=metapb_pb2.RegionEpoch(version=version, conf_ver=conf_ver),
-            checkpoint_ts=checkpoint_ts, start_key=start_key or region.start_key,
-            end_key=end_key or region.end_key, request_id=request_id,
+            checkpoint_ts=checkpoint_ts, start_key=enc(start_key or region.start_key),
+            end_key=enc(end_key or region.end_key), request_id=request_id,
             extra_op=cdcpb_pb2.ReadOldValue if old_value else cdcpb_pb2.Noop, register=cdcpb_pb2.Register()))
 
     def deregister(self, region_id: int, request_id: int) -> None:

@@ -1,17 +1,18 @@
 """EventFeed: incremental scan, INITIALIZED, live rows, resolved ts, region errors, deregister."""
-
 from __future__ import annotations
 
 import random
 import threading
 from typing import Any
 
+import grpc
 import pytest
 from feedlib import (
     FeedClient,
     RegionRef,
     T,
     changes_by_commit,
+    ref,
     register_all,
     scan_regions,
     table_id,
@@ -19,9 +20,11 @@ from feedlib import (
     wait_resolved,
     wait_until,
 )
+from wire.pd import PdWire
 
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
+from cdc_core.codec.memcomparable import encode_bytes
 from cdc_core.codec.row import encode_row
 from cdc_core.errors import UpstreamError
 from cdc_core.upstream import cdc_service
@@ -87,6 +90,31 @@ def test_request_range_narrows_the_region(upstream_cluster: Any, upstream_client
     feed.register(regions[1], 3, 0, start_key=keycodec.row_key(tid, 2), end_key=keycodec.row_key(tid, 10))
     wait_until(lambda: feed.initialized(3))
     assert [r.key for r in feed.rows(3) if r.type == T.COMMITTED] == [keycodec.row_key(tid, 5)]
+
+
+def test_a_range_that_is_not_memcomparable_encoded_observes_the_whole_region(
+        upstream_cluster: Any, upstream_client: Any, fresh_db: str, feed: FeedClient) -> None:
+    """TiKV takes EventFeed ranges memcomparable-encoded; a raw range does not decode, and it falls back to the
+    region's own range (rows outside the asked-for range then arrive too)."""
+    tid, regions = _table(upstream_client, fresh_db, upstream_cluster, "INSERT INTO t VALUES (1, 1), (5, 5)")
+    feed.register(regions[1], 4, 0, start_key=keycodec.row_key(tid, 2), end_key=keycodec.row_key(tid, 10),
+                  raw_range=True)
+    wait_until(lambda: feed.initialized(4))
+    assert [r.key for r in feed.rows(4) if r.type == T.COMMITTED] == [keycodec.row_key(tid, 1),
+                                                                      keycodec.row_key(tid, 5)]
+
+
+def test_pd_keeps_region_boundaries_memcomparable_encoded(upstream_cluster: Any, upstream_client: Any,
+                                                          fresh_db: str) -> None:
+    tid, _ = _table(upstream_client, fresh_db, upstream_cluster)
+    start, end = keycodec.table_span(tid)
+    with PdWire(upstream_cluster.pd_addr) as pd:
+        got = pd.scan_regions(encode_bytes(start), encode_bytes(end)).regions
+        assert [r.region.start_key for r in got] == [encode_bytes(start), encode_bytes(keycodec.row_key(tid, 0))]
+        assert pd.region(encode_bytes(keycodec.row_key(tid, 7))).region.start_key == \
+            encode_bytes(keycodec.row_key(tid, 0))
+        with pytest.raises(grpc.RpcError, match="not memcomparable-encoded"):
+            pd.region(start)  # a raw key
 
 
 def test_lock_is_scanned_as_prewrite_and_holds_resolved_ts(upstream_cluster: Any, upstream_client: Any,
@@ -161,7 +189,7 @@ def test_split_sends_epoch_not_match(upstream_cluster: Any, upstream_client: Any
     # one batch split: [tail, t_r), [t_r, t_0), [t_0, t_s), [t_s, "") replace the tail region
     current = err.epoch_not_match.current_regions
     assert err.HasField("epoch_not_match") and len(current) == 4
-    assert current[0].id == tail.id and current[0].start_key == tail.start_key and current[-1].end_key == b""
+    assert current[0].id == tail.id and ref(current[0]).start_key == tail.start_key and current[-1].end_key == b""
 
 
 def test_resolved_ts_never_precedes_a_commit_it_covers(upstream_cluster: Any, upstream_client: Any,

@@ -111,7 +111,8 @@ def test_split_on_open_feed_sends_epoch_not_match(ec: EmbeddedCluster, sql: Upst
     parts = ec.faults.split_region(r.id, [keycodec.row_key(tid, 50)])
     wait_until(lambda: fc.errors(1), what="epoch_not_match")
     current = fc.errors(1)[0].epoch_not_match.current_regions
-    assert [(c.id, c.start_key, c.end_key) for c in current] == [(p.id, p.start_key, p.end_key) for p in parts]
+    assert [(c.id, c.start_key, c.end_key) for c in map(ref, current)] == [(p.id, p.start_key, p.end_key)
+                                                                           for p in parts]
     assert current[0].id == r.id and current[0].region_epoch.version == r.version + 1
     # re-registering the parts at their leaders scans each half
     for i, p in enumerate(parts):
