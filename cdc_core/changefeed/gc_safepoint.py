@@ -6,8 +6,14 @@ safe point with PD (``UpdateServiceGCSafePoint``, service id ``cdcflow-<changefe
 with a TTL: the GC worker never moves the cluster safe point past a live service safe point, and a changefeed
 that stops refreshing (removed, or dead) stops holding GC once the TTL has passed.
 
-Who refreshes: ``tasks.publish`` at every window (the new checkpoint), the maintenance DAG daily for the
-changefeeds that do not publish (paused, in error). ``cdcflow changefeed remove`` removes it (TTL 0).
+Who refreshes: ``cdcflow changefeed create`` registers it at start-ts (TiCDC does so at creation, so that a first
+window later than ``gc-life-time`` still finds its data), ``tasks.publish`` at every window (the new checkpoint),
+the maintenance DAG daily for the changefeeds that do not publish (paused, in error). ``cdcflow changefeed
+remove`` removes it (TTL 0).
+
+Before every window the checkpoint is compared with PD's GC safe point (``GetGCSafePoint``), as TiCDC's GC
+manager does (``CheckStaleCheckpointTs``): below it, the versions the window must read may be gone, so the
+window fails with TiCDC's ``ErrSnapshotLostByGC`` and the checkpoint stays.
 
 PD refuses to let a *new* service start below the current minimum safe point (GC may have passed it); the
 update then reports a minimum above the requested point, which :attr:`ServiceSafePoint.in_force` shows.
@@ -22,7 +28,8 @@ import asyncio
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from cdc_core.errors import CdcflowError, UpstreamError
+from cdc_core.codec import tso
+from cdc_core.errors import CdcflowError, ChangefeedError, UpstreamError
 from cdc_core.log import get_logger
 from cdc_core.puller.pd_client import PDClient
 
@@ -97,6 +104,33 @@ def remove_service_safe_point(pd_addr: str, changefeed_id: str, *,
     sp = asyncio.run(aupdate_service_safe_point(pd_addr, service_id(changefeed_id), 0, 0, timeout_s=timeout_s))
     log.info("service gc safe point removed", changefeed_id=changefeed_id, service_id=sp.service_id)
     return sp
+
+
+async def agc_safe_point(pd_addr: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+    """PD's GC safe point: reads below it may miss versions GC removed."""
+    pd = PDClient(pd_addr)
+    try:
+        return await asyncio.wait_for(pd.gc_safe_point(), timeout_s)
+    except TimeoutError as exc:
+        raise UpstreamError(f"PD {pd_addr}: GetGCSafePoint timed out after {timeout_s:g}s") from exc
+    finally:
+        await pd.close()
+
+
+def _when(ts: int) -> str:
+    return tso.to_datetime(ts).isoformat() if ts > 0 else "never"
+
+
+def check_not_lost_by_gc(pd_addr: str, changefeed_id: str, ts: int, what: str = "checkpoint-ts") -> int:
+    """Raise ``ChangefeedError`` when ``ts`` is below PD's GC safe point (TiCDC's ``ErrSnapshotLostByGC``);
+    returns the safe point otherwise. A read at the safe point itself is still whole."""
+    safe_point = asyncio.run(agc_safe_point(pd_addr))
+    if ts < safe_point:
+        raise ChangefeedError(
+            f"changefeed {changefeed_id}: snapshot lost by GC: {what} {ts} ({_when(ts)}) is earlier than PD's GC "
+            f"safe point {safe_point} ({_when(safe_point)}); the changes since then may be gone upstream: "
+            "recreate the changefeed from a ts above the safe point (with initial-snapshot = true)")
+    return safe_point
 
 
 # --- by changefeed id (the PD address from its config), never failing the caller -----------------------

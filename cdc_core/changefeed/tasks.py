@@ -264,6 +264,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
         log.info("pulled no window (the plan only snapshots / rebuilds)", changefeed_id=cfg.changefeed_id, **empty)
         return empty
     pd_addr = resolve_pd_addr(cfg.upstream)
+    gc_safepoint.check_not_lost_by_gc(pd_addr, cfg.changefeed_id, checkpoint)
     # 1. The DDL puller: the history table's span first, so that the schema storage knows every
     #    table that exists at any moment of the window (tables created in it included).
     ddl_span = {ddl_history.TABLE_ID: key.table_span(ddl_history.TABLE_ID)}

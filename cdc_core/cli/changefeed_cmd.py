@@ -43,6 +43,11 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
             cfg = cfg.with_start_ts(c.get_ts())
     if cfg.target_ts and cfg.target_ts <= cfg.start_ts:
         raise ConfigError(f"{config}: target-ts {cfg.target_ts} is not after start-ts {cfg.start_ts}")
+    # As TiCDC at creation: a start-ts GC has passed cannot be replicated from, and the service safe point is
+    # registered now, so that GC keeps start-ts's versions until the first window (which may come later than
+    # gc-life-time) has read them.
+    pd_addr = resolve_pd_addr(cfg.upstream)
+    gc_safepoint.check_not_lost_by_gc(pd_addr, cfg.changefeed_id, cfg.start_ts, "start-ts")
     # Which tables the filter matches now, listed through the memory-bounded discovery client
     # (seed 001's proxy case: a schema may hold a million tables).
     with SyncTableDiscovery(resolve_pd_addr(cfg.upstream), cfg.discovery_memory) as discovery:
@@ -50,6 +55,10 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
     # The schema storage starts from a snapshot of the DDL history at start-ts.
     with UpstreamClient(resolve_pd_addr(cfg.upstream)) as c:
         jobs = load_schema_jobs(c, cfg.start_ts)
+    sp = gc_safepoint.refresh_service_safe_point(pd_addr, cfg.changefeed_id, cfg.start_ts)
+    if not sp.in_force:
+        raise ChangefeedError(f"changefeed {cfg.changefeed_id}: PD keeps GC at {sp.min_safe_point}, above start-ts "
+                              f"{cfg.start_ts}, and refused a service safe point below it: pick a later start-ts")
     cfgmod.save_config(cfg)
     create_state(cfg.changefeed_id, cfg.start_ts)
     slog = SchemaLog(cfg.changefeed_id, jobs, cfg.start_ts)

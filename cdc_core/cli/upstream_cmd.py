@@ -109,6 +109,22 @@ def stop() -> None:
 
 
 @app.command()
+def status(as_json: bool = typer.Option(False, "--json", help="One JSON object: pd, mysql, stores, pid.")) -> None:
+    """Where the running embedded upstream serves: PD, its MySQL front, its stores, and its pid (exit 1: none)."""
+    from cdc_core.upstream import process
+
+    info = process.status()
+    if as_json:
+        typer.echo(json.dumps(info))
+        return
+    typer.echo(f"PD      {info['pd']}")
+    typer.echo(f"MySQL   {info['mysql'] or '(not served yet: SQL goes over gRPC on the PD address)'}")
+    for s in info["stores"]:
+        typer.echo(f"store {s['id']} {s['address']} ({s['state']})")
+    typer.echo(f"pid     {info['pid']}")
+
+
+@app.command()
 def sql(
     execute: str | None = typer.Option(None, "-e", "--execute", help="SQL script to run."),
     file: Path | None = typer.Option(None, "-f", "--file", help="File with the SQL script to run."),

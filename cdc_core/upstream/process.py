@@ -141,6 +141,24 @@ def spawn_detached(args: list[str], timeout: float = 30.0) -> dict[str, Any]:
     raise UpstreamError(f"the upstream did not start serving within {timeout:g}s; {log_path}:\n{_tail(log_path)}")
 
 
+def status() -> dict[str, Any]:
+    """The running upstream's endpoints: ``{"pd", "mysql", "stores": [{"id", "address"}], "pid"}``.
+
+    ``mysql`` is None until the SQL front speaks the MySQL protocol (SQL is served over gRPC on the PD address
+    today). The stores are PD's list (``GetAllStores``). Raises ``UpstreamError`` when none runs."""
+    data = read_upstream_file()
+    if data is None:
+        raise UpstreamError(f"no upstream running (no {upstream_file()}); start one with "
+                            "`cdcflow upstream start --detach`")
+    pid = int(data.get("pid") or 0)
+    if not pid_alive(pid):
+        raise UpstreamError(f"no upstream running: {upstream_file()} names pid {pid}, which has exited")
+    pd_addr = str(data["pd_addr"])
+    with UpstreamClient(pd_addr, timeout=5.0) as client:
+        stores = [{"id": s.id, "address": s.address, "state": s.state} for s in client.all_stores()]
+    return {"pd": pd_addr, "mysql": data.get("mysql_addr"), "stores": stores, "pid": pid}
+
+
 def stop_running(timeout: float = 30.0) -> tuple[int, bool]:
     """SIGTERM the recorded upstream and wait for it to exit; ``(pid, was_running)``."""
     data = read_upstream_file()

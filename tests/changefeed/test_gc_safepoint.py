@@ -79,3 +79,56 @@ def test_in_force() -> None:
     assert not ServiceSafePoint("s", 0, 0, 0).in_force  # removed
     with pytest.raises(ValueError, match="ttl_s must be > 0"):
         gc_safepoint.refresh_service_safe_point("127.0.0.1:1", "x", 1, ttl_s=0)
+
+
+def test_create_registers_start_ts_and_a_window_below_the_gc_safe_point_fails_naming_both(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TiCDC's rules: the service safe point exists from `changefeed create` on (at start-ts), a start-ts GC has
+    passed is refused, and a checkpoint GC has passed fails the window (ErrSnapshotLostByGC), checkpoint unmoved."""
+    from typer.testing import CliRunner
+
+    from cdc_core.changefeed import tasks
+    from cdc_core.changefeed.state import load_state
+    from cdc_core.cli.main import build_app
+    from cdc_core.client.upstream import UpstreamClient
+    from cdc_core.errors import ChangefeedError
+    from cdc_core.upstream.cluster import ClusterConfig
+    from cdc_core.upstream.embedded import EmbeddedCluster
+
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
+    app = build_app()
+    with EmbeddedCluster(ClusterConfig(min_ts_interval_ms=50, gc_life_time_s=0)) as ec, \
+            UpstreamClient(ec.pd_addr) as c:
+        c.execute("CREATE DATABASE g; CREATE TABLE g.t (a INT PRIMARY KEY, b INT)")
+        start = c.get_ts()
+
+        def create(cid: str, start_ts: int) -> Any:
+            cfg = tmp_path / f"{cid}.toml"
+            cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{tmp_path}/lake"\nstart-ts = {start_ts}\n'
+                           f'upstream = "{ec.pd_addr}"\n[filter]\nrules = ["g.*"]\n')
+            return CliRunner().invoke(app, ["changefeed", "create", "--config", str(cfg)])
+
+        assert create("early", start).exit_code == 0
+        assert _live(ec)["cdcflow-early"] == start  # registered at creation, before any window
+        c.execute("INSERT INTO g.t VALUES (1, 1)")
+        gc_sp = ec.faults.gc().safe_point
+        assert gc_sp == start, "the registered service holds GC at start-ts"
+        # Another changefeed from before the safe point: refused at creation, naming both ts.
+        res = create("late", start - 1)
+        said = f"{res.output}{res.exception or ''}"  # build_app() raises; the cdcflow command prints it
+        assert res.exit_code != 0 and isinstance(res.exception, ChangefeedError)
+        assert f"start-ts {start - 1}" in said and f"GC safe point {start}" in said
+        assert not (tmp_path / "changefeeds" / "late.toml").exists()
+        # GC passes the early changefeed's checkpoint (its safe point gone): its next window fails.
+        assert gc_safepoint.remove_service_safe_point(ec.pd_addr, "early").ttl_s == 0
+        c.execute("UPDATE g.t SET b = 2")
+        passed = ec.faults.gc().safe_point
+        assert passed > start
+        target = c.get_ts()
+        plan = tasks.plan("early", interval_end_ts=None, target_ts=target)
+        with pytest.raises(ChangefeedError, match=rf"checkpoint-ts {start} .* earlier than PD's GC safe point "
+                                                  rf"{passed}"):
+            tasks.pull(plan)
+        st = load_state("early")
+        assert st.state == "error" and st.checkpoint_ts == start
+        assert "snapshot lost by GC" in st.error["message"]

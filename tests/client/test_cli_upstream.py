@@ -41,6 +41,13 @@ def test_start_sql_tso_stop(home: Path) -> None:
     assert json.loads((home / "upstream.json").read_text()) == info
     assert info["pd_addr"].startswith("127.0.0.1:") and len(set(info["store_addrs"])) == 3  # 3 stores by default
 
+    st = json.loads(cdcflow(home, "upstream", "status", "--json").stdout)
+    assert (st["pd"], st["mysql"], st["pid"]) == (info["pd_addr"], None, info["pid"])
+    assert [(s["id"], s["address"], s["state"]) for s in st["stores"]] == [
+        (i + 1, a, "Up") for i, a in enumerate(info["store_addrs"])]
+    human = cdcflow(home, "upstream", "status").stdout
+    assert f"PD      {info['pd_addr']}" in human and f"store 2 {info['store_addrs'][1]} (Up)" in human
+
     again = cdcflow(home, "upstream", "start", "--detach", check=False)
     assert again.returncode == 1 and "already running" in again.stderr
 
@@ -64,6 +71,8 @@ def test_start_sql_tso_stop(home: Path) -> None:
 
     stopped = cdcflow(home, "upstream", "stop")
     assert f"pid {info['pid']}" in stopped.stderr and not (home / "upstream.json").exists()
+    gone = cdcflow(home, "upstream", "status", "--json", check=False)
+    assert gone.returncode == 1 and "no upstream running" in gone.stderr and gone.stdout == ""
     none = cdcflow(home, "upstream", "stop", check=False)
     assert none.returncode == 1 and "no upstream running" in none.stderr
     nothing = cdcflow(home, "upstream", "sql", "-e", "SELECT 1", check=False)
