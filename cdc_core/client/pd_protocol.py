@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from cdc_core.codec import tso
-from cdc_core.errors import UpstreamError
+from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.proto import pdpb_pb2
 
-# gRPC metadata / caller id TiCDC-like clients send; PD logs it per request.
+# RequestHeader.caller_id: who asks, which PD logs per request (TiCDC's PD client sets its component name).
 CALLER_ID = "cdcflow"
 
 
@@ -32,8 +32,9 @@ class PdError(UpstreamError):
         super().__init__(f"PD {pd_addr}: {what}: {self.type}: {error.message}")
 
 
-class ClusterIdMismatch(UpstreamError):
-    """The PD at this address serves another cluster than the one asked for: fatal, never retried."""
+class ClusterIdMismatch(ChangefeedError, UpstreamError):
+    """The PD at this address serves another cluster than the one asked for (or was replaced by one since the
+    client learned the id): a changefeed error, never retried, since no retry makes it the same cluster."""
 
 
 def header(cluster_id: int) -> pdpb_pb2.RequestHeader:

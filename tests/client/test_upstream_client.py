@@ -64,3 +64,33 @@ def test_resolve_pd_addr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     (tmp_path / "upstream.json").write_text("{not json")
     with pytest.raises(UpstreamError, match="cannot read"):
         resolve_pd_addr(None)
+
+
+def test_a_pd_of_another_cluster_is_a_changefeed_error_naming_both_ids(pd_addr: str) -> None:
+    """The cluster id learned from GetMembers goes on every call; a PD that answers for another cluster (here: a
+    client holding a stale id, as after the upstream was replaced on the same address) is fatal, not retried."""
+    import asyncio
+
+    from cdc_core.client.pd_protocol import ClusterIdMismatch
+    from cdc_core.errors import ChangefeedError
+    from cdc_core.puller.pd_client import PDClient
+
+    with UpstreamClient(pd_addr) as c:
+        right = c.cluster_id()
+        assert c.get_ts() > 0
+        c._cluster_id = right + 1
+        with pytest.raises(ClusterIdMismatch, match=f"mismatch cluster id, need {right} but got {right + 1}") as ei:
+            c.get_ts()
+        assert isinstance(ei.value, ChangefeedError)
+
+    async def stale() -> None:
+        pd = PDClient(pd_addr)
+        try:
+            assert await pd.cluster_id() == right
+            pd._cluster_id = 7
+            with pytest.raises(ClusterIdMismatch, match=f"need {right} but got 7"):
+                await pd.store_address(1)
+        finally:
+            await pd.close()
+
+    asyncio.run(stale())
