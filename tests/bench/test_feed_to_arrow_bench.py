@@ -35,10 +35,12 @@ from pathlib import Path
 
 import grpc
 import pytest
+from wire.pd import PdWire
 
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
-from cdc_core.proto import cdcpb_pb2, metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
+from cdc_core.codec.memcomparable import decode_key, encode_key
+from cdc_core.proto import cdcpb_pb2, metapb_pb2
 from cdc_core.puller.window_collector import collect_window
 
 ROWS = int(os.environ.get("CDCFLOW_BENCH_ROWS", "100000"))
@@ -85,18 +87,18 @@ def _load(pd_addr: str) -> tuple[int, int, int]:
 
 async def _raw_capture(pd_addr: str, span: tuple[bytes, bytes], start_ts: int) -> tuple[list[bytes], float, int]:
     """One bare EventFeed call registering every region of the span: raw message bytes, seconds, rows."""
-    async with grpc.aio.insecure_channel(pd_addr) as pd_ch:
-        pd = pdpb_pb2_grpc.PDStub(pd_ch)
-        resp = await pd.ScanRegions(pdpb_pb2.ScanRegionsRequest(start_key=span[0], end_key=span[1], limit=1024))
+    with PdWire(pd_addr) as pd:  # region boundaries and ranges memcomparable-encoded, as TiKV takes them
+        resp = pd.scan_regions(encode_key(span[0]), encode_key(span[1]))
         regions = [r.region for r in resp.regions]
-        store = await pd.GetStore(pdpb_pb2.GetStoreRequest(store_id=resp.regions[0].leader.store_id))
+        store = pd.store(resp.regions[0].leader.store_id)
     reqs = []
     for i, r in enumerate(regions):
+        lo, hi = decode_key(r.start_key), decode_key(r.end_key)
         reqs.append(cdcpb_pb2.ChangeDataRequest(
             region_id=r.id, region_epoch=metapb_pb2.RegionEpoch(conf_ver=r.region_epoch.conf_ver,
                                                                 version=r.region_epoch.version),
-            checkpoint_ts=start_ts, start_key=max(r.start_key, span[0]),
-            end_key=min(r.end_key, span[1]) if r.end_key else span[1], request_id=1 + i,
+            checkpoint_ts=start_ts, start_key=encode_key(max(lo, span[0])),
+            end_key=encode_key(min(hi, span[1]) if hi else span[1]), request_id=1 + i,
             extra_op=cdcpb_pb2.ReadOldValue, register=cdcpb_pb2.Register()))
     messages: list[bytes] = []
     pending = {r.id for r in regions}

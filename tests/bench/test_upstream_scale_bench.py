@@ -15,9 +15,11 @@ import time
 import tracemalloc
 
 import grpc
+from wire.pd import PdWire
 
 from cdc_core.codec import key as keycodec
-from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
+from cdc_core.codec.memcomparable import encode_key
+from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
 from cdc_core.upstream.mvcc import Mutation, Op
@@ -68,15 +70,14 @@ def test_bench_scan_regions_throughput() -> None:
         ec.call(lambda: ec.cluster.regions.split(keys), timeout=300)  # type: ignore[union-attr]
         t0 = time.perf_counter()
         n = calls = 0
-        key = start
-        with grpc.insecure_channel(ec.pd_addr) as ch:
-            pd = pdpb_pb2_grpc.PDStub(ch)
+        key, stop = encode_key(start), encode_key(end)  # PD keeps region boundaries memcomparable-encoded
+        with PdWire(ec.pd_addr) as pd:
             while True:
-                resp = pd.ScanRegions(pdpb_pb2.ScanRegionsRequest(start_key=key, end_key=end, limit=1024))
+                resp = pd.scan_regions(key, stop)
                 calls += 1
                 n += len(resp.regions)
                 key = resp.regions[-1].region.end_key
-                if key >= end:
+                if key >= stop:
                     break
         dt = time.perf_counter() - t0
         print(f"\nScanRegions: {n:,} regions in {calls} calls, {dt:.2f}s ({n / dt:,.0f} regions/s, "
@@ -139,7 +140,8 @@ def test_bench_events_per_second_one_store_one_feed() -> None:
             feed.requests.put(cdcpb_pb2.ChangeDataRequest(
                 region_id=region.id, region_epoch=metapb_pb2.RegionEpoch(version=region.version,
                                                                          conf_ver=region.conf_ver),
-                checkpoint_ts=0, start_key=start, end_key=end, request_id=1, extra_op=cdcpb_pb2.ReadOldValue,
+                checkpoint_ts=0, start_key=encode_key(start), end_key=encode_key(end), request_id=1,
+                extra_op=cdcpb_pb2.ReadOldValue,
                 register=cdcpb_pb2.Register()))
             deadline = time.monotonic() + 300
             while (feed.rows < ROWS or not feed.initialized_at) and time.monotonic() < deadline:

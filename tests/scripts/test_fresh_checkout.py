@@ -211,6 +211,8 @@ def _check_make_airflow_shows_the_demo(checkout: Path, env: dict[str, str]) -> N
         af.stop()
     assert af.proc.returncode is not None
     assert not local_postgres.running(checkout / ".airflow" / "pg"), "make airflow left its DB running"
+    left = subprocess.run(["pgrep", "-af", str(checkout)], capture_output=True, text=True).stdout
+    assert left == "", f"make airflow left processes behind:\n{left}"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root's case: the DB's server runs as 'postgres', which cannot "
