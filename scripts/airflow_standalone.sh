@@ -9,20 +9,22 @@
 #
 # Airflow runs in a session of its own, and this script stops it: `airflow standalone` on Ctrl-C waits for every
 # component's output to close, and a task process starting at that moment can hold it open and outlive it, so
-# after a graceful SIGINT and a grace period the whole session is terminated. Nothing Airflow started is left.
+# after a graceful SIGINT and a grace period the whole session (task processes in groups of their own included)
+# is terminated. Nothing Airflow started is left.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/airflow_env.sh
 . scripts/airflow_env.sh
 af_pid=""
 stop_airflow() {
+  # By session, not process group: Airflow's task processes run in process groups of their own.
   [ -n "$af_pid" ] || return 0
-  kill -INT -- "-$af_pid" 2>/dev/null || return 0
-  for _ in $(seq 1 40); do kill -0 -- "-$af_pid" 2>/dev/null || return 0; sleep 0.5; done
+  pkill -INT -s "$af_pid" 2>/dev/null || return 0
+  for _ in $(seq 1 40); do pgrep -s "$af_pid" >/dev/null || return 0; sleep 0.5; done
   echo "airflow_standalone: Airflow still shutting down after 20 s; terminating its processes" >&2
-  kill -TERM -- "-$af_pid" 2>/dev/null || return 0
-  for _ in $(seq 1 20); do kill -0 -- "-$af_pid" 2>/dev/null || return 0; sleep 0.5; done
-  kill -KILL -- "-$af_pid" 2>/dev/null || true
+  pkill -TERM -s "$af_pid" 2>/dev/null || return 0
+  for _ in $(seq 1 20); do pgrep -s "$af_pid" >/dev/null || return 0; sleep 0.5; done
+  pkill -KILL -s "$af_pid" 2>/dev/null || true
 }
 printer_pid=""
 cleanup() {

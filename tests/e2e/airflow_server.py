@@ -122,6 +122,8 @@ class AirflowServer:
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)  # children that outlived standalone
+            # task processes run in process groups of their own, in standalone's session
+            subprocess.run(["pkill", "-KILL", "-s", str(self.proc.pid)], capture_output=True)
         if self._log is not None:
             self._log.close()
             self._log = None

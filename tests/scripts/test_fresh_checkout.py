@@ -112,6 +112,22 @@ def _demo_state(checkout: Path) -> dict[str, Any]:
     return dict(json.loads((checkout / ".cdcflow" / "state" / "demo.json").read_text()))
 
 
+def _processes_in(d: Path) -> list[str]:
+    """Live processes working in ``d`` (their cwd) or naming it: what a checkout's commands left running."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(proc / "cwd")
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:  # gone, a zombie, or not ours to read
+            continue
+        if cwd == str(d) or cwd.startswith(f"{d}/") or str(d) in cmd:
+            found.append(f"{proc.name} {cmd[:200]}")
+    return found
+
+
 class MakeAirflow:
     """``make airflow`` in the background, driven through its REST API as the person who ran it would."""
 
@@ -211,8 +227,8 @@ def _check_make_airflow_shows_the_demo(checkout: Path, env: dict[str, str]) -> N
         af.stop()
     assert af.proc.returncode is not None
     assert not local_postgres.running(checkout / ".airflow" / "pg"), "make airflow left its DB running"
-    left = subprocess.run(["pgrep", "-af", str(checkout)], capture_output=True, text=True).stdout
-    assert left == "", f"make airflow left processes behind:\n{left}"
+    left = _processes_in(checkout)
+    assert left == [], f"make airflow left processes behind:\n{left}"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root's case: the DB's server runs as 'postgres', which cannot "
