@@ -38,6 +38,13 @@ def start(
     gc_life_time_s: float = typer.Option(600.0, "--gc-life-time-s",
                                          help="GC keeps versions this long unless a service safe point is lower."),
     gc_interval_s: float = typer.Option(60.0, "--gc-interval-s", help="Seconds between GC passes (0: no GC)."),
+    txn_heartbeat_ms: int = typer.Option(
+        1000, "--txn-heartbeat-ms",
+        help="Send a fake (empty) PREWRITE for locks held longer than this, as TiKV reports a transaction's TTL "
+             "heartbeat (0: off)."),
+    scan_limit: int = typer.Option(
+        10_000, "--incremental-scan-concurrency-limit",
+        help="Running incremental scans past which region requests get 'too many pending incremental scans'."),
     catalog_heap_limit_bytes: int = typer.Option(
         100 * MIB, "--catalog-heap-limit-bytes",
         help="Heap memory for table listings being assembled (ListTables, WatchTableList); 0 disables."),
@@ -71,7 +78,8 @@ def start(
     config = ClusterConfig(pd_addr=pd_addr, stores=stores, regions_per_table=regions_per_table,
                            min_ts_interval_ms=min_ts_interval_ms, split_region_keys=split_region_keys,
                            split_region_bytes=split_region_bytes, gc_life_time_s=gc_life_time_s,
-                           gc_interval_s=gc_interval_s, data_dir=data_dir, catalog_memory=catalog_memory)
+                           gc_interval_s=gc_interval_s, data_dir=data_dir, catalog_memory=catalog_memory,
+                           txn_heartbeat_interval_ms=txn_heartbeat_ms, incremental_scan_concurrency_limit=scan_limit)
     try:
         config.validate()
     except ClusterError as exc:
@@ -80,7 +88,8 @@ def start(
         args = ["--stores", str(stores), "--pd-addr", pd_addr, "--regions-per-table", str(regions_per_table),
                 "--min-ts-interval-ms", str(min_ts_interval_ms), "--split-region-keys", str(split_region_keys),
                 "--split-region-bytes", str(split_region_bytes), "--gc-life-time-s", str(gc_life_time_s),
-                "--gc-interval-s", str(gc_interval_s)]
+                "--gc-interval-s", str(gc_interval_s), "--txn-heartbeat-ms", str(txn_heartbeat_ms),
+                "--incremental-scan-concurrency-limit", str(scan_limit)]
         args += [arg for key, value in memory_flags.items() for arg in (f"--catalog-{key}", str(value))]
         if data_dir is not None:
             args += ["--data-dir", str(data_dir.resolve())]

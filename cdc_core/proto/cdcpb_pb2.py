@@ -22,54 +22,66 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from cdc_core.proto import errorpb_pb2 as cdc__core_dot_proto_dot_errorpb__pb2
+from cdc_core.proto import kvrpcpb_pb2 as cdc__core_dot_proto_dot_kvrpcpb__pb2
 from cdc_core.proto import metapb_pb2 as cdc__core_dot_proto_dot_metapb__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63\x64\x63_core/proto/cdcpb.proto\x12\x05\x63\x64\x63pb\x1a\x1b\x63\x64\x63_core/proto/metapb.proto\"3\n\x06Header\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x15\n\rticdc_version\x18\x02 \x01(\t\"\n\n\x08Register\"\x0c\n\nDeregister\"\xba\x02\n\x11\x43hangeDataRequest\x12\x1d\n\x06header\x18\x01 \x01(\x0b\x32\r.cdcpb.Header\x12\x11\n\tregion_id\x18\x02 \x01(\x04\x12)\n\x0cregion_epoch\x18\x03 \x01(\x0b\x32\x13.metapb.RegionEpoch\x12\x15\n\rcheckpoint_ts\x18\x04 \x01(\x04\x12\x11\n\tstart_key\x18\x05 \x01(\x0c\x12\x0f\n\x07\x65nd_key\x18\x06 \x01(\x0c\x12\x12\n\nrequest_id\x18\x07 \x01(\x04\x12 \n\x08\x65xtra_op\x18\x08 \x01(\x0e\x32\x0e.cdcpb.ExtraOp\x12#\n\x08register\x18\t \x01(\x0b\x32\x0f.cdcpb.RegisterH\x00\x12\'\n\nderegister\x18\r \x01(\x0b\x32\x11.cdcpb.DeregisterH\x00\x42\t\n\x07request\"\xa6\x04\n\x05\x45vent\x12\x11\n\tregion_id\x18\x01 \x01(\x04\x12\x12\n\nrequest_id\x18\x07 \x01(\x04\x12\'\n\x07\x65ntries\x18\x03 \x01(\x0b\x32\x14.cdcpb.Event.EntriesH\x00\x12#\n\x05\x61\x64min\x18\x04 \x01(\x0b\x32\x12.cdcpb.Event.AdminH\x00\x12\x1d\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x0c.cdcpb.ErrorH\x00\x1a\xd3\x01\n\x03Row\x12\x10\n\x08start_ts\x18\x01 \x01(\x04\x12\x11\n\tcommit_ts\x18\x02 \x01(\x04\x12\"\n\x04type\x18\x03 \x01(\x0e\x32\x14.cdcpb.Event.LogType\x12(\n\x07op_type\x18\x04 \x01(\x0e\x32\x17.cdcpb.Event.Row.OpType\x12\x0b\n\x03key\x18\x05 \x01(\x0c\x12\r\n\x05value\x18\x06 \x01(\x0c\x12\x11\n\told_value\x18\x07 \x01(\x0c\"*\n\x06OpType\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x07\n\x03PUT\x10\x01\x12\n\n\x06\x44\x45LETE\x10\x02\x1a,\n\x07\x45ntries\x12!\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x10.cdcpb.Event.Row\x1a\x1c\n\x05\x41\x64min\x12\x13\n\x0b\x64\x65scription\x18\x01 \x01(\t\"^\n\x07LogType\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x0c\n\x08PREWRITE\x10\x01\x12\n\n\x06\x43OMMIT\x10\x02\x12\x0c\n\x08ROLLBACK\x10\x03\x12\r\n\tCOMMITTED\x10\x04\x12\x0f\n\x0bINITIALIZED\x10\x05\x42\x07\n\x05\x65vent\"<\n\tNotLeader\x12\x11\n\tregion_id\x18\x01 \x01(\x04\x12\x1c\n\x06leader\x18\x02 \x01(\x0b\x32\x0c.metapb.Peer\"#\n\x0eRegionNotFound\x12\x11\n\tregion_id\x18\x01 \x01(\x04\"8\n\rEpochNotMatch\x12\'\n\x0f\x63urrent_regions\x18\x01 \x03(\x0b\x32\x0e.metapb.Region\"%\n\x10\x44uplicateRequest\x12\x11\n\tregion_id\x18\x01 \x01(\x04\"2\n\x0cServerIsBusy\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x12\n\nbackoff_ms\x18\x02 \x01(\x04\"\x8c\x02\n\x05\x45rror\x12$\n\nnot_leader\x18\x01 \x01(\x0b\x32\x10.cdcpb.NotLeader\x12/\n\x10region_not_found\x18\x02 \x01(\x0b\x32\x15.cdcpb.RegionNotFound\x12-\n\x0f\x65poch_not_match\x18\x03 \x01(\x0b\x32\x14.cdcpb.EpochNotMatch\x12\x32\n\x11\x64uplicate_request\x18\x04 \x01(\x0b\x32\x17.cdcpb.DuplicateRequest\x12+\n\x0eserver_is_busy\x18\x07 \x01(\x0b\x32\x13.cdcpb.ServerIsBusy\x12\x1c\n\x14gc_safe_point_passed\x18\x64 \x01(\t\"=\n\nResolvedTs\x12\x0f\n\x07regions\x18\x01 \x03(\x04\x12\n\n\x02ts\x18\x02 \x01(\x04\x12\x12\n\nrequest_id\x18\x03 \x01(\x04\"W\n\x0f\x43hangeDataEvent\x12\x1c\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x0c.cdcpb.Event\x12&\n\x0bresolved_ts\x18\x02 \x01(\x0b\x32\x11.cdcpb.ResolvedTs*%\n\x07\x45xtraOp\x12\x08\n\x04Noop\x10\x00\x12\x10\n\x0cReadOldValue\x10\x01\x32O\n\nChangeData\x12\x41\n\tEventFeed\x12\x18.cdcpb.ChangeDataRequest\x1a\x16.cdcpb.ChangeDataEvent(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63\x64\x63_core/proto/cdcpb.proto\x12\x05\x63\x64\x63pb\x1a\x1c\x63\x64\x63_core/proto/errorpb.proto\x1a\x1c\x63\x64\x63_core/proto/kvrpcpb.proto\x1a\x1b\x63\x64\x63_core/proto/metapb.proto\"3\n\x06Header\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x15\n\rticdc_version\x18\x02 \x01(\t\"%\n\x10\x44uplicateRequest\x12\x11\n\tregion_id\x18\x01 \x01(\x04\")\n\rCompatibility\x12\x18\n\x10required_version\x18\x01 \x01(\t\"5\n\x11\x43lusterIDMismatch\x12\x0f\n\x07\x63urrent\x18\x01 \x01(\x04\x12\x0f\n\x07request\x18\x02 \x01(\x04\"\x1e\n\tCongested\x12\x11\n\tregion_id\x18\x01 \x01(\x04\"\xff\x02\n\x05\x45rror\x12&\n\nnot_leader\x18\x01 \x01(\x0b\x32\x12.errorpb.NotLeader\x12\x31\n\x10region_not_found\x18\x02 \x01(\x0b\x32\x17.errorpb.RegionNotFound\x12/\n\x0f\x65poch_not_match\x18\x03 \x01(\x0b\x32\x16.errorpb.EpochNotMatch\x12\x32\n\x11\x64uplicate_request\x18\x04 \x01(\x0b\x32\x17.cdcpb.DuplicateRequest\x12+\n\rcompatibility\x18\x05 \x01(\x0b\x32\x14.cdcpb.Compatibility\x12\x35\n\x13\x63luster_id_mismatch\x18\x06 \x01(\x0b\x32\x18.cdcpb.ClusterIDMismatch\x12-\n\x0eserver_is_busy\x18\x07 \x01(\x0b\x32\x15.errorpb.ServerIsBusy\x12#\n\tcongested\x18\x08 \x01(\x0b\x32\x10.cdcpb.Congested\",\n\x07TxnInfo\x12\x10\n\x08start_ts\x18\x01 \x01(\x04\x12\x0f\n\x07primary\x18\x02 \x01(\x0c\"_\n\tTxnStatus\x12\x10\n\x08start_ts\x18\x01 \x01(\x04\x12\x15\n\rmin_commit_ts\x18\x02 \x01(\x04\x12\x11\n\tcommit_ts\x18\x03 \x01(\x04\x12\x16\n\x0eis_rolled_back\x18\x04 \x01(\x08\"\x86\x06\n\x05\x45vent\x12\x11\n\tregion_id\x18\x01 \x01(\x04\x12\r\n\x05index\x18\x02 \x01(\x04\x12\x12\n\nrequest_id\x18\x07 \x01(\x04\x12\'\n\x07\x65ntries\x18\x03 \x01(\x0b\x32\x14.cdcpb.Event.EntriesH\x00\x12#\n\x05\x61\x64min\x18\x04 \x01(\x0b\x32\x12.cdcpb.Event.AdminH\x00\x12\x1d\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x0c.cdcpb.ErrorH\x00\x12\x19\n\x0bresolved_ts\x18\x06 \x01(\x04\x42\x02\x18\x01H\x00\x12(\n\x08long_txn\x18\x08 \x01(\x0b\x32\x14.cdcpb.Event.LongTxnH\x00\x1a\x98\x02\n\x03Row\x12\x10\n\x08start_ts\x18\x01 \x01(\x04\x12\x11\n\tcommit_ts\x18\x02 \x01(\x04\x12\"\n\x04type\x18\x03 \x01(\x0e\x32\x14.cdcpb.Event.LogType\x12\x12\n\ngeneration\x18\n \x01(\x04\x12(\n\x07op_type\x18\x04 \x01(\x0e\x32\x17.cdcpb.Event.Row.OpType\x12\x0b\n\x03key\x18\x05 \x01(\x0c\x12\r\n\x05value\x18\x06 \x01(\x0c\x12\x11\n\told_value\x18\x07 \x01(\x0c\x12\x1b\n\x13\x65xpire_ts_unix_secs\x18\x08 \x01(\x04\x12\x12\n\ntxn_source\x18\t \x01(\x04\"*\n\x06OpType\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x07\n\x03PUT\x10\x01\x12\n\n\x06\x44\x45LETE\x10\x02\x1a,\n\x07\x45ntries\x12!\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x10.cdcpb.Event.Row\x1a\x36\n\x05\x41\x64min\x12\x15\n\radmin_request\x18\x01 \x01(\x0c\x12\x16\n\x0e\x61\x64min_response\x18\x02 \x01(\x0c\x1a+\n\x07LongTxn\x12 \n\x08txn_info\x18\x01 \x03(\x0b\x32\x0e.cdcpb.TxnInfo\"^\n\x07LogType\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x0c\n\x08PREWRITE\x10\x01\x12\n\n\x06\x43OMMIT\x10\x02\x12\x0c\n\x08ROLLBACK\x10\x03\x12\r\n\tCOMMITTED\x10\x04\x12\x0f\n\x0bINITIALIZED\x10\x05\x42\x07\n\x05\x65vent\"W\n\x0f\x43hangeDataEvent\x12\x1c\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x0c.cdcpb.Event\x12&\n\x0bresolved_ts\x18\x02 \x01(\x0b\x32\x11.cdcpb.ResolvedTs\"=\n\nResolvedTs\x12\x0f\n\x07regions\x18\x01 \x03(\x04\x12\n\n\x02ts\x18\x02 \x01(\x04\x12\x12\n\nrequest_id\x18\x03 \x01(\x04\"\x94\x05\n\x11\x43hangeDataRequest\x12\x1d\n\x06header\x18\x01 \x01(\x0b\x32\r.cdcpb.Header\x12\x11\n\tregion_id\x18\x02 \x01(\x04\x12)\n\x0cregion_epoch\x18\x03 \x01(\x0b\x32\x13.metapb.RegionEpoch\x12\x15\n\rcheckpoint_ts\x18\x04 \x01(\x04\x12\x11\n\tstart_key\x18\x05 \x01(\x0c\x12\x0f\n\x07\x65nd_key\x18\x06 \x01(\x0c\x12\x12\n\nrequest_id\x18\x07 \x01(\x04\x12\"\n\x08\x65xtra_op\x18\x08 \x01(\x0e\x32\x10.kvrpcpb.ExtraOp\x12\x35\n\x08register\x18\t \x01(\x0b\x32!.cdcpb.ChangeDataRequest.RegisterH\x00\x12\x45\n\x11notify_txn_status\x18\n \x01(\x0b\x32(.cdcpb.ChangeDataRequest.NotifyTxnStatusH\x00\x12\x39\n\nderegister\x18\r \x01(\x0b\x32#.cdcpb.ChangeDataRequest.DeregisterH\x00\x12.\n\x06kv_api\x18\x0b \x01(\x0e\x32\x1e.cdcpb.ChangeDataRequest.KvAPI\x12\x13\n\x0b\x66ilter_loop\x18\x0c \x01(\x08\x12*\n\rscan_priority\x18\x0e \x01(\x0e\x32\x13.cdcpb.ScanPriority\x1a\n\n\x08Register\x1a\x0c\n\nDeregister\x1a\x37\n\x0fNotifyTxnStatus\x12$\n\ntxn_status\x18\x01 \x03(\x0b\x32\x10.cdcpb.TxnStatus\"\'\n\x05KvAPI\x12\x08\n\x04TiDB\x10\x00\x12\t\n\x05RawKV\x10\x01\x12\t\n\x05TxnKV\x10\x02\x42\t\n\x07request*X\n\x0cScanPriority\x12\x19\n\x15SCAN_PRIORITY_UNKNOWN\x10\x00\x12\x15\n\x11SCAN_PRIORITY_LOW\x10\x01\x12\x16\n\x12SCAN_PRIORITY_HIGH\x10\x02\x32\x94\x01\n\nChangeData\x12\x41\n\tEventFeed\x12\x18.cdcpb.ChangeDataRequest\x1a\x16.cdcpb.ChangeDataEvent(\x01\x30\x01\x12\x43\n\x0b\x45ventFeedV2\x12\x18.cdcpb.ChangeDataRequest\x1a\x16.cdcpb.ChangeDataEvent(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cdc_core.proto.cdcpb_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EXTRAOP']._serialized_start=1686
-  _globals['_EXTRAOP']._serialized_end=1723
-  _globals['_HEADER']._serialized_start=66
-  _globals['_HEADER']._serialized_end=117
-  _globals['_REGISTER']._serialized_start=119
-  _globals['_REGISTER']._serialized_end=129
-  _globals['_DEREGISTER']._serialized_start=131
-  _globals['_DEREGISTER']._serialized_end=143
-  _globals['_CHANGEDATAREQUEST']._serialized_start=146
-  _globals['_CHANGEDATAREQUEST']._serialized_end=460
-  _globals['_EVENT']._serialized_start=463
-  _globals['_EVENT']._serialized_end=1013
-  _globals['_EVENT_ROW']._serialized_start=621
-  _globals['_EVENT_ROW']._serialized_end=832
-  _globals['_EVENT_ROW_OPTYPE']._serialized_start=790
-  _globals['_EVENT_ROW_OPTYPE']._serialized_end=832
-  _globals['_EVENT_ENTRIES']._serialized_start=834
-  _globals['_EVENT_ENTRIES']._serialized_end=878
-  _globals['_EVENT_ADMIN']._serialized_start=880
-  _globals['_EVENT_ADMIN']._serialized_end=908
-  _globals['_EVENT_LOGTYPE']._serialized_start=910
-  _globals['_EVENT_LOGTYPE']._serialized_end=1004
-  _globals['_NOTLEADER']._serialized_start=1015
-  _globals['_NOTLEADER']._serialized_end=1075
-  _globals['_REGIONNOTFOUND']._serialized_start=1077
-  _globals['_REGIONNOTFOUND']._serialized_end=1112
-  _globals['_EPOCHNOTMATCH']._serialized_start=1114
-  _globals['_EPOCHNOTMATCH']._serialized_end=1170
-  _globals['_DUPLICATEREQUEST']._serialized_start=1172
-  _globals['_DUPLICATEREQUEST']._serialized_end=1209
-  _globals['_SERVERISBUSY']._serialized_start=1211
-  _globals['_SERVERISBUSY']._serialized_end=1261
-  _globals['_ERROR']._serialized_start=1264
-  _globals['_ERROR']._serialized_end=1532
-  _globals['_RESOLVEDTS']._serialized_start=1534
-  _globals['_RESOLVEDTS']._serialized_end=1595
-  _globals['_CHANGEDATAEVENT']._serialized_start=1597
-  _globals['_CHANGEDATAEVENT']._serialized_end=1684
-  _globals['_CHANGEDATA']._serialized_start=1725
-  _globals['_CHANGEDATA']._serialized_end=1804
+  _globals['_EVENT'].fields_by_name['resolved_ts']._loaded_options = None
+  _globals['_EVENT'].fields_by_name['resolved_ts']._serialized_options = b'\030\001'
+  _globals['_SCANPRIORITY']._serialized_start=2469
+  _globals['_SCANPRIORITY']._serialized_end=2557
+  _globals['_HEADER']._serialized_start=126
+  _globals['_HEADER']._serialized_end=177
+  _globals['_DUPLICATEREQUEST']._serialized_start=179
+  _globals['_DUPLICATEREQUEST']._serialized_end=216
+  _globals['_COMPATIBILITY']._serialized_start=218
+  _globals['_COMPATIBILITY']._serialized_end=259
+  _globals['_CLUSTERIDMISMATCH']._serialized_start=261
+  _globals['_CLUSTERIDMISMATCH']._serialized_end=314
+  _globals['_CONGESTED']._serialized_start=316
+  _globals['_CONGESTED']._serialized_end=346
+  _globals['_ERROR']._serialized_start=349
+  _globals['_ERROR']._serialized_end=732
+  _globals['_TXNINFO']._serialized_start=734
+  _globals['_TXNINFO']._serialized_end=778
+  _globals['_TXNSTATUS']._serialized_start=780
+  _globals['_TXNSTATUS']._serialized_end=875
+  _globals['_EVENT']._serialized_start=878
+  _globals['_EVENT']._serialized_end=1652
+  _globals['_EVENT_ROW']._serialized_start=1120
+  _globals['_EVENT_ROW']._serialized_end=1400
+  _globals['_EVENT_ROW_OPTYPE']._serialized_start=1358
+  _globals['_EVENT_ROW_OPTYPE']._serialized_end=1400
+  _globals['_EVENT_ENTRIES']._serialized_start=1402
+  _globals['_EVENT_ENTRIES']._serialized_end=1446
+  _globals['_EVENT_ADMIN']._serialized_start=1448
+  _globals['_EVENT_ADMIN']._serialized_end=1502
+  _globals['_EVENT_LONGTXN']._serialized_start=1504
+  _globals['_EVENT_LONGTXN']._serialized_end=1547
+  _globals['_EVENT_LOGTYPE']._serialized_start=1549
+  _globals['_EVENT_LOGTYPE']._serialized_end=1643
+  _globals['_CHANGEDATAEVENT']._serialized_start=1654
+  _globals['_CHANGEDATAEVENT']._serialized_end=1741
+  _globals['_RESOLVEDTS']._serialized_start=1743
+  _globals['_RESOLVEDTS']._serialized_end=1804
+  _globals['_CHANGEDATAREQUEST']._serialized_start=1807
+  _globals['_CHANGEDATAREQUEST']._serialized_end=2467
+  _globals['_CHANGEDATAREQUEST_REGISTER']._serialized_start=2334
+  _globals['_CHANGEDATAREQUEST_REGISTER']._serialized_end=2344
+  _globals['_CHANGEDATAREQUEST_DEREGISTER']._serialized_start=2346
+  _globals['_CHANGEDATAREQUEST_DEREGISTER']._serialized_end=2358
+  _globals['_CHANGEDATAREQUEST_NOTIFYTXNSTATUS']._serialized_start=2360
+  _globals['_CHANGEDATAREQUEST_NOTIFYTXNSTATUS']._serialized_end=2415
+  _globals['_CHANGEDATAREQUEST_KVAPI']._serialized_start=2417
+  _globals['_CHANGEDATAREQUEST_KVAPI']._serialized_end=2456
+  _globals['_CHANGEDATA']._serialized_start=2560
+  _globals['_CHANGEDATA']._serialized_end=2708
 # @@protoc_insertion_point(module_scope)

@@ -39,6 +39,11 @@ class ChangeDataStub:
                 request_serializer=cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataRequest.SerializeToString,
                 response_deserializer=cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataEvent.FromString,
                 _registered_method=True)
+        self.EventFeedV2 = channel.stream_stream(
+                '/cdcpb.ChangeData/EventFeedV2',
+                request_serializer=cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataRequest.SerializeToString,
+                response_deserializer=cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataEvent.FromString,
+                _registered_method=True)
 
 
 class ChangeDataServicer:
@@ -50,11 +55,24 @@ class ChangeDataServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EventFeedV2(self, request_iterator, context):
+        """EventFeed with features asked for in the call's metadata (`features: stream-multiplexing`); a server that
+        lacks one fails the call with UNIMPLEMENTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ChangeDataServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'EventFeed': grpc.stream_stream_rpc_method_handler(
                     servicer.EventFeed,
+                    request_deserializer=cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataRequest.FromString,
+                    response_serializer=cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataEvent.SerializeToString,
+            ),
+            'EventFeedV2': grpc.stream_stream_rpc_method_handler(
+                    servicer.EventFeedV2,
                     request_deserializer=cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataRequest.FromString,
                     response_serializer=cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataEvent.SerializeToString,
             ),
@@ -84,6 +102,33 @@ class ChangeData:
             request_iterator,
             target,
             '/cdcpb.ChangeData/EventFeed',
+            cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataRequest.SerializeToString,
+            cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EventFeedV2(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/cdcpb.ChangeData/EventFeedV2',
             cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataRequest.SerializeToString,
             cdc__core_dot_proto_dot_cdcpb__pb2.ChangeDataEvent.FromString,
             options,

@@ -1,5 +1,12 @@
 """One multiplexed EventFeed stream to a store (TiCDC's ``regionRequestWorker``).
 
+The call is ``ChangeData.EventFeedV2`` with the metadata ``features: stream-multiplexing``, as TiCDC opens it
+(``logservice/logpuller/grpc_conn.go``): the store then groups resolved ts by request id. A store without
+``EventFeedV2`` (UNIMPLEMENTED) is asked again over ``EventFeed``, where resolved ts come per stream (request id
+0) or, from stores that take the client for one older than 4.0.8, per region. Every request carries
+``Header{cluster_id, ticdc_version}``; the channel takes messages up to 256 MiB (TiCDC's
+``grpcMaxCallRecvMsgSize``: TiKV sends responses up to 6 MB, and a single large row can pass that).
+
 A worker owns the region requests it sent (by request id and region id: a request id names a subscribed span,
 as in TiCDC, so that the store can batch the ``ResolvedTs`` of all its regions) and one ``ChangeData.EventFeed``
 call at a time: it opens the call when it has requests, writes registrations and deregistrations from a queue, and hands
@@ -20,12 +27,20 @@ from collections.abc import Awaitable, Callable
 import grpc
 
 from cdc_core.log import get_logger
-from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc
+from cdc_core.proto import cdcpb_pb2
 from cdc_core.puller.region_state import RegionState
 
 log = get_logger("cdcflow.puller.worker")
 
-Dispatch = Callable[["StoreWorker", cdcpb_pb2.ChangeDataEvent], Awaitable[None]]
+# The TiCDC version whose client behaviour cdcflow implements; TiKV gates features on it (batched resolved ts
+# from 4.0.8, the cluster-id check from 5.3.0).
+CLIENT_VERSION = "8.5.0"
+MAX_RECEIVE_BYTES = 1 << 28
+FEATURES_METADATA = (("features", "stream-multiplexing"),)
+CHANNEL_OPTIONS = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+
+# (worker, message, its size on the wire)
+Dispatch = Callable[["StoreWorker", cdcpb_pb2.ChangeDataEvent, int], Awaitable[None]]
 OnBroken = Callable[["StoreWorker", list[RegionState], str], Awaitable[None]]
 
 
@@ -37,7 +52,14 @@ class StoreWorker:
         self.index = index
         self.states: dict[tuple[int, int], RegionState] = {}  # (request id, region id) -> the request's state
         self.streams_opened = 0
-        self._stub = cdcpb_pb2_grpc.ChangeDataStub(channel)
+        self.v2 = True  # EventFeedV2 until the store says it lacks it
+        # Raw bytes in, decoded here: the message's wire size comes for free (the memory quota's measure).
+        self._v2_call = channel.stream_stream("/cdcpb.ChangeData/EventFeedV2",
+                                              request_serializer=cdcpb_pb2.ChangeDataRequest.SerializeToString,
+                                              response_deserializer=None)
+        self._v1_call = channel.stream_stream("/cdcpb.ChangeData/EventFeed",
+                                              request_serializer=cdcpb_pb2.ChangeDataRequest.SerializeToString,
+                                              response_deserializer=None)
         self._dispatch = dispatch
         self._on_broken = on_broken
         self._outbox: asyncio.Queue[cdcpb_pb2.ChangeDataRequest] = asyncio.Queue()
@@ -62,7 +84,8 @@ class StoreWorker:
         del self.states[(state.request_id, state.region_id)]
         self._outbox.put_nowait(
             cdcpb_pb2.ChangeDataRequest(
-                region_id=state.region_id, request_id=state.request_id, deregister=cdcpb_pb2.Deregister()
+                region_id=state.region_id, request_id=state.request_id,
+                deregister=cdcpb_pb2.ChangeDataRequest.Deregister(),
             )
         )
         self._work.set()
@@ -76,18 +99,23 @@ class StoreWorker:
                 _drain(self._outbox)
                 self._work.clear()
                 await self._work.wait()
-            call = self._stub.EventFeed()
+            call = self._v2_call(metadata=FEATURES_METADATA) if self.v2 else self._v1_call()
             self.streams_opened += 1
             sender = asyncio.create_task(self._send(call), name=f"eventfeed-send-{self.addr}-{self.index}")
             why = "the store closed the stream"
             try:
                 while True:
-                    resp = await call.read()
-                    if resp is grpc.aio.EOF:
+                    raw = await call.read()
+                    if raw is grpc.aio.EOF:
                         break
-                    await self._dispatch(self, resp)
+                    await self._dispatch(self, _decode(raw), len(raw))
             except grpc.aio.AioRpcError as exc:
                 why = f"{exc.code().name}: {exc.details()}"
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED and self.v2:
+                    # An older TiKV (or one refusing the feature): the regions go back and come again over v1.
+                    log.warning("store lacks EventFeedV2 stream-multiplexing: using EventFeed", store=self.addr,
+                                why=why)
+                    self.v2 = False
             finally:
                 sender.cancel()
                 call.cancel()
@@ -114,6 +142,14 @@ class StoreWorker:
             await self._task
         except asyncio.CancelledError:
             pass
+
+
+def _decode(raw: bytes) -> cdcpb_pb2.ChangeDataEvent:
+    try:
+        return cdcpb_pb2.ChangeDataEvent.FromString(raw)
+    except Exception as exc:  # protobuf's DecodeError: a corrupt message is a broken stream, said plainly
+        raise grpc.aio.AioRpcError(grpc.StatusCode.DATA_LOSS, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                   details=f"corrupt ChangeDataEvent ({len(raw)} bytes): {exc}") from exc
 
 
 def _drain(q: asyncio.Queue[cdcpb_pb2.ChangeDataRequest]) -> None:

@@ -36,17 +36,29 @@ advancer, vectorized. Errors end the request: it is deregistered, its range is u
 resolved ts) and re-requested:
 
 ============================== =================================================================
-error                          re-request
+error                          re-request (TiCDC ``region_failure_handler.go``)
 ============================== =================================================================
 ``not_leader``                 the same region on the new leader the error names (else from PD)
 ``epoch_not_match``            the range re-divided from PD (split, merge)
 ``region_not_found``           the range re-divided from PD (merged away)
 ``server_is_busy``             the same region later (its backoff, at least), at low priority
+``congested``                  the same region after a backoff, at low priority
 broken stream / unknown store  every region of the stream re-divided from PD after a backoff
 ``RESYNC`` (released path)     the listed regions again, from their resolved ts
-``gc_safe_point_passed``       none: the subscription fails ("GC safe point passed ...")
+unknown / empty error          the range re-divided from PD after a backoff
+``compatibility``              none: the client fails ("the store requires TiCDC version ...")
+``cluster_id_mismatch``        none: the client fails (the store belongs to another cluster)
 ``duplicate_request``          none: a client bug ((request id, region) pairs are never live twice); fails loudly
 ============================== =================================================================
+
+**Resolved ts** come as ``ChangeDataEvent.resolved_ts`` (per request id over EventFeedV2, per stream with
+request id 0 over EventFeed) or, from a store that treats the client as older than 4.0.8, as a region's
+``Event.resolved_ts``; all three reach the span's advancer the same way.
+
+**GC.** TiKV scans from any checkpoint, even one whose history GC removed. So before a span is subscribed the
+client compares its start ts with PD's GC safe point and fails ("snapshot lost by GC") when it is older, as
+TiCDC refuses a start ts before GC; re-requests start from a region's resolved ts, which the changefeed's
+service safe point protects.
 
 Retries of a range back off exponentially with jitter (bounded); a request that initializes resets it.
 A re-requested region re-scans from its resolved ts, so changes above it can arrive twice: downstream dedup
@@ -69,13 +81,15 @@ from dataclasses import dataclass, field, replace
 
 import grpc
 import numpy as np
+import pyarrow as pa
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 from cdc_core.codec.key import min_end
 from cdc_core.codec.memcomparable import encode_key
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.log import get_logger
-from cdc_core.proto import cdcpb_pb2
+from cdc_core.proto import cdcpb_pb2, kvrpcpb_pb2
+from cdc_core.puller import change_batch
 from cdc_core.puller.backoff import Backoff
 from cdc_core.puller.event_stream import EventKind, EventStream, RegionEvent
 from cdc_core.puller.matcher import LogType, RowChange
@@ -83,7 +97,7 @@ from cdc_core.puller.options import DEFAULT_ADVANCE_INTERVAL_MS, DEFAULT_MAX_PEN
 from cdc_core.puller.pd_client import PDClient
 from cdc_core.puller.range_lock import LockedRange, LockStatus, RangeLock
 from cdc_core.puller.range_ts_map import end_after
-from cdc_core.puller.region_request_worker import StoreWorker
+from cdc_core.puller.region_request_worker import CHANNEL_OPTIONS, CLIENT_VERSION, StoreWorker
 from cdc_core.puller.region_state import RegionState, RegionTarget
 from cdc_core.puller.ts_advancer import ResolvedTsAdvancer
 
@@ -93,6 +107,8 @@ log = get_logger("cdcflow.puller")
 
 OnChange = Callable[[int, RowChange], None]
 OnChanges = Callable[[int, list[RowChange]], None]
+OnBatch = Callable[[int, pa.RecordBatch], None]
+BATCH_ROWS = 65_536  # on_batch: at most this many rows (plus one event's) wait in the buffer
 OnResolved = Callable[[int, int], None]
 
 # Plain ints: attribute lookups on protobuf enum wrappers are slow on a per-row path.
@@ -112,8 +128,11 @@ class ErrorKind(enum.Enum):
     EPOCH_NOT_MATCH = "epoch_not_match"
     REGION_NOT_FOUND = "region_not_found"
     SERVER_IS_BUSY = "server_is_busy"
+    CONGESTED = "congested"
     DUPLICATE_REQUEST = "duplicate_request"
-    GC_SAFE_POINT = "gc_safe_point_passed"
+    COMPATIBILITY = "compatibility"
+    CLUSTER_ID_MISMATCH = "cluster_id_mismatch"
+    GC_SAFE_POINT = "snapshot_lost_by_gc"
     STREAM = "stream_broken"
     STORE = "store_unknown"
     RESYNC = "resync"
@@ -139,10 +158,14 @@ def classify_error(err: cdcpb_pb2.Error | StreamBroken) -> ErrorKind:
         return ErrorKind.REGION_NOT_FOUND
     if err.HasField("server_is_busy"):
         return ErrorKind.SERVER_IS_BUSY
+    if err.HasField("congested"):
+        return ErrorKind.CONGESTED
     if err.HasField("duplicate_request"):
         return ErrorKind.DUPLICATE_REQUEST
-    if err.gc_safe_point_passed:
-        return ErrorKind.GC_SAFE_POINT
+    if err.HasField("compatibility"):
+        return ErrorKind.COMPATIBILITY
+    if err.HasField("cluster_id_mismatch"):
+        return ErrorKind.CLUSTER_ID_MISMATCH
     return ErrorKind.UNKNOWN
 
 
@@ -200,6 +223,7 @@ class SubscriptionClient:
         on_change: OnChange | None = None,
         *,
         on_changes: OnChanges | None = None,
+        on_batch: OnBatch | None = None,
         on_resolved: OnResolved | None = None,
         area: Hashable = "default",
         stream: EventStream | None = None,
@@ -212,10 +236,11 @@ class SubscriptionClient:
         if workers_per_store < 1:
             raise ValueError("workers_per_store must be >= 1")
         self.pd = PDClient(pd_addr)
-        if (on_change is None) == (on_changes is None):
-            raise ValueError("give exactly one of on_change (per row) and on_changes (per batch)")
+        if sum(cb is not None for cb in (on_change, on_changes, on_batch)) != 1:
+            raise ValueError("give exactly one of on_change (per row), on_changes (lists) and on_batch (Arrow)")
         self._on_change = on_change
         self._on_changes = on_changes
+        self._on_batch = on_batch
         self._on_resolved = on_resolved
         self.area = area
         self.stream = stream if stream is not None else EventStream(registry=registry)
@@ -236,6 +261,8 @@ class SubscriptionClient:
         self._rr: dict[str, int] = {}
         self._store_addrs: dict[int, str] = {}
         self._request_ids = itertools.count(1)
+        self._cluster_id: int | None = None
+        self._gc_checked: tuple[float, int] | None = None  # (loop time, PD's GC safe point then)
         self._span_of_request: dict[int, _Span] = {}  # request id -> its span (the span's own and fresh ones)
         self._seq = itertools.count()
         self._send_queue: asyncio.PriorityQueue[tuple[int, int, RegionState]] | None = None
@@ -255,6 +282,9 @@ class SubscriptionClient:
         adv = ResolvedTsAdvancer(
             lock, span=str(span_id), advance_interval_ms=self.advance_interval_ms, registry=self._registry
         )
+        await self._check_gc(span_id, start_ts)
+        if self._cluster_id is None:
+            self._cluster_id = await self.pd.cluster_id()
         path = (self.area, span_id)
         self.stream.add_path(self.area, path)
         request_id = next(self._request_ids)
@@ -265,7 +295,8 @@ class SubscriptionClient:
             self._handle_batch(span, batch)
 
         span.consumer = asyncio.create_task(self.stream.run_consumer(path, handle), name=f"puller-span-{span_id}")
-        self._schedule_range(span, start, end, attempt=0, delay=0.0)
+        if self._failure is None:
+            self._schedule_range(span, start, end, attempt=0, delay=0.0)
         log.info("subscribed span", span_id=span_id, start=start.hex(), end=end.hex(), start_ts=start_ts)
 
     async def unsubscribe(self, span_id: int) -> None:
@@ -285,6 +316,19 @@ class SubscriptionClient:
             self._span_of_request.pop(rid, None)
         self.stream.remove_path(span.path)
         log.info("unsubscribed span", span_id=span_id)
+
+    async def _check_gc(self, span_id: int, start_ts: int) -> None:
+        """Fail the client when ``start_ts`` is below PD's GC safe point (read at most once a second)."""
+        now = asyncio.get_running_loop().time()
+        if self._gc_checked is None or now - self._gc_checked[0] > 1.0:
+            self._gc_checked = (now, await self.pd.gc_safe_point())
+        safe_point = self._gc_checked[1]
+        if start_ts < safe_point:
+            self._m_errors[ErrorKind.GC_SAFE_POINT].inc()
+            self._fail(ChangefeedError(
+                f"snapshot lost by GC: span {span_id} starts at ts {start_ts}, earlier than PD's GC safe point "
+                f"{safe_point}; the changes since then are gone upstream: recreate the changefeed from a newer ts"
+            ))
 
     def span_resolved_ts(self, span_id: int) -> int:
         return self._spans[span_id].adv.resolved_ts
@@ -360,11 +404,12 @@ class SubscriptionClient:
                 continue
             state.store_addr = addr
             req = cdcpb_pb2.ChangeDataRequest(
+                header=cdcpb_pb2.Header(cluster_id=self._cluster_id or 0, ticdc_version=CLIENT_VERSION),
                 region_id=t.region_id, region_epoch=t.epoch(), checkpoint_ts=state.locked.resolved_ts,
                 # TiKV takes the range memcomparable-encoded; a raw one would not decode and it would observe
                 # the whole region instead.
                 start_key=encode_key(t.start_key), end_key=encode_key(t.end_key), request_id=state.request_id,
-                extra_op=cdcpb_pb2.ReadOldValue, register=cdcpb_pb2.Register(),
+                extra_op=kvrpcpb_pb2.ReadOldValue, register=cdcpb_pb2.ChangeDataRequest.Register(),
             )
             self._pick_worker(addr).register(state, req)
             self._m_requests.inc()
@@ -378,7 +423,7 @@ class SubscriptionClient:
     def _pick_worker(self, addr: str) -> StoreWorker:
         workers = self._workers.get(addr)
         if workers is None:
-            ch = self._channels[addr] = grpc.aio.insecure_channel(addr)
+            ch = self._channels[addr] = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
             workers = self._workers[addr] = [
                 StoreWorker(addr, i, ch, self._dispatch, self._on_stream_broken) for i in range(self.workers_per_store)
             ]
@@ -496,14 +541,20 @@ class SubscriptionClient:
         if state.stale or span.regions.get(state.region_id) is not state:
             return
         self._m_errors[kind].inc()
-        if kind is ErrorKind.GC_SAFE_POINT:
+        if kind is ErrorKind.COMPATIBILITY:
             assert isinstance(err, cdcpb_pb2.Error)
-            detail = err.gc_safe_point_passed
-            if not detail.startswith("GC safe point passed"):
-                detail = f"GC safe point passed: {detail}"
             self._fail(ChangefeedError(
-                f"{detail} (span {span.id}, region {state.region_id}, requested from ts {state.locked.resolved_ts}); "
-                "the changes since the checkpoint are gone upstream: recreate the changefeed from a newer ts"
+                f"store {state.store_addr} is incompatible with this client (TiCDC {CLIENT_VERSION} behaviour): it "
+                f"requires version {err.compatibility.required_version or '?'} (region {state.region_id}); "
+                "upgrade cdcflow or use a TiKV it supports"
+            ))
+            return
+        if kind is ErrorKind.CLUSTER_ID_MISMATCH:
+            assert isinstance(err, cdcpb_pb2.Error)
+            m = err.cluster_id_mismatch
+            self._fail(ChangefeedError(
+                f"store {state.store_addr} belongs to cluster {m.current}, but PD's cluster is {m.request} "
+                f"(region {state.region_id}): PD and TiKV addresses point at different clusters"
             ))
             return
         if kind is ErrorKind.DUPLICATE_REQUEST:
@@ -532,6 +583,9 @@ class SubscriptionClient:
             self._schedule_region(span, t, attempt=attempt, priority=LOW_PRIORITY,
                                   delay=self.backoff.delay_s(attempt, at_least_ms=err.server_is_busy.backoff_ms))
             return
+        elif kind is ErrorKind.CONGESTED:
+            self._schedule_region(span, t, attempt=attempt, priority=LOW_PRIORITY, delay=self.backoff.delay_s(attempt))
+            return
         elif kind is ErrorKind.RESYNC:
             self._schedule_region(span, t, attempt=state.attempt, priority=HIGH_PRIORITY, delay=0.0)
             return
@@ -543,16 +597,18 @@ class SubscriptionClient:
         self._schedule_range(span, t.start_key, t.end_key, attempt=attempt, delay=self.backoff.delay_s(attempt))
 
     # --- receiving (per worker) ---------------------------------------------------------------
-    async def _dispatch(self, worker: StoreWorker, resp: cdcpb_pb2.ChangeDataEvent) -> None:
+    async def _dispatch(self, worker: StoreWorker, resp: cdcpb_pb2.ChangeDataEvent, size: int) -> None:
         try:
-            await self._dispatch_message(worker, resp)
+            await self._dispatch_message(worker, resp, size)
         except Exception as exc:  # a bug must stop the client visibly, not kill a receiver silently
             self._fail(exc)
             raise
 
-    async def _dispatch_message(self, worker: StoreWorker, resp: cdcpb_pb2.ChangeDataEvent) -> None:
+    async def _dispatch_message(self, worker: StoreWorker, resp: cdcpb_pb2.ChangeDataEvent, size: int) -> None:
         stream, area = self.stream, self.area
         m_ev = self._m_events
+        # The memory quota's measure of an event: its share of the message's wire size (no per-event ByteSize).
+        event_size = size // max(1, len(resp.events))
         states = worker.states
         for ev in resp.events:
             state = states.get((ev.request_id, ev.region_id))
@@ -570,7 +626,14 @@ class SubscriptionClient:
                     continue
                 m_ev["entries"].inc()
                 m_ev["rows"].inc(len(ev.entries.entries))
-                stream.push_entries(span.path, ev.region_id, ev, ev.ByteSize())
+                stream.push_entries(span.path, ev.region_id, ev, event_size)
+            elif kind == "resolved_ts":  # a store that takes the client for one older than 4.0.8
+                m_ev["resolved"].inc()
+                m_ev["resolved_regions"].inc()
+                span = self._spans.get(state.span_id)
+                if span is not None:
+                    await stream.wait_pushable(area, EventKind.RESOLVED)
+                    stream.push_resolved(span.path, np.array([ev.region_id], dtype=np.uint64), ev.resolved_ts)
             elif kind == "error":
                 worker.take(ev.request_id, ev.region_id)
                 m_ev["error"].inc()
@@ -629,13 +692,18 @@ class SubscriptionClient:
     def _handle_batch(self, span: _Span, batch: list[RegionEvent]) -> None:
         if self._failure is not None or span.stopped:
             return
+        # With on_batch, the changes of the whole batch of events become one record batch (Arrow's cost is per
+        # call): handed on before any resolved ts moves, and at the end.
+        buf = change_batch.ChangeBuffer() if self._on_batch is not None else None
         try:
             for ev in batch:
                 k = ev.kind
                 if k is EventKind.DATA:
-                    self._on_entries(span, ev)
+                    self._on_entries(span, ev, buf)
                 elif k is EventKind.RESOLVED:
                     assert ev.region_ids is not None
+                    if buf:
+                        self._hand_on(span, buf)
                     ts = span.adv.on_resolved_batch(ev.region_ids, ev.ts)
                     if ts is not None:
                         self._advanced(span, ts)
@@ -652,10 +720,21 @@ class SubscriptionClient:
                             self._end_region(span, state, ErrorKind.RESYNC, StreamBroken("resync", ErrorKind.RESYNC))
                 if self._failure is not None:
                     return
+                if buf is not None and len(buf) >= BATCH_ROWS:
+                    self._hand_on(span, buf)
+            if buf:
+                self._hand_on(span, buf)
         except Exception as exc:
             self._fail(exc)
 
-    def _on_entries(self, span: _Span, ev: RegionEvent) -> None:
+    def _hand_on(self, span: _Span, buf: change_batch.ChangeBuffer) -> None:
+        n = len(buf)
+        assert self._on_batch is not None
+        self._on_batch(span.id, buf.take())
+        self.changes_emitted += n
+        self._m_changes.inc(n)
+
+    def _on_entries(self, span: _Span, ev: RegionEvent, buf: change_batch.ChangeBuffer | None) -> None:
         fe: cdcpb_pb2.Event = ev.payload
         state = span.regions.get(ev.region_id)
         if state is None or state.request_id != fe.request_id or state.stale:
@@ -663,9 +742,21 @@ class SubscriptionClient:
         m = state.matcher
         # The region's resolved ts only moves on resolved events, handled by this same consumer: read it once.
         floor = state.locked.resolved_ts
+        rows = fe.entries.entries
+        if buf is not None and rows:
+            # The scan's events are all COMMITTED: columnar, no matcher state involved.
+            rl = list(rows)  # one Python wrapper per row, reused by every pass below
+            types: list[int] = [r.type for r in rl]
+            if types.count(_COMMITTED) == len(types):
+                commits = [r.commit_ts for r in rl]
+                low = min(commits)
+                if low <= floor:
+                    self._broken_promise(span, state, low, rl[commits.index(low)].key, floor)
+                buf.add_committed(state.region_id, rl, commits)
+                return
         out: list[RowChange] = []
         committed = m.committed
-        for row in fe.entries.entries:
+        for row in rows:
             t = row.type
             if t == _COMMITTED:  # the incremental scan: the bulk of a window, kept to one call per row
                 out.append(committed(row))
@@ -673,25 +764,26 @@ class SubscriptionClient:
                 m.prewrite(row)
             elif t == _COMMIT:
                 ch = m.commit(row, state.initialized)
-                if ch is not None:
+                # TiKV can send commits at or below the span's start ts (region_event_handler.go): stale, skipped.
+                if ch is not None and ch.commit_ts > span.start_ts:
                     out.append(ch)
             elif t == _ROLLBACK:
-                m.rollback(row)
+                m.rollback(row, state.initialized)
             elif t == _INITIALIZED:
                 state.initialized = True
                 state.attempt = 0
                 span.lock.set_initialized(state.locked)
-                out.extend(m.initialized())
+                out.extend(ch for ch in m.initialized() if ch.commit_ts > span.start_ts)
             else:
                 raise ChangefeedError(f"region {state.region_id}: corrupt event: unknown log type {t}")
         if not out:
             return
         if min(ch.commit_ts for ch in out) <= floor:
             bad = next(ch for ch in out if ch.commit_ts <= floor)
-            raise ChangefeedError(
-                f"region {state.region_id} of span {span.id}: commit ts {bad.commit_ts} arrived at or below the "
-                f"region's resolved ts {floor} (key {bad.key.hex()}); the upstream broke its resolved-ts promise"
-            )
+            self._broken_promise(span, state, bad.commit_ts, bad.key, floor)
+        if buf is not None:
+            buf.add_changes(out)
+            return
         if self._on_changes is not None:
             self._on_changes(span.id, out)
         else:
@@ -701,6 +793,13 @@ class SubscriptionClient:
                 on_change(span_id, ch)
         self.changes_emitted += len(out)
         self._m_changes.inc(len(out))
+
+    @staticmethod
+    def _broken_promise(span: _Span, state: RegionState, commit_ts: int, key: bytes, floor: int) -> None:
+        raise ChangefeedError(
+            f"region {state.region_id} of span {span.id}: commit ts {commit_ts} arrived at or below the "
+            f"region's resolved ts {floor} (key {key.hex()}); the upstream broke its resolved-ts promise"
+        )
 
     def _advanced(self, span: _Span, ts: int) -> None:
         self.progress.set()

@@ -2,7 +2,8 @@
 
 Subscribes each span from the checkpoint, gathers changes until every span's resolved ts has
 reached the target (so nothing at or below it can still arrive), and returns them as a bronze
-changelog Arrow table. Changes above the target are dropped: the next window pulls them again
+changelog Arrow table. Changes arrive as Arrow record batches (``change_batch``), so a window is held in Arrow
+buffers, not as Python objects per row. Changes above the target are dropped: the next window pulls them again
 from the new checkpoint.
 """
 
@@ -11,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdc_core.codec import changelog
-from cdc_core.codec.key import table_id_of
 from cdc_core.errors import ChangefeedError
+from cdc_core.puller.change_batch import from_changes
 from cdc_core.puller.matcher import RowChange
 from cdc_core.puller.options import PullerOptions
 from cdc_core.puller.subscription_client import SubscriptionClient
@@ -40,12 +40,17 @@ async def collect_window(
     timeout_s = opts.pull_timeout_s if timeout_s is None else timeout_s
     if target_ts <= checkpoint_ts:
         return changelog.SCHEMA.empty_table(), {sid: checkpoint_ts for sid in spans}
-    changes: list[RowChange] = []
+    batches: list[pa.RecordBatch] = []
 
-    def on_changes(span_id: int, batch: list[RowChange]) -> None:
-        changes.extend(ch for ch in batch if checkpoint_ts < ch.commit_ts <= target_ts)
+    def on_batch(span_id: int, batch: pa.RecordBatch) -> None:
+        ts = batch.column(changelog.SCHEMA.get_field_index("commit_ts"))
+        lo, hi = pc.min_max(ts).values()
+        if not (checkpoint_ts < lo.as_py() and hi.as_py() <= target_ts):
+            batch = batch.filter(pc.and_(pc.greater(ts, checkpoint_ts), pc.less_equal(ts, target_ts)))
+        if batch.num_rows:
+            batches.append(batch)
 
-    client = SubscriptionClient(pd_addr, on_changes=on_changes, **opts.client_kwargs())
+    client = SubscriptionClient(pd_addr, on_batch=on_batch, **opts.client_kwargs())
     deadline = time.monotonic() + timeout_s
     try:
         for span_id, (start, end) in spans.items():
@@ -69,35 +74,9 @@ async def collect_window(
         resolved = {sid: client.span_resolved_ts(sid) for sid in spans}
     finally:
         await client.close()
-    return to_arrow(changes), resolved
+    return pa.Table.from_batches(batches, schema=changelog.SCHEMA), resolved
 
 
 def to_arrow(changes: list[RowChange]) -> pa.Table:
-    """The changes as a bronze changelog table; columns are transposed at C speed, table ids vectorized."""
-    schema = changelog.SCHEMA
-    if not changes:
-        return schema.empty_table()
-    region_id, keys, op, start_ts, commit_ts, value, old_value = zip(*changes, strict=True)
-    key_arr = pa.array(keys, pa.binary())
-    cols = {
-        "region_id": pa.array(region_id, schema.field("region_id").type),
-        "table_id": pa.array(table_ids(key_arr), schema.field("table_id").type),
-        "key": key_arr,
-        "op": pa.array(op, schema.field("op").type),
-        "start_ts": pa.array(start_ts, schema.field("start_ts").type),
-        "commit_ts": pa.array(commit_ts, schema.field("commit_ts").type),
-        "value": pa.array(value, schema.field("value").type),
-        "old_value": pa.array(old_value, schema.field("old_value").type),
-    }
-    return pa.Table.from_pydict(cols, schema=schema)
-
-
-def table_ids(keys: pa.Array) -> np.ndarray:
-    """The table id of each row key (``t`` + 8-byte sign-flipped big-endian id + ...), vectorized."""
-    ok = pc.and_(pc.starts_with(keys, pattern="t"), pc.greater_equal(pc.binary_length(keys), 9))
-    if not pc.all(ok).as_py():
-        bad = keys.filter(pc.invert(ok))[0].as_py()
-        table_id_of(bad)  # raises ValueError naming the key
-    ids = pc.binary_slice(keys, 1, 9).cast(pa.binary(8))
-    raw = np.frombuffer(ids.buffers()[1], dtype=">u8", count=len(ids), offset=ids.offset * 8)
-    return (raw ^ np.uint64(1 << 63)).astype(np.int64)
+    """Matched changes as a bronze changelog table."""
+    return pa.Table.from_batches([from_changes(changes)], schema=changelog.SCHEMA)

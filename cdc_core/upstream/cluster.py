@@ -80,6 +80,11 @@ class ClusterConfig:
     data_dir: Path | None = None  # accepted; data is kept in memory only for now
     # 0: made up at start as PD makes one (unix seconds << 32 | random), so no two clusters share it.
     cluster_id: int = 0
+    # Fake prewrites of locks held longer than this (a transaction's TTL heartbeat, as TiKV reports it); 0: off.
+    txn_heartbeat_interval_ms: int = 1000
+    # Region registrations past this many running incremental scans get server_is_busy (TiKV's
+    # cdc.incremental-scan-concurrency-limit).
+    incremental_scan_concurrency_limit: int = 10_000
     # The catalog service's listing memory (seed 001; `cdcflow upstream start --catalog-*`).
     catalog_memory: MemoryLimitConfig = field(default_factory=MemoryLimitConfig)
     # Where the catalog limiter's metrics go (None: prometheus_client's process-wide registry).
@@ -94,6 +99,8 @@ class ClusterConfig:
             raise ClusterError("GC life time and interval must be >= 0")
         if self.regions_per_table < 1:
             raise ClusterError(f"regions per table must be >= 1, got {self.regions_per_table}")
+        if self.txn_heartbeat_interval_ms < 0 or self.incremental_scan_concurrency_limit < 1:
+            raise ClusterError("the heartbeat interval must be >= 0 and the scan limit >= 1")
         if self.min_ts_interval_ms < 1:
             raise ClusterError(f"min-ts interval must be >= 1 ms, got {self.min_ts_interval_ms}")
         host, _, port = self.pd_addr.rpartition(":")
@@ -131,9 +138,12 @@ class Cluster:
         self.catalog = Catalog()
         self.ddl = DdlExecutor(self.store, self.tso, self.catalog, self.regions, self.config.regions_per_table)
         self.sql = SqlEngine(self.store, self.tso, self.catalog, self.ddl)
+        self.cluster_id = self.config.cluster_id or new_cluster_id()
         self.stores: dict[int, StoreNode] = {
-            sid: StoreNode(sid, CdcService(sid, self.store, self.regions, self.tso,
-                                           min_ts_interval=self.config.min_ts_interval_ms / 1000.0))
+            sid: StoreNode(sid, CdcService(
+                sid, self.store, self.regions, self.tso, min_ts_interval=self.config.min_ts_interval_ms / 1000.0,
+                cluster_id=self.cluster_id, scan_limit=self.config.incremental_scan_concurrency_limit,
+                txn_heartbeat_interval=self.config.txn_heartbeat_interval_ms / 1000.0))
             for sid in store_ids
         }
         self.gc_safe_points = GcSafePoints()
@@ -141,7 +151,6 @@ class Cluster:
                            interval=self.config.gc_interval_s)
         self.split_checker = SplitChecker(self.store, self.regions, max_keys=self.config.split_region_keys,
                                           max_bytes=self.config.split_region_bytes)
-        self.cluster_id = self.config.cluster_id or new_cluster_id()
         self.pd = PdService(self.cluster_id, self.tso, self.regions, self._store_list, self.gc_safe_points,
                             gc_safe_point=lambda: self.store.safe_point)
         self.catalog_service = CatalogService(self.catalog, self.config.catalog_memory,

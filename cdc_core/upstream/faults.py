@@ -5,7 +5,8 @@ upstream fault ...``) and tests (``EmbeddedCluster.faults``). Every method is sy
 run on the cluster's event loop (one step: atomic with respect to the cluster); the region
 operations reach open feeds through the region observers (epoch_not_match, region_not_found,
 not_leader), store operations through the stores' change-feed services (UNAVAILABLE,
-server_is_busy). Failures raise ``FaultError`` with a kind the admin service maps to a status code.
+server_is_busy, compatibility, cluster_id_mismatch). Failures raise ``FaultError`` with a kind the admin
+service maps to a status code.
 """
 
 from __future__ import annotations
@@ -166,6 +167,17 @@ class FaultInjector:
         if seconds < 0:
             raise FaultError("the busy duration must be >= 0")
         self.cluster.stores[store_id].cdc.make_busy(seconds)
+
+    def require_client_version(self, store_id: int, version: str | None) -> None:
+        """The store answers region requests of clients older than ``version`` with ``compatibility`` (None: any
+        client), as a TiKV newer than its clients does."""
+        self._store(store_id)
+        self.cluster.stores[store_id].cdc.required_version = version
+
+    def store_cluster_id(self, store_id: int, cluster_id: int) -> None:
+        """The store believes it belongs to cluster ``cluster_id`` (a PD pointing at another cluster's TiKV)."""
+        self._store(store_id)
+        self.cluster.stores[store_id].cdc.cluster_id = cluster_id
 
     # --- locks --------------------------------------------------------------------------------
     def hold_lock(self, db: str, table: str, *, handles: list[int] | None = None, count: int = 1) -> HeldLock:

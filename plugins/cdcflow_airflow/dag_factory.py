@@ -118,7 +118,7 @@ def build_params(tables: list[str] | None = None) -> dict[str, Param]:
     ``tables``: the known table names; given, the form's Tables field is a multi-select of them (JSON
     schema ``examples`` on an array); otherwise it takes typed "db.table" names.
     """
-    table_choices = {"examples": list(tables)} if tables else {}
+    table_choices: dict[str, Any] = {"examples": list(tables)} if tables else {}
     return {
         "target_ts": Param(
             None,

@@ -162,8 +162,10 @@ def window_leases(changefeed_ids: Iterable[str], *, wait_s: float = LEASE_WAIT_S
     held: list[str] = []
     try:
         for cid in sorted(set(changefeed_ids)):  # one order for every maintainer
-            lease.wait_acquire(cid, owner, timeout_s=wait_s, ttl_s=LEASE_TTL_S,
-                               on_wait=lambda h, c=cid: log.info("waiting for %s's window lease (%s)", c, h.describe()))
+            def on_wait(holder: lease.Lease, c: str = cid) -> None:
+                log.info("waiting for %s's window lease (%s)", c, holder.describe())
+
+            lease.wait_acquire(cid, owner, timeout_s=wait_s, ttl_s=LEASE_TTL_S, on_wait=on_wait)
             held.append(cid)
         yield held
     finally:

@@ -40,7 +40,7 @@ from wire.pd import PdWire
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.memcomparable import decode_key, encode_key
-from cdc_core.proto import cdcpb_pb2, metapb_pb2
+from cdc_core.proto import cdcpb_pb2, kvrpcpb_pb2, metapb_pb2
 from cdc_core.puller.window_collector import collect_window
 
 ROWS = int(os.environ.get("CDCFLOW_BENCH_ROWS", "100000"))
@@ -91,22 +91,24 @@ async def _raw_capture(pd_addr: str, span: tuple[bytes, bytes], start_ts: int) -
         resp = pd.scan_regions(encode_key(span[0]), encode_key(span[1]))
         regions = [r.region for r in resp.regions]
         store = pd.store(resp.regions[0].leader.store_id)
+        header = cdcpb_pb2.Header(cluster_id=pd.cluster_id, ticdc_version="8.5.0")
     reqs = []
     for i, r in enumerate(regions):
         lo, hi = decode_key(r.start_key), decode_key(r.end_key)
         reqs.append(cdcpb_pb2.ChangeDataRequest(
-            region_id=r.id, region_epoch=metapb_pb2.RegionEpoch(conf_ver=r.region_epoch.conf_ver,
+            header=header, region_id=r.id, region_epoch=metapb_pb2.RegionEpoch(conf_ver=r.region_epoch.conf_ver,
                                                                 version=r.region_epoch.version),
             checkpoint_ts=start_ts, start_key=encode_key(max(lo, span[0])),
             end_key=encode_key(min(hi, span[1]) if hi else span[1]), request_id=1 + i,
-            extra_op=cdcpb_pb2.ReadOldValue, register=cdcpb_pb2.Register()))
+            extra_op=kvrpcpb_pb2.ReadOldValue, register=cdcpb_pb2.ChangeDataRequest.Register()))
     messages: list[bytes] = []
     pending = {r.id for r in regions}
     rows = 0
-    async with grpc.aio.insecure_channel(store.store.address) as ch:
-        call = ch.stream_stream("/cdcpb.ChangeData/EventFeed",
+    async with grpc.aio.insecure_channel(store.store.address,
+                                         options=[("grpc.max_receive_message_length", 1 << 28)]) as ch:
+        call = ch.stream_stream("/cdcpb.ChangeData/EventFeedV2",
                                 request_serializer=cdcpb_pb2.ChangeDataRequest.SerializeToString,
-                                response_deserializer=None)()
+                                response_deserializer=None)(metadata=(("features", "stream-multiplexing"),))
         t0 = time.perf_counter()
         for req in reqs:
             await call.write(req)

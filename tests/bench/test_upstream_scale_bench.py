@@ -19,7 +19,7 @@ from wire.pd import PdWire
 
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.memcomparable import encode_key
-from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2
+from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, kvrpcpb_pb2, metapb_pb2
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
 from cdc_core.upstream.mvcc import Mutation, Op
@@ -91,7 +91,8 @@ class _Counter:
     def __init__(self, addr: str) -> None:
         self.channel = grpc.insecure_channel(addr)
         self.requests: queue.Queue[cdcpb_pb2.ChangeDataRequest | None] = queue.Queue()
-        self.call = cdcpb_pb2_grpc.ChangeDataStub(self.channel).EventFeed(iter(self.requests.get, None))
+        self.call = cdcpb_pb2_grpc.ChangeDataStub(self.channel).EventFeedV2(
+            iter(self.requests.get, None), metadata=(("features", "stream-multiplexing"),))
         self.rows = 0
         self.initialized_at = 0.0
         self.thread = threading.Thread(target=self._pump, daemon=True)
@@ -138,11 +139,12 @@ def test_bench_events_per_second_one_store_one_feed() -> None:
         try:
             t0 = time.perf_counter()
             feed.requests.put(cdcpb_pb2.ChangeDataRequest(
+                header=cdcpb_pb2.Header(cluster_id=c.cluster_id, ticdc_version="8.5.0"),
                 region_id=region.id, region_epoch=metapb_pb2.RegionEpoch(version=region.version,
                                                                          conf_ver=region.conf_ver),
                 checkpoint_ts=0, start_key=encode_key(start), end_key=encode_key(end), request_id=1,
-                extra_op=cdcpb_pb2.ReadOldValue,
-                register=cdcpb_pb2.Register()))
+                extra_op=kvrpcpb_pb2.ReadOldValue,
+                register=cdcpb_pb2.ChangeDataRequest.Register()))
             deadline = time.monotonic() + 300
             while (feed.rows < ROWS or not feed.initialized_at) and time.monotonic() < deadline:
                 time.sleep(0.01)

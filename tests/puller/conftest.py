@@ -28,7 +28,8 @@ def multi_cluster() -> Iterator[Any]:
     from cdc_core.upstream.cluster import ClusterConfig
     from cdc_core.upstream.embedded import EmbeddedCluster
 
-    ec = EmbeddedCluster(ClusterConfig(stores=3, min_ts_interval_ms=50)).start()
+    # Heartbeats every 200 ms: held locks send fake prewrites in the ordinary puller tests.
+    ec = EmbeddedCluster(ClusterConfig(stores=3, min_ts_interval_ms=50, txn_heartbeat_interval_ms=200)).start()
     yield ec
     ec.stop()
 

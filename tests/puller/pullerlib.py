@@ -11,9 +11,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from cdc_core.codec import key as keycodec
+from cdc_core.errors import ChangefeedError
 from cdc_core.puller.backoff import Backoff
 from cdc_core.puller.matcher import RowChange
 from cdc_core.puller.subscription_client import SubscriptionClient
@@ -90,6 +92,21 @@ async def until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "con
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+async def until_failed(client: SubscriptionClient, pattern: str, timeout: float = 20.0) -> None:
+    """Wait for the client to fail with a ChangefeedError matching ``pattern``."""
+
+    def failed() -> bool:
+        try:
+            client.check()
+        except ChangefeedError:
+            return True
+        return False
+
+    await until(failed, timeout, "the client to fail")
+    with pytest.raises(ChangefeedError, match=pattern):
+        client.check()
 
 
 ERRORS = "cdcflow_puller_region_errors_total"

@@ -12,8 +12,8 @@ from typing import Any
 
 import grpc
 import pytest
-from feedlib import wait_until
 from prometheus_client import CollectorRegistry
+from wire.eventfeed import wait_until
 
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.memory import LimitType, MemoryLimitConfig, Permit

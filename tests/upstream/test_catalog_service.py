@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 import grpc
-from feedlib import wait_until
+from wire.eventfeed import wait_until
 
 from cdc_core.proto import catalogpb_pb2, catalogpb_pb2_grpc
 

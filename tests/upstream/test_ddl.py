@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedlib import FeedClient, T, register_all, scan_regions, table_id, table_regions, wait_resolved
+from wire.eventfeed import FeedClient, T, register_all, scan_regions, table_id, table_regions, wait_resolved
 
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.row import decode_row

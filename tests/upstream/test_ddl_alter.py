@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from feedlib import table_id
+from wire.eventfeed import table_id
 
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.row import decode_row

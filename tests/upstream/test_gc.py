@@ -7,13 +7,13 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from feedlib import FeedClient, T, table_id, table_regions, wait_until
+from wire.eventfeed import FeedClient, T, table_id, table_regions, wait_until
 from wire.pd import PdWire
 
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
 from cdc_core.errors import UpstreamError
-from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc
+from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc, pdpb_pb2
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
 from cdc_core.upstream.mvcc import GcSafePointPassedError, Mutation, MvccStore, Op
@@ -70,15 +70,21 @@ def test_gc_pass_sql_reads_and_feed_registers_below_the_safe_point(ec: EmbeddedC
         with pytest.raises(UpstreamError, match=f"GC safe point passed: ts {c1} < safe point {sp}"):
             c.query("SELECT b FROM d.t", at_ts=c1)
         assert c.query("SELECT b FROM d.t", at_ts=sp) == [{"b": 3}]
-        # a change feed from below the safe point cannot be served
+        # A change feed from below the safe point is served as TiKV serves it, without the history GC took:
+        # the scan from c1 has only the version GC kept (c2); the update c1 -> c2 is gone. Clients must
+        # compare their checkpoint with PD's GC safe point themselves (the puller and the changefeed do).
         r = next(x for x in table_regions(ec.pd_addr, tid) if x.start_key <= key < x.end_key)
-        fc = FeedClient(ec.store_addrs[r.leader_store - 1])
+        fc = FeedClient(ec.store_addrs[r.leader_store - 1], pd_addr=ec.pd_addr)
         try:
-            fc.register(r, 1, c1)
+            fc.register(r, 1, c1 - 1)
             fc.register(r, 2, sp)
-            wait_until(lambda: fc.errors(1) and fc.initialized(2))
-            assert fc.errors(1)[0].gc_safe_point_passed == f"GC safe point passed: checkpoint ts {c1} < safe point {sp}"
+            wait_until(lambda: fc.initialized(1) and fc.initialized(2))
+            assert not fc.errors(1)
+            assert [(x.type, x.commit_ts) for x in fc.rows(1) if x.key == key] == [(T.COMMITTED, c2)]
             assert [x.type for x in fc.rows(2)] == [T.INITIALIZED]
+            with PdWire(ec.pd_addr) as pd:
+                got = pd.stub.GetGCSafePoint(pdpb_pb2.GetGCSafePointRequest(header=pd.header()), timeout=10)
+            assert got.safe_point == sp > c1
         finally:
             fc.close()
 

@@ -8,7 +8,17 @@ from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
-from feedlib import FeedClient, RegionRef, T, changes_by_commit, ref, register_all, table_id, table_regions, wait_until
+from wire.eventfeed import (
+    FeedClient,
+    RegionRef,
+    T,
+    changes_by_commit,
+    ref,
+    register_all,
+    table_id,
+    table_regions,
+    wait_until,
+)
 from wire.pd import PdWire
 
 from cdc_core.client.upstream import UpstreamClient
@@ -38,7 +48,7 @@ def feeds(ec: EmbeddedCluster) -> Iterator[Callable[[int], FeedClient]]:
     made: list[FeedClient] = []
 
     def make(store_id: int) -> FeedClient:
-        fc = FeedClient(ec.store_addrs[store_id - 1])
+        fc = FeedClient(ec.store_addrs[store_id - 1], pd_addr=ec.pd_addr)
         made.append(fc)
         return fc
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from feedlib import FeedClient, T, changes_by_commit, register_all, table_id, table_regions, wait_resolved
+from wire.eventfeed import FeedClient, T, changes_by_commit, register_all, table_id, table_regions, wait_resolved
 
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.row import decode_row, encode_row

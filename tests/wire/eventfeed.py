@@ -1,4 +1,11 @@
-"""EventFeed test helpers: a synchronous feed client that records every message in order, and lookups."""
+"""TiKV's change feed as a TiDB-side client sees it, for the tests: plain ``cdcpb`` messages on one
+``EventFeedV2``/``EventFeed`` stream, recorded in order, independent of cdcflow's puller; and lookups.
+
+By default the client is what TiCDC v8.5 is on the wire (``logservice/logpuller/grpc_conn.go``): ``EventFeedV2``
+with ``features: stream-multiplexing``, ``Header{cluster_id (from PD's GetMembers), ticdc_version}`` on every
+request, memcomparable-encoded ranges, old values. Each of these can be turned off to see what an older or a
+careless client gets.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from wire.pd import PdWire
 
 from cdc_core.codec.memcomparable import decode_key, encode_key
-from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, metapb_pb2
+from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, kvrpcpb_pb2, metapb_pb2
+from wire.pd import PdWire
 
 Row = cdcpb_pb2.Event.Row
 T = cdcpb_pb2.Event  # log types: T.PREWRITE, T.COMMIT, ...
@@ -53,13 +60,32 @@ def wait_until(cond: Callable[[], Any], timeout: float = 15.0, what: str = "cond
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-class FeedClient:
-    """One EventFeed stream; ``items`` is the ordered list of (kind, request_id, region_id, payload)."""
+TICDC_VERSION = "8.5.0"
 
-    def __init__(self, store_addr: str) -> None:
-        self._channel = grpc.insecure_channel(store_addr)
+
+class FeedClient:
+    """One change-feed stream; ``items`` is the ordered list of (kind, request_id, region_id, payload).
+
+    ``pd_addr`` (or ``cluster_id``) gives the header's cluster id; ``version`` is the header's TiCDC version
+    ("" sends none); ``v2=False`` opens the old ``EventFeed``; ``features`` is the V2 call's metadata.
+    Resolved ts are recorded per region whether they come batched (``ChangeDataEvent.resolved_ts``, kind
+    "resolved") or per region (``Event.resolved_ts``, kind "region_resolved").
+    """
+
+    def __init__(self, store_addr: str, *, pd_addr: str | None = None, cluster_id: int = 0,
+                 version: str = TICDC_VERSION, v2: bool = True, features: str = "stream-multiplexing") -> None:
+        if pd_addr is not None and not cluster_id:
+            with PdWire(pd_addr) as pd:
+                cluster_id = pd.cluster_id
+        self.cluster_id = cluster_id
+        self.version = version
+        self._channel = grpc.insecure_channel(store_addr, options=[("grpc.max_receive_message_length", 1 << 28)])
         self._requests: queue.Queue[cdcpb_pb2.ChangeDataRequest | None] = queue.Queue()
-        self._call = cdcpb_pb2_grpc.ChangeDataStub(self._channel).EventFeed(iter(self._requests.get, None))
+        stub = cdcpb_pb2_grpc.ChangeDataStub(self._channel)
+        requests = iter(self._requests.get, None)
+        self._call = (stub.EventFeedV2(requests, metadata=(("features", features),)) if v2
+                      else stub.EventFeed(requests))
+        self.message_sizes: list[int] = []
         self._lock = threading.Lock()
         self.items: list[tuple[str, int, int, Any]] = []
         self.error: BaseException | None = None
@@ -70,11 +96,14 @@ class FeedClient:
         try:
             for msg in self._call:
                 with self._lock:
+                    self.message_sizes.append(msg.ByteSize())
                     for ev in msg.events:
                         kind = ev.WhichOneof("event")
                         if kind == "entries":
                             for row in ev.entries.entries:
                                 self.items.append(("row", ev.request_id, ev.region_id, row))
+                        elif kind == "resolved_ts":
+                            self.items.append(("region_resolved", ev.request_id, ev.region_id, ev.resolved_ts))
                         else:
                             self.items.append((kind, ev.request_id, ev.region_id, getattr(ev, kind)))
                     if msg.HasField("resolved_ts"):
@@ -90,22 +119,28 @@ class FeedClient:
         err = self.error
         return err.code() if isinstance(err, grpc.Call) else None
 
+    def header(self) -> cdcpb_pb2.Header:
+        return cdcpb_pb2.Header(cluster_id=self.cluster_id, ticdc_version=self.version)
+
     def register(self, region: RegionRef, request_id: int, checkpoint_ts: int, *, start_key: bytes = b"",
                  end_key: bytes = b"", old_value: bool = True, epoch: tuple[int, int] | None = None,
-                 raw_range: bool = False) -> None:
+                 raw_range: bool = False, kv_api: int = 0) -> None:
         """Subscribe ``region`` (its range, or ``[start_key, end_key)``), the range memcomparable-encoded as TiKV
         expects it (``raw_range``: sent raw, as a client that forgets to encode would)."""
         version, conf_ver = epoch or (region.version, region.conf_ver)
         enc = (lambda k: k) if raw_range else encode_key
         self._requests.put(cdcpb_pb2.ChangeDataRequest(
+            header=self.header(),
             region_id=region.id, region_epoch=metapb_pb2.RegionEpoch(version=version, conf_ver=conf_ver),
             checkpoint_ts=checkpoint_ts, start_key=enc(start_key or region.start_key),
             end_key=enc(end_key or region.end_key), request_id=request_id,
-            extra_op=cdcpb_pb2.ReadOldValue if old_value else cdcpb_pb2.Noop, register=cdcpb_pb2.Register()))
+            extra_op=kvrpcpb_pb2.ReadOldValue if old_value else kvrpcpb_pb2.Noop,
+            register=cdcpb_pb2.ChangeDataRequest.Register(), kv_api=kv_api))  # type: ignore[arg-type]
 
     def deregister(self, region_id: int, request_id: int) -> None:
-        self._requests.put(cdcpb_pb2.ChangeDataRequest(region_id=region_id, request_id=request_id,
-                                                       deregister=cdcpb_pb2.Deregister()))
+        self._requests.put(cdcpb_pb2.ChangeDataRequest(header=self.header(), region_id=region_id,
+                                                       request_id=request_id,
+                                                       deregister=cdcpb_pb2.ChangeDataRequest.Deregister()))
 
     def snapshot(self) -> list[tuple[str, int, int, Any]]:
         with self._lock:
@@ -115,7 +150,10 @@ class FeedClient:
         return [p for k, rq, _, p in self.snapshot() if k == "row" and (request_id is None or rq == request_id)]
 
     def resolved(self, request_id: int, region_id: int) -> int:
-        ts = [p for k, rq, rg, p in self.snapshot() if k == "resolved" and rq == request_id and rg == region_id]
+        """The region's highest resolved ts for ``request_id``, however the store sent it (a batch without
+        multiplexing carries request id 0: it counts for every request of the stream)."""
+        ts = [p for k, rq, rg, p in self.snapshot()
+              if k in ("resolved", "region_resolved") and rq in (request_id, 0) and rg == region_id]
         return max(ts, default=0)
 
     def initialized(self, request_id: int) -> bool:
@@ -151,6 +189,8 @@ def changes_by_commit(fc: FeedClient, request_ids: list[int]) -> dict[int, list[
         prewrites: dict[tuple[bytes, int], Row] = {}
         for r in fc.rows(rq):
             if r.type == T.PREWRITE:
+                if (r.key, r.start_ts) in prewrites and not r.value:
+                    continue  # a transaction heartbeat's fake prewrite
                 prewrites[(r.key, r.start_ts)] = r
             elif r.type == T.COMMITTED:
                 out.setdefault(r.commit_ts, []).append((r.key, r.op_type, r.value, r.old_value))
