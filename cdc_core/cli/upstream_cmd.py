@@ -42,6 +42,9 @@ def start(
         1000, "--txn-heartbeat-ms",
         help="Send a fake (empty) PREWRITE for locks held longer than this, as TiKV reports a transaction's TTL "
              "heartbeat (0: off)."),
+    sink_memory_quota: int = typer.Option(
+        512 * MIB, "--sink-memory-quota-bytes",
+        help="Live rows an EventFeed connection may queue before its regions get 'congested' (0: unbounded)."),
     scan_limit: int = typer.Option(
         10_000, "--incremental-scan-concurrency-limit",
         help="Running incremental scans past which region requests get 'too many pending incremental scans'."),
@@ -79,7 +82,8 @@ def start(
                            min_ts_interval_ms=min_ts_interval_ms, split_region_keys=split_region_keys,
                            split_region_bytes=split_region_bytes, gc_life_time_s=gc_life_time_s,
                            gc_interval_s=gc_interval_s, data_dir=data_dir, catalog_memory=catalog_memory,
-                           txn_heartbeat_interval_ms=txn_heartbeat_ms, incremental_scan_concurrency_limit=scan_limit)
+                           txn_heartbeat_interval_ms=txn_heartbeat_ms, incremental_scan_concurrency_limit=scan_limit,
+                           sink_memory_quota_bytes=sink_memory_quota)
     try:
         config.validate()
     except ClusterError as exc:
@@ -89,7 +93,8 @@ def start(
                 "--min-ts-interval-ms", str(min_ts_interval_ms), "--split-region-keys", str(split_region_keys),
                 "--split-region-bytes", str(split_region_bytes), "--gc-life-time-s", str(gc_life_time_s),
                 "--gc-interval-s", str(gc_interval_s), "--txn-heartbeat-ms", str(txn_heartbeat_ms),
-                "--incremental-scan-concurrency-limit", str(scan_limit)]
+                "--incremental-scan-concurrency-limit", str(scan_limit),
+                "--sink-memory-quota-bytes", str(sink_memory_quota)]
         args += [arg for key, value in memory_flags.items() for arg in (f"--catalog-{key}", str(value))]
         if data_dir is not None:
             args += ["--data-dir", str(data_dir.resolve())]

@@ -51,8 +51,10 @@ old leader's store with ``not_leader`` (the new leader). ``stop()`` (a stopped s
 calls are refused with UNAVAILABLE. ``make_busy(seconds)`` answers new registrations with
 ``server_is_busy`` for that long.
 
-The outbox is unbounded for now; the memory-quota issue bounds it (TiKV answers
-``server_is_busy`` when its CDC memory quota is exhausted).
+**Sink memory quota.** A connection's queue holds at most ``sink_memory_quota`` bytes of live rows (TiKV's
+``cdc.sink-memory-quota``): a live row that would pass it ends its region's subscription with ``congested``
+(TiKV's ``SendError::Congested``), and the client re-requests the region. Scan results, errors and resolved ts
+are queued regardless; bounding the scan itself is the table-size issue's.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ RESP_MAX_BYTES = 6 * 1024 * 1024  # CDC_RESP_MAX_BYTES
 ROW_OVERHEAD = 24  # a row's fixed fields on the wire, roughly: sizes are estimates, as TiKV's are
 BUSY_BACKOFF_MS = 200
 SCAN_LIMIT = 10_000  # TiKV's cdc.incremental-scan-concurrency-limit default
+SINK_MEMORY_QUOTA = 512 * 1024 * 1024  # TiKV's cdc.sink-memory-quota default
 STREAM_MULTIPLEXING = "stream-multiplexing"
 KNOWN_FEATURES = (STREAM_MULTIPLEXING,)
 _SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -179,11 +182,16 @@ class _Subscription:
         if chunk:
             self.conn.push(self.event(chunk), size)
 
-    def deliver(self, row: Row) -> None:
-        if self.initialized:
-            self.conn.push(self.event([row]), row_size(row))
-        else:
+    def deliver(self, row: Row, quota: int) -> bool:
+        """Send a live row (buffered until INITIALIZED); False when the connection's queue is over ``quota``."""
+        if not self.initialized:
             self.pending.append(row)
+            return True
+        n = row_size(row)
+        if quota and self.conn.pending_bytes + n > quota:
+            return False
+        self.conn.push(self.event([row]), n)
+        return True
 
 
 class _Connection:
@@ -197,6 +205,7 @@ class _Connection:
         # Set by the stream's first request (TiKV reads the version there too); None until then.
         self.features: Features | None = None
         self.multiplexing = multiplexing
+        self.pending_bytes = 0  # what the outbox holds, by the sizes pushed
         self._outbox: collections.deque[tuple[cdcpb_pb2.Event | cdcpb_pb2.ResolvedTs, int]] = collections.deque()
         self._wakeup = asyncio.Event()
         self.closed = False
@@ -210,6 +219,7 @@ class _Connection:
 
     def push(self, item: cdcpb_pb2.Event | cdcpb_pb2.ResolvedTs, size: int = 64) -> None:
         self._outbox.append((item, size))
+        self.pending_bytes += size
         self._wakeup.set()
 
     async def next_message(self) -> cdcpb_pb2.ChangeDataEvent:
@@ -220,6 +230,7 @@ class _Connection:
             self._wakeup.clear()
             await self._wakeup.wait()
         first, size = self._outbox.popleft()
+        self.pending_bytes -= size
         if isinstance(first, cdcpb_pb2.ResolvedTs):
             return cdcpb_pb2.ChangeDataEvent(resolved_ts=first)
         events = [first]
@@ -232,13 +243,14 @@ class _Connection:
             outbox.popleft()
             events.append(item)
             total += n
+        self.pending_bytes -= total - size
         return cdcpb_pb2.ChangeDataEvent(events=events)
 
 
 class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
     def __init__(self, store_id: int, store: MvccStore, regions: RegionManager, tso: TsoAllocator,
                  min_ts_interval: float = 0.2, *, cluster_id: int = 0, scan_limit: int = SCAN_LIMIT,
-                 txn_heartbeat_interval: float = 0.0) -> None:
+                 txn_heartbeat_interval: float = 0.0, sink_memory_quota: int = SINK_MEMORY_QUOTA) -> None:
         self.store_id = store_id
         self.store = store
         self.regions = regions
@@ -247,6 +259,7 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         self.cluster_id = cluster_id
         self.scan_limit = scan_limit
         self.txn_heartbeat_interval = txn_heartbeat_interval  # 0: no heartbeats
+        self.sink_memory_quota = sink_memory_quota  # per connection; 0: unbounded
         # A cdcflow fault: answer clients older than this with `compatibility` (None: any client).
         self.required_version: str | None = None
         # False: answer EventFeedV2 with UNIMPLEMENTED, as a TiKV from before it did (tests of the client's fallback).
@@ -255,6 +268,7 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         self._lock_born: dict[tuple[bytes, int], float] = {}  # (key, start ts) -> when its prewrite was seen
         self._heartbeat_task: asyncio.Task[None] | None = None
         self.fake_prewrites_sent = 0
+        self.congested_sent = 0
         self._by_region: dict[int, set[_Subscription]] = {}
         self._connections: set[_Connection] = set()
         self.up = True
@@ -310,18 +324,31 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
                       value=lock.value or b"")
             if s.old_value and lock.old_value is not None:
                 row.old_value = lock.old_value
-            s.deliver(row)
+            self._deliver(s, row)
 
     def on_commit(self, rec: VersionRecord) -> None:
         self._lock_born.pop((rec.key, rec.start_ts), None)
         for s in self._subs_for(rec.key):
-            s.deliver(Row(start_ts=rec.start_ts, commit_ts=rec.commit_ts, type=LogType.COMMIT,
-                          op_type=_op(rec.op), key=rec.key))
+            self._deliver(s, Row(start_ts=rec.start_ts, commit_ts=rec.commit_ts, type=LogType.COMMIT,
+                                 op_type=_op(rec.op), key=rec.key))
 
     def on_rollback(self, lock: Lock) -> None:
         self._lock_born.pop((lock.key, lock.start_ts), None)
         for s in self._subs_for(lock.key):
-            s.deliver(Row(start_ts=lock.start_ts, type=LogType.ROLLBACK, op_type=_op(lock.op), key=lock.key))
+            self._deliver(s, Row(start_ts=lock.start_ts, type=LogType.ROLLBACK, op_type=_op(lock.op), key=lock.key))
+
+    def _deliver(self, s: _Subscription, row: Row) -> None:
+        if s.deliver(row, self.sink_memory_quota) or s.conn.closed:
+            return
+        # The connection's queue is past the sink memory quota (the client reads too slowly): TiKV stops the
+        # region's downstream with `congested` (delegate.rs / errors.rs, SendError::Congested) rather than
+        # queue without bound; the client re-requests the region from its resolved ts.
+        self._drop(s)
+        s.conn.push(cdcpb_pb2.Event(region_id=s.region_id, request_id=s.request_id,
+                                    error=cdcpb_pb2.Error(congested=cdcpb_pb2.Congested(region_id=s.region_id))))
+        self.congested_sent += 1
+        log.info("region downstream congested", store_id=self.store_id, region_id=s.region_id,
+                 request_id=s.request_id, pending_bytes=s.conn.pending_bytes)
 
     def heartbeat(self) -> int:
         """Send the fake prewrite of every lock held longer than the heartbeat interval; returns how many."""
@@ -338,7 +365,7 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
                 row = Row(start_ts=start_ts, type=LogType.PREWRITE, op_type=_op(lock.op), key=key)
                 if s.old_value and lock.old_value is not None:
                     row.old_value = lock.old_value
-                s.deliver(row)
+                self._deliver(s, row)
                 sent += 1
         self.fake_prewrites_sent += sent
         return sent

@@ -85,6 +85,9 @@ class ClusterConfig:
     # Region registrations past this many running incremental scans get server_is_busy (TiKV's
     # cdc.incremental-scan-concurrency-limit).
     incremental_scan_concurrency_limit: int = 10_000
+    # Bytes of live rows an EventFeed connection may queue before its regions get `congested` (TiKV's
+    # cdc.sink-memory-quota); 0: unbounded.
+    sink_memory_quota_bytes: int = 512 * 1024 * 1024
     # The catalog service's listing memory (seed 001; `cdcflow upstream start --catalog-*`).
     catalog_memory: MemoryLimitConfig = field(default_factory=MemoryLimitConfig)
     # Where the catalog limiter's metrics go (None: prometheus_client's process-wide registry).
@@ -101,6 +104,8 @@ class ClusterConfig:
             raise ClusterError(f"regions per table must be >= 1, got {self.regions_per_table}")
         if self.txn_heartbeat_interval_ms < 0 or self.incremental_scan_concurrency_limit < 1:
             raise ClusterError("the heartbeat interval must be >= 0 and the scan limit >= 1")
+        if self.sink_memory_quota_bytes < 0:
+            raise ClusterError("the sink memory quota must be >= 0 (0: unbounded)")
         if self.min_ts_interval_ms < 1:
             raise ClusterError(f"min-ts interval must be >= 1 ms, got {self.min_ts_interval_ms}")
         host, _, port = self.pd_addr.rpartition(":")
@@ -143,7 +148,8 @@ class Cluster:
             sid: StoreNode(sid, CdcService(
                 sid, self.store, self.regions, self.tso, min_ts_interval=self.config.min_ts_interval_ms / 1000.0,
                 cluster_id=self.cluster_id, scan_limit=self.config.incremental_scan_concurrency_limit,
-                txn_heartbeat_interval=self.config.txn_heartbeat_interval_ms / 1000.0))
+                txn_heartbeat_interval=self.config.txn_heartbeat_interval_ms / 1000.0,
+                sink_memory_quota=self.config.sink_memory_quota_bytes))
             for sid in store_ids
         }
         self.gc_safe_points = GcSafePoints()

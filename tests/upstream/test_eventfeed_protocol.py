@@ -179,3 +179,36 @@ def test_long_transactions_send_fake_prewrites(upstream_client: Any) -> None:
             assert ec.cluster.cdc.fake_prewrites_sent == n
         finally:
             fc.close()
+
+
+def test_a_connection_past_the_sink_memory_quota_gets_congested(upstream_cluster: Any, upstream_client: Any,
+                                                                fresh_db: str) -> None:
+    # delegate.rs/errors.rs: a live event the sink's memory quota cannot take stops the region's downstream with
+    # Congested{region_id}. Here a connection nobody reads: its queue only grows.
+    _, regions = _table(upstream_client, fresh_db, upstream_cluster)
+    cdc = upstream_cluster.cluster.cdc
+    conn = cdc_service._Connection(multiplexing=True)
+    conn.features = cdc_service.Features(cdc_service.parse_version("8.5.0"), True)
+    r = regions[1]
+    req = cdcpb_pb2.ChangeDataRequest(
+        header=cdcpb_pb2.Header(cluster_id=upstream_cluster.cluster.cluster_id, ticdc_version="8.5.0"),
+        region_id=r.id, region_epoch=metapb_pb2.RegionEpoch(version=r.version, conf_ver=r.conf_ver),
+        request_id=1, extra_op=kvrpcpb_pb2.ReadOldValue)
+    upstream_cluster.call(lambda: cdc._register(conn, req))
+    wait_until(lambda: upstream_cluster.call(lambda: all(s.initialized for s in conn.subs.values())),
+               what="the scan to finish")
+    quota = upstream_cluster.call(lambda: conn.pending_bytes) + 4_000
+    upstream_cluster.call(lambda: setattr(cdc, "sink_memory_quota", quota))
+    try:
+        for lo in range(100, 400, 100):
+            upstream_client.execute(f"INSERT INTO {fresh_db}.t VALUES " +
+                                    ", ".join(f"({i}, {i})" for i in range(lo, lo + 100)))
+        items = upstream_cluster.call(lambda: [item for item, _ in conn._outbox])
+    finally:
+        upstream_cluster.call(lambda: setattr(cdc, "sink_memory_quota", cdc_service.SINK_MEMORY_QUOTA))
+        upstream_cluster.call(lambda: [cdc._drop(s) for s in list(conn.subs.values())])
+    errors = [e for e in items if isinstance(e, cdcpb_pb2.Event) and e.HasField("error")]
+    assert [(e.region_id, e.error.congested.region_id) for e in errors] == [(r.id, r.id)]
+    assert items[-1] is errors[0]  # nothing after the error: the downstream is stopped
+    assert not conn.subs
+    assert conn.pending_bytes <= quota + 200
