@@ -5,7 +5,9 @@ changefeed-id = "orders"
 sink-uri = "file:///data/lake"
 start-ts = 449816189483237377      # optional: absent = now (PD TSO at create time)
 target-ts = 0                      # optional: 0/absent = unbounded
-upstream = "127.0.0.1:2379"        # optional PD address (default: the running embedded upstream)
+pd = ["pd-1:2379", "pd-2:2379"]    # optional: PD members (any of them; the client follows the leader);
+                                   # default: the running embedded upstream. `upstream = "host:2379"` is
+                                   # the older spelling (one address or a comma-separated list)
 initial-snapshot = false           # true: the first window first loads every replicated table's rows at
                                    # start-ts (a `snapshot` window); false: tables start empty at start-ts
 
@@ -40,8 +42,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cdc_core.client.pd_addrs import split_addrs
 from cdc_core.codec.sink_uri import local_path
-from cdc_core.errors import ConfigError
+from cdc_core.errors import ConfigError, UpstreamError
 from cdc_core.filter.event_filter import EventFilter
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.home import changefeeds_dir
@@ -50,7 +53,7 @@ from cdc_core.puller.options import PullerOptions
 
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 _TOP_KEYS = {
-    "changefeed-id", "sink-uri", "start-ts", "target-ts", "upstream", "initial-snapshot", "filter", "airflow",
+    "changefeed-id", "sink-uri", "start-ts", "target-ts", "pd", "upstream", "initial-snapshot", "filter", "airflow",
     "data-quality", "table-discovery", "puller",
 }
 DQ_MODES = ("checksum", "count", "off")
@@ -62,7 +65,7 @@ class ChangefeedConfig:
     sink_uri: str
     start_ts: int = 0  # 0 = not yet fixed (resolved to "now" by `changefeed create`)
     target_ts: int | None = None
-    upstream: str | None = None
+    upstream: str | None = None  # PD addresses, comma-separated (from `pd` or `upstream`)
     # The first window loads the replicated tables' rows at start-ts first (mode "snapshot").
     initial_snapshot: bool = False
     filter_rules: tuple[str, ...] = ("*.*",)
@@ -102,7 +105,7 @@ class ChangefeedConfig:
         if self.target_ts:
             lines.append(f"target-ts = {self.target_ts}")
         if self.upstream:
-            lines.append(f"upstream = {_q(self.upstream)}")
+            lines.append(f"pd = {_toml_value(self.upstream.split(','))}")
         if self.initial_snapshot:
             lines.append("initial-snapshot = true")
         rules = ", ".join(_q(r) for r in self.filter_rules)
@@ -142,6 +145,24 @@ def _get(d: dict[str, Any], key: str, typ: type | tuple[type, ...], where: str, 
     return v
 
 
+def _pd_addrs(data: dict[str, Any], source: str) -> str | None:
+    """`pd` (a list of PD addresses, or one string) or `upstream` (its older name), as one comma-separated
+    string, each address checked; None when neither is set."""
+    if "pd" in data and "upstream" in data:
+        raise ConfigError(f"{source}: give `pd` or `upstream` (its older name), not both")
+    key = "pd" if "pd" in data else "upstream"
+    value = _get(data, key, (str, list), source)
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(x, str) for x in items):
+        raise ConfigError(f"{source}: `{key}` must be a PD address or a list of them (\"host:2379\"), got {value!r}")
+    try:
+        return ",".join(split_addrs(",".join(items)))
+    except UpstreamError as exc:
+        raise ConfigError(f"{source}: `{key}`: {exc}") from exc
+
+
 def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
     try:
         data = tomllib.loads(text)
@@ -169,7 +190,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         raise ConfigError(f"{source}: `start-ts` / `target-ts` must be >= 0")
     if target_ts is not None and start_ts and target_ts <= start_ts:
         raise ConfigError(f"{source}: `target-ts` {target_ts} must be greater than `start-ts` {start_ts}")
-    upstream = _get(data, "upstream", str, source)
+    upstream = _pd_addrs(data, source)
     initial_snapshot = _get(data, "initial-snapshot", bool, source, False)
 
     flt = _get(data, "filter", dict, source, {})

@@ -23,6 +23,10 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run and driv
 def start(
     stores: int = typer.Option(3, "--stores", help="Number of stores, each its own gRPC server."),
     pd_addr: str = typer.Option("127.0.0.1:0", "--pd-addr", help="HOST:PORT of the PD server (port 0: any free)."),
+    pd_members: int = typer.Option(
+        1, "--pd-members",
+        help="PD members: member 1 on --pd-addr leads, the others follow on free ports (clients must follow the "
+             "leader; `cdcflow upstream fault pd-leader` moves it)."),
     data_dir: Path | None = typer.Option(
         None, "--data-dir",
         help="Accepted for forward compatibility. Data is kept in memory only: it is NOT persisted "
@@ -78,7 +82,7 @@ def start(
         catalog_memory = MemoryLimitConfig.from_mapping(memory_flags, where="cdcflow upstream start --catalog-*")
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    config = ClusterConfig(pd_addr=pd_addr, stores=stores, regions_per_table=regions_per_table,
+    config = ClusterConfig(pd_addr=pd_addr, pd_members=pd_members, stores=stores, regions_per_table=regions_per_table,
                            min_ts_interval_ms=min_ts_interval_ms, split_region_keys=split_region_keys,
                            split_region_bytes=split_region_bytes, gc_life_time_s=gc_life_time_s,
                            gc_interval_s=gc_interval_s, data_dir=data_dir, catalog_memory=catalog_memory,
@@ -89,7 +93,8 @@ def start(
     except ClusterError as exc:
         raise UpstreamError(str(exc)) from exc
     if detach:
-        args = ["--stores", str(stores), "--pd-addr", pd_addr, "--regions-per-table", str(regions_per_table),
+        args = ["--stores", str(stores), "--pd-addr", pd_addr, "--pd-members", str(pd_members),
+                "--regions-per-table", str(regions_per_table),
                 "--min-ts-interval-ms", str(min_ts_interval_ms), "--split-region-keys", str(split_region_keys),
                 "--split-region-bytes", str(split_region_bytes), "--gc-life-time-s", str(gc_life_time_s),
                 "--gc-interval-s", str(gc_interval_s), "--txn-heartbeat-ms", str(txn_heartbeat_ms),
@@ -123,7 +128,8 @@ def stop() -> None:
 
 
 @app.command()
-def status(as_json: bool = typer.Option(False, "--json", help="One JSON object: pd, mysql, stores, pid.")) -> None:
+def status(as_json: bool = typer.Option(False, "--json",
+                                        help="One JSON object: pd, pd_members, mysql, stores, pid.")) -> None:
     """Where the running embedded upstream serves: PD, its MySQL front, its stores, and its pid (exit 1: none)."""
     from cdc_core.upstream import process
 
@@ -131,7 +137,9 @@ def status(as_json: bool = typer.Option(False, "--json", help="One JSON object: 
     if as_json:
         typer.echo(json.dumps(info))
         return
-    typer.echo(f"PD      {info['pd']}")
+    typer.echo(f"PD      {info['pd']} (leader)")
+    for m in info["pd_members"]:
+        typer.echo(f"PD member {m['id']} {m['address']}{' (leader)' if m['leader'] else ''}")
     typer.echo(f"MySQL   {info['mysql'] or '(not served yet: SQL goes over gRPC on the PD address)'}")
     for s in info["stores"]:
         typer.echo(f"store {s['id']} {s['address']} ({s['state']})")
@@ -310,6 +318,15 @@ def fault_busy(
     """Make a store answer new region requests with server_is_busy for a while."""
     with _admin(pd) as a:
         _out(a.busy(store, duration_ms))
+
+
+@fault_app.command("pd-leader")
+def fault_pd_leader(member: int = typer.Option(..., "--member",
+                                              help="PD member id (1..--pd-members; 0: no leader until the next)."),
+                    pd: str | None = _PD) -> None:
+    """Move PD's leadership to another member (as `pd-ctl member leader transfer`); clients must follow it."""
+    with _admin(pd) as a:
+        _out(a.transfer_pd_leader(member))
 
 
 @fault_app.command("gc")

@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 
+from cdc_core.client import pd_protocol
 from cdc_core.codec.memcomparable import decode_key
 from cdc_core.errors import UpstreamError
 from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc
@@ -34,7 +35,8 @@ class AdminClient:
     def __init__(self, pd_addr: str, timeout: float = 60.0) -> None:
         self.pd_addr = pd_addr
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(pd_addr)
+        # Faults are cdcflow's own service, which every embedded PD member serves: the first address given.
+        self._channel = grpc.insecure_channel(pd_protocol.split_addrs(pd_addr)[0])
         self._stub = adminpb_pb2_grpc.AdminStub(self._channel)
 
     def _call(self, name: str, request: Any) -> Any:
@@ -92,6 +94,10 @@ class AdminClient:
     def gc(self) -> dict[str, Any]:
         r = self._call("RunGc", adminpb_pb2.GcRequest())
         return {"safe_point": r.safe_point, "versions_removed": r.versions_removed, "keys_removed": r.keys_removed}
+
+    def transfer_pd_leader(self, member_id: int) -> dict[str, Any]:
+        resp = self._call("TransferPdLeader", adminpb_pb2.PdLeaderRequest(member_id=member_id))
+        return {"member_id": resp.member_id, "address": resp.address}
 
     def close(self) -> None:
         self._channel.close()

@@ -36,6 +36,7 @@ from typing import Any, Final, NamedTuple
 import grpc
 from prometheus_client import CollectorRegistry
 
+from cdc_core.client import pd_protocol
 from cdc_core.errors import UpstreamError
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.memory import (
@@ -216,7 +217,9 @@ class TableDiscovery:
     def _chan(self) -> grpc.aio.Channel:
         if self._channel is None:  # created in the loop that uses it
             # No receive bound from gRPC (4 MiB by default): the direct-memory limiter is the bound.
-            self._channel = grpc.aio.insecure_channel(self.pd_addr, options=[("grpc.max_receive_message_length", -1)])
+            # The catalog is cdcflow's own service, which every embedded PD member serves: the first address given.
+            addr = pd_protocol.split_addrs(self.pd_addr)[0]
+            self._channel = grpc.aio.insecure_channel(addr, options=[("grpc.max_receive_message_length", -1)])
         return self._channel
 
     def _initial_heap(self, key: tuple[str, str]) -> int:

@@ -13,15 +13,22 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import grpc
 
 from cdc_core.client import pd_protocol
 from cdc_core.errors import UpstreamError
 from cdc_core.home import upstream_file
+from cdc_core.log import get_logger
 from cdc_core.proto import catalogpb_pb2, catalogpb_pb2_grpc, pdpb_pb2, pdpb_pb2_grpc, sqlpb_pb2, sqlpb_pb2_grpc
+
+log = get_logger("cdcflow.client.upstream")
+_S = TypeVar("_S")
+R = TypeVar("R")
 
 ENV_UPSTREAM = "CDCFLOW_UPSTREAM"
 NO_UPSTREAM = "no upstream running; start one with `cdcflow upstream start --detach`"
@@ -63,46 +70,96 @@ def read_upstream_file() -> dict[str, Any] | None:
 
 
 def resolve_pd_addr(explicit: str | None) -> str:
-    """The PD address: ``explicit``, else ``$CDCFLOW_UPSTREAM``, else ``$CDCFLOW_HOME/upstream.json``."""
+    """The PD address(es): ``explicit``, else ``$CDCFLOW_UPSTREAM``, else ``$CDCFLOW_HOME/upstream.json``."""
     if explicit:
         return explicit
     env = os.environ.get(ENV_UPSTREAM)
     if env:
         return env
     data = read_upstream_file()
+    if data and data.get("pd_members"):
+        return ",".join(str(a) for a in data["pd_members"])
     if data and data.get("pd_addr"):
         return str(data["pd_addr"])
     raise UpstreamError(NO_UPSTREAM)
 
 
 class UpstreamClient:
+    """``pd_addr``: one PD address or several, comma-separated (any members of the cluster); PD calls follow the
+    leader (``pd_protocol.PdMembers``). SQL and the catalog go to the leader found too (every embedded member
+    serves them)."""
+
     def __init__(self, pd_addr: str, timeout: float = 60.0) -> None:
         self.pd_addr = pd_addr
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(pd_addr)
-        self._pd = pdpb_pb2_grpc.PDStub(self._channel)
-        self._sql = sqlpb_pb2_grpc.SQLStub(self._channel)
-        self._catalog = catalogpb_pb2_grpc.CatalogStub(self._channel)
-        self._cluster_id: int | None = None
+        self._members = pd_protocol.PdMembers(pd_addr)
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[tuple[str, type], Any] = {}
 
-    def _call(self, what: str, fn: Any, request: Any) -> Any:
-        try:
-            return fn(request, timeout=self.timeout)
-        except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            details = exc.details() if hasattr(exc, "details") else str(exc)
-            if code == grpc.StatusCode.UNAVAILABLE:
-                raise UpstreamError(f"cannot reach the upstream at {self.pd_addr} ({what}): {details}") from exc
-            if code == grpc.StatusCode.FAILED_PRECONDITION and pd_protocol.is_cluster_id_mismatch(details):
-                raise pd_protocol.mismatch_error(self.pd_addr, details) from exc
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise UpstreamError(f"upstream {self.pd_addr}: {what} timed out after {self.timeout:g}s") from exc
-            raise UpstreamError(f"upstream {self.pd_addr}: {details}") from exc
+    def _channel(self, addr: str) -> grpc.Channel:
+        ch = self._channels.get(addr)
+        if ch is None:
+            ch = self._channels[addr] = grpc.insecure_channel(addr)
+        return ch
+
+    def _stub(self, addr: str, stub_type: type[_S]) -> _S:
+        stub = self._stubs.get((addr, stub_type))
+        if stub is None:
+            stub = self._stubs[(addr, stub_type)] = cast(Callable[[grpc.Channel], _S], stub_type)(self._channel(addr))
+        return cast(_S, stub)
+
+    def _discover(self, what: str) -> str:
+        """The leader's address, asking the members (``GetMembers``) when it is not known."""
+        m = self._members
+        if m.leader is not None:
+            return m.leader
+        m.start_round()
+        for addr in m.candidates():
+            try:
+                resp = self._stub(addr, pdpb_pb2_grpc.PDStub).GetMembers(
+                    pdpb_pb2.GetMembersRequest(header=pd_protocol.header(0)), timeout=min(self.timeout, 5.0))
+            except grpc.RpcError as exc:
+                m.members_failed(addr, _code(exc), _details(exc))
+                continue
+            leader = m.learn(addr, resp)
+            if leader is not None:
+                return leader
+        raise m.no_leader(what, m.all_unreachable())
+
+    def _error(self, what: str, addr: str, exc: grpc.RpcError) -> UpstreamError:
+        code, details = _code(exc), _details(exc)
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return UpstreamError(f"cannot reach the upstream at {addr} ({what}): {details}")
+        if code == grpc.StatusCode.FAILED_PRECONDITION and pd_protocol.is_cluster_id_mismatch(details):
+            return pd_protocol.mismatch_error(addr, details)
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return UpstreamError(f"upstream {addr}: {what} timed out after {self.timeout:g}s")
+        return UpstreamError(f"upstream {addr}: {details}")
+
+    def _call(self, what: str, stub_type: type[_S], rpc: Callable[[_S, float], R], *, follow: bool = True) -> R:
+        """``rpc`` on a stub at the leader. With ``follow`` (PD's calls: all idempotent), a call that found no
+        leader there is retried, a bounded number of times, after asking the members again."""
+        attempts = pd_protocol.LEADER_ATTEMPTS if follow else 1
+        for attempt in range(attempts):
+            addr = self._discover(what)
+            try:
+                return rpc(self._stub(addr, stub_type), self.timeout)
+            except grpc.RpcError as exc:
+                wait = self._members.retry_after(what, addr, attempt, attempts, _code(exc), _details(exc))
+                if wait is None:
+                    raise self._error(what, addr, exc) from exc
+                log.info("PD leader lost; asking the members again", what=what, address=addr, error=_details(exc),
+                         attempt=attempt + 1)
+                time.sleep(wait)
+        raise AssertionError("unreachable: the last attempt raises")
 
     # --- SQL ----------------------------------------------------------------------------------
     def execute(self, sql: str, at_ts: int = 0) -> list[StatementResult]:
         """Run a script (statements share one session); one result per statement."""
-        resp = self._call("SQL", self._sql.Execute, sqlpb_pb2.ExecuteRequest(sql=sql, at_ts=at_ts))
+        request = sqlpb_pb2.ExecuteRequest(sql=sql, at_ts=at_ts)
+        # Not retried: a statement that may have committed must not run twice.
+        resp = self._call("SQL", sqlpb_pb2_grpc.SQLStub, lambda stub, t: stub.Execute(request, timeout=t),
+                          follow=False)
         return [
             StatementResult(
                 statement=r.statement, columns=list(r.columns), rows=[json.loads(x) for x in r.rows_json],
@@ -118,42 +175,66 @@ class UpstreamClient:
 
     # --- PD -----------------------------------------------------------------------------------
     def cluster_id(self) -> int:
-        """The cluster id (``GetMembers``, once per client), which every other PD call carries."""
-        if self._cluster_id is None:
-            resp = self._call("GetMembers", self._pd.GetMembers, pdpb_pb2.GetMembersRequest())
-            self._cluster_id = pd_protocol.cluster_id_of(resp, self.pd_addr)
-        return self._cluster_id
+        """The cluster id (from ``GetMembers``), which every other PD call carries."""
+        self._discover("GetMembers")
+        assert self._members.cluster_id is not None
+        return self._members.cluster_id
+
+    @property
+    def leader_changes(self) -> int:
+        """Calls that found no leader where they went and asked the members again."""
+        return self._members.leader_changes
+
+    @property
+    def leader_addr(self) -> str:
+        """The PD leader's address (asking the members if not known yet)."""
+        return self._discover("GetMembers")
+
+    def members(self) -> list[dict[str, Any]]:
+        """PD's members as the leader lists them: ``{"id", "name", "address", "leader"}``."""
+        request = pdpb_pb2.GetMembersRequest(header=pd_protocol.header(self.cluster_id()))
+        resp = self._call("GetMembers", pdpb_pb2_grpc.PDStub, lambda stub, t: stub.GetMembers(request, timeout=t))
+        leader = resp.leader.member_id
+        return [{"id": m.member_id, "name": m.name,
+                 "address": pd_protocol.url_addr(m.client_urls[0]) if m.client_urls else "",
+                 "leader": m.member_id == leader} for m in resp.members]
 
     def get_ts(self) -> int:
-        def one(request: pdpb_pb2.TsoRequest, timeout: float) -> pdpb_pb2.TsoResponse:
-            return next(iter(self._pd.Tso(iter([request]), timeout=timeout)))
-
-        resp = self._call("Tso", one, pd_protocol.tso_request(self.cluster_id()))
+        request = pd_protocol.tso_request(self.cluster_id())
+        resp = self._call("Tso", pdpb_pb2_grpc.PDStub,
+                          lambda stub, t: next(iter(stub.Tso(iter([request]), timeout=t))))
         return pd_protocol.last_ts(resp, self.pd_addr)
 
     def all_stores(self) -> list[StoreInfo]:
-        resp = self._call("GetAllStores", self._pd.GetAllStores,
-                          pdpb_pb2.GetAllStoresRequest(header=pd_protocol.header(self.cluster_id())))
+        request = pdpb_pb2.GetAllStoresRequest(header=pd_protocol.header(self.cluster_id()))
+        resp = self._call("GetAllStores", pdpb_pb2_grpc.PDStub, lambda stub, t: stub.GetAllStores(request, timeout=t))
         pd_protocol.check(resp, self.pd_addr, "GetAllStores")
         return [StoreInfo(s.id, s.address, _STATE.get(s.state, str(s.state))) for s in resp.stores]
 
     def ping(self) -> bool:
-        """Whether the PD server answers (a GetMembers within a short timeout)."""
-        try:
-            self._pd.GetMembers(pdpb_pb2.GetMembersRequest(), timeout=min(self.timeout, 2.0))
-        except grpc.RpcError:
-            return False
-        return True
+        """Whether some PD member answers (a GetMembers within a short timeout)."""
+        for addr in self._members.candidates():
+            try:
+                self._stub(addr, pdpb_pb2_grpc.PDStub).GetMembers(pdpb_pb2.GetMembersRequest(),
+                                                                  timeout=min(self.timeout, 2.0))
+            except grpc.RpcError:
+                continue
+            return True
+        return False
 
     # --- catalog ------------------------------------------------------------------------------
     def list_tables(self, schema: str = "", pattern: str = "") -> list[TableEntry]:
-        resp = self._call("ListTables", self._catalog.ListTables,
-                          catalogpb_pb2.ListTablesRequest(schema=schema, pattern=pattern))
+        request = catalogpb_pb2.ListTablesRequest(schema=schema, pattern=pattern)
+        resp = self._call("ListTables", catalogpb_pb2_grpc.CatalogStub,
+                          lambda stub, t: stub.ListTables(request, timeout=t), follow=False)
         return [TableEntry(t.table_id, t.schema, t.name) for t in resp.tables]
 
     # --- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
-        self._channel.close()
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()
+        self._stubs.clear()
 
     def __enter__(self) -> UpstreamClient:
         return self
@@ -163,3 +244,11 @@ class UpstreamClient:
 
 
 _STATE = {0: "Up", 1: "Offline", 2: "Tombstone"}
+
+
+def _code(exc: grpc.RpcError) -> grpc.StatusCode | None:
+    return exc.code() if hasattr(exc, "code") else None
+
+
+def _details(exc: grpc.RpcError) -> str:
+    return str(exc.details()) if hasattr(exc, "details") else str(exc)

@@ -147,6 +147,20 @@ class BusyResponse(_message.Message):
     store_id: int
     def __init__(self, store_id: _Optional[int] = ...) -> None: ...
 
+class PdLeaderRequest(_message.Message):
+    __slots__ = ("member_id",)
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    member_id: int
+    def __init__(self, member_id: _Optional[int] = ...) -> None: ...
+
+class PdLeaderResponse(_message.Message):
+    __slots__ = ("member_id", "address")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    member_id: int
+    address: str
+    def __init__(self, member_id: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
 class GcRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -84,6 +84,11 @@ class AdminStub:
                 request_serializer=cdc__core_dot_proto_dot_adminpb__pb2.GcRequest.SerializeToString,
                 response_deserializer=cdc__core_dot_proto_dot_adminpb__pb2.GcResponse.FromString,
                 _registered_method=True)
+        self.TransferPdLeader = channel.unary_unary(
+                '/adminpb.Admin/TransferPdLeader',
+                request_serializer=cdc__core_dot_proto_dot_adminpb__pb2.PdLeaderRequest.SerializeToString,
+                response_deserializer=cdc__core_dot_proto_dot_adminpb__pb2.PdLeaderResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -149,6 +154,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TransferPdLeader(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +212,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.RunGc,
                     request_deserializer=cdc__core_dot_proto_dot_adminpb__pb2.GcRequest.FromString,
                     response_serializer=cdc__core_dot_proto_dot_adminpb__pb2.GcResponse.SerializeToString,
+            ),
+            'TransferPdLeader': grpc.unary_unary_rpc_method_handler(
+                    servicer.TransferPdLeader,
+                    request_deserializer=cdc__core_dot_proto_dot_adminpb__pb2.PdLeaderRequest.FromString,
+                    response_serializer=cdc__core_dot_proto_dot_adminpb__pb2.PdLeaderResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -473,6 +489,33 @@ class Admin:
             '/adminpb.Admin/RunGc',
             cdc__core_dot_proto_dot_adminpb__pb2.GcRequest.SerializeToString,
             cdc__core_dot_proto_dot_adminpb__pb2.GcResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TransferPdLeader(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/adminpb.Admin/TransferPdLeader',
+            cdc__core_dot_proto_dot_adminpb__pb2.PdLeaderRequest.SerializeToString,
+            cdc__core_dot_proto_dot_adminpb__pb2.PdLeaderResponse.FromString,
             options,
             channel_credentials,
             insecure,

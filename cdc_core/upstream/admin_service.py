@@ -121,3 +121,8 @@ class AdminService(adminpb_pb2_grpc.AdminServicer):
         stats = await self._run(context, self.faults.gc)
         return adminpb_pb2.GcResponse(safe_point=stats.safe_point, versions_removed=stats.versions_removed,
                                       keys_removed=stats.keys_removed)
+
+    async def TransferPdLeader(self, request: adminpb_pb2.PdLeaderRequest, context: grpc.aio.ServicerContext
+                               ) -> adminpb_pb2.PdLeaderResponse:
+        addr = await self._run(context, lambda: self.faults.transfer_pd_leader(request.member_id))
+        return adminpb_pb2.PdLeaderResponse(member_id=request.member_id, address=addr)

@@ -1,9 +1,10 @@
 """The cluster: wires TSO, MVCC, regions, catalog, SQL, GC and faults into gRPC servers on one loop.
 
-A PD server (PD + SQL + Catalog + Admin services on one port) and one store server per store
-(ChangeData service, store ids 1..N, each on its own port), bound to loopback on ephemeral ports
-unless told otherwise; the real ports are reported by ``pd_addr`` / ``store_addrs`` once
-``start`` returns. Everything runs on the event loop that called ``start``; nothing blocks it.
+One server per PD member (PD + SQL + Catalog + Admin services on one port; member 1 leads at start,
+``pd_members``) and one store server per store (ChangeData service, store ids 1..N, each on its own port),
+bound to loopback on ephemeral ports unless told otherwise; the real ports are reported by ``pd_addr`` /
+``pd_member_addrs`` / ``store_addrs`` once ``start`` returns. Everything runs on the event loop that called
+``start``; nothing blocks it.
 
 All stores share the one MVCC store (in-process, like replicas that are always in sync); what
 differs per store is which regions it leads, and so which subscriptions it serves. A stopped store
@@ -44,6 +45,7 @@ from cdc_core.upstream.ddl import DdlExecutor
 from cdc_core.upstream.faults import FaultInjector
 from cdc_core.upstream.gc import GcSafePoints, GcWorker
 from cdc_core.upstream.mvcc import MvccStore
+from cdc_core.upstream.pd_members import PdMembers
 from cdc_core.upstream.pd_service import PdService
 from cdc_core.upstream.regions import PEER_ID_STRIDE, RegionManager
 from cdc_core.upstream.split_checker import SplitChecker
@@ -54,6 +56,7 @@ from cdc_core.upstream.tso import TsoAllocator
 log = get_logger("cdcflow.upstream")
 
 MAX_STORES = PEER_ID_STRIDE - 1
+MAX_PD_MEMBERS = 7
 
 
 class ClusterError(Exception):
@@ -68,6 +71,8 @@ def new_cluster_id() -> int:
 @dataclass
 class ClusterConfig:
     pd_addr: str = "127.0.0.1:0"
+    # PD members (member 1 on pd_addr and the leader at start, the others on ephemeral ports of the same host).
+    pd_members: int = 1
     stores: int = 1
     regions_per_table: int = 2
     min_ts_interval_ms: int = 200
@@ -100,6 +105,9 @@ class ClusterConfig:
             raise ClusterError("split limits must be >= 0 (0 disables)")
         if self.gc_life_time_s < 0 or self.gc_interval_s < 0:
             raise ClusterError("GC life time and interval must be >= 0")
+        if not 1 <= self.pd_members <= MAX_PD_MEMBERS:
+            raise ClusterError(
+                f"--pd-members {self.pd_members}: the number of PD members must be in 1..{MAX_PD_MEMBERS}")
         if self.regions_per_table < 1:
             raise ClusterError(f"regions per table must be >= 1, got {self.regions_per_table}")
         if self.txn_heartbeat_interval_ms < 0 or self.incremental_scan_concurrency_limit < 1:
@@ -157,13 +165,29 @@ class Cluster:
                            interval=self.config.gc_interval_s)
         self.split_checker = SplitChecker(self.store, self.regions, max_keys=self.config.split_region_keys,
                                           max_bytes=self.config.split_region_bytes)
-        self.pd = PdService(self.cluster_id, self.tso, self.regions, self._store_list, self.gc_safe_points,
-                            gc_safe_point=lambda: self.store.safe_point)
+        self.pd_members = PdMembers(self.config.pd_members)
+        self.pd_services = [
+            PdService(self.cluster_id, self.tso, self.regions, self._store_list, self.gc_safe_points,
+                      gc_safe_point=lambda: self.store.safe_point, members=self.pd_members, member_id=m.member_id)
+            for m in self.pd_members.members
+        ]
         self.catalog_service = CatalogService(self.catalog, self.config.catalog_memory,
                                               registry=self.config.metrics_registry)
         self.faults = FaultInjector(self)
-        self._pd_server: grpc.aio.Server | None = None
-        self.pd_addr = ""
+        self._pd_servers: list[grpc.aio.Server] = []
+        self.pd_addr = ""  # member 1's address (the leader at start)
+        self.pd_member_addrs: list[str] = []
+
+    @property
+    def pd(self) -> PdService:
+        """Member 1's PD service."""
+        return self.pd_services[0]
+
+    @property
+    def pd_leader_addr(self) -> str:
+        """The PD leader's address ("" while there is none)."""
+        leader = self.pd_members.leader_id
+        return self.pd_member_addrs[leader - 1] if leader else ""
 
     @property
     def cdc(self) -> CdcService:
@@ -187,14 +211,21 @@ class Cluster:
         # (default 30) with a bare CANCELLED. Catalog listings must instead wait in the catalog limiter's
         # queue, whose acquire timeout answers RESOURCE_EXHAUSTED with the limit named; so give the loop
         # longer than any sane acquire timeout to pick calls up.
-        pd = grpc.aio.server(options=[("grpc.server_max_unrequested_time_in_server", 600)])
-        pdpb_pb2_grpc.add_PDServicer_to_server(self.pd, pd)
-        sqlpb_pb2_grpc.add_SQLServicer_to_server(SqlService(self.sql), pd)
-        adminpb_pb2_grpc.add_AdminServicer_to_server(AdminService(self.faults), pd)
-        self.catalog_service.add_to_server(pd)
-        pd_port = pd.add_insecure_port(self.config.pd_addr)
-        if pd_port == 0:
-            raise ClusterError(f"cannot bind the PD server to {self.config.pd_addr}")
+        servers: list[tuple[grpc.aio.Server, int]] = []
+        sql, admin = SqlService(self.sql), AdminService(self.faults)
+        for i, service in enumerate(self.pd_services):
+            # Every member serves the cdcflow-only services too (they read the shared state), so any listed
+            # address works for SQL, the catalog and faults; PD's own calls follow the leader.
+            pd = grpc.aio.server(options=[("grpc.server_max_unrequested_time_in_server", 600)])
+            pdpb_pb2_grpc.add_PDServicer_to_server(service, pd)
+            sqlpb_pb2_grpc.add_SQLServicer_to_server(sql, pd)
+            adminpb_pb2_grpc.add_AdminServicer_to_server(admin, pd)
+            self.catalog_service.add_to_server(pd)
+            addr = self.config.pd_addr if i == 0 else f"{host}:0"
+            pd_port = pd.add_insecure_port(addr)
+            if pd_port == 0:
+                raise ClusterError(f"cannot bind PD member {service.member_id} to {addr}")
+            servers.append((pd, pd_port))
         for node in self.stores.values():
             srv = grpc.aio.server()
             cdcpb_pb2_grpc.add_ChangeDataServicer_to_server(node.cdc, srv)
@@ -202,15 +233,18 @@ class Cluster:
             if port == 0:
                 raise ClusterError(f"cannot bind a server for store {node.id} on {host}")
             node.server, node.addr = srv, f"{host}:{port}"
-        await pd.start()
+        for (server, port), service in zip(servers, self.pd_services, strict=True):
+            service.client_url = f"http://{host}:{port}"
+            await server.start()
+            self._pd_servers.append(server)
+            self.pd_member_addrs.append(f"{host}:{port}")
         for node in self.stores.values():
             assert node.server is not None
             await node.server.start()
-        self._pd_server = pd
-        self.pd_addr = f"{host}:{pd_port}"
-        self.pd.client_url = f"http://{self.pd_addr}"
+        self.pd_addr = self.pd_member_addrs[0]
         self.gc.start()
-        log.info("upstream serving", pd_addr=self.pd_addr, store_addrs=self.store_addrs)
+        log.info("upstream serving", pd_addr=self.pd_addr, pd_members=self.pd_member_addrs,
+                 store_addrs=self.store_addrs)
 
     async def stop(self, grace: float = 1.0) -> None:
         await self.gc.stop()
@@ -218,7 +252,7 @@ class Cluster:
             if node.server is not None:
                 await node.server.stop(grace)
                 node.server = None
-        if self._pd_server is not None:
-            await self._pd_server.stop(grace)
-        self._pd_server = None
+        for server in self._pd_servers:
+            await server.stop(grace)
+        self._pd_servers = []
         log.info("upstream stopped", pd_addr=self.pd_addr)

@@ -1,4 +1,5 @@
-"""Fault injection on a running cluster: region operations, store outages, held locks, busy stores, GC.
+"""Fault injection on a running cluster: region operations, PD leader moves, store outages, held locks, busy
+stores, GC.
 
 ``FaultInjector`` is the one implementation behind both the admin gRPC service (``cdcflow
 upstream fault ...``) and tests (``EmbeddedCluster.faults``). Every method is synchronous and must
@@ -126,6 +127,18 @@ class FaultInjector:
     def transfer_table_leaders(self, db: str, table: str, store_id: int) -> list[Region]:
         self._store(store_id)
         return [self.cluster.regions.transfer_leader(r.id, store_id) for r in self.table_regions(db, table)]
+
+    # --- PD ---------------------------------------------------------------------------------------
+    def transfer_pd_leader(self, member_id: int) -> str:
+        """Make PD member ``member_id`` the leader; the old leader answers "not leader" from the next call on.
+        Member 0: no leader (as during an election: every member refuses, ``GetMembers`` names none) until the
+        next transfer. Returns the new leader's address ("" for none)."""
+        try:
+            self.cluster.pd_members.transfer(member_id)
+        except KeyError as exc:
+            raise FaultError(str(exc.args[0]), FaultKind.NOT_FOUND) from exc
+        log.info("PD leader transferred", member_id=member_id, address=self.cluster.pd_leader_addr)
+        return self.cluster.pd_leader_addr
 
     # --- stores -------------------------------------------------------------------------------
     def stop_store(self, store_id: int, *, move_leaders: bool = False) -> tuple[int, int]:

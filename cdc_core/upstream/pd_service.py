@@ -2,10 +2,15 @@
 
 Thin over ``tso``, ``regions`` and the cluster's store list, with the behaviour a PD client depends on:
 
-- ``GetMembers`` answers without a cluster id and names this server as the leader; every other call checks
-  ``header.cluster_id`` and answers ``FAILED_PRECONDITION`` "mismatch cluster id, need N but got M" (pd
-  ``server/grpc_service.go`` ``validateRequest``).
-- ``Tso`` is a bidirectional stream; each response's timestamp is the largest of the ``count`` allocated.
+- One ``PdService`` per PD member (``pd_members``). ``GetMembers`` answers without a cluster id, on any member,
+  with every member and the leader. Every other call is served by the leader only: a follower answers
+  ``UNAVAILABLE`` "not leader", and the leader checks ``header.cluster_id``, answering ``FAILED_PRECONDITION``
+  "mismatch cluster id, need N but got M" (pd ``server/grpc_service.go`` ``validateRequest``, leader check
+  first). PD's followers can forward a call whose gRPC metadata names the leader (``pd-forwarded-host``); TiCDC
+  does not ask for that, so this one does not forward.
+- ``Tso`` is a bidirectional stream; each response's timestamp is the largest of the ``count`` allocated. A
+  follower fails it with ``UNKNOWN`` "... requested pd is not leader of cluster" (PD's ``Tso`` skips the leader
+  check and the TSO allocator refuses; PD's client treats "is not leader" as a leader change).
 - ``ScanRegions`` fills ``regions`` and, in step, the older ``region_metas``/``leaders``, as PD does; at most
   1024 regions a call. ``BatchScanRegions`` scans several ranges under one limit.
 - Region boundaries are memcomparable-encoded (``EncodeBytes``) in both directions, as PD keeps them.
@@ -25,11 +30,14 @@ from cdc_core.codec import tso as tso_codec
 from cdc_core.codec.memcomparable import KeyDecodeError, decode_key
 from cdc_core.proto import metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
 from cdc_core.upstream.gc import GcSafePoints
+from cdc_core.upstream.pd_members import PdMembers
 from cdc_core.upstream.regions import RegionManager
 from cdc_core.upstream.tso import TsoAllocator
 
 MAX_SCAN_REGIONS = 1024
-MEMBER_ID = 1
+# pd server/grpc_service.go ErrNotLeader; pkg/errs ErrGenerateTimestamp as the TSO allocator of a follower gives it.
+NOT_LEADER = "not leader"
+TSO_NOT_LEADER = "[PD:tso:ErrGenerateTimestamp]generate timestamp failed, requested pd is not leader of cluster"
 
 __all__ = ["MAX_SCAN_REGIONS", "GcSafePoints", "PdService"]
 
@@ -37,14 +45,29 @@ __all__ = ["MAX_SCAN_REGIONS", "GcSafePoints", "PdService"]
 class PdService(pdpb_pb2_grpc.PDServicer):
     def __init__(self, cluster_id: int, tso: TsoAllocator, regions: RegionManager,
                  stores: Callable[[], list[metapb_pb2.Store]], gc: GcSafePoints | None = None,
-                 gc_safe_point: Callable[[], int] = lambda: 0) -> None:
+                 gc_safe_point: Callable[[], int] = lambda: 0, members: PdMembers | None = None,
+                 member_id: int = 1) -> None:
         self.cluster_id = cluster_id
+        self.members = members or PdMembers(1)
+        self.member_id = member_id
         self.tso = tso
         self.regions = regions
         self._stores = stores
         self.gc = gc or GcSafePoints()
         self._gc_safe_point = gc_safe_point
-        self.client_url = ""  # set once the server is bound: http://host:port, as GetMembers reports it
+
+    @property
+    def client_url(self) -> str:
+        """This member's URL (``http://host:port``) as ``GetMembers`` reports it; set once its server is bound."""
+        return self.members.member(self.member_id).client_url
+
+    @client_url.setter
+    def client_url(self, url: str) -> None:
+        self.members.member(self.member_id).client_url = url
+
+    @property
+    def is_leader(self) -> bool:
+        return self.members.is_leader(self.member_id)
 
     def _header(self) -> pdpb_pb2.ResponseHeader:
         return pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id)
@@ -53,6 +76,8 @@ class PdService(pdpb_pb2_grpc.PDServicer):
         return pdpb_pb2.ResponseHeader(cluster_id=self.cluster_id, error=pdpb_pb2.Error(type=type_, message=message))
 
     async def _validate(self, header: pdpb_pb2.RequestHeader, context: grpc.aio.ServicerContext) -> None:
+        if not self.is_leader:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_LEADER)
         if header.cluster_id != self.cluster_id:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"mismatch cluster id, need {self.cluster_id} but got {header.cluster_id}")
@@ -66,19 +91,20 @@ class PdService(pdpb_pb2_grpc.PDServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"region key is not memcomparable-encoded: {exc}")
             raise
 
-    def _member(self) -> pdpb_pb2.Member:
-        return pdpb_pb2.Member(name="pd-embedded", member_id=MEMBER_ID, client_urls=[self.client_url],
-                               peer_urls=[self.client_url], binary_version="cdcflow-embedded")
-
     async def GetMembers(self, request: pdpb_pb2.GetMembersRequest, context: grpc.aio.ServicerContext
                          ) -> pdpb_pb2.GetMembersResponse:
-        me = self._member()
-        return pdpb_pb2.GetMembersResponse(header=self._header(), members=[me], leader=me, etcd_leader=me)
+        leader = self.members.leader_pb()  # None during an election: the response names no leader
+        return pdpb_pb2.GetMembersResponse(header=self._header(), members=self.members.members_pb(), leader=leader,
+                                           etcd_leader=leader)
 
     async def Tso(self, request_iterator: AsyncIterator[pdpb_pb2.TsoRequest], context: grpc.aio.ServicerContext
                   ) -> AsyncIterator[pdpb_pb2.TsoResponse]:
         async for request in request_iterator:
-            await self._validate(request.header, context)
+            if request.header.cluster_id != self.cluster_id:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"mismatch cluster id, need {self.cluster_id} but got {request.header.cluster_id}")
+            if not self.is_leader:
+                await context.abort(grpc.StatusCode.UNKNOWN, TSO_NOT_LEADER)
             count = request.count or 1
             try:
                 ts = self.tso.next(count)

@@ -48,11 +48,13 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def write_upstream_file(pd_addr: str, store_addrs: list[str], pid: int) -> Path:
+def write_upstream_file(pd_addr: str, store_addrs: list[str], pid: int, pd_members: list[str] | None = None
+                        ) -> Path:
     path = upstream_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{pid}.tmp")
-    tmp.write_text(json.dumps({"pd_addr": pd_addr, "store_addrs": store_addrs, "pid": pid}, indent=2) + "\n")
+    data = {"pd_addr": pd_addr, "pd_members": pd_members or [pd_addr], "store_addrs": store_addrs, "pid": pid}
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)
     return path
 
@@ -91,8 +93,8 @@ async def serve(config: ClusterConfig) -> None:
     await cluster.start()
     pid = os.getpid()
     try:
-        path = write_upstream_file(cluster.pd_addr, cluster.store_addrs, pid)
-        print(f"upstream serving: PD {cluster.pd_addr}, stores {', '.join(cluster.store_addrs)} "
+        path = write_upstream_file(cluster.pd_addr, cluster.store_addrs, pid, cluster.pd_member_addrs)
+        print(f"upstream serving: PD {','.join(cluster.pd_member_addrs)}, stores {', '.join(cluster.store_addrs)} "
               f"(pid {pid}, {path})", file=sys.stderr, flush=True)
         await stop.wait()
         print("upstream stopping", file=sys.stderr, flush=True)
@@ -142,10 +144,12 @@ def spawn_detached(args: list[str], timeout: float = 30.0) -> dict[str, Any]:
 
 
 def status() -> dict[str, Any]:
-    """The running upstream's endpoints: ``{"pd", "mysql", "stores": [{"id", "address"}], "pid"}``.
+    """The running upstream's endpoints: ``{"pd", "pd_members": [{"id", "name", "address", "leader"}], "mysql",
+    "stores": [{"id", "address", "state"}], "pid"}``; ``pd`` is the PD leader.
 
     ``mysql`` is None until the SQL front speaks the MySQL protocol (SQL is served over gRPC on the PD address
-    today). The stores are PD's list (``GetAllStores``). Raises ``UpstreamError`` when none runs."""
+    today). The members and stores are PD's lists (``GetMembers``, ``GetAllStores``). Raises ``UpstreamError``
+    when none runs."""
     data = read_upstream_file()
     if data is None:
         raise UpstreamError(f"no upstream running (no {upstream_file()}); start one with "
@@ -153,10 +157,11 @@ def status() -> dict[str, Any]:
     pid = int(data.get("pid") or 0)
     if not pid_alive(pid):
         raise UpstreamError(f"no upstream running: {upstream_file()} names pid {pid}, which has exited")
-    pd_addr = str(data["pd_addr"])
-    with UpstreamClient(pd_addr, timeout=5.0) as client:
+    with UpstreamClient(",".join(data.get("pd_members") or [data["pd_addr"]]), timeout=5.0) as client:
         stores = [{"id": s.id, "address": s.address, "state": s.state} for s in client.all_stores()]
-    return {"pd": pd_addr, "mysql": data.get("mysql_addr"), "stores": stores, "pid": pid}
+        members = client.members()
+        leader = client.leader_addr
+    return {"pd": leader, "pd_members": members, "mysql": data.get("mysql_addr"), "stores": stores, "pid": pid}
 
 
 def stop_running(timeout: float = 30.0) -> tuple[int, bool]:

@@ -36,13 +36,16 @@ def home(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_start_sql_tso_stop(home: Path) -> None:
-    started = cdcflow(home, "upstream", "start", "--detach", "--regions-per-table", "3")
+    started = cdcflow(home, "upstream", "start", "--detach", "--regions-per-table", "3", "--pd-members", "2")
     info = json.loads(started.stdout)
     assert json.loads((home / "upstream.json").read_text()) == info
     assert info["pd_addr"].startswith("127.0.0.1:") and len(set(info["store_addrs"])) == 3  # 3 stores by default
+    assert info["pd_members"][0] == info["pd_addr"] and len(set(info["pd_members"])) == 2
 
     st = json.loads(cdcflow(home, "upstream", "status", "--json").stdout)
     assert (st["pd"], st["mysql"], st["pid"]) == (info["pd_addr"], None, info["pid"])
+    assert [(m["id"], m["address"], m["leader"]) for m in st["pd_members"]] == [
+        (1, info["pd_members"][0], True), (2, info["pd_members"][1], False)]
     assert [(s["id"], s["address"], s["state"]) for s in st["stores"]] == [
         (i + 1, a, "Up") for i, a in enumerate(info["store_addrs"])]
     human = cdcflow(home, "upstream", "status").stdout
@@ -65,6 +68,16 @@ def test_start_sql_tso_stop(home: Path) -> None:
 
     bad = cdcflow(home, "upstream", "sql", "-e", "INSERT INTO d.t VALUES (1, 'z')", check=False)
     assert bad.returncode == 1 and "Duplicate entry '1'" in bad.stderr
+
+    # PD's leadership moves: every command follows it (they know both members from upstream.json)
+    moved = json.loads(cdcflow(home, "upstream", "fault", "pd-leader", "--member", "2").stdout)
+    assert moved == {"member_id": 2, "address": info["pd_members"][1]}
+    assert json.loads(cdcflow(home, "upstream", "status", "--json").stdout)["pd"] == info["pd_members"][1]
+    assert int(cdcflow(home, "tso", "now").stdout) > before
+    assert [json.loads(r) for r in cdcflow(home, "upstream", "sql", "-e", "SELECT a FROM d.t ORDER BY a")
+            .stdout.splitlines()] == [{"a": 1}, {"a": 2}]
+    nobody = cdcflow(home, "upstream", "fault", "pd-leader", "--member", "3", check=False)
+    assert nobody.returncode == 1 and "PD member 3 does not exist (members: 1, 2)" in " ".join(nobody.stderr.split())
 
     decoded = json.loads(cdcflow(home, "tso", "decode", str(before)).stdout)
     assert (decoded["physical_ms"], decoded["logical"]) == tso.parse(before)

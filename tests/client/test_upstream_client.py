@@ -78,7 +78,7 @@ def test_a_pd_of_another_cluster_is_a_changefeed_error_naming_both_ids(pd_addr: 
     with UpstreamClient(pd_addr) as c:
         right = c.cluster_id()
         assert c.get_ts() > 0
-        c._cluster_id = right + 1
+        c._members.cluster_id = right + 1
         with pytest.raises(ClusterIdMismatch, match=f"mismatch cluster id, need {right} but got {right + 1}") as ei:
             c.get_ts()
         assert isinstance(ei.value, ChangefeedError)
@@ -87,7 +87,7 @@ def test_a_pd_of_another_cluster_is_a_changefeed_error_naming_both_ids(pd_addr: 
         pd = PDClient(pd_addr)
         try:
             assert await pd.cluster_id() == right
-            pd._cluster_id = 7
+            pd._members.cluster_id = 7
             with pytest.raises(ClusterIdMismatch, match=f"need {right} but got 7"):
                 await pd.store_address(1)
         finally:

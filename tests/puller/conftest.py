@@ -1,8 +1,8 @@
 """Puller fixtures. The helpers live in ``pullerlib.py`` next to this file (registered as a module here,
 because the suite runs with ``--import-mode=importlib``).
 
-``multi_cluster`` (module) is an embedded cluster with three stores, for the faults that need more than one
-(leader transfers, stopped stores); ``multi_client`` is a synchronous client of it.
+``multi_cluster`` (module) is an embedded cluster with three stores and three PD members, for the faults that
+need more than one (leader transfers, stopped stores, PD leader moves); ``multi_client`` is a synchronous client of it.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ def multi_cluster() -> Iterator[Any]:
     from cdc_core.upstream.cluster import ClusterConfig
     from cdc_core.upstream.embedded import EmbeddedCluster
 
-    # Heartbeats every 200 ms: held locks send fake prewrites in the ordinary puller tests.
-    ec = EmbeddedCluster(ClusterConfig(stores=3, min_ts_interval_ms=50, txn_heartbeat_interval_ms=200)).start()
+    # Heartbeats every 200 ms: held locks send fake prewrites in the ordinary puller tests. Three PD members: the
+    # fault storm moves PD's leader too (tests that move it leave member 1 leading again).
+    ec = EmbeddedCluster(ClusterConfig(stores=3, pd_members=3, min_ts_interval_ms=50,
+                                       txn_heartbeat_interval_ms=200)).start()
     yield ec
     ec.stop()
 

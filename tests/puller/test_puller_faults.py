@@ -183,7 +183,8 @@ class Storm:
         f = self.ec.faults
         start, end = keycodec.table_span(self.table_id)
         regions = [r for r in f.table_regions(self.db, "t") if r.start_key >= start and r.end_key and r.end_key <= end]
-        kind = rng.choices(["split", "merge", "transfer", "stop", "drop", "busy"], [5, 4, 4, 1, 1, 1])[0]
+        kind = rng.choices(["split", "merge", "transfer", "stop", "drop", "busy", "pd_leader"],
+                           [5, 4, 4, 1, 1, 1, 1])[0]
         if kind == "split" and len(regions) < 48:
             f.split_table(self.db, "t", handles=[rng.randrange(-2_500, 2_500) for _ in range(rng.randint(1, 3))])
         elif kind == "merge" and len(regions) >= 2:
@@ -201,6 +202,8 @@ class Storm:
             f.drop_streams(rng.choice([0, 1, 2, 3]))
         elif kind == "busy":
             f.busy(rng.randint(1, 3), rng.uniform(0.1, 0.4))
+        elif kind == "pd_leader":  # the puller's next PD call finds a follower and must follow the leader
+            f.transfer_pd_leader(rng.choice([m for m in (1, 2, 3) if m != self.ec.cluster.pd_members.leader_id]))
         else:
             return
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -248,6 +251,13 @@ def test_fault_storm_every_change_arrives(multi_cluster: Any, multi_client: Any)
                 r = next(r for r in regions if r.id in locked)
                 await asyncio.to_thread(multi_cluster.faults.transfer_leader, r.id, r.leader_store_id % 3 + 1)
                 await until(lambda: counter(reg, ERRORS, kind="not_leader") >= 1, 20, "a NotLeader", client.check)
+            if client.pd.leader_changes == 0:
+                await asyncio.to_thread(multi_cluster.faults.transfer_pd_leader,
+                                        multi_cluster.cluster.pd_members.leader_id % 3 + 1)
+                # a split no storm made (its handles stay within ±2,500): the region's feed ends with epoch_not_match
+                # and the client asks PD for the new regions
+                await asyncio.to_thread(multi_cluster.faults.split_table, db, "t", handles=[3_000_000])
+                await until(lambda: client.pd.leader_changes >= 1, 20, "the PD leader followed", client.check)
             if counter(reg, ERRORS, kind="stream_broken") == 0:
                 await asyncio.to_thread(multi_cluster.faults.drop_streams, 0)
                 await until(lambda: counter(reg, ERRORS, kind="stream_broken") >= 1, 20, "a broken stream",
@@ -262,13 +272,17 @@ def test_fault_storm_every_change_arrives(multi_cluster: Any, multi_client: Any)
                            workload_seconds=round(written, 1), catch_up_seconds=round(elapsed - written, 1),
                            changes_per_s=round(received / elapsed), faults=storm.counts,
                            errors={k: int(v) for k, v in errors.items() if v},
+                           pd_leader_changes=client.pd.leader_changes,
                            resolved_emitted=len(rec.resolved[SPAN]))
             log.info("fault storm", **summary)
             print("fault storm:", summary)
             assert expected >= STORM_CHANGES * 0.95  # deletes of absent keys still count as changes
             assert sum(storm.counts.get(k, 0) for k in ("split", "merge", "transfer")) >= 5, storm.counts
             assert errors["epoch_not_match"] + errors["region_not_found"] >= 1
-            assert errors["not_leader"] >= 1 and errors["stream_broken"] >= 1
+            assert errors["not_leader"] >= 1 and errors["stream_broken"] >= 1 and client.pd.leader_changes >= 1
             assert len(rec.resolved[SPAN]) >= 5  # the resolved ts kept moving through the storm
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        multi_cluster.faults.transfer_pd_leader(1)
