@@ -7,7 +7,8 @@ and Python are checked by the bootstrap. What is left are Debian packages and a 
 ``demo``    root: ``postgresql`` (the Airflow DB's server runs as its ``postgres`` user); the Airflow DB's
             port free or held by this checkout's own cluster; no embedded upstream already running from
             ``$CDCFLOW_HOME`` (the demo starts its own)
-``test``    root: ``postgresql``; everyone: ``chromium`` (the browser test drives Debian's Chromium)
+``test``    root: ``postgresql``; everyone: ``chromium`` (the browser test drives Debian's Chromium) and
+            ``mariadb-client`` (a test drives the embedded upstream's MySQL front with Debian's ``mariadb``)
 =========== =============================================================================================
 
 Missing packages are installed with apt-get when this is root (or ``sudo -n`` works); otherwise the check names
@@ -20,6 +21,7 @@ them with the command to run and exits 1, before anything else has run.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 from collections.abc import Callable
@@ -47,7 +49,9 @@ class Package:
 POSTGRESQL = Package("postgresql", "the Airflow metadata DB's server, run as its 'postgres' user when root",
                      lambda: local_postgres._debian_bindir() is not None, root_only=True)
 CHROMIUM_PKG = Package("chromium", "the browser end-to-end test drives it", lambda: Path(CHROMIUM).exists())
-NEEDS: dict[str, list[Package]] = {"demo": [POSTGRESQL], "test": [POSTGRESQL, CHROMIUM_PKG]}
+MARIADB_CLIENT = Package("mariadb-client", "a test connects Debian's mariadb client to the upstream's MySQL front",
+                         lambda: shutil.which("mariadb") is not None)
+NEEDS: dict[str, list[Package]] = {"demo": [POSTGRESQL], "test": [POSTGRESQL, CHROMIUM_PKG, MARIADB_CLIENT]}
 
 
 def ensure_packages(packages: list[Package], what: str) -> None:

@@ -23,6 +23,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run and driv
 def start(
     stores: int = typer.Option(3, "--stores", help="Number of stores, each its own gRPC server."),
     pd_addr: str = typer.Option("127.0.0.1:0", "--pd-addr", help="HOST:PORT of the PD server (port 0: any free)."),
+    mysql_addr: str = typer.Option("127.0.0.1:0", "--mysql-addr",
+                                   help="HOST:PORT of the SQL front over the MySQL protocol (port 0: any free)."),
     pd_members: int = typer.Option(
         1, "--pd-members",
         help="PD members: member 1 on --pd-addr leads, the others follow on free ports (clients must follow the "
@@ -82,7 +84,8 @@ def start(
         catalog_memory = MemoryLimitConfig.from_mapping(memory_flags, where="cdcflow upstream start --catalog-*")
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    config = ClusterConfig(pd_addr=pd_addr, pd_members=pd_members, stores=stores, regions_per_table=regions_per_table,
+    config = ClusterConfig(pd_addr=pd_addr, mysql_addr=mysql_addr, pd_members=pd_members, stores=stores,
+                           regions_per_table=regions_per_table,
                            min_ts_interval_ms=min_ts_interval_ms, split_region_keys=split_region_keys,
                            split_region_bytes=split_region_bytes, gc_life_time_s=gc_life_time_s,
                            gc_interval_s=gc_interval_s, data_dir=data_dir, catalog_memory=catalog_memory,
@@ -93,7 +96,8 @@ def start(
     except ClusterError as exc:
         raise UpstreamError(str(exc)) from exc
     if detach:
-        args = ["--stores", str(stores), "--pd-addr", pd_addr, "--pd-members", str(pd_members),
+        args = ["--stores", str(stores), "--pd-addr", pd_addr, "--mysql-addr", mysql_addr,
+                "--pd-members", str(pd_members),
                 "--regions-per-table", str(regions_per_table),
                 "--min-ts-interval-ms", str(min_ts_interval_ms), "--split-region-keys", str(split_region_keys),
                 "--split-region-bytes", str(split_region_bytes), "--gc-life-time-s", str(gc_life_time_s),
@@ -140,7 +144,7 @@ def status(as_json: bool = typer.Option(False, "--json",
     typer.echo(f"PD      {info['pd']} (leader)")
     for m in info["pd_members"]:
         typer.echo(f"PD member {m['id']} {m['address']}{' (leader)' if m['leader'] else ''}")
-    typer.echo(f"MySQL   {info['mysql'] or '(not served yet: SQL goes over gRPC on the PD address)'}")
+    typer.echo(f"MySQL   {info['mysql'] or '(not served)'}")
     for s in info["stores"]:
         typer.echo(f"store {s['id']} {s['address']} ({s['state']})")
     typer.echo(f"pid     {info['pid']}")

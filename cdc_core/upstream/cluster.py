@@ -1,10 +1,10 @@
 """The cluster: wires TSO, MVCC, regions, catalog, SQL, GC and faults into gRPC servers on one loop.
 
 One server per PD member (PD + SQL + Catalog + Admin services on one port; member 1 leads at start,
-``pd_members``) and one store server per store (ChangeData service, store ids 1..N, each on its own port),
-bound to loopback on ephemeral ports unless told otherwise; the real ports are reported by ``pd_addr`` /
-``pd_member_addrs`` / ``store_addrs`` once ``start`` returns. Everything runs on the event loop that called
-``start``; nothing blocks it.
+``pd_members``), the SQL front over the MySQL protocol (``mysql_front``) and one store server per store
+(ChangeData service, store ids 1..N, each on its own port), bound to loopback on ephemeral ports unless told
+otherwise; the real ports are reported by ``pd_addr`` / ``pd_member_addrs`` / ``mysql_addr`` / ``store_addrs``
+once ``start`` returns. Everything runs on the event loop that called ``start``; nothing blocks it.
 
 All stores share the one MVCC store (in-process, like replicas that are always in sync); what
 differs per store is which regions it leads, and so which subscriptions it serves. A stopped store
@@ -45,6 +45,7 @@ from cdc_core.upstream.ddl import DdlExecutor
 from cdc_core.upstream.faults import FaultInjector
 from cdc_core.upstream.gc import GcSafePoints, GcWorker
 from cdc_core.upstream.mvcc import MvccStore
+from cdc_core.upstream.mysql_front import MysqlFront
 from cdc_core.upstream.pd_members import PdMembers
 from cdc_core.upstream.pd_service import PdService
 from cdc_core.upstream.regions import PEER_ID_STRIDE, RegionManager
@@ -71,6 +72,8 @@ def new_cluster_id() -> int:
 @dataclass
 class ClusterConfig:
     pd_addr: str = "127.0.0.1:0"
+    # The SQL front over the MySQL protocol ("": not served).
+    mysql_addr: str = "127.0.0.1:0"
     # PD members (member 1 on pd_addr and the leader at start, the others on ephemeral ports of the same host).
     pd_members: int = 1
     stores: int = 1
@@ -119,6 +122,10 @@ class ClusterConfig:
         host, _, port = self.pd_addr.rpartition(":")
         if not host or not port.isdigit():
             raise ClusterError(f"PD address {self.pd_addr!r} is not HOST:PORT")
+        if self.mysql_addr:
+            host, _, port = self.mysql_addr.rpartition(":")
+            if not host or not port.isdigit():
+                raise ClusterError(f"MySQL address {self.mysql_addr!r} is not HOST:PORT")
 
     @property
     def host(self) -> str:
@@ -175,6 +182,8 @@ class Cluster:
                                               registry=self.config.metrics_registry)
         self.faults = FaultInjector(self)
         self._pd_servers: list[grpc.aio.Server] = []
+        self.mysql = MysqlFront(self.sql)
+        self.mysql_addr = ""  # once serving; "" when not served
         self.pd_addr = ""  # member 1's address (the leader at start)
         self.pd_member_addrs: list[str] = []
 
@@ -242,12 +251,21 @@ class Cluster:
             assert node.server is not None
             await node.server.start()
         self.pd_addr = self.pd_member_addrs[0]
+        if self.config.mysql_addr:
+            mysql_host, _, mysql_port = self.config.mysql_addr.rpartition(":")
+            try:
+                self.mysql_addr = await self.mysql.start(mysql_host, int(mysql_port))
+            except OSError as exc:
+                raise ClusterError(f"cannot bind the MySQL server to {self.config.mysql_addr}: {exc}") from exc
         self.gc.start()
         log.info("upstream serving", pd_addr=self.pd_addr, pd_members=self.pd_member_addrs,
-                 store_addrs=self.store_addrs)
+                 mysql_addr=self.mysql_addr, store_addrs=self.store_addrs)
 
     async def stop(self, grace: float = 1.0) -> None:
         await self.gc.stop()
+        if self.mysql_addr:
+            await self.mysql.stop()
+            self.mysql_addr = ""
         for node in self.stores.values():
             if node.server is not None:
                 await node.server.stop(grace)

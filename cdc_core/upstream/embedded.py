@@ -61,6 +61,12 @@ class EmbeddedCluster:
         return self.cluster.pd_addr
 
     @property
+    def mysql_addr(self) -> str:
+        """The SQL front's MySQL-protocol address ("" when not served)."""
+        assert self.cluster is not None, "cluster not started"
+        return self.cluster.mysql_addr
+
+    @property
     def store_addr(self) -> str:
         """The first store's address."""
         assert self.cluster is not None, "cluster not started"

@@ -48,12 +48,13 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def write_upstream_file(pd_addr: str, store_addrs: list[str], pid: int, pd_members: list[str] | None = None
-                        ) -> Path:
+def write_upstream_file(pd_addr: str, store_addrs: list[str], pid: int, pd_members: list[str] | None = None,
+                        mysql_addr: str = "") -> Path:
     path = upstream_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{pid}.tmp")
-    data = {"pd_addr": pd_addr, "pd_members": pd_members or [pd_addr], "store_addrs": store_addrs, "pid": pid}
+    data = {"pd_addr": pd_addr, "pd_members": pd_members or [pd_addr], "mysql_addr": mysql_addr or None,
+            "store_addrs": store_addrs, "pid": pid}
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)
     return path
@@ -93,9 +94,10 @@ async def serve(config: ClusterConfig) -> None:
     await cluster.start()
     pid = os.getpid()
     try:
-        path = write_upstream_file(cluster.pd_addr, cluster.store_addrs, pid, cluster.pd_member_addrs)
-        print(f"upstream serving: PD {','.join(cluster.pd_member_addrs)}, stores {', '.join(cluster.store_addrs)} "
-              f"(pid {pid}, {path})", file=sys.stderr, flush=True)
+        path = write_upstream_file(cluster.pd_addr, cluster.store_addrs, pid, cluster.pd_member_addrs,
+                                   cluster.mysql_addr)
+        print(f"upstream serving: PD {','.join(cluster.pd_member_addrs)}, MySQL {cluster.mysql_addr or '-'}, "
+              f"stores {', '.join(cluster.store_addrs)} (pid {pid}, {path})", file=sys.stderr, flush=True)
         await stop.wait()
         print("upstream stopping", file=sys.stderr, flush=True)
     finally:
@@ -147,9 +149,8 @@ def status() -> dict[str, Any]:
     """The running upstream's endpoints: ``{"pd", "pd_members": [{"id", "name", "address", "leader"}], "mysql",
     "stores": [{"id", "address", "state"}], "pid"}``; ``pd`` is the PD leader.
 
-    ``mysql`` is None until the SQL front speaks the MySQL protocol (SQL is served over gRPC on the PD address
-    today). The members and stores are PD's lists (``GetMembers``, ``GetAllStores``). Raises ``UpstreamError``
-    when none runs."""
+    ``mysql`` is the SQL front's MySQL-protocol address (None when not served). The members and stores are PD's
+    lists (``GetMembers``, ``GetAllStores``). Raises ``UpstreamError`` when none runs."""
     data = read_upstream_file()
     if data is None:
         raise UpstreamError(f"no upstream running (no {upstream_file()}); start one with "

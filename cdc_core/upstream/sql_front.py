@@ -194,30 +194,44 @@ class Session:
 
     # --- scripts ------------------------------------------------------------------------------
     async def execute(self, sql: str) -> list[StatementResult]:
-        """Run every statement of ``sql`` in order; the first error stops the script."""
+        """Run every statement of ``sql`` in order; the first error stops the script, and the session ends with
+        it (an open transaction is rolled back)."""
+        try:
+            return await self.run_script(sql)
+        finally:
+            self.close()
+
+    def check_snapshot(self, ts: int) -> None:
+        """A snapshot read at ``ts`` is possible: not in the future, not below the GC safe point."""
+        now = self.engine.tso.next()
+        if ts > now:
+            raise SqlError(f"at_ts {ts} is in the future (the TSO is at {now})")
+        sp = self.engine.store.safe_point
+        if ts < sp:
+            raise SqlError(f"GC safe point passed: ts {ts} < safe point {sp}", ErrorKind.GC)
+
+    async def run_script(self, sql: str) -> list[StatementResult]:
+        """Run every statement of ``sql`` in order, the session staying open (a connection's queries); the first
+        error stops the script."""
         if self.at_ts:
-            now = self.engine.tso.next()
-            if self.at_ts > now:
-                raise SqlError(f"at_ts {self.at_ts} is in the future (the TSO is at {now})")
-            sp = self.engine.store.safe_point
-            if self.at_ts < sp:
-                raise SqlError(f"GC safe point passed: ts {self.at_ts} < safe point {sp}", ErrorKind.GC)
+            self.check_snapshot(self.at_ts)
         statements = split_script(sql)
         if not statements:
             raise SqlError("empty SQL: no statement to execute")
         results = []
-        try:
-            for i, st in enumerate(statements, start=1):
-                try:
-                    results.append(await self.run(st))
-                except SqlError as exc:
-                    raise exc.with_context(f"statement {i} `{_short(st.text)}`") from exc
-                except SchemaError as exc:  # e.g. an unknown column name: the SQL is wrong
-                    raise SqlError(f"statement {i} `{_short(st.text)}`: {exc}") from exc
-                await asyncio.sleep(0)  # let the change feed and other sessions run
-        finally:
-            self.close()
+        for i, st in enumerate(statements, start=1):
+            results.append(await self.run_numbered(st, i))
+            await asyncio.sleep(0)  # let the change feed and other sessions run
         return results
+
+    async def run_numbered(self, st: ParsedStatement, i: int) -> StatementResult:
+        """``run``, with errors naming the statement (its number in the script and its text)."""
+        try:
+            return await self.run(st)
+        except SqlError as exc:
+            raise exc.with_context(f"statement {i} `{_short(st.text)}`") from exc
+        except SchemaError as exc:  # e.g. an unknown column name: the SQL is wrong
+            raise SqlError(f"statement {i} `{_short(st.text)}`: {exc}") from exc
 
     def close(self) -> None:
         if self.txn is not None:

@@ -43,7 +43,8 @@ def test_start_sql_tso_stop(home: Path) -> None:
     assert info["pd_members"][0] == info["pd_addr"] and len(set(info["pd_members"])) == 2
 
     st = json.loads(cdcflow(home, "upstream", "status", "--json").stdout)
-    assert (st["pd"], st["mysql"], st["pid"]) == (info["pd_addr"], None, info["pid"])
+    assert (st["pd"], st["mysql"], st["pid"]) == (info["pd_addr"], info["mysql_addr"], info["pid"])
+    assert info["mysql_addr"].startswith("127.0.0.1:") and info["mysql_addr"] not in info["pd_members"]
     assert [(m["id"], m["address"], m["leader"]) for m in st["pd_members"]] == [
         (1, info["pd_members"][0], True), (2, info["pd_members"][1], False)]
     assert [(s["id"], s["address"], s["state"]) for s in st["stores"]] == [
@@ -78,6 +79,14 @@ def test_start_sql_tso_stop(home: Path) -> None:
             .stdout.splitlines()] == [{"a": 1}, {"a": 2}]
     nobody = cdcflow(home, "upstream", "fault", "pd-leader", "--member", "3", check=False)
     assert nobody.returncode == 1 and "PD member 3 does not exist (members: 1, 2)" in " ".join(nobody.stderr.split())
+
+    # the SQL front answers a MySQL client on its own address
+    import pymysql
+
+    host, _, port = info["mysql_addr"].rpartition(":")
+    with pymysql.connect(host=host, port=int(port), user="root", database="d") as conn, conn.cursor() as cur:
+        cur.execute("SELECT a, b FROM t ORDER BY a")
+        assert cur.fetchall() == ((1, "y"), (2, None))
 
     decoded = json.loads(cdcflow(home, "tso", "decode", str(before)).stdout)
     assert (decoded["physical_ms"], decoded["logical"]) == tso.parse(before)

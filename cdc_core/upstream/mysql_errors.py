@@ -1,0 +1,79 @@
+"""MySQL error codes and SQLSTATEs for the SQL front's errors, as TiDB answers them.
+
+The SQL front's messages are MySQL's own texts ("Duplicate entry '1' for key 't.PRIMARY'", "Table 'd.t' doesn't
+exist", ...), so the code follows from the message and the error kind. Codes from MySQL's server error reference
+(TiDB reuses them: pkg/errno/errcode.go) and TiDB's own: 9007 ErrWriteConflict, 9006 ErrGCTooEarly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cdc_core.upstream.errors import ErrorKind, SqlError
+
+
+@dataclass(frozen=True)
+class MysqlCode:
+    code: int
+    sqlstate: bytes
+
+
+ER_DB_CREATE_EXISTS = MysqlCode(1007, b"HY000")
+ER_DB_DROP_EXISTS = MysqlCode(1008, b"HY000")
+ER_BAD_NULL_ERROR = MysqlCode(1048, b"23000")
+ER_BAD_DB_ERROR = MysqlCode(1049, b"42000")
+ER_TABLE_EXISTS_ERROR = MysqlCode(1050, b"42S01")
+ER_BAD_TABLE_ERROR = MysqlCode(1051, b"42S02")
+ER_BAD_FIELD_ERROR = MysqlCode(1054, b"42S22")
+ER_DUP_FIELDNAME = MysqlCode(1060, b"42S21")
+ER_DUP_KEYNAME = MysqlCode(1061, b"42000")
+ER_DUP_ENTRY = MysqlCode(1062, b"23000")
+ER_PARSE_ERROR = MysqlCode(1064, b"42000")
+ER_CANT_DROP_FIELD_OR_KEY = MysqlCode(1091, b"42000")
+ER_UNKNOWN_ERROR = MysqlCode(1105, b"HY000")
+ER_NO_SUCH_TABLE = MysqlCode(1146, b"42S02")
+ER_NO_DEFAULT_FOR_FIELD = MysqlCode(1364, b"HY000")
+ER_NO_DB_ERROR = MysqlCode(1046, b"3D000")
+TIDB_GC_TOO_EARLY = MysqlCode(9006, b"HY000")
+TIDB_WRITE_CONFLICT = MysqlCode(9007, b"HY000")
+
+# First match wins; searched in the message without the SQL front's "statement N `...`: " prefixes.
+_BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
+    (re.compile(p), c) for p, c in (
+        (r"syntax error|cannot tokenize", ER_PARSE_ERROR),
+        (r"^Unknown database '", ER_BAD_DB_ERROR),
+        (r"^Can't create database '.*'; database exists", ER_DB_CREATE_EXISTS),
+        (r"^Can't drop database '.*'; database doesn't exist", ER_DB_DROP_EXISTS),
+        (r"^Table '.*' already exists", ER_TABLE_EXISTS_ERROR),
+        (r"^Unknown table '", ER_BAD_TABLE_ERROR),
+        (r"^Table '.*' doesn't exist", ER_NO_SUCH_TABLE),
+        (r"^Duplicate entry ", ER_DUP_ENTRY),
+        (r"^Column '.*' cannot be null", ER_BAD_NULL_ERROR),
+        (r"^Unknown column ", ER_BAD_FIELD_ERROR),
+        (r"unknown column ", ER_BAD_FIELD_ERROR),
+        (r"^Duplicate column name ", ER_DUP_FIELDNAME),
+        (r"^Duplicate key name ", ER_DUP_KEYNAME),
+        (r"^Can't DROP '", ER_CANT_DROP_FIELD_OR_KEY),
+        (r"^Field '.*' doesn't have a default value", ER_NO_DEFAULT_FOR_FIELD),
+        (r"^No database selected", ER_NO_DB_ERROR),
+    )
+)
+_PREFIX = re.compile(r"^(statement \d+ `.*?`: )+")
+
+
+def strip_context(message: str) -> str:
+    """The message without the script context the SQL front adds (one statement goes per MySQL query)."""
+    return _PREFIX.sub("", message)
+
+
+def code_of(exc: SqlError) -> MysqlCode:
+    if exc.kind is ErrorKind.CONFLICT:
+        return TIDB_WRITE_CONFLICT
+    if exc.kind is ErrorKind.GC:
+        return TIDB_GC_TOO_EARLY
+    message = strip_context(exc.message)
+    for pattern, code in _BY_MESSAGE:
+        if pattern.search(message):
+            return code
+    return ER_UNKNOWN_ERROR

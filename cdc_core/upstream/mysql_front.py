@@ -1,0 +1,240 @@
+"""The SQL front over the MySQL wire protocol, as TiDB serves SQL: any MySQL client or driver connects.
+
+``mysql-mimic`` speaks the protocol (handshake, COM_QUERY, COM_INIT_DB, text result sets, error packets) and
+answers what a client asks of every server (``SET NAMES``, ``SELECT @@version``, ``SHOW VARIABLES``, ``SHOW
+DATABASES/TABLES/COLUMNS`` from ``schema()``); everything else runs in one SQL-front session per connection
+(``sql_front.Session``), which lives as long as the connection: ``USE``, ``BEGIN`` ... ``COMMIT`` span queries,
+and a transaction still open at disconnect is rolled back, as in MySQL.
+
+TiDB's session variables cdcflow and TiCDC's users rely on:
+
+- ``tidb_snapshot``: ``SET @@tidb_snapshot = '<tso or datetime>'`` makes the session read at that ts (writes
+  are refused); ``''`` ends it. A ts in the future or below the GC safe point is refused at the SET.
+- ``tidb_current_ts``: the open transaction's start ts (0 outside one), read-only.
+- ``version``: ``8.0.11-TiDB-v8.5.0-cdcflow`` (TiDB reports MySQL 8.0.11 compatibility, then its own version).
+
+Errors carry MySQL's codes (``mysql_errors``). Each query's statements run in order; the last one's result is
+returned (a multi-statement query gets one result, as mysql-mimic answers it). Statements are parsed by the SQL
+front (TiDB's ``CLUSTERED`` keywords included), then offered to mysql-mimic's handlers first.
+
+Not yet: prepared statements run through mysql-mimic's text substitution; TLS and authentication (any user
+is accepted); ``information_schema.tables.TIDB_TABLE_ID`` (the TiDB-data issue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, cast
+
+from mysql_mimic import MysqlServer, Session
+from mysql_mimic.connection import Connection
+from mysql_mimic.control import LocalControl
+from mysql_mimic.errors import SQLSTATES, ErrorCode, MysqlError
+from mysql_mimic.results import AllowedResult
+from mysql_mimic.session import Query
+from mysql_mimic.variables import SYSTEM_VARIABLES, GlobalVariables, SessionVariables
+from sqlglot import exp
+
+from cdc_core.codec.tso import parse_ts_or_datetime
+from cdc_core.log import get_logger
+from cdc_core.schema.model import SchemaError
+from cdc_core.upstream import mysql_errors
+from cdc_core.upstream.errors import SqlError
+from cdc_core.upstream.mvcc import GcSafePointPassedError
+from cdc_core.upstream.sql_front import ParsedStatement, SqlEngine, StatementResult, split_script
+
+log = get_logger("cdcflow.upstream.mysql")
+
+TIDB_VERSION = "8.0.11-TiDB-v8.5.0-cdcflow"
+_VARIABLES = GlobalVariables({
+    **SYSTEM_VARIABLES,
+    "version": (str, TIDB_VERSION, False),
+    "version_comment": (str, "TiDB Server (cdcflow's embedded upstream)", False),
+    "tidb_snapshot": (str, "", True),
+    "tidb_current_ts": (int, 0, False),
+})
+
+# mysql-mimic names SQLSTATEs for its own few codes; a client shows the state of the others too.
+for _c in vars(mysql_errors).values():
+    if isinstance(_c, mysql_errors.MysqlCode):
+        SQLSTATES.setdefault(cast(ErrorCode, _c.code), _c.sqlstate)
+
+
+def _mysql_error(exc: SqlError) -> MysqlError:
+    code = mysql_errors.code_of(exc)
+    return MysqlError(mysql_errors.strip_context(exc.message), cast(ErrorCode, code.code))
+
+
+class UnknownDatabase(Exception):
+    """The handshake named a database that does not exist."""
+
+
+class _Connections(LocalControl):
+    """mysql-mimic's connection registry, which also lets the server end every open connection at stop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: set[int] = set()
+
+    async def add(self, connection: Connection) -> int:
+        connection_id = await super().add(connection)
+        self.open.add(connection_id)
+        return connection_id
+
+    async def remove(self, connection_id: int) -> None:
+        self.open.discard(connection_id)
+        await super().remove(connection_id)
+
+
+class FrontSession(Session):
+    """One MySQL connection: a SQL-front session behind mysql-mimic's protocol handlers."""
+
+    def __init__(self, engine: SqlEngine) -> None:
+        self.engine = engine
+        self.sql = engine.session()
+        super().__init__(SessionVariables(_VARIABLES))
+        self.middlewares = [
+            self._set_var_middleware,
+            self._snapshot_middleware,
+            self._set_middleware,
+            self._static_query_middleware,
+            self._use_middleware,
+            self._kill_middleware,
+            self._show_middleware,
+            self._describe_middleware,
+            self._info_schema_middleware,
+        ]  # BEGIN/COMMIT/ROLLBACK are the SQL front's (mysql-mimic's own handlers would ignore them)
+
+    @property  # type: ignore[override]
+    def database(self) -> str | None:
+        """The current database: the SQL-front session's (``USE`` changes it there)."""
+        return self.sql.db
+
+    @database.setter
+    def database(self, name: str | None) -> None:
+        """Set by mysql-mimic from the handshake (and COM_CHANGE_USER): a database that does not exist refuses
+        the connection there, with the reason (as code 1043; MySQL answers 1049)."""
+        if not name:
+            self.sql.db = None
+            return
+        db = self.engine.catalog.database(name)
+        if db is None:
+            raise UnknownDatabase(f"Unknown database '{name}'")
+        self.sql.db = db.name
+
+    async def close(self) -> None:
+        self.sql.close()  # an open transaction is rolled back, as when a MySQL client disconnects
+        await super().close()
+
+    async def handle_query(self, sql: str, attrs: dict[str, str]) -> AllowedResult:
+        self.timestamp = datetime.now(tz=self.timezone())
+        try:
+            statements = split_script(sql)
+        except SqlError as exc:
+            raise _mysql_error(exc) from exc
+        if not statements:
+            raise MysqlError("Query was empty", ErrorCode.EMPTY_QUERY)
+        result: AllowedResult = None
+        for st in statements:
+            q = Query(expression=st.node, sql=st.text, attrs=attrs, _middlewares=self.middlewares,
+                      _query=self._runner(st))
+            result = await q.start()
+        return result
+
+    def _runner(self, st: ParsedStatement) -> Callable[[exp.Expression, str, dict[str, str]], Awaitable[AllowedResult]]:
+        async def run(expression: exp.Expression, sql: str, attrs: dict[str, str]) -> AllowedResult:
+            return await self._run(st)
+
+        return run
+
+    async def _run(self, st: ParsedStatement) -> AllowedResult:
+        try:
+            res = await self.sql.run(st)
+        except SqlError as exc:
+            raise _mysql_error(exc) from exc
+        except SchemaError as exc:  # e.g. an unknown column name: the SQL is wrong
+            raise _mysql_error(SqlError(str(exc))) from exc
+        except GcSafePointPassedError as exc:  # a transaction outlived the GC safe point
+            raise MysqlError(str(exc), cast(ErrorCode, mysql_errors.TIDB_GC_TOO_EARLY.code)) from exc
+        finally:
+            self.variables.set("tidb_current_ts", self.sql.txn.start_ts if self.sql.txn else 0, force=True)
+        await asyncio.sleep(0)  # let the change feed and other sessions run between statements
+        return self._result(res)
+
+    def _result(self, res: StatementResult) -> AllowedResult:
+        if res.columns:
+            return [tuple(row.get(c) for c in res.columns) for row in res.rows], res.columns
+        if res.affected_rows:
+            self._report_affected_rows(res.affected_rows)
+        return None
+
+    def _report_affected_rows(self, n: int) -> None:
+        """The next OK packet carries ``n`` affected rows. mysql-mimic's ``Session`` cannot return them (its
+        issue #80): its connection sends ``self.ok()`` for a query without rows, so that call is wrapped once."""
+        conn = self.connection
+        base = type(conn).ok
+
+        def ok_once(**kwargs: Any) -> bytes:
+            del conn.ok  # type: ignore[method-assign]
+            return base(conn, **{"affected_rows": n, **kwargs})
+
+        conn.ok = ok_once  # type: ignore[method-assign]
+
+    async def use(self, database: str) -> None:
+        """``USE db`` and COM_INIT_DB (``mysql -D db``)."""
+        await self._run(split_script(f"USE `{database.replace('`', '``')}`")[0])
+
+    async def _snapshot_middleware(self, q: Query) -> AllowedResult:
+        """``SET [@@][session.]tidb_snapshot = ...``: read at that ts from the next statement on."""
+        if not (isinstance(q.expression, exp.Set) and "tidb_snapshot" in q.expression.sql().lower()):
+            return await q.next()
+        before = self.variables.get("tidb_snapshot")
+        result = await q.next()
+        text = str(self.variables.get("tidb_snapshot") or "").strip()
+        try:
+            ts = parse_ts_or_datetime(text) if text else 0
+            if ts:
+                self.sql.check_snapshot(ts)
+        except (ValueError, SqlError) as exc:
+            self.variables.set("tidb_snapshot", before)
+            if isinstance(exc, SqlError):
+                raise _mysql_error(exc) from exc
+            raise MysqlError(f"tidb_snapshot: {exc}", ErrorCode.WRONG_VALUE_FOR_VAR) from exc
+        self.sql.at_ts = ts
+        return result
+
+    async def schema(self) -> dict[str, dict[str, dict[str, str]]]:
+        """Databases, tables and column types, for SHOW and ``information_schema`` (the current catalog; TiDB
+        would answer at ``tidb_snapshot`` when one is set)."""
+        catalog = self.engine.catalog
+        return {db.name: {t.name: {c.name: c.sql_type for c in t.columns} for t in catalog.tables(db.name)}
+                for db in catalog.databases()}
+
+
+class MysqlFront:
+    """The MySQL protocol server of a cluster's SQL engine, on the cluster's event loop."""
+
+    def __init__(self, engine: SqlEngine) -> None:
+        self.engine = engine
+        self._connections = _Connections()
+        self._server = MysqlServer(session_factory=lambda: FrontSession(engine), control=self._connections)
+        self.addr = ""
+
+    async def start(self, host: str, port: int = 0) -> str:
+        await self._server.start_server(host=host, port=port)
+        bound = self._server.sockets()[0].getsockname()
+        self.addr = f"{host}:{bound[1]}"
+        log.info("MySQL protocol serving", addr=self.addr)
+        return self.addr
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop accepting, end every open connection (its transaction rolls back), wait for them to go."""
+        self._server.close()
+        for connection_id in list(self._connections.open):
+            await self._connections.kill(connection_id)
+        deadline = asyncio.get_running_loop().time() + grace
+        while self._connections.open and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)  # each killed connection's task unwinds on this loop
+        await self._server.wait_closed()

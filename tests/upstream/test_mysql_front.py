@@ -1,0 +1,131 @@
+"""The SQL front over the MySQL protocol, as a MySQL client sees it: PyMySQL (a maintained pure-Python driver) and
+Debian's ``mariadb`` command-line client connect to the embedded upstream; sessions span queries; errors carry
+MySQL's codes; TiDB's ``tidb_snapshot`` / ``tidb_current_ts`` work as in TiDB."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from cdc_core.upstream.embedded import EmbeddedCluster
+
+
+def _connect(ec: EmbeddedCluster, **kw: Any) -> pymysql.connections.Connection:
+    host, _, port = ec.mysql_addr.rpartition(":")
+    return pymysql.connect(host=host, port=int(port), user="root", autocommit=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def ec(upstream_cluster: Any) -> Iterator[EmbeddedCluster]:
+    conn = _connect(upstream_cluster)
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE my")
+        cur.execute("CREATE TABLE my.t (a INT PRIMARY KEY, b VARCHAR(10), c DECIMAL(10,2))")
+    conn.close()
+    yield upstream_cluster
+
+
+def _codes(fn: Any) -> tuple[int, str]:
+    with pytest.raises(pymysql.MySQLError) as ei:
+        fn()
+    return ei.value.args[0], ei.value.args[1]
+
+
+def test_statements_rows_and_affected_rows(ec: EmbeddedCluster) -> None:
+    conn = _connect(ec, database="my")
+    with conn.cursor() as cur:
+        assert cur.execute("INSERT INTO t VALUES (1, 'x', 1.50), (2, NULL, NULL), (3, 'z', 3)") == 3
+        assert cur.execute("UPDATE t SET b = 'y' WHERE a >= 2") == 2
+        cur.execute("SELECT a, b, c FROM t ORDER BY a")
+        assert [d[0] for d in cur.description] == ["a", "b", "c"]
+        assert cur.fetchall() == ((1, "x", "1.50"), (2, "y", None), (3, "y", "3.00"))
+        cur.execute("SELECT DATABASE(), VERSION()")
+        assert cur.fetchone() == ("my", "8.0.11-TiDB-v8.5.0-cdcflow")
+        assert cur.execute("DELETE FROM t WHERE a = 3") == 1
+        cur.execute("SHOW TABLES")
+        assert ("t",) in cur.fetchall()
+    conn.close()
+
+
+def test_a_transaction_spans_queries_and_a_disconnect_rolls_it_back(ec: EmbeddedCluster) -> None:
+    a, b = _connect(ec), _connect(ec)
+    with a.cursor() as ca, b.cursor() as cb:
+        ca.execute("SELECT @@tidb_current_ts")
+        assert ca.fetchone() == (0,)
+        ca.execute("BEGIN")
+        ca.execute("INSERT INTO my.t VALUES (10, 'txn', 0)")
+        ca.execute("SELECT @@tidb_current_ts")
+        start_ts = ca.fetchone()[0]
+        assert start_ts > 0
+        cb.execute("SELECT COUNT(*) FROM my.t WHERE a = 10")
+        assert cb.fetchone() == (0,), "not committed yet"
+        ca.execute("COMMIT")
+        cb.execute("SELECT COUNT(*) FROM my.t WHERE a = 10")
+        assert cb.fetchone() == (1,)
+        ca.execute("BEGIN")
+        ca.execute("INSERT INTO my.t VALUES (11, 'lost', 0)")
+    a.close()  # with the transaction open
+    with b.cursor() as cb:
+        cb.execute("SELECT COUNT(*) FROM my.t WHERE a = 11")
+        assert cb.fetchone() == (0,)
+    b.close()
+
+
+def test_errors_carry_mysql_codes(ec: EmbeddedCluster) -> None:
+    conn = _connect(ec, database="my")
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t VALUES (20, 'dup', 0)")
+        code, msg = _codes(lambda: cur.execute("INSERT INTO t VALUES (20, 'dup', 0)"))
+        assert code == 1062 and msg.startswith("Duplicate entry '20' for key")
+        assert _codes(lambda: cur.execute("SELECT * FROM nope")) == (1146, "Table 'my.nope' doesn't exist")
+        assert _codes(lambda: cur.execute("USE nodb"))[0] == 1049
+        assert _codes(lambda: cur.execute("CREATE TABLE t (a INT PRIMARY KEY)")) == (
+            1050, "Table 'my.t' already exists")
+        assert _codes(lambda: cur.execute("SELEC 1"))[0] == 1064
+        assert _codes(lambda: cur.execute("SELECT nope FROM t"))[0] == 1054
+    conn.close()
+    code, msg = _codes(lambda: _connect(ec, database="nodb"))  # the handshake names the database
+    assert code == 1043 and msg == "Unknown database 'nodb'"
+
+
+def test_tidb_snapshot_reads_the_past_and_refuses_writes(ec: EmbeddedCluster) -> None:
+    conn = _connect(ec, database="my")
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t VALUES (30, 'old', 0)")
+        cur.execute("BEGIN")
+        cur.execute("SELECT @@tidb_current_ts")
+        before = cur.fetchone()[0]
+        cur.execute("COMMIT")
+        cur.execute("UPDATE t SET b = 'new' WHERE a = 30")
+        cur.execute(f"SET @@tidb_snapshot = '{before}'")
+        cur.execute("SELECT b FROM t WHERE a = 30")
+        assert cur.fetchone() == ("old",)
+        code, _ = _codes(lambda: cur.execute("DELETE FROM t WHERE a = 30"))
+        assert code == 1105
+        code, msg = _codes(lambda: cur.execute("SET @@tidb_snapshot = '99999999999999999999'"))
+        assert code == 1105 and "is in the future" in msg
+        cur.execute("SELECT b FROM t WHERE a = 30")
+        assert cur.fetchone() == ("old",), "a refused SET leaves the snapshot as it was"
+        cur.execute("SET @@tidb_snapshot = ''")
+        cur.execute("SELECT b FROM t WHERE a = 30")
+        assert cur.fetchone() == ("new",)
+    conn.close()
+
+
+def test_the_mariadb_command_line_client_connects(ec: EmbeddedCluster) -> None:
+    assert shutil.which("mariadb"), "Debian's mariadb-client is missing (`make test`'s preflight installs it)"
+    host, _, port = ec.mysql_addr.rpartition(":")
+    script = ("USE my; INSERT INTO t VALUES (40, 'cli', 4.25); "
+              "SELECT a, b, c FROM t WHERE a = 40; SELECT @@version;")
+    out = subprocess.run(["mariadb", "-h", host, "-P", port, "-u", "root", "--protocol=TCP", "--batch",
+                          "--skip-ssl", "-e", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["a\tb\tc", "40\tcli\t4.25", "@@version", "8.0.11-TiDB-v8.5.0-cdcflow"]
+    bad = subprocess.run(["mariadb", "-h", host, "-P", port, "-u", "root", "--protocol=TCP", "--skip-ssl",
+                          "-e", "SELECT * FROM my.nope"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "ERROR 1146 (42S02)" in bad.stderr and "Table 'my.nope' doesn't exist" in bad.stderr
