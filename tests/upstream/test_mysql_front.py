@@ -76,6 +76,23 @@ def test_a_transaction_spans_queries_and_a_disconnect_rolls_it_back(ec: Embedded
     b.close()
 
 
+def test_a_write_conflict_is_tidbs_9007_and_rolls_back(ec: EmbeddedCluster) -> None:
+    a, b = _connect(ec, database="my"), _connect(ec, database="my")
+    with a.cursor() as ca, b.cursor() as cb:
+        ca.execute("INSERT INTO t VALUES (50, 'v0', 0)")
+        ca.execute("BEGIN")
+        cb.execute("BEGIN")
+        ca.execute("UPDATE t SET b = 'a' WHERE a = 50")
+        cb.execute("UPDATE t SET b = 'b' WHERE a = 50")
+        ca.execute("COMMIT")
+        code, msg = _codes(lambda: cb.execute("COMMIT"))
+        assert code == 9007 and "rolled back" in msg
+        cb.execute("SELECT b FROM t WHERE a = 50")
+        assert cb.fetchone() == ("a",)
+    a.close()
+    b.close()
+
+
 def test_errors_carry_mysql_codes(ec: EmbeddedCluster) -> None:
     conn = _connect(ec, database="my")
     with conn.cursor() as cur:
