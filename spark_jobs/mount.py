@@ -1,23 +1,27 @@
-"""Mount: decode one table's bronze row events with its TableInfo, natively in Spark.
+"""Mount: decode one table's bronze row events with its TableInfo, batch by batch in Spark's Python workers.
 
-Row values are JSON objects keyed by column id (``cdc_core.codec.row``). Each value is parsed
-once with ``from_json`` into ``map<string,string>`` -- a map rather than a struct because an
-absent id ("not set": take the column default) must be told apart from a JSON null (NULL), and a
-struct yields null for both. Every JSON scalar lands in the map as its text, which is then cast to
-the column's Spark type (ANSI casts: a value that does not fit fails the job instead of becoming
-NULL). Ids the schema does not have (dropped columns) are never looked at.
+Bronze keeps the row values exactly as TiKV sent them (rowcodec v2, or the datum format of old clusters). The
+events of a table are mapped with ``mapInArrow``: each Arrow batch of values is decoded at once by
+:func:`cdc_core.codec.rowcodec_batch.decode_rows` (numpy over the batch's buffers, no Python call per row per
+column) into typed columns, which become the ``_new`` / ``_old`` structs. Ids the schema does not have (dropped
+columns) are skipped; ids a value lacks take the column's origin default. A value that does not decode, or does
+not fit its Delta type, fails the job with the table, column, key and commit ts.
 
-The handle comes from the row key: bytes 12..19 (1-based) are the 8-byte big-endian handle with
-the sign bit flipped. For clustered tables it is the PK value; otherwise it is ``_tidb_rowid``.
+The handle comes from the row key (bytes 12..19, 1-based: 8 bytes big-endian with the sign bit flipped), decoded
+natively before the batches reach Python. For clustered tables it is the PK value and the key is authoritative
+for it; otherwise it is ``_tidb_rowid``.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
+from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame
 
@@ -25,6 +29,7 @@ NEW = "_new"  # struct: the row image after the event (null for a delete)
 OLD = "_old"  # struct: the row image before it (null when the key had no previous version)
 HANDLE = "_handle"
 _SIGN = "9223372036854775808"  # 2^63
+_PASSED = ("table_id", "key", "op", "start_ts", "commit_ts")
 
 
 def handle_expr(key_col: str = "key") -> SparkColumn:
@@ -44,33 +49,70 @@ def image_columns(table: TableInfo) -> list[tuple[str, str]]:
     return cols
 
 
-def _default_lit(c: Column) -> SparkColumn:
-    from pyspark.sql import functions as F
+def _image_type(table: TableInfo) -> pa.StructType:
+    import pyarrow as pa
 
-    if c.origin_default is None:
-        return F.lit(None).cast(c.spark_type())
-    return F.lit(str(c.to_json_value(c.origin_default))).cast(c.spark_type())
+    return pa.struct(list(table.arrow_schema()))
 
 
-def _image(map_col: str, table: TableInfo) -> SparkColumn:
-    """A typed struct of the table's columns from a parsed ``map<string,string>`` (null map → null)."""
-    from pyspark.sql import functions as F
+def mounted_schema(table: TableInfo) -> pa.Schema:
+    """The Arrow schema of :func:`mount`'s output."""
+    import pyarrow as pa
 
-    m = F.col(map_col)
-    handle = F.col(HANDLE)
-    fields: list[SparkColumn] = []
-    pk_handle = table.handle_column
-    for c in table.columns:
-        if pk_handle is not None and c.name == pk_handle:
-            # Clustered: the key is authoritative for the PK (the value may not even carry it).
-            v = handle.cast(c.spark_type())
-        else:
-            cid = F.lit(str(c.id))
-            v = F.when(F.map_contains_key(m, cid), m[cid].cast(c.spark_type())).otherwise(_default_lit(c))
-        fields.append(v.alias(c.name))
-    if ROWID_COLUMN in table.arrow_schema().names:
-        fields.append(handle.alias(ROWID_COLUMN))
-    return F.when(m.isNull(), F.lit(None)).otherwise(F.struct(*fields))
+    image = _image_type(table)
+    return pa.schema([
+        ("table_id", pa.int64()), ("key", pa.binary()), ("op", pa.string()), ("start_ts", pa.int64()),
+        ("commit_ts", pa.int64()), (HANDLE, pa.int64()), (NEW, image), (OLD, image),
+    ])
+
+
+def _image(table: TableInfo, batch: pa.RecordBatch, column: str, present: pa.Array) -> pa.StructArray:
+    """The typed images of ``batch[column]`` where ``present`` (null elsewhere), keyed fields from the handle."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cdc_core.codec.rowcodec_batch import ArrowColumn, RowDecodeError, decode_rows
+
+    values = pc.if_else(present, batch.column(column), pa.scalar(None, pa.binary()))
+    try:
+        arrays = decode_rows(values, [ArrowColumn(c.id, c.field_type(), c.origin_default) for c in table.columns])
+    except RowDecodeError as exc:
+        where = [f"table {table.qualified_name} (id {table.id})"]
+        if exc.col_id is not None:
+            names = {c.id: c.name for c in table.columns}
+            where.append(f"column {names.get(exc.col_id, '?')!r} (id {exc.col_id})")
+        if exc.row is not None:
+            where.append(f"key {batch.column('key')[exc.row].as_py().hex()} at commit ts "
+                         f"{batch.column('commit_ts')[exc.row].as_py()} ({column})")
+        raise RowDecodeError(f"cannot decode a row value: {', '.join(where)}: {exc}", row=exc.row,
+                             col_id=exc.col_id) from exc
+    image = _image_type(table)
+    handle = batch.column(HANDLE)
+    by_name = dict(zip([c.name for c in table.columns], arrays, strict=True))
+    if table.handle_column is not None:
+        # Clustered: the key is authoritative for the PK (the value may not even carry it).
+        by_name[table.handle_column] = handle.cast(image.field(table.handle_column).type)
+    if ROWID_COLUMN in image.names:
+        by_name[ROWID_COLUMN] = handle
+    children = [by_name[f.name] for f in image]
+    return pa.StructArray.from_arrays(children, fields=list(image), mask=pc.invert(present))
+
+
+def decode_batches(table_json: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: bronze events of one table (with ``_handle``) in, :func:`mounted_schema` batches out."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = TableInfo.from_json(table_json)
+    schema = mounted_schema(table)
+    for batch in batches:
+        is_put = pc.fill_null(pc.and_(pc.equal(batch.column("op"), "put"), pc.is_valid(batch.column("value"))),
+                              False)
+        has_old = pc.is_valid(batch.column("old_value"))
+        new = _image(table, batch, "value", is_put)
+        old = _image(table, batch, "old_value", has_old)
+        passed = [batch.column(n) for n in (*_PASSED, HANDLE)]
+        yield pa.RecordBatch.from_arrays([*passed, new, old], schema=schema)
 
 
 def key_only_image(table: TableInfo) -> SparkColumn | None:
@@ -97,21 +139,8 @@ def mount(events: DataFrame, table: TableInfo) -> DataFrame:
     ``_new``/``_old`` are structs of :func:`image_columns`.
     """
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    mtype = "map<string,string>"
-    opts = {"mode": "FAILFAST"}
-    return (
-        events.where(F.col("table_id") == F.lit(table.id))
-        .withColumn(HANDLE, handle_expr("key"))
-        .withColumn(
-            "_vm",
-            F.when(
-                (F.col("op") == "put") & F.col("value").isNotNull(),
-                F.from_json(F.col("value").cast("string"), mtype, opts),
-            ),
-        )
-        .withColumn("_om", F.from_json(F.col("old_value").cast("string"), mtype, opts))
-        .withColumn(NEW, _image("_vm", table))
-        .withColumn(OLD, _image("_om", table))
-        .select("table_id", "key", "op", "start_ts", "commit_ts", HANDLE, NEW, OLD)
-    )
+    rows = events.where(F.col("table_id") == F.lit(table.id)).select(
+        *_PASSED, handle_expr("key").alias(HANDLE), "value", "old_value")
+    return rows.mapInArrow(functools.partial(decode_batches, table.to_json()), from_arrow_schema(mounted_schema(table)))

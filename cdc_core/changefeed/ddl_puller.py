@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdc_core.codec.changelog import OP_PUT
-from cdc_core.codec.row import decode_row
 from cdc_core.errors import ChangefeedError
 from cdc_core.home import state_dir
 from cdc_core.log import get_logger
@@ -38,7 +37,7 @@ def decode_jobs(window: pa.Table) -> list[DDLJob]:
         if row["op"] != OP_PUT or row["value"] is None:
             continue  # history rows are only ever written
         try:
-            job = DDLJob.from_row(ddl_history.TABLE_INFO.decode_values(decode_row(row["value"])))
+            job = DDLJob.from_value(row["value"])
         except (ValueError, KeyError) as exc:
             raise ChangefeedError(f"corrupt DDL history row at commit ts {row['commit_ts']}: {exc}") from exc
         if job.finished_ts != row["commit_ts"]:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from cdc_core.codec.row import decode_row, encode_row
 from cdc_core.schema.model import Column, Index, TableInfo
 
 DB_NAME = "mysql"
@@ -117,6 +118,16 @@ class DDLJob:
 
     def to_json(self) -> str:
         return json.dumps(self.to_row(), sort_keys=True)
+
+    def to_value(self) -> bytes:
+        """The job's history-table row value (rowcodec v2 under ``TABLE_INFO``)."""
+        row = self.to_row()
+        return encode_row(TABLE_INFO, {c.id: c.convert(row[c.name]) for c in TABLE_INFO.columns})
+
+    @classmethod
+    def from_value(cls, value: bytes) -> DDLJob:
+        """A job from its history-table row value."""
+        return cls.from_row(TABLE_INFO.decode_values(decode_row(TABLE_INFO, value)))
 
 
 def _opt_int(v: Any) -> int | None:

@@ -11,9 +11,11 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from cdc_core.codec.row import DATETIME_FORMAT, json_value
+from cdc_core.codec import mysql_type as mt
+from cdc_core.codec.value_text import DATETIME_FORMAT, json_value
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -68,6 +70,25 @@ class Column:
         if self.type == "decimal":
             return pa.decimal128(self.precision or 10, self.scale or 0)
         return pa.timestamp("us")  # DATETIME has no zone: a naive timestamp
+
+    def field_type(self) -> mt.FieldType:
+        """The TiDB ``FieldType`` row values of this column are encoded by (``pkg/parser/mysql/type.go`` codes).
+
+        DATETIME keeps microseconds (fsp 6); text columns are utf8mb4 with TiDB's default ``utf8mb4_bin``."""
+        flag = 0 if self.nullable else mt.NotNullFlag
+        if self.type == "int":
+            return mt.FieldType(mt.TypeLong, flag, flen=11)
+        if self.type == "bigint":
+            return mt.FieldType(mt.TypeLonglong, flag, flen=20)
+        if self.type == "varchar":
+            return mt.FieldType(mt.TypeVarchar, flag, flen=self.length or mt.UnspecifiedLength,
+                                charset="utf8mb4", collate="utf8mb4_bin")
+        if self.type == "text":
+            return mt.FieldType(mt.TypeBlob, flag | mt.BlobFlag, flen=65535, charset="utf8mb4",
+                                collate="utf8mb4_bin")
+        if self.type == "decimal":
+            return mt.FieldType(mt.TypeNewDecimal, flag, flen=self.precision or 10, decimal=self.scale or 0)
+        return mt.FieldType(mt.TypeDatetime, flag, flen=26, decimal=6)
 
     def spark_type(self) -> str:
         """The Spark SQL type name (for ``cast`` and DDL strings)."""
@@ -161,6 +182,15 @@ class TableInfo:
 
     def column_by_id(self) -> dict[int, Column]:
         return {c.id: c for c in self.columns}
+
+    def field_types(self) -> dict[int, mt.FieldType]:
+        """``{column id: FieldType}``: what encoding or decoding a row value under this schema needs (built once
+        per TableInfo: every row read or written asks for it; do not mutate)."""
+        return self._field_types
+
+    @cached_property
+    def _field_types(self) -> dict[int, mt.FieldType]:
+        return {c.id: c.field_type() for c in self.columns}
 
     @property
     def qualified_name(self) -> str:

@@ -17,7 +17,6 @@ from typing import Any
 from sqlglot import exp
 
 from cdc_core.codec import key as keycodec
-from cdc_core.codec.row import encode_row
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
@@ -33,12 +32,6 @@ from cdc_core.upstream.tso import TsoAllocator
 from cdc_core.upstream.txn import Transaction
 
 _IGNORED_PROPERTIES = (exp.EngineProperty, exp.CharacterSetProperty, exp.CollateProperty, exp.SchemaCommentProperty)
-
-
-def history_row_value(job: DDLJob) -> bytes:
-    """The encoded history-table row of a job (values by ``TABLE_INFO`` column ids)."""
-    row = job.to_row()
-    return encode_row({c.id: c.convert(row[c.name]) for c in ddl_history.TABLE_INFO.columns})
 
 
 def table_info_from_create(
@@ -163,7 +156,7 @@ class DdlExecutor:
         txn = txn or Transaction(self.store, self.tso)
         commit_ts = self.tso.next()
         job = replace(job, finished_ts=commit_ts)
-        txn.put(keycodec.row_key(ddl_history.TABLE_ID, job.job_id), history_row_value(job))
+        txn.put(keycodec.row_key(ddl_history.TABLE_ID, job.job_id), job.to_value())
         txn.commit_now(commit_ts)
         apply()
         return commit_ts

@@ -35,6 +35,7 @@ ER_UNKNOWN_ERROR = MysqlCode(1105, b"HY000")
 ER_NO_SUCH_TABLE = MysqlCode(1146, b"42S02")
 ER_NO_DEFAULT_FOR_FIELD = MysqlCode(1364, b"HY000")
 ER_NO_DB_ERROR = MysqlCode(1046, b"3D000")
+ER_UNSUPPORTED_DDL = MysqlCode(8200, b"HY000")  # TiDB's ErrUnsupportedDDLOperation / ErrUnsupportedModifyColumn
 TIDB_GC_TOO_EARLY = MysqlCode(9006, b"HY000")
 TIDB_WRITE_CONFLICT = MysqlCode(9007, b"HY000")
 
@@ -57,6 +58,7 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^Can't DROP '", ER_CANT_DROP_FIELD_OR_KEY),
         (r"^Field '.*' doesn't have a default value", ER_NO_DEFAULT_FOR_FIELD),
         (r"^No database selected", ER_NO_DB_ERROR),
+        (r"^Unsupported modify column", ER_UNSUPPORTED_DDL),
     )
 )
 _PREFIX = re.compile(r"^(statement \d+ `.*?`: )+")

@@ -35,7 +35,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from cdc_core.codec import key as keycodec
-from cdc_core.codec.row import decode_row, json_value
+from cdc_core.codec.value_text import json_value
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
@@ -491,7 +491,7 @@ class Session:
         if self._snapshot_schema is None:
             start, end = keycodec.table_span(ddl_history.TABLE_ID)
             jobs = [
-                DDLJob.from_row(ddl_history.TABLE_INFO.decode_values(decode_row(v)))
+                DDLJob.from_value(v)
                 for _, v in self.engine.store.scan(start, end, self.at_ts)
             ]
             tables = SchemaStorage.from_jobs(jobs).tables_at(self.at_ts)

@@ -1,6 +1,6 @@
 """How a table's rows and unique indexes map to MVCC keys, and row-level reads and writes.
 
-Rows live at ``t{id}_r{handle}`` with ``encode_row({column id: value})`` as the value. The handle
+Rows live at ``t{id}_r{handle}`` with a rowcodec v2 value of every column (``cdc_core.codec.row``). The handle
 is the integer PK of a clustered table (``pk_is_handle``) and a hidden ``_tidb_rowid`` otherwise.
 Every unique index (the PK of a non-clustered table, every UNIQUE KEY) has an entry
 ``t{id}_i{index id}{values}`` -> handle, so uniqueness is a point read and two transactions
@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cdc_core.codec import datum_key
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.row import decode_row, encode_row
 from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
@@ -33,14 +34,16 @@ class StoredRow:
 
 
 def encode_values(info: TableInfo, values: Mapping[str, Any]) -> bytes:
-    return encode_row({c.id: values.get(c.name) for c in info.columns})
+    return encode_row(info, {c.id: values.get(c.name) for c in info.columns})
 
 
 def index_entry_key(info: TableInfo, index_pos: int, ix: Index, values: Mapping[str, Any]) -> bytes | None:
-    vals = [values.get(info.column(c).name) for c in ix.columns]
+    cols = [info.column(c) for c in ix.columns]
+    vals = [values.get(c.name) for c in cols]
     if any(v is None for v in vals):
         return None
-    return keycodec.index_key(info.id, ix.id or index_pos + 1, encode_row(dict(enumerate(vals))))
+    encoded = datum_key.encode_key([(c.field_type(), v) for c, v in zip(cols, vals, strict=True)])
+    return keycodec.index_key(info.id, ix.id or index_pos + 1, encoded)
 
 
 def read_rows(txn: Transaction, info: TableInfo) -> list[StoredRow]:
@@ -49,7 +52,7 @@ def read_rows(txn: Transaction, info: TableInfo) -> list[StoredRow]:
     out = []
     for k, v in txn.scan(start, end):
         _, handle = keycodec.decode_row_key(k)
-        out.append(StoredRow(handle, info.decode_values(decode_row(v))))
+        out.append(StoredRow(handle, info.decode_values(decode_row(info, v))))
     return out
 
 

@@ -74,8 +74,8 @@ def _events() -> tuple[pa.Table, pa.Table]:
         rows["op"].append(op)
         rows["start_ts"].append(ts - 1)
         rows["commit_ts"].append(ts)
-        rows["value"].append(None if value is None else encode_row(value))
-        rows["old_value"].append(None if old is None else encode_row(old))
+        rows["value"].append(None if value is None else encode_row(TABLE, value))
+        rows["old_value"].append(None if old is None else encode_row(TABLE, old))
 
     def image(h: int, tag: str) -> dict[int, object]:
         return {1: h, 2: h % 1000, 3: f"c-{h:012d}-{tag}", 4: f"pad-{h % 977}"}

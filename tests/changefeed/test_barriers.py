@@ -12,7 +12,6 @@ from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
 from cdc_core.schema.storage import SchemaStorage
-from cdc_core.upstream.ddl import history_row_value
 
 
 def _t(tid: int, name: str = "t", db: str = "db") -> TableInfo:
@@ -58,7 +57,7 @@ def test_relevance_by_name_before_and_after():
 def _bronze(jobs: list[DDLJob], extra_rows: int = 0) -> pa.Table:
     rows = [
         {"region_id": 1, "table_id": ddl_history.TABLE_ID, "key": key.row_key(ddl_history.TABLE_ID, j.job_id),
-         "op": "put", "start_ts": j.finished_ts - 1, "commit_ts": j.finished_ts, "value": history_row_value(j),
+         "op": "put", "start_ts": j.finished_ts - 1, "commit_ts": j.finished_ts, "value": j.to_value(),
          "old_value": None}
         for j in jobs
     ]

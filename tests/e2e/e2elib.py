@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from cdc_core.cli import main as cli_main
 from cdc_core.client.upstream import UpstreamClient
-from cdc_core.codec.row import json_value
+from cdc_core.codec.value_text import json_value
 
 ROOT = Path(__file__).resolve().parents[2]
 

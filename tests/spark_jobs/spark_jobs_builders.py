@@ -7,9 +7,23 @@ from typing import Any
 import pyarrow as pa
 
 from cdc_core.codec.key import row_key
-from cdc_core.codec.row import encode_row
+from cdc_core.codec.rowcodec import encode_row_v2
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.bronze import BRONZE_SCHEMA
+
+
+def encode(table: TableInfo, value: dict[int, Any]) -> bytes:
+    """A rowcodec v2 value of ``{column id: value}`` (values as SQL literals or typed; ids the table does not have
+    are encoded as VARCHAR, like a value written before its column was dropped)."""
+    cols = table.column_by_id()
+    items = []
+    for cid, v in value.items():
+        col = cols.get(cid)
+        if col is None:
+            items.append((cid, Column(cid, "x", "varchar").field_type(), None if v is None else str(v)))
+        else:
+            items.append((cid, col.field_type(), col.convert(v)))
+    return encode_row_v2(items)
 
 
 class Bronze:
@@ -31,8 +45,8 @@ class Bronze:
         self.rows.append(
             {
                 "region_id": region, "table_id": table.id, "key": row_key(table.id, handle), "op": "put",
-                "start_ts": commit_ts - 1, "commit_ts": commit_ts, "value": encode_row(value),
-                "old_value": None if old is None else encode_row(old),
+                "start_ts": commit_ts - 1, "commit_ts": commit_ts, "value": encode(table, value),
+                "old_value": None if old is None else encode(table, old),
             }
         )  # fmt: skip
         return self
@@ -44,7 +58,7 @@ class Bronze:
             {
                 "region_id": region, "table_id": table.id, "key": row_key(table.id, handle), "op": "delete",
                 "start_ts": commit_ts - 1, "commit_ts": commit_ts, "value": None,
-                "old_value": None if old is None else encode_row(old),
+                "old_value": None if old is None else encode(table, old),
             }
         )  # fmt: skip
         return self

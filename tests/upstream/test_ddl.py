@@ -7,7 +7,6 @@ from typing import Any
 from wire.eventfeed import FeedClient, T, register_all, scan_regions, table_id, table_regions, wait_resolved
 
 from cdc_core.codec import key as keycodec
-from cdc_core.codec.row import decode_row
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
 
@@ -73,8 +72,7 @@ def test_ddl_rows_reach_eventfeed(upstream_cluster: Any, upstream_client: Any, f
     commits = [r for r in feed.rows(ids[0]) if r.type == T.COMMIT]
     prewrites = {r.start_ts: r for r in feed.rows(ids[0]) if r.type == T.PREWRITE}
     [c] = [r for r in commits if r.commit_ts == ts]
-    raw = decode_row(prewrites[c.start_ts].value)
-    job = DDLJob.from_row(ddl_history.TABLE_INFO.decode_values(raw))
+    job = DDLJob.from_value(prewrites[c.start_ts].value)
     assert job.finished_ts == ts and job.job_type == "create table"
     assert keycodec.decode_row_key(c.key) == (ddl_history.TABLE_ID, job.job_id)
     info = upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.table(fresh_db, "t"))

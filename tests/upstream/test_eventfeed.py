@@ -12,6 +12,7 @@ from wire.eventfeed import (
     RegionRef,
     T,
     changes_by_commit,
+    int_row,
     ref,
     register_all,
     scan_regions,
@@ -25,7 +26,6 @@ from wire.pd import PdWire
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.memcomparable import encode_bytes
-from cdc_core.codec.row import encode_row
 from cdc_core.errors import UpstreamError
 from cdc_core.upstream import cdc_service
 from cdc_core.upstream.mvcc import Mutation, Op
@@ -56,10 +56,10 @@ def test_scan_then_initialized_then_live(upstream_cluster: Any, upstream_client:
     neg, pos = (feed.rows(i) for i in ids)
     assert [(r.type, r.key, r.commit_ts) for r in neg] == [(T.COMMITTED, k(-1), c1), (T.INITIALIZED, b"", 0)]
     assert [(r.type, r.op_type, r.key, r.commit_ts, r.value, r.old_value) for r in pos] == [
-        (T.COMMITTED, T.Row.PUT, k(1), c1, encode_row({1: 1, 2: 10}), b""),
-        (T.COMMITTED, T.Row.PUT, k(1), c2, encode_row({1: 1, 2: 11}), encode_row({1: 1, 2: 10})),
-        (T.COMMITTED, T.Row.PUT, k(2), c1, encode_row({1: 2, 2: 20}), b""),
-        (T.COMMITTED, T.Row.DELETE, k(2), c3, b"", encode_row({1: 2, 2: 20})),
+        (T.COMMITTED, T.Row.PUT, k(1), c1, int_row(1, 10), b""),
+        (T.COMMITTED, T.Row.PUT, k(1), c2, int_row(1, 11), int_row(1, 10)),
+        (T.COMMITTED, T.Row.PUT, k(2), c1, int_row(2, 20), b""),
+        (T.COMMITTED, T.Row.DELETE, k(2), c3, b"", int_row(2, 20)),
         (T.INITIALIZED, 0, b"", 0, b"", b""),
     ]
     # live: PREWRITE (value, old value) then COMMIT, then a resolved ts that covers it
@@ -67,7 +67,7 @@ def test_scan_then_initialized_then_live(upstream_cluster: Any, upstream_client:
     wait_resolved(feed, ids, regions, c4)
     live = [r for r in feed.rows(ids[1]) if r.type in (T.PREWRITE, T.COMMIT)]
     assert [(r.type, r.key) for r in live] == [(T.PREWRITE, k(1)), (T.COMMIT, k(1))]
-    assert live[0].value == encode_row({1: 1, 2: 12}) and live[0].old_value == encode_row({1: 1, 2: 11})
+    assert live[0].value == int_row(1, 12) and live[0].old_value == int_row(1, 11)
     assert live[1].commit_ts == c4 and live[1].start_ts == live[0].start_ts < c4
     order = [(kind, p.type if kind == "row" else p) for kind, rq, _, p in feed.snapshot() if rq == ids[1]]
     commit_at = order.index(("row", T.COMMIT))
@@ -122,7 +122,7 @@ def test_lock_is_scanned_as_prewrite_and_holds_resolved_ts(upstream_cluster: Any
     tid, regions = _table(upstream_client, fresh_db, upstream_cluster)
     c = upstream_cluster.cluster
     key = keycodec.row_key(tid, 3)
-    value = encode_row({1: 3, 2: 3})
+    value = int_row(3, 3)
 
     def prewrite() -> int:
         start = c.tso.next()

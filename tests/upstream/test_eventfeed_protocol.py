@@ -8,10 +8,18 @@ from typing import Any
 
 import grpc
 import pytest
-from wire.eventfeed import FeedClient, T, changes_by_commit, register_all, table_id, table_regions, wait_until
+from wire.eventfeed import (
+    FeedClient,
+    T,
+    changes_by_commit,
+    int_row,
+    register_all,
+    table_id,
+    table_regions,
+    wait_until,
+)
 
 from cdc_core.codec import key as keycodec
-from cdc_core.codec.row import encode_row
 from cdc_core.proto import cdcpb_pb2, kvrpcpb_pb2, metapb_pb2
 from cdc_core.upstream import cdc_service
 from cdc_core.upstream.cluster import ClusterConfig
@@ -168,7 +176,7 @@ def test_long_transactions_send_fake_prewrites(upstream_client: Any) -> None:
             prewrites = lambda: [r for r in fc.rows(ids[1]) if r.type == T.PREWRITE and r.key == key]  # noqa: E731
             wait_until(lambda: len(prewrites()) >= 3, what="heartbeat prewrites")
             real, *fakes = prewrites()
-            assert real.value == encode_row({1: 5, 2: 5}) and real.start_ts == held.start_ts
+            assert real.value == int_row(5, 5) and real.start_ts == held.start_ts
             assert all(f.value == b"" and f.start_ts == held.start_ts and f.old_value == real.old_value
                        for f in fakes)
             commit_ts = ec.faults.release_lock(held.start_ts)

@@ -91,7 +91,8 @@ def test_non_clustered_table_uses_hidden_rowid(upstream_cluster: Any, upstream_c
     store = upstream_cluster.cluster.store
     ts = upstream_client.get_ts()
     value = upstream_cluster.call(lambda: store.get(keycodec.row_key(infos["n"].id, 1), ts))
-    assert decode_row(value) == {1: 5, 2: "five"}
+    assert decode_row(infos["n"], value) == {1: 5, 2: "five"}
+    assert value[0] == 128  # rowcodec v2
     assert "_tidb_rowid" not in upstream_client.query(f"SELECT * FROM {fresh_db}.n")[0]
 
 

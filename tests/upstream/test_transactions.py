@@ -122,7 +122,9 @@ def test_seed_002_swap_transaction(upstream_cluster: Any, upstream_client: Any, 
     wait_resolved(feed, ids, regions, commit_ts)
     changes = changes_by_commit(feed, ids)
     assert list(changes) == [commit_ts]
-    got = [(keycodec.decode_row_key(k)[1], op, decode_row(v), decode_row(ov)) for k, op, v, ov in changes[commit_ts]]
+    info = upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.table(fresh_db, "t"))
+    got = [(keycodec.decode_row_key(k)[1], op, decode_row(info, v), decode_row(info, ov))
+           for k, op, v, ov in changes[commit_ts]]
     put = T.Row.PUT
     if clustered:
         # handle = a: the final values of keys 1 and 2 changed; key 3 was put and deleted again: no event
@@ -137,7 +139,7 @@ def test_seed_002_swap_transaction(upstream_cluster: Any, upstream_client: Any, 
     rows = changes_by_commit(feed, ids)[ts2]
     if clustered:
         assert [(keycodec.decode_row_key(k)[1], op, v, ov) for k, op, v, ov in rows] == [
-            (1, T.Row.DELETE, b"", encode_row({1: 1, 2: 20})), (5, put, encode_row({1: 5, 2: 20}), b"")]
+            (1, T.Row.DELETE, b"", encode_row(info, {1: 1, 2: 20})), (5, put, encode_row(info, {1: 5, 2: 20}), b"")]
     else:
         assert [(keycodec.decode_row_key(k)[1], op, v, ov) for k, op, v, ov in rows] == [
-            (2, put, encode_row({1: 5, 2: 20}), encode_row({1: 1, 2: 20}))]
+            (2, put, encode_row(info, {1: 5, 2: 20}), encode_row(info, {1: 1, 2: 20}))]

@@ -18,7 +18,9 @@ from typing import Any
 
 import grpc
 
+from cdc_core.codec import mysql_type
 from cdc_core.codec.memcomparable import decode_key, encode_key
+from cdc_core.codec.rowcodec import encode_row_v2
 from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, kvrpcpb_pb2, metapb_pb2
 from wire.pd import PdWire
 
@@ -34,6 +36,14 @@ class RegionRef:
     version: int
     conf_ver: int
     leader_store: int = 0
+
+
+_INT = mysql_type.FieldType(mysql_type.TypeLong, flen=11)
+
+
+def int_row(*values: int | None) -> bytes:
+    """The rowcodec v2 value TiDB (and the embedded upstream) writes for a row of INT columns 1, 2, ..."""
+    return encode_row_v2([(i, _INT, v) for i, v in enumerate(values, start=1)])
 
 
 def scan_regions(pd_addr: str, start: bytes, end: bytes) -> list[RegionRef]:
