@@ -24,6 +24,7 @@ drop / rename column   a rewrite (below)
 modify column          widening: INT->BIGINT and DECIMAL(p,s)->DECIMAL(p',s') with s'>=s and
                        p'-s'>=p-s are a rewrite with a cast; changes that keep the Delta type
                        (VARCHAR length, VARCHAR<->TEXT, nullability, defaults) are schema-only.
+                       A column TiDB reorganized (a new column id swapped in) is the same column.
                        Anything narrowing or changing the type incompatibly raises
                        ``ChangefeedError``.
 add / drop index       nothing, unless the Delta key (PK, else first NOT NULL UK, else
@@ -312,9 +313,24 @@ def _rename_table(ctx: _Ctx, before: TableInfo | None, after: TableInfo) -> dict
 # --- columns and indexes --------------------------------------------------------------------------
 
 
-def _key_ids(t: TableInfo) -> tuple[int, ...]:
-    """The Delta key by column id (a renamed key column is the same key); -1 is ``_tidb_rowid``."""
-    return tuple(-1 if c == ROWID_COLUMN else t.column(c).id for c in t.delta_key())
+def _key_ids(t: TableInfo, swapped: dict[int, int] | None = None) -> tuple[int, ...]:
+    """The Delta key by column id (a renamed key column is the same key); -1 is ``_tidb_rowid``. ``swapped``
+    maps a reorganized column's new id to its old one."""
+    ids = (-1 if c == ROWID_COLUMN else t.column(c).id for c in t.delta_key())
+    return tuple((swapped or {}).get(i, i) for i in ids)
+
+
+def swapped_column_ids(job_type: str, before: TableInfo, after: TableInfo) -> dict[int, int]:
+    """``{new id: old id}`` of the column a MODIFY COLUMN reorganized: TiDB backfills a changing column under a
+    new id and swaps it in (pkg/ddl/modify_column.go), so the job's table has one id the table before lacks and
+    lacks one it had. Other jobs keep ids."""
+    if job_type != "modify column":
+        return {}
+    new = {c.id for c in after.columns} - {c.id for c in before.columns}
+    gone = {c.id for c in before.columns} - {c.id for c in after.columns}
+    if len(new) == 1 and len(gone) == 1:
+        return {new.pop(): gone.pop()}
+    return {}
 
 
 def check_type_change(table: str, old: Column, new: Column, ts: int) -> bool:
@@ -355,6 +371,8 @@ class _Target:
 def _plan(ctx: _Ctx, before: TableInfo, after: TableInfo, empty: bool) -> tuple[list[_Target], bool]:
     """The new table's columns and whether existing data must be rewritten."""
     old_by_id = before.column_by_id()
+    for new_id, old_id in swapped_column_ids(ctx.job.job_type, before, after).items():
+        old_by_id[new_id] = old_by_id[old_id]
     by_name = {c.name: c for c in after.columns}
     before_names = before.arrow_schema().names
     targets: list[_Target] = []
@@ -430,7 +448,7 @@ def _alter(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[str, Any]:
             f"{ctx.where(after.qualified_name)}: the silver table does not have the schema before the job: {exc}"
         ) from exc
     empty = dt.count() == 0
-    if _key_ids(before) != _key_ids(after) and not empty:
+    if _key_ids(before) != _key_ids(after, swapped_column_ids(ctx.job.job_type, before, after)) and not empty:
         raise ChangefeedError(
             f"{ctx.where(after.qualified_name)} changes the Delta key from {before.delta_key()} to "
             f"{after.delta_key()}: re-keying a non-empty silver table is not supported (its rows are merged by "

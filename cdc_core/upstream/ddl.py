@@ -19,7 +19,7 @@ from sqlglot import exp
 from cdc_core.codec import key as keycodec
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
-from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
+from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
 from cdc_core.upstream import ddl_alter
 from cdc_core.upstream.catalog import Catalog, DatabaseInfo
 from cdc_core.upstream.column_def import ColumnSpec, build_column, parse_column_def
@@ -27,11 +27,31 @@ from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name
 from cdc_core.upstream.mvcc import MvccStore
 from cdc_core.upstream.regions import RegionManager, table_split_keys
-from cdc_core.upstream.tablecodec import AUTO_INCREMENT_KEY, index_entry_key, read_rows
+from cdc_core.upstream.tablecodec import AUTO_INCREMENT_KEY, StoredRow, encode_values, index_entry_key, read_rows
 from cdc_core.upstream.tso import TsoAllocator
 from cdc_core.upstream.txn import Transaction
 
 _IGNORED_PROPERTIES = (exp.EngineProperty, exp.CharacterSetProperty, exp.CollateProperty, exp.SchemaCommentProperty)
+
+
+def _move_index_entries(txn: Transaction, before: TableInfo, after: TableInfo, old: Column, new: Column,
+                        row: StoredRow, converted: object) -> None:
+    """Unique-index entries of ``row`` re-keyed for the column's new type (its datums may encode differently)."""
+    new_values = {k: v for k, v in row.values.items() if k != old.name}
+    new_values[new.name] = converted
+    for pos, ix in enumerate(before.indexes):
+        if not (ix.unique or ix.primary) or (ix.primary and before.pk_is_handle):
+            continue
+        if not any(c.lower() == old.name.lower() for c in ix.columns):
+            continue
+        old_key = index_entry_key(before, pos, ix, row.values)
+        new_key = index_entry_key(after, pos, after.indexes[pos], new_values)
+        if old_key is not None:
+            txn.delete(old_key)
+        if new_key is not None:
+            if txn.get(new_key) is not None and new_key != old_key:
+                raise SqlError(f"Duplicate entry '{converted}' for key '{before.name}.{ix.name}'", ErrorKind.CONSTRAINT)
+            txn.put(new_key, keycodec.encode_int(row.handle))
 
 
 def table_info_from_create(
@@ -299,20 +319,32 @@ class DdlExecutor:
     def modify_column(self, db: str, table: str, spec: ColumnSpec, rename_from: str | None, query: str) -> int:
         def make(info: TableInfo, txn: Transaction) -> TableInfo:
             after, old, new = ddl_alter.modify_column(info, spec, rename_from)
+            reorg = new.id != old.id
+            backfill = Transaction(self.store, self.tso)
+            # Both ids during the backfill: the changing column under a name no user column can have.
+            both = replace(info, columns=(*info.columns, replace(new, name="\0changing")))
             # Like TiDB's type-change reorg check: every existing value must fit the new definition.
-            # Rows keep their stored encoding; values are typed by the schema when read.
             for row in read_rows(txn, info):
                 value = row.values.get(old.name)
                 if value is None:
                     if not new.nullable:
                         raise SqlError(f"Invalid use of NULL value: column {old.name!r} has NULLs (handle "
                                        f"{row.handle})", ErrorKind.CONSTRAINT)
-                    continue
-                try:
-                    new.convert(old.to_json_value(value))
-                except SchemaError as exc:
-                    raise SqlError(f"Data truncated for column {old.name!r} at row handle {row.handle}: {exc}",
-                                   ErrorKind.CONSTRAINT) from exc
+                    converted = None
+                else:
+                    try:
+                        converted = new.convert(old.to_json_value(value))
+                    except SchemaError as exc:
+                        raise SqlError(f"Data truncated for column {old.name!r} at row handle {row.handle}: {exc}",
+                                       ErrorKind.CONSTRAINT) from exc
+                if reorg:
+                    # TiDB's backfill of the changing column: the row keeps every old id and gains the new one.
+                    backfill.put(keycodec.row_key(info.id, row.handle),
+                                 encode_values(both, {**row.values, "\0changing": converted}))
+                    _move_index_entries(txn, info, after, old, new, row, converted)
+            # The backfill commits before the job (no row change may share a DDL's commit ts), in the same
+            # event-loop step, so no other transaction commits between them.
+            backfill.commit_now()
             return after
 
         return self._alter(db, table, query, "modify column", make)

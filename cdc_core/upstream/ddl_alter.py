@@ -120,12 +120,15 @@ def modify_column(info: TableInfo, spec: ColumnSpec, rename_from: str | None) ->
                        ErrorKind.CONSTRAINT) from exc
     if info.handle_column and info.handle_column.lower() == old.name.lower() and new.type not in ("int", "bigint"):
         raise SqlError(f"MODIFY COLUMN {old.name!r}: the clustered primary key must stay INT or BIGINT")
-    if _stored_as(old) != _stored_as(new):
-        # TiDB reorganizes such a change: a hidden changing column with a new id is backfilled and swapped in
-        # (pkg/ddl/modify_column.go). Rows here keep their stored values, which only a type of the same storage
-        # class can read, so the embedded upstream refuses the change rather than corrupt the data.
-        raise SqlError(f"Unsupported modify column: {old.name!r} from {old.sql_type} to {new.sql_type} changes how "
-                       f"values are stored (TiDB's column-id swap is not implemented by the embedded upstream)")
+    if need_change_column_data(old, new):
+        if any(old.name.lower() == c.lower() for c in info.primary_key):
+            # TiDB: ErrUnsupportedModifyColumn "this column has primary key flag" (pkg/ddl/modify_column.go)
+            raise SqlError(f"Unsupported modify column: {old.name!r} from {old.sql_type} to {new.sql_type} needs its "
+                           f"data reorganized, and this column has primary key flag")
+        # TiDB backfills a changing column with a new id and swaps it in: the column keeps its name and place,
+        # its values move to the new id (rows written before the job keep the old id's bytes too).
+        new = replace(new, id=info.max_column_id + 1)
+        info = replace(info, max_column_id=new.id)
     if info.primary_key and any(c.lower() == old.name.lower() for c in info.primary_key) and new.nullable:
         new = replace(new, nullable=False)  # MySQL: PK columns are implicitly NOT NULL
     indexes, extra = _renamed_everywhere(info, old.name, new.name)
@@ -133,10 +136,31 @@ def modify_column(info: TableInfo, spec: ColumnSpec, rename_from: str | None) ->
     return replace(info, columns=cols, indexes=indexes, extra=extra), old, new
 
 
-def _stored_as(c: Column) -> str:
-    """How rowcodec v2 stores a value of the column (``encodeValueDatum``): the class a MODIFY may stay in without
-    rewriting rows. DECIMAL values carry their own precision and scale, so the decoder rescales them."""
-    return {"int": "int", "bigint": "int", "varchar": "bytes", "text": "bytes"}.get(c.type, c.type)
+_INTEGER_TYPES = ("int", "bigint")
+_STRING_TYPES = ("varchar", "text")
+
+
+def need_change_column_data(old: Column, new: Column) -> bool:
+    """TiDB's ``needChangeColumnData`` (pkg/ddl/modify_column.go) over cdcflow's column types: whether MODIFY
+    COLUMN rewrites every row under a new column id. Same type: DECIMAL when precision or scale changes, strings
+    when they shrink; between integer types when the default length shrinks (BIGINT to INT); between string types
+    when the length shrinks; any other change of type always."""
+    old_ft, new_ft = old.field_type(), new.field_type()
+
+    def shrinks() -> bool:
+        return new_ft.flen > 0 and (new_ft.flen < old_ft.flen or new_ft.decimal < old_ft.decimal)
+
+    if old.type == new.type:
+        if old.type == "decimal":
+            return (old_ft.flen, old_ft.decimal) != (new_ft.flen, new_ft.decimal)
+        if old.type in _INTEGER_TYPES:
+            return False
+        return shrinks()
+    if old.type in _STRING_TYPES and new.type in _STRING_TYPES:
+        return shrinks()
+    if old.type in _INTEGER_TYPES and new.type in _INTEGER_TYPES:
+        return _INTEGER_TYPES.index(new.type) < _INTEGER_TYPES.index(old.type)
+    return True
 
 
 def add_index(info: TableInfo, name: str | None, columns: tuple[str, ...], unique: bool) -> tuple[TableInfo, Index]:
