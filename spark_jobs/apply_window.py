@@ -45,7 +45,7 @@ from spark_jobs.bronze import read_bronze
 from spark_jobs.delta_writer import DeltaWriter, app_id_for, get_writer, table_path
 from spark_jobs.event_filters import apply_event_filters
 from spark_jobs.job_io import read_args, write_result
-from spark_jobs.mount import mount
+from spark_jobs.mount import decode_failure, mount
 from spark_jobs.net_effect import dedupe, net_effect
 from spark_jobs.table_moves import read_move
 
@@ -153,7 +153,13 @@ def apply_window(
                 continue
             mounted = apply_event_filters(mount(events, t), t, filters, ignore_txn_start_ts)
             changes = net_effect(mounted, t, deduplicated=True)
-            res = _merge(writer, path, t, changes, app_id, ver, filters)
+            try:
+                res = _merge(writer, path, t, changes, app_id, ver, filters)
+            except Exception as exc:
+                failure = decode_failure(exc)
+                if failure is None:
+                    raise
+                raise ChangefeedError(failure) from exc
             failpoint.hit("apply.table_committed")
             results[t.qualified_name] = {"table_id": t.id, **res.to_dict(), "path": path}
             log.info(

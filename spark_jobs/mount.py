@@ -115,6 +115,21 @@ def decode_batches(table_json: str, batches: Iterator[pa.RecordBatch]) -> Iterat
         yield pa.RecordBatch.from_arrays([*passed, new, old], schema=schema)
 
 
+_DECODE_ERROR = "RowDecodeError: "
+
+
+def decode_failure(exc: BaseException) -> str | None:
+    """The row-decoding message inside a failed Spark action (raised in a Python worker, it reaches the driver as
+    text), or None when ``exc`` is another failure. A value that does not decode fails every retry the same way,
+    so the caller turns it into a ``ChangefeedError`` (the changefeed stops in error) rather than a retryable
+    failure."""
+    text = str(exc)
+    at = text.find(_DECODE_ERROR)
+    if at < 0:
+        return None
+    return text[at + len(_DECODE_ERROR):].splitlines()[0].strip()
+
+
 def key_only_image(table: TableInfo) -> SparkColumn | None:
     """The image of a row known only by its key (a delete without an old value), or None when the
     key does not determine the Delta key (a non-clustered table keyed by PK/UK)."""

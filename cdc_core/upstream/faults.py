@@ -241,6 +241,22 @@ class FaultInjector:
         self.cluster.store.commit(held.keys, start_ts, commit_ts)
         return commit_ts
 
+    # --- corrupt data ---------------------------------------------------------------------------
+    def write_raw_value(self, db: str, table: str, handle: int, value: bytes) -> int:
+        """Commit ``value`` as the stored bytes of a row, bypassing the row codec (a corrupt value on a store, or
+        a writer's bug); returns the commit ts. The change feed delivers it like any other write."""
+        key = keycodec.row_key(self.table_id(db, table), handle)
+        store, tso = self.cluster.store, self.cluster.tso
+        start_ts = tso.next()
+        try:
+            store.prewrite([Mutation(key, Op.PUT, value)], key, start_ts)
+        except MvccError as exc:
+            raise FaultError(f"cannot write: {exc}", FaultKind.PRECONDITION) from exc
+        commit_ts = tso.next()
+        store.commit([key], start_ts, commit_ts)
+        log.info("raw value written", table=f"{db}.{table}", handle=handle, bytes=len(value), commit_ts=commit_ts)
+        return commit_ts
+
     # --- GC -----------------------------------------------------------------------------------
     def gc(self) -> GcStats:
         return self.cluster.gc.run_once()

@@ -146,3 +146,35 @@ def test_a_failed_check_stops_the_changefeed_with_a_report(cdc_home: Path, upstr
         with pytest.raises(ChangefeedError, match="error"):
             runner.run_until("dq", c.get_ts())
         assert load_state("dq").checkpoint_ts == t1
+
+
+def test_a_corrupt_row_value_stops_the_changefeed_naming_where(cdc_home: Path, upstream_cluster: Any) -> None:
+    db, sink = "e2e_corrupt", cdc_home / "lake"
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT, s VARCHAR(8))")
+        start = c.get_ts()
+        c.execute(f"INSERT INTO {db}.t VALUES (1, 10, 'a'), (2, 20, 'b')")
+        cfg = cdc_home / "corrupt.toml"
+        cfg.write_text(f'changefeed-id = "corrupt"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                       f'[filter]\nrules = ["{db}.*"]\n')
+        _cli("changefeed", "create", "--config", str(cfg))
+        t1 = c.get_ts()
+        runner.run_until("corrupt", t1)
+        path = str(sink / db / "t")
+        version = DeltaTable(path).version()
+
+        # Row 2's stored value: a v2 row whose column 2 (INT v) holds 3 bytes, which no integer is.
+        c.execute(f"UPDATE {db}.t SET s = 'c' WHERE id = 1")
+        bad_ts = upstream_cluster.faults.write_raw_value(db, "t", 2, bytes([128, 0, 1, 0, 0, 0, 2, 3, 0, 1, 2, 3]))
+        t2 = c.get_ts()
+        with pytest.raises(Exception) as ei:
+            runner.run_until("corrupt", t2)
+        key = keycodec.row_key(upstream_cluster.faults.table_id(db, "t"), 2).hex()
+        for part in (f"table {db}.t", "column 'v' (id 2)", f"key {key} at commit ts {bad_ts}", "3-byte integer"):
+            assert part in str(ei.value), (part, str(ei.value))
+        st = load_state("corrupt")
+        assert st.state == "error" and st.checkpoint_ts == t1  # the checkpoint did not move
+        assert f"commit ts {bad_ts}" in st.error["message"]
+        # Nothing of the window was written, not even row 1's good update.
+        assert DeltaTable(path).version() == version
+        assert delta_rows(sink, db, "t", "id") == upstream_rows(c, db, "t", "id", t1)
