@@ -18,7 +18,7 @@ returned (a multi-statement query gets one result, as mysql-mimic answers it). S
 front (TiDB's ``CLUSTERED`` keywords included), then offered to mysql-mimic's handlers first.
 
 Not yet: prepared statements run through mysql-mimic's text substitution; TLS and authentication (any user
-is accepted); ``information_schema.tables.TIDB_TABLE_ID`` (the TiDB-data issue).
+is accepted). ``information_schema`` comes from ``info_schema`` (with ``TIDB_TABLE_ID``).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from cdc_core.log import get_logger
 from cdc_core.schema.model import SchemaError
 from cdc_core.upstream import mysql_errors
 from cdc_core.upstream.errors import SqlError
+from cdc_core.upstream.info_schema import TidbInfoSchema
 from cdc_core.upstream.mvcc import GcSafePointPassedError
 from cdc_core.upstream.sql_front import ParsedStatement, SqlEngine, StatementResult, split_script
 
@@ -205,12 +206,10 @@ class FrontSession(Session):
         self.sql.at_ts = ts
         return result
 
-    async def schema(self) -> dict[str, dict[str, dict[str, str]]]:
-        """Databases, tables and column types, for SHOW and ``information_schema`` (the current catalog; TiDB
-        would answer at ``tidb_snapshot`` when one is set)."""
-        catalog = self.engine.catalog
-        return {db.name: {t.name: {c.name: c.sql_type for c in t.columns} for t in catalog.tables(db.name)}
-                for db in catalog.databases()}
+    async def schema(self) -> TidbInfoSchema:
+        """``information_schema`` for SHOW and queries: the tables the session sees, at ``tidb_snapshot`` when one
+        is set (TiDB answers with the snapshot's schema), with TiDB's ``TIDB_TABLE_ID``."""
+        return TidbInfoSchema(self.sql.tables())
 
 
 class MysqlFront:

@@ -183,10 +183,29 @@ class SqlEngine:
 class Session:
     def __init__(self, engine: SqlEngine, at_ts: int = 0) -> None:
         self.engine = engine
-        self.at_ts = at_ts
+        self._at_ts = at_ts
         self._snapshot_schema: dict[tuple[str, str], TableInfo] | None = None
         self.db: str | None = None
         self.txn: Transaction | None = None
+
+    @property
+    def at_ts(self) -> int:
+        """The snapshot ts reads are at (0: the latest); the schema read is the one at that ts."""
+        return self._at_ts
+
+    @at_ts.setter
+    def at_ts(self, ts: int) -> None:
+        if ts != self._at_ts:
+            self._snapshot_schema = None  # a new snapshot has its own schema
+        self._at_ts = ts
+
+    def tables(self) -> list[TableInfo]:
+        """Every table the session sees (at its snapshot ts when one is set), system tables included, by id."""
+        if self.at_ts:
+            self._snapshot_table("", "")
+            assert self._snapshot_schema is not None
+            return sorted(self._snapshot_schema.values(), key=lambda t: t.id)
+        return self.catalog.tables()
 
     @property
     def catalog(self) -> Catalog:

@@ -134,6 +134,38 @@ def test_tidb_snapshot_reads_the_past_and_refuses_writes(ec: EmbeddedCluster) ->
     conn.close()
 
 
+def test_information_schema_has_tidb_table_ids_and_follows_tidb_snapshot(ec: EmbeddedCluster) -> None:
+    conn = _connect(ec)
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE isx; CREATE TABLE isx.k (id INT PRIMARY KEY, v INT)")
+        cur.execute("CREATE TABLE isx.n (id INT PRIMARY KEY NONCLUSTERED)")
+        cur.execute("BEGIN")
+        cur.execute("SELECT @@tidb_current_ts")
+        before = cur.fetchone()[0]
+        cur.execute("COMMIT")
+        cur.execute("ALTER TABLE isx.k ADD COLUMN w INT; RENAME TABLE isx.n TO isx.n2")
+        want = {t.name: t.id for t in ec.call(lambda: ec.cluster.catalog.tables("isx"))}
+        cur.execute("SELECT TABLE_NAME, TIDB_TABLE_ID, TIDB_PK_TYPE, ENGINE FROM information_schema.tables "
+                    "WHERE TABLE_SCHEMA = 'isx' ORDER BY TABLE_NAME")
+        assert cur.fetchall() == (("k", want["k"], "CLUSTERED", "InnoDB"), ("n2", want["n2"], "NONCLUSTERED", "InnoDB"))
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.columns WHERE TABLE_SCHEMA = 'isx' AND "
+                    "TABLE_NAME = 'k' ORDER BY ORDINAL_POSITION")
+        assert [r[0] for r in cur.fetchall()] == ["id", "v", "w"]
+        cur.execute("SELECT COUNT(*) FROM information_schema.partitions WHERE TABLE_SCHEMA = 'isx'")
+        assert cur.fetchone() == (0,)
+        # At a snapshot, the schema of the snapshot (as TiDB answers): n not yet renamed, k without w.
+        cur.execute(f"SET @@tidb_snapshot = '{before}'")
+        cur.execute("SELECT TABLE_NAME, TIDB_TABLE_ID FROM information_schema.tables WHERE TABLE_SCHEMA = 'isx' "
+                    "ORDER BY TABLE_NAME")
+        assert cur.fetchall() == (("k", want["k"]), ("n", want["n2"]))
+        cur.execute("SHOW COLUMNS FROM isx.k")
+        assert [r[0] for r in cur.fetchall()] == ["id", "v"]
+        cur.execute("SET @@tidb_snapshot = ''")
+        cur.execute("SHOW TABLES FROM isx")
+        assert [r[0] for r in cur.fetchall()] == ["k", "n2"]
+    conn.close()
+
+
 def test_the_mariadb_command_line_client_connects(ec: EmbeddedCluster) -> None:
     assert shutil.which("mariadb"), "Debian's mariadb-client is missing (`make test`'s preflight installs it)"
     host, _, port = ec.mysql_addr.rpartition(":")

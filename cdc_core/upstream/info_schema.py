@@ -1,0 +1,69 @@
+"""``information_schema`` as the MySQL front answers it, with TiDB's own columns.
+
+mysql-mimic executes ``information_schema`` queries (and the SHOW statements it rewrites into them) with sqlglot
+over tables built from a schema; this module builds them from the SQL-front session's tables, at its
+``tidb_snapshot`` when one is set, as TiDB does. TiDB's additions that cdcflow and TiCDC's users rely on:
+``TABLES.TIDB_TABLE_ID`` (the table's physical id, the one in its row keys) and ``TIDB_PK_TYPE`` (CLUSTERED or
+NONCLUSTERED), and ``PARTITIONS`` with ``TIDB_PARTITION_ID`` (empty: no partitioned tables yet). TiDB's engine
+is reported as InnoDB and tables' collation as utf8mb4_bin, as TiDB reports them (``pkg/infoschema/tables.go``).
+
+Cost: the tables are built per query, O(columns of every table the session sees).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from mysql_mimic.constants import INFO_SCHEMA
+from mysql_mimic.results import AllowedResult
+from mysql_mimic.schema import BaseInfoSchema, Column, info_schema_tables
+from sqlglot import expressions as exp
+from sqlglot.executor import Table, execute
+
+from cdc_core.schema.model import TableInfo
+
+SCHEMA: dict[str, dict[str, dict[str, str]]] = copy.deepcopy(INFO_SCHEMA)
+SCHEMA["information_schema"]["tables"].update({"tidb_table_id": "BIGINT", "tidb_pk_type": "TEXT"})
+SCHEMA["information_schema"]["partitions"] = {
+    "table_catalog": "TEXT", "table_schema": "TEXT", "table_name": "TEXT", "partition_name": "TEXT",
+    "partition_ordinal_position": "INT", "partition_method": "TEXT", "partition_expression": "TEXT",
+    "partition_description": "TEXT", "table_rows": "INT", "tidb_partition_id": "BIGINT",
+}  # fmt: skip
+_ENGINE, _COLLATION = 4, 17  # positions in mysql-mimic's TABLES rows
+
+
+class TidbInfoSchema(BaseInfoSchema):
+    """The ``information_schema`` of a list of tables."""
+
+    def __init__(self, tables: Sequence[TableInfo]) -> None:
+        columns = [
+            Column(name=c.name, type=c.sql_type, table=t.name, schema=t.db_name, is_nullable=c.nullable,
+                   default=None if c.default is None else str(c.to_json_value(c.default)))
+            for t in tables for c in t.columns
+        ]
+        data: dict[str, dict[str, Any]] = info_schema_tables(columns)
+        by_name = {(t.db_name, t.name): t for t in tables}
+        base = data["information_schema"]["tables"]
+        extended = Table(tuple(SCHEMA["information_schema"]["tables"]))
+        for row in base.rows:
+            info = by_name.get((row[1], row[2]))
+            row = list(row)
+            if info is not None:
+                row[_ENGINE], row[_COLLATION] = "InnoDB", "utf8mb4_bin"
+            pk_type = None if info is None else "CLUSTERED" if info.pk_is_handle else "NONCLUSTERED"
+            extended.append((*row, None if info is None else info.id, pk_type))
+        data["information_schema"]["tables"] = extended
+        data["information_schema"]["partitions"] = Table(tuple(SCHEMA["information_schema"]["partitions"]))
+        self.tables = data
+
+    async def query(self, expression: exp.Expression) -> AllowedResult:
+        expression = expression.transform(_remove_collate)
+        result = execute(expression, schema=SCHEMA, tables=self.tables)
+        return result.rows, result.columns
+
+
+def _remove_collate(node: exp.Expression) -> exp.Expression:
+    # sqlglot's executor has no collations (mysql-mimic strips them the same way).
+    return node.left if isinstance(node, exp.Collate) else node  # type: ignore[return-value]
