@@ -31,6 +31,20 @@ class SchemaError(ValueError):
     """A value or definition that does not fit the table schema."""
 
 
+def spark_type_of(t: pa.DataType) -> str:
+    """The Spark SQL type of an Arrow type the row decoder produces (Spark's own Arrow mapping)."""
+    import pyarrow as pa
+
+    simple = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT",
+              pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.string(): "STRING", pa.binary(): "BINARY",
+              pa.date32(): "DATE", pa.timestamp("us"): "TIMESTAMP_NTZ", pa.timestamp("us", tz="UTC"): "TIMESTAMP"}
+    if t in simple:
+        return simple[t]
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    raise SchemaError(f"no Spark type for Arrow type {t}")
+
+
 @dataclass(frozen=True)
 class Column:
     id: int
@@ -61,15 +75,11 @@ class Column:
         return self.type.upper()
 
     def arrow_type(self) -> pa.DataType:
-        import pyarrow as pa  # only the data paths need Arrow; loading a schema or config must stay cheap
+        """The Arrow type of the column in the silver table: the row decoder's, by the column's TiDB type (one
+        mapping, ``cdc_core.codec.rowcodec_batch.arrow_type``)."""
+        from cdc_core.codec.rowcodec_batch import arrow_type  # numpy/pyarrow: only the data paths need them
 
-        if self.type in ("int", "bigint"):
-            return pa.int64() if self.type == "bigint" else pa.int32()
-        if self.type in ("varchar", "text"):
-            return pa.string()
-        if self.type == "decimal":
-            return pa.decimal128(self.precision or 10, self.scale or 0)
-        return pa.timestamp("us")  # DATETIME has no zone: a naive timestamp
+        return arrow_type(self.field_type())
 
     def field_type(self) -> mt.FieldType:
         """The TiDB ``FieldType`` row values of this column are encoded by (``pkg/parser/mysql/type.go`` codes).
@@ -91,14 +101,8 @@ class Column:
         return mt.FieldType(mt.TypeDatetime, flag, flen=26, decimal=6)
 
     def spark_type(self) -> str:
-        """The Spark SQL type name (for ``cast`` and DDL strings)."""
-        return {
-            "int": "INT",
-            "bigint": "BIGINT",
-            "varchar": "STRING",
-            "text": "STRING",
-            "datetime": "TIMESTAMP_NTZ",
-        }.get(self.type) or f"DECIMAL({self.precision or 10},{self.scale or 0})"
+        """The Spark SQL type name (for ``cast`` and DDL strings) of :meth:`arrow_type`."""
+        return spark_type_of(self.arrow_type())
 
     def convert(self, value: Any) -> Any:
         """Convert a SQL literal or a decoded JSON value to this column's Python value; check it fits."""
