@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cdc_core.codec import key as keycodec
 from cdc_core.codec import memcomparable, rowcodec
 from cdc_core.codec import mysql_type as mt
+
+if TYPE_CHECKING:
+    from cdc_core.schema.model import Index, TableInfo
 
 _U64 = struct.Struct(">Q")
 _SIGN = 1 << 63
@@ -59,3 +63,15 @@ def encode_datum(ft: mt.FieldType, value: Any) -> bytes:
 def encode_key(items: Sequence[tuple[mt.FieldType, Any]]) -> bytes:
     """The datums of an index's (or common handle's) columns, in index order."""
     return b"".join(encode_datum(ft, v) for ft, v in items)
+
+
+def index_entry_key(info: TableInfo, index_pos: int, ix: Index, values: Mapping[str, Any]) -> bytes | None:
+    """The key ``t{table}_i{index id}{datums}`` of a row's entry in a unique index (``values`` by column name), or
+    None when a column is NULL (no entry: MySQL lets NULLs repeat). ``index_pos`` is the index's place in the
+    table, the id of indexes written before ids existed."""
+    cols = [info.column(c) for c in ix.columns]
+    vals = [values.get(c.name) for c in cols]
+    if any(v is None for v in vals):
+        return None
+    encoded = encode_key([(c.field_type(), v) for c, v in zip(cols, vals, strict=True)])
+    return keycodec.index_key(info.id, ix.id or index_pos + 1, encoded)

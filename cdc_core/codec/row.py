@@ -29,6 +29,11 @@ def encode_row(info: TableInfo, values: Mapping[int, Any]) -> bytes:
     return rowcodec.encode_row_v2([(cid, types[cid], v) for cid, v in values.items()])
 
 
+def encode_values(info: TableInfo, values: Mapping[str, Any]) -> bytes:
+    """The row TiDB writes for ``{column name: value}``: every column of ``info``, absent names as NULL."""
+    return encode_row(info, {c.id: values.get(c.name) for c in info.columns})
+
+
 def decode_row(info: TableInfo, data: bytes) -> dict[int, Any]:
     """``{column id: value}`` of a stored row (v2 or the older datum format) under ``info``."""
     try:

@@ -17,6 +17,8 @@ from typing import Any
 from sqlglot import exp
 
 from cdc_core.codec import key as keycodec
+from cdc_core.codec.datum_key import index_entry_key
+from cdc_core.codec.row import encode_values
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
@@ -27,7 +29,7 @@ from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name
 from cdc_core.upstream.mvcc import MvccStore
 from cdc_core.upstream.regions import RegionManager, table_split_keys
-from cdc_core.upstream.tablecodec import AUTO_INCREMENT_KEY, StoredRow, encode_values, index_entry_key, read_rows
+from cdc_core.upstream.table_writer import AUTO_INCREMENT_KEY, StoredRow, read_rows
 from cdc_core.upstream.tso import TsoAllocator
 from cdc_core.upstream.txn import Transaction
 

@@ -18,7 +18,7 @@ from sqlglot import exp
 from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
 from cdc_core.upstream.column_def import ColumnSpec, build_column
 from cdc_core.upstream.errors import ErrorKind, SqlError
-from cdc_core.upstream.tablecodec import AUTO_INCREMENT_KEY
+from cdc_core.upstream.table_writer import AUTO_INCREMENT_KEY
 
 # What an existing row reads for a new NOT NULL column added without a DEFAULT (MySQL's implicit
 # default). DATETIME has no representable zero value here, so it must be given a DEFAULT.

@@ -48,7 +48,7 @@ from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name, compare, evaluate, literal_value, truthy
 from cdc_core.upstream.mvcc import MvccStore
 from cdc_core.upstream.regions import handle_split_keys
-from cdc_core.upstream.tablecodec import (
+from cdc_core.upstream.table_writer import (
     AUTO_INCREMENT_KEY,
     StoredRow,
     TableWriter,

@@ -1,13 +1,13 @@
-"""How a table's rows and unique indexes map to MVCC keys, and row-level reads and writes.
+"""Row-level reads and writes of the embedded upstream, with PK / UNIQUE / NOT NULL checks.
 
-Rows live at ``t{id}_r{handle}`` with a rowcodec v2 value of every column (``cdc_core.codec.row``). The handle
-is the integer PK of a clustered table (``pk_is_handle``) and a hidden ``_tidb_rowid`` otherwise.
-Every unique index (the PK of a non-clustered table, every UNIQUE KEY) has an entry
-``t{id}_i{index id}{values}`` -> handle, so uniqueness is a point read and two transactions
-inserting the same key conflict in prewrite. Index ids are ``Index.id`` (stable across ADD/DROP
-INDEX; the 1-based position for table infos written before ids existed). Index entries lie
-outside the row span, so the change feed of a table's row span carries rows only. A NULL in a unique
-index column means "no entry" (MySQL allows many).
+The formats are ``cdc_core.codec``'s (TiDB's): rows live at ``t{id}_r{handle}`` with a rowcodec v2 value of
+every column (``codec.row``), unique-index entries at ``codec.datum_key.index_entry_key``. The handle is the
+integer PK of a clustered table (``pk_is_handle``) and a hidden ``_tidb_rowid`` otherwise. Every unique index
+(the PK of a non-clustered table, every UNIQUE KEY) has an entry ``t{id}_i{index id}{datums}`` -> handle, so
+uniqueness is a point read and two transactions inserting the same key conflict in prewrite. Index ids are
+``Index.id`` (stable across ADD/DROP INDEX; the 1-based position for table infos written before ids existed).
+Index entries lie outside the row span, so the change feed of a table's row span carries rows only. A NULL in a
+unique index column means "no entry" (MySQL allows many).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cdc_core.codec import datum_key
 from cdc_core.codec import key as keycodec
-from cdc_core.codec.row import decode_row, encode_row
+from cdc_core.codec.datum_key import index_entry_key
+from cdc_core.codec.row import decode_row, encode_values
 from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.errors import ErrorKind, SqlError
@@ -31,19 +31,6 @@ AUTO_INCREMENT_KEY = "auto_increment"  # TableInfo.extra: the name of the AUTO_I
 class StoredRow:
     handle: int
     values: dict[str, Any]  # column name -> typed value (schema's column names)
-
-
-def encode_values(info: TableInfo, values: Mapping[str, Any]) -> bytes:
-    return encode_row(info, {c.id: values.get(c.name) for c in info.columns})
-
-
-def index_entry_key(info: TableInfo, index_pos: int, ix: Index, values: Mapping[str, Any]) -> bytes | None:
-    cols = [info.column(c) for c in ix.columns]
-    vals = [values.get(c.name) for c in cols]
-    if any(v is None for v in vals):
-        return None
-    encoded = datum_key.encode_key([(c.field_type(), v) for c, v in zip(cols, vals, strict=True)])
-    return keycodec.index_key(info.id, ix.id or index_pos + 1, encoded)
 
 
 def read_rows(txn: Transaction, info: TableInfo) -> list[StoredRow]:
