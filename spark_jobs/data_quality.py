@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import struct
 import uuid
 import warnings
 from collections.abc import Iterable, Sequence
@@ -42,6 +43,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 from cdc_core.errors import DataQualityError
+from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from spark_jobs.delta_writer import table_path
 from spark_jobs.job_io import read_args, write_result
@@ -66,18 +68,33 @@ _TS_FORMAT_SPARK = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 
 
 def canonical_value(col: Column, value: Any) -> str | None:
-    """The canonical string of one value of ``col`` (None for NULL); accepts JSON or typed values."""
+    """The canonical string of one value of ``col`` (None for NULL); accepts JSON forms or typed values.
+
+    Integers, YEAR and DECIMAL as their digits (no ``-0``), DATE as ``YYYY-MM-DD``, DATETIME/TIMESTAMP with six
+    fraction digits, TIME as its nanoseconds, FLOAT/DOUBLE as their IEEE bits (exact; Spark's float printing is
+    Java's), bytes (BINARY, BLOB, BIT) as lower-case hex, everything else as its text."""
     v = col.convert(value)
     if v is None:
         return None
-    if col.type in ("int", "bigint"):
+    k = col.kind
+    if k in (ct.INT, ct.YEAR):
         return str(int(v))
-    if col.type == "decimal":
+    if k == ct.DECIMAL:
         d: Decimal = v
         return format(d.copy_abs() if d.is_zero() else d, "f")
-    if col.type == "datetime":
+    if k in (ct.DATETIME, ct.TIMESTAMP):
         t: datetime = v
         return f"{t.year:04d}-{t.month:02d}-{t.day:02d} {t.hour:02d}:{t.minute:02d}:{t.second:02d}.{t.microsecond:06d}"
+    if k == ct.DATE:
+        return f"{v.year:04d}-{v.month:02d}-{v.day:02d}"
+    if k == ct.TIME:
+        return str(col.arrow_value(v))
+    if k == ct.FLOAT:
+        if col.type == "float":
+            return str(struct.unpack(">i", struct.pack(">f", v))[0])
+        return str(struct.unpack(">q", struct.pack(">d", v))[0])
+    if isinstance(v, bytes):
+        return v.hex()
     return str(v)
 
 
@@ -116,10 +133,21 @@ def _canonical_col(col: Column) -> SparkColumn:
     from pyspark.sql import functions as F
 
     c = F.col(f"`{col.name}`")
-    if col.type == "datetime":
-        return F.date_format(c, _TS_FORMAT_SPARK)
-    if col.type == "decimal":
+    k = col.kind
+    if k in (ct.DATETIME, ct.TIMESTAMP):
+        return F.date_format(c, _TS_FORMAT_SPARK)  # the session time zone is UTC (spark_jobs.session)
+    if k == ct.DATE:
+        return F.date_format(c, "yyyy-MM-dd")
+    if k == ct.DECIMAL:
         return F.when(c == 0, F.abs(c)).otherwise(c).cast("string")  # no "-0.00"
+    if k == ct.FLOAT:
+        box, method = ("java.lang.Float", "floatToIntBits") if col.type == "float" else \
+            ("java.lang.Double", "doubleToLongBits")
+        zero = F.lit(0.0).cast(col.spark_type())  # no -0.0
+        bits = F.call_function("java_method", F.lit(box), F.lit(method), F.when(c == 0, zero).otherwise(c))
+        return F.when(c.isNull(), F.lit(None).cast("string")).otherwise(bits)
+    if k in (ct.BINARY, ct.BIT):
+        return F.lower(F.hex(c))
     return c.cast("string")
 
 

@@ -74,6 +74,7 @@ from typing import Any
 import pyarrow as pa
 
 from cdc_core.errors import ChangefeedError
+from cdc_core.schema import column_type as ct
 from cdc_core.schema.ddl_history import JOB_TYPES, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from spark_jobs.delta_writer import app_id_for, check_schema, create_silver_table, table_path
@@ -339,21 +340,18 @@ def check_type_change(table: str, old: Column, new: Column, ts: int) -> bool:
     ``ChangefeedError`` for a narrowing or incompatible change: the silver table cannot follow it
     without losing or reinterpreting values.
     """
-    if old.arrow_type() == new.arrow_type():
-        return False  # VARCHAR length, VARCHAR<->TEXT, same DECIMAL: the Delta type is unchanged
-    if (old.type, new.type) == ("int", "bigint"):
+    same_type = old.arrow_type() == new.arrow_type()
+    if same_type and not (old.kind in (ct.ENUM, ct.SET) and not ct.members_appended(old, new)):
+        return False  # VARCHAR length, VARCHAR<->TEXT, same DECIMAL, appended ENUM members: the Delta type holds
+    if not same_type and ct.delta_widens(old, new):
         return True
-    if old.type == new.type == "decimal":
-        p, s = old.precision or 10, old.scale or 0
-        p2, s2 = new.precision or 10, new.scale or 0
-        if s2 >= s and p2 - s2 >= p - s:
-            return True
     raise ChangefeedError(
         f"MODIFY COLUMN {table}.{old.name}"
         + (f" (now {new.name})" if new.name != old.name else "")
         + f" at ts {ts}: {old.sql_type} -> {new.sql_type} narrows or changes the Delta type "
-        f"({old.arrow_type()} -> {new.arrow_type()}); only widening changes (INT->BIGINT, DECIMAL with no "
-        "fewer integer or fraction digits, VARCHAR/TEXT lengths) can be applied to the silver table. "
+        f"({old.arrow_type()} -> {new.arrow_type()}); only widening changes (a wider integer type, FLOAT->DOUBLE, "
+        "DECIMAL with no fewer integer or fraction digits, string lengths, ENUM/SET members appended) can be "
+        "applied to the silver table. "
         "Rebuild the table from the bronze changelog or filter this DDL out."
     )
 
@@ -385,7 +383,7 @@ def _plan(ctx: _Ctx, before: TableInfo, after: TableInfo, empty: bool) -> tuple[
         col = by_name[f.name]
         old = old_by_id.get(col.id)
         if old is None:
-            targets.append(_Target(f, None, col.origin_default))
+            targets.append(_Target(f, None, col.arrow_value(col.origin_default)))
             rewrite = rewrite or (col.origin_default is not None and not empty)
             continue
         if check_type_change(after.qualified_name, old, col, ctx.ts):

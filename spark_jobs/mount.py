@@ -75,7 +75,8 @@ def _image(table: TableInfo, batch: pa.RecordBatch, column: str, present: pa.Arr
 
     values = pc.if_else(present, batch.column(column), pa.scalar(None, pa.binary()))
     try:
-        arrays = decode_rows(values, [ArrowColumn(c.id, c.field_type(), c.origin_default) for c in table.columns])
+        columns = [ArrowColumn(c.id, c.field_type(), c.to_stored(c.origin_default)) for c in table.columns]
+        arrays = decode_rows(values, columns)
     except RowDecodeError as exc:
         where = [f"table {table.qualified_name} (id {table.id})"]
         if exc.col_id is not None:

@@ -87,7 +87,7 @@ def range_column(table: TableInfo) -> str | None:
     a table keyed otherwise (e.g. a clustered VARCHAR PK of a real TiDB) would get None: one chunk."""
     if table.handle_column is not None:
         col = table.column(table.handle_column)
-        return col.name if col.type in ("int", "bigint") else None
+        return col.name if col.kind == "int" else None
     return ROWID_COLUMN
 
 
@@ -170,7 +170,7 @@ def select_sql(table: TableInfo, chunk: Chunk) -> str:
 def _typed_row(table: TableInfo, row: dict[str, Any]) -> tuple[Any, ...]:
     """A ``SELECT`` row (JSON values by column name) as Python values of the image columns, in order."""
     lowered = {k.lower(): v for k, v in row.items()}
-    out: list[Any] = [c.convert(lowered.get(c.name.lower())) for c in table.columns]
+    out: list[Any] = [c.arrow_value(c.convert(lowered.get(c.name.lower()))) for c in table.columns]
     if ROWID_COLUMN in table.arrow_schema().names:
         out.append(int(lowered[ROWID_COLUMN]))
     return tuple(out)
@@ -224,7 +224,8 @@ def _distributed_fetch(spark: SparkSession, pd_addr: str, ts: int, table: TableI
 
     spec = spark.createDataFrame([(c.lo, c.hi) for c in chunks], "lo BIGINT, hi BIGINT").repartition(len(chunks))
     target = spark.createDataFrame([], spark_schema(table)).schema
-    fetch = functools.partial(fetch_chunk_batches, pd_addr, ts, table.to_json(), to_arrow_schema(target))
+    arrow_target = to_arrow_schema(target, timezone="UTC")  # the session's time zone (spark_jobs.session)
+    fetch = functools.partial(fetch_chunk_batches, pd_addr, ts, table.to_json(), arrow_target)
     spec.mapInArrow(fetch, target).write.mode("overwrite").parquet(str(out))
 
 

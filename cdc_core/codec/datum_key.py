@@ -5,7 +5,9 @@ Each datum is a flag byte and a payload whose bytes sort as the values do: a sig
 8 big-endian bytes with the sign bit flipped, an unsigned one ``uintFlag`` (4) and 8 big-endian bytes, a string
 ``bytesFlag`` (1) and the memcomparable bytes (``cdc_core.codec.memcomparable``) of its collation key, a DECIMAL
 ``decimalFlag`` (6) and ``codec.EncodeDecimal`` (precision, frac, ``MyDecimal.ToBin``), a DATE/DATETIME/TIMESTAMP
-``uintFlag`` and its packed time, NULL ``NilFlag`` (0). The collation key of TiDB's default ``utf8mb4_bin`` is the
+``uintFlag`` and its packed time, a FLOAT/DOUBLE ``floatFlag`` (5) and its memcomparable float, a TIME
+``durationFlag`` (7) and its nanoseconds as a signed integer, ENUM/SET/BIT ``uintFlag`` and their number, NULL
+``NilFlag`` (0). The collation key of TiDB's default ``utf8mb4_bin`` is the
 UTF-8 bytes without trailing spaces (a PAD SPACE collation, ``pkg/util/collate/bin.go``), so ``'a'`` and ``'a '``
 are the same key, as MySQL's unique indexes say.
 """
@@ -37,10 +39,18 @@ def _collation_key(ft: mt.FieldType, value: str | bytes) -> bytes:
 
 
 def encode_datum(ft: mt.FieldType, value: Any) -> bytes:
-    """One value of a column of type ``ft`` as a memcomparable datum."""
+    """One value of a column of type ``ft`` as a memcomparable datum (``value`` as the row codec stores it: ENUM,
+    SET and BIT as their unsigned numbers, TIME as a ``timedelta``)."""
     if value is None:
         return bytes([rowcodec.NIL_FLAG])
     tp = ft.tp
+    if tp in (mt.TypeEnum, mt.TypeSet, mt.TypeBit):  # encodeUnsignedInt of the number
+        return bytes([rowcodec.UINT_FLAG]) + _U64.pack(int(value))
+    if tp in (mt.TypeFloat, mt.TypeDouble):
+        return bytes([rowcodec.FLOAT_FLAG]) + rowcodec.encode_float(float(value))
+    if tp == mt.TypeDuration and isinstance(value, dt.timedelta):  # durationFlag, EncodeInt of the nanoseconds
+        nanos = value // dt.timedelta(microseconds=1) * 1000
+        return bytes([rowcodec.DURATION_FLAG]) + _U64.pack(nanos + _SIGN)
     if tp in mt.INTEGER_TYPES or tp == mt.TypeYear:
         if ft.unsigned:
             return bytes([rowcodec.UINT_FLAG]) + _U64.pack(int(value))
@@ -73,5 +83,5 @@ def index_entry_key(info: TableInfo, index_pos: int, ix: Index, values: Mapping[
     vals = [values.get(c.name) for c in cols]
     if any(v is None for v in vals):
         return None
-    encoded = encode_key([(c.field_type(), v) for c, v in zip(cols, vals, strict=True)])
+    encoded = encode_key([(c.field_type(), c.to_stored(v)) for c, v in zip(cols, vals, strict=True)])
     return keycodec.index_key(info.id, ix.id or index_pos + 1, encoded)

@@ -19,14 +19,16 @@ if TYPE_CHECKING:
 
 
 def encode_row(info: TableInfo, values: Mapping[int, Any]) -> bytes:
-    """A v2 row of ``{column id: value}`` (``None`` is NULL) typed by ``info``; only the given ids are stored.
+    """A v2 row of ``{column id: value}`` (``None`` is NULL; values as ``Column.convert`` returns them) typed by
+    ``info``; only the given ids are stored.
 
     Raises ``rowcodec.RowCodecError`` for an id ``info`` does not have or a value its column cannot hold."""
     types = info.field_types()
     missing = sorted(set(values) - set(types))
     if missing:
         raise rowcodec.RowCodecError(f"table {info.qualified_name} has no column id {missing[0]}")
-    return rowcodec.encode_row_v2([(cid, types[cid], v) for cid, v in values.items()])
+    column = info.column_with_id
+    return rowcodec.encode_row_v2([(cid, types[cid], column(cid).to_stored(v)) for cid, v in values.items()])
 
 
 def encode_values(info: TableInfo, values: Mapping[str, Any]) -> bytes:
@@ -35,7 +37,8 @@ def encode_values(info: TableInfo, values: Mapping[str, Any]) -> bytes:
 
 
 def decode_row(info: TableInfo, data: bytes) -> dict[int, Any]:
-    """``{column id: value}`` of a stored row (v2 or the older datum format) under ``info``."""
+    """``{column id: value}`` of a stored row (v2 or the older datum format) under ``info``, as the row codec
+    decodes them (``TableInfo.decode_values`` makes them the columns' Python values)."""
     try:
         return rowcodec.decode_row(data, info.field_types())
     except rowcodec.RowCodecError as exc:

@@ -24,7 +24,8 @@ TIMESTAMP; TIME as signed nanoseconds; YEAR as a signed integer; JSON as TiDB's 
 
 Python values: integers, YEAR, ENUM/SET/BIT (the stored number) as ``int``; FLOAT/DOUBLE ``float``; DECIMAL
 ``Decimal``; text ``str`` (UTF-8) and binary strings ``bytes`` (``FieldType.binary``); DATE ``date``;
-DATETIME/TIMESTAMP naive ``datetime`` (TIMESTAMP in UTC); TIME ``timedelta``; JSON the parsed value; NULL ``None``.
+DATETIME/TIMESTAMP naive ``datetime`` (TIMESTAMP in UTC); TIME ``timedelta``; JSON the parsed value, a document that
+is JSON's ``null`` as :data:`JSON_NULL` (so that it is not SQL's NULL); NULL ``None``.
 Dates Python cannot hold (``0000-00-00``, a zero month or day, Feb 30 under ``ALLOW_INVALID_DATES``) decode to
 ``MySQLTime``. Not covered: JSON opaque/date/time/duration values and VECTOR columns raise
 ``UnsupportedValueError``; GEOMETRY and NULL-typed columns with a value raise ``RowCodecError``.
@@ -469,6 +470,27 @@ def _nanos_to_duration(nanos: int) -> dt.timedelta:
 # --- JSON (pkg/types/json_binary.go) ----------------------------------------------------------------------------
 
 
+class _JsonNull:
+    """JSON's ``null`` as a whole JSON column value, which SQL's NULL (``None``) must not be taken for."""
+
+    _instance: _JsonNull | None = None
+
+    def __new__(cls) -> _JsonNull:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "JSON_NULL"
+
+
+JSON_NULL = _JsonNull()
+
+
+def _json_column_value(doc: Any) -> Any:
+    return JSON_NULL if doc is None else doc
+
+
 def encode_json(value: Any) -> bytes:
     """TiDB's binary JSON of a Python value: a type-code byte, then the body. ``None``/``True``/``False`` are
     literals, ints int64 (uint64 above int64), floats float64, ``str`` strings, lists/tuples arrays, dicts (str
@@ -476,7 +498,7 @@ def encode_json(value: Any) -> bytes:
     u16 length), value entries (type, u32 offset or an inlined literal), keys, values; all little-endian.
     O(size of the result)."""
     buf = bytearray()
-    code = _json_append(buf, value, 0)
+    code = _json_append(buf, None if value is JSON_NULL else value, 0)
     return bytes([code]) + bytes(buf)
 
 
@@ -758,7 +780,7 @@ def _decode_v2_value(col_id: int, ft: FieldType, raw: bytes, at: int) -> Any:
         return value
     if tp == mt.TypeJSON:
         try:
-            return decode_json(raw)
+            return _json_column_value(decode_json(raw))
         except RowCodecError as e:
             raise type(e)(f"column {col_id} (JSON) value at byte {at}: {e}") from None
     if tp == mt.TypeTiDBVectorFloat32:
@@ -991,7 +1013,7 @@ def _datum_value(col_id: int, ft: FieldType, kind: str | None, payload: Any, at:
         return payload
     if kind == _JSON and tp == mt.TypeJSON:
         try:
-            return decode_json(payload)
+            return _json_column_value(decode_json(payload))
         except RowCodecError as e:
             raise type(e)(f"column {col_id} (JSON) value at byte {at}: {e}") from None
     raise _mismatch(col_id, ft, f"{kind} datum", at)

@@ -483,7 +483,7 @@ class _Column:
 
 def json_text(value: Any) -> str:
     """A JSON value as TiDB prints it (``BinaryJSON.String``: ``", "`` and ``": "`` separators)."""
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return json.dumps(None if value is rowcodec.JSON_NULL else value, ensure_ascii=False, default=str)
 
 
 def decode_rows(values: pa.Array, columns: Sequence[ArrowColumn]) -> list[pa.Array]:

@@ -1,12 +1,14 @@
 """Typed column values as text: how the SQL front prints them (JSON rows) and reads them back.
 
 DECIMAL prints as its exact digits (a JSON number would pass through binary floating point on the
-way), DATETIME as ``YYYY-MM-DD HH:MM:SS[.ffffff]``, as MySQL clients show them.
+way), DATETIME as ``YYYY-MM-DD HH:MM:SS[.ffffff]``, TIME as ``[-]HH:MM:SS[.ffffff]``, as MySQL clients show
+them; bytes, which JSON has no form for, as ``{"$binary": <base64>}``.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import base64
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -14,14 +16,29 @@ DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
 def format_datetime(v: datetime) -> str:
-    s = v.strftime(DATETIME_FORMAT)
+    s = f"{v.year:04d}-{v.month:02d}-{v.day:02d} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
     return f"{s}.{v.microsecond:06d}" if v.microsecond else s
 
 
 def json_value(v: Any) -> Any:
-    """A typed value as the SQL front prints it: DECIMAL as exact digits, DATETIME as text."""
+    """The JSON form of a typed value: itself where JSON has one, DECIMAL as exact digits, DATE/DATETIME/TIME as
+    MySQL prints them, bytes as ``{"$binary": <base64>}`` (a column's ``convert`` reads each back)."""
     if isinstance(v, Decimal):
         return format(v, "f")
     if isinstance(v, datetime):
         return format_datetime(v)
+    if isinstance(v, date):
+        return v.isoformat()
+    if isinstance(v, timedelta):
+        return format_duration(v)
+    if isinstance(v, bytes | bytearray):
+        return {"$binary": base64.b64encode(bytes(v)).decode()}
     return v
+
+def format_duration(v: timedelta) -> str:
+    """A TIME value as MySQL prints it: ``[-]HH:MM:SS[.ffffff]``, hours past 24 as they are (up to 838)."""
+    total = v // timedelta(microseconds=1)
+    sign, total = ("-", -total) if total < 0 else ("", total)
+    secs, micros = divmod(total, 1_000_000)
+    text = f"{sign}{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
+    return f"{text}.{micros:06d}" if micros else text

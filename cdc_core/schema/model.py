@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
-from decimal import Decimal, InvalidOperation
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from cdc_core.codec import mysql_type as mt
-from cdc_core.codec.value_text import DATETIME_FORMAT, json_value
+from cdc_core.codec.value_text import json_value
+from cdc_core.schema import column_type as ct
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -23,8 +22,6 @@ if TYPE_CHECKING:
 # The hidden handle of non-clustered tables, as TiDB names it.
 ROWID_COLUMN = "_tidb_rowid"
 
-INT_TYPES = {"int": (-(1 << 31), (1 << 31) - 1), "bigint": (-(1 << 63), (1 << 63) - 1)}
-SUPPORTED_TYPES = ("int", "bigint", "varchar", "decimal", "datetime", "text")
 
 
 class SchemaError(ValueError):
@@ -47,32 +44,44 @@ def spark_type_of(t: pa.DataType) -> str:
 
 @dataclass(frozen=True)
 class Column:
+    """One column: its stable id (row values key on it), name, type and definition.
+
+    ``type`` is a MySQL type name, lower case (``cdc_core.schema.column_type.TYPES``); what a type means, its TiDB
+    ``FieldType`` and its Python values live in that module."""
+
     id: int
     name: str
-    type: str  # one of SUPPORTED_TYPES, lower case
+    type: str
     nullable: bool = True
     default: Any = None  # already converted with ``convert`` (None = no default / NULL)
     # What a row that does not store this column reads (TiDB's OriginDefaultValue): the default at
     # the time the column was added. It differs from ``default`` once a later MODIFY/CHANGE COLUMN
     # changes or drops the default: rows written before the ADD COLUMN must not change with it.
     origin_default: Any = "__same_as_default__"
-    length: int | None = None  # VARCHAR(n)
+    length: int | None = None  # CHAR/VARCHAR/BINARY/VARBINARY(n), BIT(n)
     precision: int | None = None  # DECIMAL(p, s)
     scale: int | None = None
+    unsigned: bool = False
+    fsp: int | None = None  # DATETIME/TIMESTAMP/TIME(fsp); None is 0
+    elems: tuple[str, ...] = ()  # ENUM/SET members
 
     def __post_init__(self) -> None:
         if isinstance(self.origin_default, str) and self.origin_default == "__same_as_default__":
             object.__setattr__(self, "origin_default", self.default)
-        if self.type not in SUPPORTED_TYPES:
-            raise SchemaError(f"column {self.name!r}: unsupported type {self.type!r}")
+        object.__setattr__(self, "elems", tuple(self.elems))
+        try:
+            ct.check_definition(self)
+        except ct.ColumnValueError as exc:
+            raise SchemaError(f"column {self.name!r}: {exc}") from None
 
     @property
     def sql_type(self) -> str:
-        if self.type == "varchar":
-            return f"VARCHAR({self.length})"
-        if self.type == "decimal":
-            return f"DECIMAL({self.precision},{self.scale})"
-        return self.type.upper()
+        return ct.sql_type(self)
+
+    @property
+    def kind(self) -> str:
+        """The kind of Python value (``column_type.INT``, ``TEXT``, ``BINARY``, ...)."""
+        return ct.kind(self)
 
     def arrow_type(self) -> pa.DataType:
         """The Arrow type of the column in the silver table: the row decoder's, by the column's TiDB type (one
@@ -82,73 +91,42 @@ class Column:
         return arrow_type(self.field_type())
 
     def field_type(self) -> mt.FieldType:
-        """The TiDB ``FieldType`` row values of this column are encoded by (``pkg/parser/mysql/type.go`` codes).
-
-        DATETIME keeps microseconds (fsp 6); text columns are utf8mb4 with TiDB's default ``utf8mb4_bin``."""
-        flag = 0 if self.nullable else mt.NotNullFlag
-        if self.type == "int":
-            return mt.FieldType(mt.TypeLong, flag, flen=11)
-        if self.type == "bigint":
-            return mt.FieldType(mt.TypeLonglong, flag, flen=20)
-        if self.type == "varchar":
-            return mt.FieldType(mt.TypeVarchar, flag, flen=self.length or mt.UnspecifiedLength,
-                                charset="utf8mb4", collate="utf8mb4_bin")
-        if self.type == "text":
-            return mt.FieldType(mt.TypeBlob, flag | mt.BlobFlag, flen=65535, charset="utf8mb4",
-                                collate="utf8mb4_bin")
-        if self.type == "decimal":
-            return mt.FieldType(mt.TypeNewDecimal, flag, flen=self.precision or 10, decimal=self.scale or 0)
-        return mt.FieldType(mt.TypeDatetime, flag, flen=26, decimal=6)
+        """The TiDB ``FieldType`` row values of this column are encoded by (``pkg/parser/mysql/type.go`` codes)."""
+        return ct.field_type(self)
 
     def spark_type(self) -> str:
         """The Spark SQL type name (for ``cast`` and DDL strings) of :meth:`arrow_type`."""
         return spark_type_of(self.arrow_type())
 
     def convert(self, value: Any) -> Any:
-        """Convert a SQL literal or a decoded JSON value to this column's Python value; check it fits."""
-        if value is None:
-            return None
-        where = f"column {self.name!r} ({self.sql_type})"
-        if self.type in INT_TYPES:
-            if isinstance(value, bool) or not isinstance(value, int | str | Decimal):
-                raise SchemaError(f"{where}: {value!r} is not an integer")
-            try:
-                iv = int(Decimal(str(value))) if not isinstance(value, int) else value
-            except InvalidOperation as exc:
-                raise SchemaError(f"{where}: {value!r} is not an integer") from exc
-            lo, hi = INT_TYPES[self.type]
-            if not lo <= iv <= hi:
-                raise SchemaError(f"{where}: {iv} is out of range")
-            return iv
-        if self.type in ("varchar", "text"):
-            sv = value if isinstance(value, str) else str(value)
-            if self.type == "varchar" and self.length is not None and len(sv) > self.length:
-                raise SchemaError(f"{where}: value of length {len(sv)} is too long")
-            return sv
-        if self.type == "decimal":
-            try:
-                dv = Decimal(str(value))
-            except InvalidOperation as exc:
-                raise SchemaError(f"{where}: {value!r} is not a number") from exc
-            p, s = self.precision or 10, self.scale or 0
-            dv = dv.quantize(Decimal(1).scaleb(-s))
-            if len(dv.as_tuple().digits) > p and dv != 0:
-                raise SchemaError(f"{where}: {value!r} does not fit")
-            return dv
-        # datetime
-        if isinstance(value, datetime):
-            return value.replace(tzinfo=None)
-        text = str(value).strip()
-        for fmt in (DATETIME_FORMAT + ".%f", DATETIME_FORMAT, "%Y-%m-%d"):
-            try:
-                return datetime.strptime(text, fmt)
-            except ValueError:
-                continue
-        raise SchemaError(f"{where}: {value!r} is not a datetime (YYYY-MM-DD HH:MM:SS)")
+        """This column's Python value of a SQL literal's value, a JSON form or a typed value; check it fits."""
+        try:
+            return ct.convert(self, value)
+        except ct.ColumnValueError as exc:
+            raise SchemaError(f"column {self.name!r} ({self.sql_type}): {exc}") from None
 
     def to_json_value(self, value: Any) -> Any:
-        """The JSON form of a converted value (as the SQL front prints rows)."""
+        """The JSON form of a converted value (``value_text.json_value``)."""
         return json_value(value)
+
+    def arrow_value(self, value: Any) -> Any:
+        """A converted value as ``pyarrow.array`` takes it for :meth:`arrow_type` (``column_type.arrow_value``)."""
+        return ct.arrow_value(self, value)
+
+    def from_arrow(self, value: Any) -> Any:
+        """The Python value of a value read from :meth:`arrow_type` (``column_type.from_arrow``)."""
+        return ct.from_arrow(self, value)
+
+    def to_stored(self, value: Any) -> Any:
+        """A converted value as the row codec stores it (``column_type.to_stored``)."""
+        return ct.to_stored(self, value)
+
+    def from_stored(self, value: Any) -> Any:
+        """The Python value of a value the row codec decoded."""
+        try:
+            return ct.from_stored(self, value)
+        except ct.ColumnValueError as exc:
+            raise SchemaError(f"column {self.name!r} ({self.sql_type}): stored {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -185,6 +163,15 @@ class TableInfo:
         raise SchemaError(f"table {self.qualified_name}: unknown column {name!r}")
 
     def column_by_id(self) -> dict[int, Column]:
+        """A new ``{id: Column}`` dict (the caller may change it)."""
+        return {c.id: c for c in self.columns}
+
+    def column_with_id(self, col_id: int) -> Column:
+        """The column of ``col_id`` (``KeyError`` if none), from a lookup built once per TableInfo."""
+        return self._by_id[col_id]
+
+    @cached_property
+    def _by_id(self) -> dict[int, Column]:
         return {c.id: c for c in self.columns}
 
     def field_types(self) -> dict[int, mt.FieldType]:
@@ -246,6 +233,8 @@ class TableInfo:
             {**asdict(c), "default": c.to_json_value(c.default), "origin_default": c.to_json_value(c.origin_default)}
             for c in self.columns
         ]
+        for c in d["columns"]:
+            c["elems"] = list(c["elems"])
         d["indexes"] = [{**asdict(ix), "columns": list(ix.columns)} for ix in self.indexes]
         return d
 
@@ -257,7 +246,7 @@ class TableInfo:
         try:
             cols = []
             for c in d["columns"]:
-                col = Column(**{**c, "default": None, "origin_default": None})
+                col = Column(**{**c, "default": None, "origin_default": None, "elems": tuple(c.get("elems", ()))})
                 default = col.convert(c.get("default"))
                 origin = col.convert(c["origin_default"]) if "origin_default" in c else default
                 cols.append(replace(col, default=default, origin_default=origin))
@@ -293,5 +282,5 @@ class TableInfo:
         """
         out: dict[str, Any] = {}
         for c in self.columns:
-            out[c.name] = c.convert(raw[c.id]) if c.id in raw else c.origin_default
+            out[c.name] = c.from_stored(raw[c.id]) if c.id in raw else c.origin_default
         return out

@@ -19,6 +19,7 @@ from sqlglot import exp
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.datum_key import index_entry_key
 from cdc_core.codec.row import encode_values
+from cdc_core.schema import column_type as ct
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
@@ -147,12 +148,13 @@ def table_info_from_create(
         columns = resolve(columns, "KEY")
         indexes.append(Index(ix_name(wanted, columns), columns, id=len(indexes) + 1))
 
-    int_pk = len(pk) == 1 and by_name[pk[0].lower()]["type"] in ("int", "bigint")
+    int_pk = len(pk) == 1 and ct.is_handle_type(by_name[pk[0].lower()])
     if clustered and not int_pk:
-        raise SqlError(f"table {name!r}: a CLUSTERED primary key must be a single INT/BIGINT column here")
+        raise SqlError(f"table {name!r}: a CLUSTERED primary key must be a single integer column here (other "
+                       "clustered keys are TiDB's common handles, not supported yet)")
     pk_is_handle = int_pk and clustered is not False
-    if auto_inc and by_name[auto_inc.lower()]["type"] not in ("int", "bigint"):
-        raise SqlError(f"table {name!r}: AUTO_INCREMENT column {auto_inc!r} must be INT or BIGINT")
+    if auto_inc and by_name[auto_inc.lower()]["type"] not in ct.INT_BITS:
+        raise SqlError(f"table {name!r}: AUTO_INCREMENT column {auto_inc!r} must be an integer type")
 
     columns_out = [build_column(spec, i) for i, spec in enumerate(cols, start=1)]
     extra = {AUTO_INCREMENT_KEY: by_name[auto_inc.lower()]["name"]} if auto_inc else {}
@@ -335,7 +337,7 @@ class DdlExecutor:
                     converted = None
                 else:
                     try:
-                        converted = new.convert(old.to_json_value(value))
+                        converted = new.convert(value)
                     except SchemaError as exc:
                         raise SqlError(f"Data truncated for column {old.name!r} at row handle {row.handle}: {exc}",
                                        ErrorKind.CONSTRAINT) from exc

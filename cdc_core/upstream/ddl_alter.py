@@ -15,14 +15,20 @@ from typing import Any
 
 from sqlglot import exp
 
+from cdc_core.codec import mysql_type as mt
+from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
 from cdc_core.upstream.column_def import ColumnSpec, build_column
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.table_writer import AUTO_INCREMENT_KEY
 
 # What an existing row reads for a new NOT NULL column added without a DEFAULT (MySQL's implicit
-# default). DATETIME has no representable zero value here, so it must be given a DEFAULT.
-_IMPLICIT_DEFAULT: dict[str, Any] = {"int": 0, "bigint": 0, "decimal": Decimal(0), "varchar": "", "text": ""}
+# default, by kind of value). DATE/DATETIME/TIMESTAMP's zero date is not representable in Delta, so
+# such a column must be given a DEFAULT.
+_IMPLICIT_DEFAULT: dict[str, Any] = {
+    ct.INT: 0, ct.FLOAT: 0.0, ct.DECIMAL: Decimal(0), ct.TEXT: "", ct.BINARY: b"", ct.TIME: "00:00:00",
+    ct.YEAR: 0, ct.SET: "", ct.BIT: 0, ct.JSON: "null",
+}
 
 
 def _col(info: TableInfo, name: str) -> Column:
@@ -50,9 +56,12 @@ def add_column(info: TableInfo, spec: ColumnSpec) -> TableInfo:
         )
     col = build_column(spec, info.max_column_id + 1)
     if not col.nullable and col.default is None:
-        if col.type not in _IMPLICIT_DEFAULT:
+        if col.kind == ct.ENUM:
+            implicit = col.elems[0]  # MySQL: a NOT NULL ENUM defaults to its first member
+        elif col.kind in _IMPLICIT_DEFAULT:
+            implicit = col.convert(_IMPLICIT_DEFAULT[col.kind])
+        else:
             raise SqlError(f"ADD COLUMN {col.name!r}: a NOT NULL {col.sql_type} column needs a DEFAULT")
-        implicit = col.convert(_IMPLICIT_DEFAULT[col.type])
         col = replace(col, default=implicit, origin_default=implicit)
     cols = list(info.columns)
     pos = spec.position
@@ -114,12 +123,12 @@ def modify_column(info: TableInfo, spec: ColumnSpec, rename_from: str | None) ->
     new = build_column(spec, old.id)
     # Rows that never stored the column keep reading what they read before, in the new type.
     try:
-        new = replace(new, origin_default=new.convert(old.to_json_value(old.origin_default)))
+        new = replace(new, origin_default=new.convert(old.origin_default))
     except SchemaError as exc:
         raise SqlError(f"Data truncated for column {old.name!r} (its value in rows older than the column): {exc}",
                        ErrorKind.CONSTRAINT) from exc
-    if info.handle_column and info.handle_column.lower() == old.name.lower() and new.type not in ("int", "bigint"):
-        raise SqlError(f"MODIFY COLUMN {old.name!r}: the clustered primary key must stay INT or BIGINT")
+    if info.handle_column and info.handle_column.lower() == old.name.lower() and not ct.is_handle_type(new):
+        raise SqlError(f"MODIFY COLUMN {old.name!r}: the clustered primary key must stay an integer type")
     if need_change_column_data(old, new):
         if any(old.name.lower() == c.lower() for c in info.primary_key):
             # TiDB: ErrUnsupportedModifyColumn "this column has primary key flag" (pkg/ddl/modify_column.go)
@@ -136,30 +145,43 @@ def modify_column(info: TableInfo, spec: ColumnSpec, rename_from: str | None) ->
     return replace(info, columns=cols, indexes=indexes, extra=extra), old, new
 
 
-_INTEGER_TYPES = ("int", "bigint")
-_STRING_TYPES = ("varchar", "text")
+_STRING_TPS = frozenset(mt.STRING_TYPES)
+
+
+def _elems_changed(old: tuple[str, ...], new: tuple[str, ...]) -> bool:
+    """``isElemsChangedToModifyColumn``: members may only be appended."""
+    return len(new) < len(old) or any(a != b for a, b in zip(old, new, strict=False))
 
 
 def need_change_column_data(old: Column, new: Column) -> bool:
-    """TiDB's ``needChangeColumnData`` (pkg/ddl/modify_column.go) over cdcflow's column types: whether MODIFY
-    COLUMN rewrites every row under a new column id. Same type: DECIMAL when precision or scale changes, strings
-    when they shrink; between integer types when the default length shrinks (BIGINT to INT); between string types
-    when the length shrinks; any other change of type always."""
-    old_ft, new_ft = old.field_type(), new.field_type()
+    """TiDB's ``needChangeColumnData`` (pkg/ddl/modify_column.go): whether MODIFY COLUMN rewrites every row under a
+    new column id. Same type: DECIMAL when precision, scale or sign changes, ENUM/SET unless members are only
+    appended, integers when the sign changes, BINARY(n) when n changes, others when they shrink or change sign;
+    CHAR <-> VARCHAR always; between string types when they shrink; between integer types when the type's default
+    length shrinks (BIGINT to INT) or the sign changes; any other change of type always (FLOAT <-> DOUBLE too)."""
+    o, n = old.field_type(), new.field_type()
+    toggles = o.unsigned != n.unsigned
 
-    def shrinks() -> bool:
-        return new_ft.flen > 0 and (new_ft.flen < old_ft.flen or new_ft.decimal < old_ft.decimal)
+    def truncates_or_toggles() -> bool:
+        return (n.flen > 0 and (n.flen < o.flen or n.decimal < o.decimal)) or toggles
 
-    if old.type == new.type:
-        if old.type == "decimal":
-            return (old_ft.flen, old_ft.decimal) != (new_ft.flen, new_ft.decimal)
-        if old.type in _INTEGER_TYPES:
-            return False
-        return shrinks()
-    if old.type in _STRING_TYPES and new.type in _STRING_TYPES:
-        return shrinks()
-    if old.type in _INTEGER_TYPES and new.type in _INTEGER_TYPES:
-        return _INTEGER_TYPES.index(new.type) < _INTEGER_TYPES.index(old.type)
+    if o.tp == n.tp:
+        if o.tp == mt.TypeNewDecimal:
+            return (o.flen, o.decimal) != (n.flen, n.decimal) or toggles
+        if o.tp in (mt.TypeEnum, mt.TypeSet):
+            return _elems_changed(o.elems, n.elems)
+        if o.tp in mt.INTEGER_TYPES:
+            return toggles
+        if o.tp == mt.TypeString and o.binary:
+            return n.flen != o.flen  # BINARY pads with 0x00: a new length changes every value
+        return truncates_or_toggles()
+    if {o.tp, n.tp} == {mt.TypeVarchar, mt.TypeString}:
+        return True  # ConvertBetweenCharAndVarchar
+    if o.tp in _STRING_TPS and n.tp in _STRING_TPS:
+        return truncates_or_toggles()
+    if o.tp in mt.INTEGER_TYPES and n.tp in mt.INTEGER_TYPES:
+        default_old, default_new = ct.TYPES[old.type].flen, ct.TYPES[new.type].flen
+        return default_new < default_old or toggles
     return True
 
 

@@ -5,15 +5,17 @@ SQL's three-valued logic, IN, IS [NOT] NULL, BETWEEN, LIKE, arithmetic); anythin
 ``SqlError`` naming the construct. Nothing is ever handed to Python's ``eval``.
 
 Comparisons follow MySQL loosely: numbers compare numerically (a numeric string compares as a
-number), a DATETIME compares with a string by parsing it, strings compare binary (TiDB's default
-``utf8mb4_bin`` collation), and anything compared with NULL is NULL.
+number), a DATE/DATETIME/TIMESTAMP or TIME compares with a string by parsing it, strings compare
+binary (TiDB's default ``utf8mb4_bin`` collation), a byte string with text by the text's UTF-8
+bytes, and anything compared with NULL is NULL. ``0x..``/``x'..'`` and ``b'..'`` literals are
+byte strings.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, timedelta
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from typing import Any
 
@@ -24,7 +26,8 @@ from cdc_core.upstream.errors import SqlError
 
 Row = Mapping[str, Any]  # lower-case column name -> typed value
 
-_DT_PARSER = Column(0, "literal", "datetime")
+_DT_PARSER = Column(0, "literal", "datetime", fsp=6)
+_TIME_PARSER = Column(0, "literal", "time", fsp=6)
 
 
 def literal_value(node: exp.Expression) -> Any:
@@ -73,6 +76,21 @@ def _literal(node: exp.Expression, row: Row | None) -> Any:
         raise SqlError(f"bad number literal {text!r}") from exc
 
 
+def _hex_string(node: exp.Expression, row: Row | None) -> Any:
+    text = str(node.this)
+    try:
+        return bytes.fromhex(text if len(text) % 2 == 0 else "0" + text)
+    except ValueError as exc:
+        raise SqlError(f"bad hexadecimal literal {text!r}") from exc
+
+
+def _bit_string(node: exp.Expression, row: Row | None) -> Any:
+    text = str(node.this)
+    if not re.fullmatch(r"[01]*", text):
+        raise SqlError(f"bad bit-value literal b'{text}'")
+    return int(text or "0", 2).to_bytes(max(1, (len(text) + 7) // 8), "big")
+
+
 def _column(node: exp.Expression, row: Row | None) -> Any:
     name = column_name(node).lower()
     if row is None:
@@ -89,6 +107,8 @@ def _to_number(v: Any) -> int | Decimal:
         return v
     if isinstance(v, float):
         return Decimal(str(v))
+    if isinstance(v, bytes):  # a binary string in a numeric context: its big-endian value, as MySQL reads 0x...
+        return int.from_bytes(v, "big")
     if isinstance(v, str):
         try:
             d = Decimal(v.strip())
@@ -99,12 +119,16 @@ def _to_number(v: Any) -> int | Decimal:
 
 
 def _comparable(a: Any, b: Any) -> tuple[Any, Any]:
-    if isinstance(a, datetime) or isinstance(b, datetime):
-        try:
-            return (a if isinstance(a, datetime) else _DT_PARSER.convert(a),
-                    b if isinstance(b, datetime) else _DT_PARSER.convert(b))
-        except ValueError as exc:
-            raise SqlError(f"cannot compare {a!r} with {b!r}: {exc}") from exc
+    for parser, typ in ((_DT_PARSER, date), (_TIME_PARSER, timedelta)):
+        if isinstance(a, typ) or isinstance(b, typ):
+            try:
+                return parser.convert(a), parser.convert(b)
+            except ValueError as exc:
+                raise SqlError(f"cannot compare {a!r} with {b!r}: {exc}") from exc
+    if isinstance(a, bytes) and isinstance(b, str | bytes):
+        return a, b.encode() if isinstance(b, str) else b
+    if isinstance(b, bytes) and isinstance(a, str):
+        return a.encode(), b
     if isinstance(a, str) and isinstance(b, str):
         return a, b
     return _to_number(a), _to_number(b)
@@ -247,6 +271,8 @@ def _boolean(node: exp.Expression, row: Row | None) -> Any:
 
 _DISPATCH: dict[type[exp.Expression], Any] = {
     exp.Literal: _literal,
+    exp.HexString: _hex_string,
+    exp.BitString: _bit_string,
     exp.Column: _column,
     exp.Null: _null,
     exp.Boolean: _boolean,

@@ -25,21 +25,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, cast
 
 from mysql_mimic import MysqlServer, Session
+from mysql_mimic.charset import CharacterSet
 from mysql_mimic.connection import Connection
 from mysql_mimic.control import LocalControl
 from mysql_mimic.errors import SQLSTATES, ErrorCode, MysqlError
-from mysql_mimic.results import AllowedResult
+from mysql_mimic.results import AllowedResult, ResultColumn
 from mysql_mimic.session import Query
+from mysql_mimic.types import ColumnType
 from mysql_mimic.variables import SYSTEM_VARIABLES, GlobalVariables, SessionVariables
 from sqlglot import exp
 
+from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.tso import parse_ts_or_datetime
+from cdc_core.codec.value_text import format_duration
 from cdc_core.log import get_logger
-from cdc_core.schema.model import SchemaError
+from cdc_core.schema.model import Column, SchemaError
 from cdc_core.upstream import mysql_errors
 from cdc_core.upstream.errors import SqlError
 from cdc_core.upstream.info_schema import TidbInfoSchema
@@ -61,6 +66,31 @@ _VARIABLES = GlobalVariables({
 for _c in vars(mysql_errors).values():
     if isinstance(_c, mysql_errors.MysqlCode):
         SQLSTATES.setdefault(cast(ErrorCode, _c.code), _c.sqlstate)
+
+
+def _result_column(name: str, col: Column) -> ResultColumn:
+    """A table column as the result set describes it: TiDB's type code is the protocol's (``ColumnType``), and
+    binary strings carry the ``binary`` character set so that clients keep them as bytes."""
+    ft = col.field_type()
+    if ft.binary or ft.tp == mt.TypeBit:
+        return ResultColumn(name=name, type=ColumnType(ft.tp), character_set=CharacterSet.binary,
+                            text_encoder=_bytes_text, binary_encoder=_bytes_text)
+    return ResultColumn(name=name, type=ColumnType(ft.tp))
+
+
+def _bytes_text(column: ResultColumn, value: Any) -> bytes:
+    # mysql-mimic would encode with the column's charset, and Python has no "binary" codec: bytes go as they are.
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+def _wire_value(v: Any) -> Any:
+    """A typed value as mysql-mimic sends it: DECIMAL as its digits and TIME as ``[-]HH:MM:SS[.ffffff]`` (its text
+    encoder would print ``Decimal``/``timedelta`` reprs); the rest as they are."""
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, timedelta):
+        return format_duration(v)
+    return v
 
 
 def _mysql_error(exc: SqlError) -> MysqlError:
@@ -166,7 +196,11 @@ class FrontSession(Session):
 
     def _result(self, res: StatementResult) -> AllowedResult:
         if res.columns:
-            return [tuple(row.get(c) for c in res.columns) for row in res.rows], res.columns
+            columns: list[ResultColumn | str] = list(res.columns)
+            for i, col in enumerate(res.column_defs):
+                if col is not None:
+                    columns[i] = _result_column(res.columns[i], col)
+            return [tuple(_wire_value(row.get(c)) for c in res.columns) for row in res.rows], columns
         if res.affected_rows:
             self._report_affected_rows(res.affected_rows)
         return None

@@ -35,11 +35,10 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from cdc_core.codec import key as keycodec
-from cdc_core.codec.value_text import json_value
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
-from cdc_core.schema.model import ROWID_COLUMN, SchemaError, TableInfo
+from cdc_core.schema.model import ROWID_COLUMN, Column, SchemaError, TableInfo
 from cdc_core.schema.storage import SchemaStorage
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.column_def import parse_column_def
@@ -78,7 +77,10 @@ _SPLIT_RE = re.compile(
 class StatementResult:
     statement: str
     columns: list[str] = field(default_factory=list)
-    rows: list[dict[str, Any]] = field(default_factory=list)  # JSON-ready values
+    # Typed values (``Column.convert``'s Python values); ``value_text.json_value`` gives their JSON form.
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    # The table column each output column is (None: an expression), for clients that want column types.
+    column_defs: list[Column | None] = field(default_factory=list)
     affected_rows: int = 0
     commit_ts: int = 0  # the commit ts of the transaction this statement committed (0: none)
 
@@ -648,7 +650,7 @@ class Session:
 
             if not all(agg or constant(e) for agg, (_, e, _) in zip(is_agg, out, strict=True)):
                 raise SqlError("mixing aggregates and columns needs GROUP BY, which is not supported")
-            row = {name: json_value(self._aggregate(e, contexts)) if e is not None else None
+            row = {name: self._aggregate(e, contexts) if e is not None else None
                    for name, e, _ in out}
             return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=[row])
         order = node.args.get("order")
@@ -660,13 +662,14 @@ class Session:
             r: dict[str, Any] = {}
             for name, e, colname in out:
                 if colname is not None and info is not None:
-                    v = ctx[colname.lower()]
-                    r[name] = v if colname == ROWID_COLUMN else info.column(colname).to_json_value(v)
+                    r[name] = ctx[colname.lower()]
                 else:
                     assert e is not None
-                    r[name] = json_value(evaluate(e, ctx))
+                    r[name] = evaluate(e, ctx)
             rows.append(r)
-        return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=rows)
+        defs = [info.column(c) if info is not None and c is not None and c != ROWID_COLUMN else None
+                for _, _, c in out]
+        return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=rows, column_defs=defs)
 
     @staticmethod
     def _aggregate(e: exp.Expression, contexts: list[tuple[dict[str, Any], StoredRow | None]]) -> Any:

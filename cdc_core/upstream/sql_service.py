@@ -12,6 +12,7 @@ import json
 
 import grpc
 
+from cdc_core.codec.value_text import json_value
 from cdc_core.log import get_logger
 from cdc_core.proto import sqlpb_pb2, sqlpb_pb2_grpc
 from cdc_core.upstream.errors import ErrorKind, SqlError
@@ -33,7 +34,8 @@ STATUS = {
 def result_to_pb(r: StatementResult) -> sqlpb_pb2.StatementResult:
     return sqlpb_pb2.StatementResult(
         statement=r.statement, columns=r.columns, affected_rows=r.affected_rows, commit_ts=r.commit_ts,
-        rows_json=[json.dumps(row, ensure_ascii=False, separators=(",", ":")) for row in r.rows],
+        rows_json=[json.dumps({k: json_value(v) for k, v in row.items()}, ensure_ascii=False, separators=(",", ":"))
+                   for row in r.rows],
     )
 
 

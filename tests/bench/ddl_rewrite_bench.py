@@ -33,7 +33,7 @@ def _table() -> TableInfo:
         id=1000, db_name="bench", name="t",
         columns=(Column(1, "id", "int", nullable=False), Column(2, "big", "bigint"), Column(3, "i", "int"),
                  Column(4, "d", "decimal", precision=12, scale=2), Column(5, "s", "varchar", length=32),
-                 Column(6, "dt", "datetime")),
+                 Column(6, "dt", "datetime", fsp=6)),
         indexes=(Index("PRIMARY", ("id",), unique=True, primary=True),), pk_is_handle=True, max_column_id=6,
     )  # fmt: skip
 

@@ -46,7 +46,7 @@ TABLE = TableInfo(
     columns=(Column(1, "id", "bigint", nullable=False), Column(2, "k", "int"), Column(3, "n", "int"),
              Column(4, "big", "bigint"), Column(5, "price", "decimal", precision=12, scale=2),
              Column(6, "ratio", "decimal", precision=24, scale=6), Column(7, "name", "varchar", length=64),
-             Column(8, "code", "varchar", length=16), Column(9, "at", "datetime"), Column(10, "note", "text")),
+             Column(8, "code", "varchar", length=16), Column(9, "at", "datetime", fsp=6), Column(10, "note", "text")),
     indexes=(Index("PRIMARY", ("id",), unique=True, primary=True),), pk_is_handle=True,
 )  # fmt: skip
 

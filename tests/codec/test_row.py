@@ -15,7 +15,8 @@ from cdc_core.schema.model import Column, TableInfo
 INFO = TableInfo(
     id=70, db_name="d", name="t",
     columns=(Column(1, "i", "int"), Column(2, "b", "bigint"), Column(3, "s", "varchar", length=20),
-             Column(4, "d", "decimal", precision=14, scale=4), Column(5, "ts", "datetime"), Column(6, "x", "text")),
+             Column(4, "d", "decimal", precision=14, scale=4), Column(5, "ts", "datetime", fsp=6),
+             Column(6, "x", "text")),
 )
 ROWS = st.fixed_dictionaries({}, optional={
     1: st.none() | st.integers(-(1 << 31), (1 << 31) - 1),

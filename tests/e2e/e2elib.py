@@ -46,6 +46,31 @@ def upstream_rows(client: UpstreamClient, db: str, table: str, key: str, ts: int
     return sorted(client.query(f"SELECT * FROM {db}.{table}", at_ts=ts), key=lambda r: r[key])
 
 
+def typed_rows_match(client: UpstreamClient, sink: Path, db: str, table: str, ts: int) -> int:
+    """Assert that the Delta table ``db.table`` equals the upstream's rows at ``ts`` value by value, each compared
+    in its canonical form under the table's schema at ``ts`` (so a TIME stored as nanoseconds in Delta meets the
+    upstream's ``HH:MM:SS``, a BIGINT UNSIGNED decimal its integer); returns the row count. The first differing
+    row's differing columns are in the failure message."""
+    from cdc_core.changefeed.schema_loader import load_schema
+    from spark_jobs.data_quality import canonical_value
+
+    found = [t for t in load_schema(client, ts).tables_at(ts) if (t.db_name, t.name) == (db, table)]
+    assert len(found) == 1, f"{db}.{table} at {ts}: {len(found)} tables"
+    cols = found[0].columns
+
+    def canon(row: dict[str, Any], read: Any) -> tuple[str | None, ...]:
+        return tuple(canonical_value(c, read(c, row[c.name])) for c in cols)
+
+    up = sorted(canon(r, lambda c, v: v) for r in client.query(f"SELECT * FROM {db}.{table}", at_ts=ts))
+    lake = sorted(canon(r, lambda c, v: c.from_arrow(v))
+                  for r in DeltaTable(str(sink / db / table)).to_pyarrow_table().to_pylist())
+    assert len(lake) == len(up), f"{db}.{table} at {ts}: {len(lake)} rows in Delta, {len(up)} upstream"
+    for a, b in zip(lake, up, strict=True):
+        assert a == b, (f"{db}.{table} at {ts}: "
+                        f"{[(c.name, x, y) for c, x, y in zip(cols, a, b, strict=True) if x != y]}")
+    return len(up)
+
+
 @functools.cache
 def cli_app() -> typer.Typer:
     """``cdcflow`` with every command group registered, for invoking commands in this process."""

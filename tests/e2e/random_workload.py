@@ -1,14 +1,17 @@
 """A seeded random workload for the differential tests: transactions over several tables (clustered and
 non-clustered) that insert, update, move primary and unique keys (seed 002's swap included), delete, span
-tables, with DDL sprinkled in (add column with a default, rename / drop / widen a column, truncate, rename a
-table, create a table). It keeps a model of the schema only — rows are never predicted: the tests compare
-Delta with the upstream's own snapshot. Statements that collide on a key fail upstream and their transaction
+tables, with DDL sprinkled in (add column of any type with a default, rename / drop / widen a column, truncate,
+rename a table, create a table). Tables carry columns of random MySQL types besides INT and VARCHAR. It keeps
+a model of the schema only — rows are never predicted: the tests compare Delta with the upstream's own
+snapshot. Statements that collide on a key fail upstream and their transaction
 rolls back, as in MySQL; that is part of the workload, not an error.
 """
 
 from __future__ import annotations
 
+import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cdc_core.client.upstream import UpstreamClient
@@ -16,13 +19,36 @@ from cdc_core.errors import UpstreamError
 
 ID_RANGE = 40  # small, so that keys collide, move onto freed keys and come back
 MAX_TABLES = 4
+# Column types beyond INT/VARCHAR that tables and ADD COLUMN draw from, each with a random SQL literal.
+TYPED: dict[str, Callable[[random.Random], str]] = {
+    "TINYINT UNSIGNED": lambda r: str(r.randrange(256)),
+    "BIGINT UNSIGNED": lambda r: str(r.choice([(1 << 64) - 1, r.randrange(1 << 64)])),
+    "FLOAT": lambda r: f"{r.uniform(-1e4, 1e4):.2f}",
+    "DOUBLE": lambda r: repr(r.uniform(-1, 1) * 10 ** r.randint(-20, 20)),
+    "DECIMAL(12,3)": lambda r: f"{r.randrange(-10**9, 10**9)}.{r.randrange(1000):03d}",
+    "DATE": lambda r: f"'{r.randint(1000, 9999)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}'",
+    "DATETIME(3)": lambda r: f"'2024-{r.randint(1, 12):02d}-{r.randint(1, 28):02d} 0{r.randint(0, 9)}:30:00."
+                             f"{r.randrange(1000)}'",
+    "TIMESTAMP": lambda r: f"'20{r.randint(10, 37)}-0{r.randint(1, 9)}-1{r.randint(0, 9)} 12:00:0{r.randint(0, 9)}'",
+    "TIME(1)": lambda r: f"'{r.choice(['-', ''])}{r.randrange(839)}:{r.randrange(60):02d}:00.{r.randrange(10)}'",
+    "YEAR": lambda r: str(r.randint(1901, 2155)),
+    "CHAR(3)": lambda r: f"'{r.choice(['a', 'bb', 'ccc', 'é'])}'",
+    "VARBINARY(6)": lambda r: f"x'{r.randbytes(r.randrange(7)).hex()}'",
+    "ENUM('a','b','c')": lambda r: f"'{r.choice('abc')}'",
+    "SET('x','y','z')": lambda r: "'" + ",".join(r.sample("xyz", r.randint(0, 3))) + "'",
+    "BIT(5)": lambda r: f"b'{r.getrandbits(5):b}'",
+    "JSON": lambda r: "'" + json.dumps(r.choice([[r.randrange(9)], {"k": r.random()}, "s", None])) + "'",
+}
+# MODIFY COLUMN changes the silver table can follow: type -> wider type (TiDB reorganizes most of them).
+WIDER = {"INT": "BIGINT", "TINYINT UNSIGNED": "SMALLINT", "FLOAT": "DOUBLE", "DECIMAL(12,3)": "DECIMAL(14,4)",
+         "ENUM('a','b','c')": "ENUM('a','b','c','d')", "CHAR(3)": "CHAR(8)"}
 
 
 @dataclass
 class Table:
     name: str
     clustered: bool
-    payload: dict[str, str] = field(default_factory=dict)  # column -> type (INT, BIGINT, VARCHAR(16))
+    payload: dict[str, str] = field(default_factory=dict)  # column -> SQL type (INT, VARCHAR(16), TYPED's)
 
     def create_sql(self, db: str) -> str:
         cols = ", ".join(f"{c} {t}" for c, t in self.payload.items())
@@ -55,7 +81,11 @@ class RandomWorkload:
 
     def _create_table(self, clustered: bool) -> Table:
         self._names += 1
-        t = Table(f"t{self._names}", clustered, {"v": "INT", "s": "VARCHAR(16)"})
+        payload = {"v": "INT", "s": "VARCHAR(16)"}
+        for typ in self.rng.sample(sorted(TYPED), 3):
+            self._cols += 1
+            payload[f"x{self._cols}"] = typ
+        t = Table(f"t{self._names}", clustered, payload)
         self.c.execute(t.create_sql(self.db))
         self.tables.append(t)
         return t
@@ -65,6 +95,8 @@ class RandomWorkload:
         return self.rng.randrange(ID_RANGE)
 
     def _value(self, typ: str) -> str:
+        if typ in TYPED:
+            return "NULL" if self.rng.random() < 0.1 else TYPED[typ](self.rng)
         if typ.startswith("VARCHAR"):
             return "NULL" if self.rng.random() < 0.1 else f"'s{self.rng.randrange(1000)}'"
         return "NULL" if self.rng.random() < 0.1 else str(self.rng.randrange(-1000, 1000))
@@ -108,8 +140,8 @@ class RandomWorkload:
         t = self.rng.choice(self.tables)
         q = f"{self.db}.{t.name}"
         kinds = ["add", "rename_col", "truncate", "rename_table", "create"]
-        ints = [c for c, ty in t.payload.items() if ty == "INT"]
-        if ints:
+        widenable = [c for c, ty in t.payload.items() if ty in WIDER]
+        if widenable:
             kinds.append("widen")
         if len(t.payload) > 1:
             kinds.append("drop_col")
@@ -118,9 +150,11 @@ class RandomWorkload:
         kind = self.rng.choice(kinds)
         self._cols += 1
         if kind == "add":
-            name, default = f"c{self._cols}", self.rng.randrange(100)
-            sql = f"ALTER TABLE {q} ADD COLUMN {name} INT DEFAULT {default}"
-            t.payload[name] = "INT"
+            name = f"c{self._cols}"
+            typ = self.rng.choice(["INT", *(ty for ty in sorted(TYPED) if ty != "JSON")])  # JSON takes no DEFAULT
+            default = str(self.rng.randrange(100)) if typ == "INT" else TYPED[typ](self.rng)
+            sql = f"ALTER TABLE {q} ADD COLUMN {name} {typ} DEFAULT {default}"
+            t.payload[name] = typ
         elif kind == "rename_col":
             old = self.rng.choice(list(t.payload))
             new = f"r{self._cols}"
@@ -131,9 +165,10 @@ class RandomWorkload:
             sql = f"ALTER TABLE {q} DROP COLUMN {col}"
             del t.payload[col]
         elif kind == "widen":
-            col = self.rng.choice(ints)
-            sql = f"ALTER TABLE {q} MODIFY COLUMN {col} BIGINT"
-            t.payload[col] = "BIGINT"
+            col = self.rng.choice(widenable)
+            wider = WIDER[t.payload[col]]
+            sql = f"ALTER TABLE {q} MODIFY COLUMN {col} {wider}"
+            t.payload[col] = wider
         elif kind == "truncate":
             sql = f"TRUNCATE TABLE {q}"
         elif kind == "rename_table":

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from e2elib import cli as _cli
-from e2elib import delta_rows, upstream_rows
+from e2elib import typed_rows_match
 from random_workload import RandomWorkload
 
 from cdc_core import failpoint
@@ -33,9 +33,10 @@ SEED = int(os.environ.get("CDCFLOW_DIFF_SEED", "20261122"))
 
 def _assert_same(c: UpstreamClient, sink: Path, wl: RandomWorkload, ts: int, where: str) -> None:
     for t in wl.tables:
-        got = delta_rows(sink, wl.db, t.name, "id")
-        want = upstream_rows(c, wl.db, t.name, "id", ts)
-        assert got == want, f"{where}: {wl.db}.{t.name} differs from the upstream at {ts} (seed {SEED})"
+        try:
+            typed_rows_match(c, sink, wl.db, t.name, ts)
+        except AssertionError as exc:
+            raise AssertionError(f"{where} (seed {SEED}): {exc}") from None
     on_disk = {p.name for p in (sink / wl.db).iterdir() if (p / "_delta_log").is_dir()}
     assert on_disk == {t.name for t in wl.tables}, f"{where}: Delta tables {on_disk} (seed {SEED})"
 

@@ -47,7 +47,7 @@ def test_fatal_store_errors_stop_the_client_and_hold_the_resolved_ts(upstream_cl
 
 
 def test_responses_past_4_mib_arrive(upstream_cluster: Any, upstream_client: Any, fresh_db: str) -> None:
-    upstream_client.execute(f"USE {fresh_db}; CREATE TABLE big (a INT PRIMARY KEY, b TEXT)")
+    upstream_client.execute(f"USE {fresh_db}; CREATE TABLE big (a INT PRIMARY KEY, b MEDIUMTEXT)")
     tid = upstream_cluster.faults.table_id(fresh_db, "big")
     from cdc_core.codec import key as keycodec
 

@@ -37,17 +37,18 @@ def test_convert_values_and_errors() -> None:
     assert t.column("ID").convert("42") == 42
     assert t.column("price").convert("3.14159") == Decimal("3.14")
     assert t.column("at").convert("2024-01-02") == datetime(2024, 1, 2)
-    assert t.column("at").convert("2024-01-02 03:04:05.5") == datetime(2024, 1, 2, 3, 4, 5, 500000)
+    assert t.column("at").convert("2024-01-02 03:04:05.5") == datetime(2024, 1, 2, 3, 4, 6)  # DATETIME is fsp 0
+    assert Column(9, "at6", "datetime", fsp=6).convert("2024-01-02 03:04:05.5") == datetime(2024, 1, 2, 3, 4, 5, 500000)
     cases = [("id", "abc", "not an integer"), ("id", True, "not an integer"), ("id", 1 << 63, "out of range"),
              ("name", "123456789", "too long"), ("price", "12345.6", "does not fit"),
-             ("price", "pi", "not a number"), ("at", "soon", "not a datetime")]
+             ("price", "pi", "not a number"), ("at", "soon", "not a date/time")]
     for col, value, msg in cases:
         with pytest.raises(SchemaError, match=msg):
             t.column(col).convert(value)
     with pytest.raises(SchemaError, match="unknown column"):
         t.column("nope")
     with pytest.raises(SchemaError, match="unsupported type"):
-        Column(1, "f", "float")
+        Column(1, "f", "geometry")
     with pytest.raises(SchemaError, match="malformed"):
         TableInfo.from_json("{")
 

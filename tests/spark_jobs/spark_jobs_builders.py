@@ -20,9 +20,9 @@ def encode(table: TableInfo, value: dict[int, Any]) -> bytes:
     for cid, v in value.items():
         col = cols.get(cid)
         if col is None:
-            items.append((cid, Column(cid, "x", "varchar").field_type(), None if v is None else str(v)))
+            items.append((cid, Column(cid, "x", "varchar", length=255).field_type(), None if v is None else str(v)))
         else:
-            items.append((cid, col.field_type(), col.convert(v)))
+            items.append((cid, col.field_type(), col.to_stored(col.convert(v))))
     return encode_row_v2(items)
 
 
@@ -107,7 +107,7 @@ def typed_table(table_id: int = 104, name: str = "typed") -> TableInfo:
             Column(3, "bi", "bigint"),
             Column(4, "s", "varchar", length=20),
             Column(5, "d", "decimal", precision=12, scale=3),
-            Column(6, "dt", "datetime"),
+            Column(6, "dt", "datetime", fsp=6),
             Column(7, "tx", "text"),
             Column(9, "def_i", "int", default=7),
             Column(10, "def_d", "decimal", precision=6, scale=2, default=Decimal("1.50")),

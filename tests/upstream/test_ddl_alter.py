@@ -96,7 +96,7 @@ def test_new_not_null_column_takes_its_default_on_insert(upstream_client: Any, f
         ("INSERT INTO t (id, a, b) VALUES (1, 300, 'abc')", "ALTER TABLE t MODIFY COLUMN b VARCHAR(2)",
          "Data truncated"),
         ("INSERT INTO t (id, a, b) VALUES (1, NULL, 'a')", "ALTER TABLE t MODIFY COLUMN a INT NOT NULL", "NULL"),
-        ("", "ALTER TABLE t MODIFY COLUMN id VARCHAR(8)", "must stay INT"),
+        ("", "ALTER TABLE t MODIFY COLUMN id VARCHAR(8)", "must stay an integer"),
         ("", "ALTER TABLE t DROP COLUMN nope", "Unknown column"),
         ("", "ALTER TABLE t ADD COLUMN a INT", "Duplicate column"),
         ("", "ALTER TABLE t ADD COLUMN d DATETIME NOT NULL", "needs a DEFAULT"),

@@ -139,7 +139,7 @@ def test_too_many_pending_incremental_scans_is_busy(upstream_cluster: Any, upstr
 def test_responses_batch_events_up_to_6_mb(upstream_cluster: Any, upstream_client: Any, fresh_db: str) -> None:
     # channel.rs: events of up to 32 KiB of rows, up to 64 events a batch, responses up to 6 MB; a client
     # must take more than gRPC's default 4 MiB (TiCDC: 256 MiB).
-    upstream_client.execute(f"USE {fresh_db}; CREATE TABLE t (a INT PRIMARY KEY, b TEXT)")
+    upstream_client.execute(f"USE {fresh_db}; CREATE TABLE t (a INT PRIMARY KEY, b MEDIUMTEXT)")
     big = "x" * 100_000
     for lo in range(0, 60, 20):
         upstream_client.execute(f"INSERT INTO {fresh_db}.t VALUES " +

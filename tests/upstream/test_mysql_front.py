@@ -4,9 +4,11 @@ MySQL's codes; TiDB's ``tidb_snapshot`` / ``tidb_current_ts`` work as in TiDB.""
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import subprocess
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pymysql
@@ -43,7 +45,7 @@ def test_statements_rows_and_affected_rows(ec: EmbeddedCluster) -> None:
         assert cur.execute("UPDATE t SET b = 'y' WHERE a >= 2") == 2
         cur.execute("SELECT a, b, c FROM t ORDER BY a")
         assert [d[0] for d in cur.description] == ["a", "b", "c"]
-        assert cur.fetchall() == ((1, "x", "1.50"), (2, "y", None), (3, "y", "3.00"))
+        assert cur.fetchall() == ((1, "x", Decimal("1.50")), (2, "y", None), (3, "y", Decimal("3.00")))
         cur.execute("SELECT DATABASE(), VERSION()")
         assert cur.fetchone() == ("my", "8.0.11-TiDB-v8.5.0-cdcflow")
         assert cur.execute("DELETE FROM t WHERE a = 3") == 1
@@ -178,3 +180,44 @@ def test_the_mariadb_command_line_client_connects(ec: EmbeddedCluster) -> None:
     bad = subprocess.run(["mariadb", "-h", host, "-P", port, "-u", "root", "--protocol=TCP", "--skip-ssl",
                           "-e", "SELECT * FROM my.nope"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "ERROR 1146 (42S02)" in bad.stderr and "Table 'my.nope' doesn't exist" in bad.stderr
+
+
+ALL_TYPES_DDL = """CREATE TABLE my.ty (id INT PRIMARY KEY, ti TINYINT UNSIGNED, bu BIGINT UNSIGNED, f FLOAT, d DOUBLE,
+    dc DECIMAL(20,4), dt DATE, dtm DATETIME(6), ts TIMESTAMP(3), tm TIME, y YEAR, c CHAR(4), b BINARY(3),
+    vb VARBINARY(8), bl BLOB, e ENUM('x','y'), s SET('a','b','c'), bt BIT(10), j JSON)"""
+ALL_TYPES_ROW = ("(1, 255, 18446744073709551615, 1.5, -2.25e-10, '123.45678', '2024-02-29', "
+                 "'2024-01-01 12:00:00.123456', '2030-05-06 07:08:09.5', '-12:34:56', 1999, 'ab  ', 'xy', 0x00ff, "
+                 "x'0102', 'Y', 'c,a', b'1010101010', '{\"k\": [1, \"two\", null]}')")
+
+
+def test_every_type_reaches_a_mysql_client_typed(ec: EmbeddedCluster) -> None:
+    """Result columns carry TiDB's type codes (the protocol's), binary strings the binary charset: PyMySQL hands
+    back ints, floats, Decimals, dates, datetimes, timedeltas, bytes and text as it would from TiDB."""
+    conn = _connect(ec)
+    with conn.cursor() as cur:
+        cur.execute(ALL_TYPES_DDL)
+        cur.execute(f"INSERT INTO my.ty VALUES {ALL_TYPES_ROW}, (2{', NULL' * 18})")
+        cur.execute("SELECT * FROM my.ty ORDER BY id")
+        rows = cur.fetchall()
+        assert rows[0] == (1, 255, (1 << 64) - 1, 1.5, -2.25e-10, Decimal("123.4568"), dt.date(2024, 2, 29),
+                           dt.datetime(2024, 1, 1, 12, 0, 0, 123456), dt.datetime(2030, 5, 6, 7, 8, 9, 500000),
+                           -dt.timedelta(hours=12, minutes=34, seconds=56), 1999, "ab", b"xy\x00", b"\x00\xff",
+                           b"\x01\x02", "y", "a,c", b"\x02\xaa", '{"k": [1, "two", null]}')
+        assert rows[1] == (2, *([None] * 18))
+        assert [d[1] for d in cur.description] == [3, 1, 8, 4, 5, 246, 10, 12, 7, 11, 13, 254, 254, 15, 252, 247,
+                                                    248, 16, 245]  # pkg/parser/mysql/type.go codes
+        cur.execute("SELECT id FROM my.ty WHERE dt = '2024-02-29' AND tm = '-12:34:56' AND vb = 0x00ff AND e = 'y' "
+                    "AND bt = b'1010101010' AND f > 1.4 AND dtm < '2024-01-02'")
+        assert cur.fetchall() == ((1,),)
+        for bad, code in (("INSERT INTO my.ty (id, e) VALUES (3, 'z')", 1105),
+                          ("INSERT INTO my.ty (id, ti) VALUES (3, 256)", 1105)):
+            assert _codes(lambda bad=bad: cur.execute(bad))[0] == code
+    conn.close()
+    host, _, port = ec.mysql_addr.rpartition(":")
+    out = subprocess.run(["mariadb", "-h", host, "-P", port, "-u", "root", "--protocol=TCP", "--batch", "--skip-ssl",
+                          "-e", "SELECT id, bu, dc, dt, ts, tm, e, s, j FROM my.ty WHERE id = 1"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[1].split("\t") == [
+        "1", "18446744073709551615", "123.4568", "2024-02-29", "2030-05-06 07:08:09.500000", "-12:34:56", "y", "a,c",
+        '{"k": [1, "two", null]}']

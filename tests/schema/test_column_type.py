@@ -1,0 +1,202 @@
+"""Every MySQL type TiDB supports: definitions, FieldTypes, conversions, the row codec's values, and how the
+silver table follows a type change."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import struct
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cdc_core.codec import mysql_type as mt
+from cdc_core.codec.row import decode_row, encode_row
+from cdc_core.codec.value_text import json_value
+from cdc_core.schema import column_type as ct
+from cdc_core.schema.model import Column, SchemaError, TableInfo
+
+# One column of every type, as the all-types tests define them.
+ALL = (
+    Column(1, "ti", "tinyint"), Column(2, "tiu", "tinyint", unsigned=True), Column(3, "si", "smallint"),
+    Column(4, "mi", "mediumint", unsigned=True), Column(5, "i", "int"), Column(6, "iu", "int", unsigned=True),
+    Column(7, "bi", "bigint"), Column(8, "biu", "bigint", unsigned=True), Column(9, "f", "float"),
+    Column(10, "d", "double"), Column(11, "dec", "decimal", precision=30, scale=10),
+    Column(12, "dt", "date"), Column(13, "dtm", "datetime", fsp=6), Column(14, "ts", "timestamp", fsp=3),
+    Column(15, "tm", "time", fsp=2), Column(16, "y", "year"), Column(17, "c", "char", length=4),
+    Column(18, "vc", "varchar", length=16), Column(19, "b", "binary", length=4),
+    Column(20, "vb", "varbinary", length=8), Column(21, "tt", "tinytext"), Column(22, "t", "text"),
+    Column(23, "mt", "mediumtext"), Column(24, "lt", "longtext"), Column(25, "tb", "tinyblob"),
+    Column(26, "bl", "blob"), Column(27, "mb", "mediumblob"), Column(28, "lb", "longblob"),
+    Column(29, "e", "enum", elems=("small", "Medium", "large")), Column(30, "s", "set", elems=("a", "b", "c")),
+    Column(31, "bt", "bit", length=12), Column(32, "j", "json"),
+)
+SAMPLE: dict[str, Any] = {
+    "ti": -128, "tiu": 255, "si": -32768, "mi": 16777215, "i": -2147483648, "iu": 4294967295,
+    "bi": -(1 << 63), "biu": (1 << 64) - 1, "f": 1.5, "d": -2.25e-300, "dec": "-12345678901234567890.0123456789",
+    "dt": "2024-02-29", "dtm": "9999-12-31 23:59:59.999999", "ts": "2038-01-19 03:14:07.999",
+    "tm": "-838:59:59", "y": 2155, "c": "ab", "vc": "héllo wörld", "b": b"\x00\x01", "vb": b"\xff" * 8,
+    "tt": "t" * 255, "t": "text", "mt": "m", "lt": "l", "tb": b"\x00", "bl": b"blob", "mb": b"", "lb": b"\x01",
+    "e": "medium", "s": "c,a", "bt": 0xABC, "j": '{"b": [1, 2.5, null, true], "a": {"z": "ü"}}',
+}
+
+
+def table() -> TableInfo:
+    return TableInfo(id=77, db_name="d", name="all", columns=ALL, max_column_id=len(ALL))
+
+
+def test_every_type_has_tidbs_field_type() -> None:
+    ft = {c.name: c.field_type() for c in ALL}
+    # pkg/parser/mysql/type.go codes; default lengths from TiDB's DefaultLengthOfMysqlTypes
+    assert (ft["ti"].tp, ft["ti"].flen, ft["tiu"].flen, ft["tiu"].unsigned) == (mt.TypeTiny, 4, 3, True)
+    assert (ft["mi"].tp, ft["biu"].tp, ft["biu"].flen) == (mt.TypeInt24, mt.TypeLonglong, 20)
+    assert (ft["f"].tp, ft["d"].tp) == (mt.TypeFloat, mt.TypeDouble)
+    assert (ft["dec"].tp, ft["dec"].flen, ft["dec"].decimal) == (mt.TypeNewDecimal, 30, 10)
+    assert (ft["dtm"].tp, ft["dtm"].flen, ft["dtm"].decimal) == (mt.TypeDatetime, 26, 6)
+    assert (ft["ts"].tp, ft["ts"].flen, ft["tm"].tp, ft["tm"].flen) == (mt.TypeTimestamp, 23, mt.TypeDuration, 13)
+    assert (ft["c"].tp, ft["c"].binary, ft["b"].tp, ft["b"].binary) == (mt.TypeString, False, mt.TypeString, True)
+    assert (ft["vb"].tp, ft["vb"].collate, ft["tt"].tp, ft["lb"].tp) == (mt.TypeVarchar, "binary", mt.TypeTinyBlob,
+                                                                         mt.TypeLongBlob)
+    assert ft["t"].flag & mt.BlobFlag and not ft["t"].binary and ft["bl"].binary
+    assert (ft["e"].tp, ft["e"].elems, ft["s"].tp) == (mt.TypeEnum, ("small", "Medium", "large"), mt.TypeSet)
+    assert (ft["bt"].tp, ft["bt"].flen, ft["j"].tp, ft["y"].tp) == (mt.TypeBit, 12, mt.TypeJSON, mt.TypeYear)
+    assert [c.sql_type for c in ALL[:2]] == ["TINYINT", "TINYINT UNSIGNED"]
+    assert (ALL[13].sql_type, ALL[28].sql_type, ALL[30].sql_type) == ("TIMESTAMP(3)", "ENUM('small','Medium','large')",
+                                                                      "BIT(12)")
+
+
+def test_every_type_round_trips_through_a_tidb_row() -> None:
+    t = table()
+    values = {c.name: c.convert(SAMPLE[c.name]) for c in ALL}
+    assert values["e"] == "Medium" and values["s"] == "a,c" and values["bt"] == b"\x0a\xbc"
+    assert values["j"] == '{"a": {"z": "ü"}, "b": [1, 2.5, null, true]}'  # keys sorted as TiDB's binary JSON
+    assert values["b"] == b"\x00\x01\x00\x00"  # BINARY(4) pads with 0x00
+    assert values["tm"] == -dt.timedelta(hours=838, minutes=59, seconds=59)
+    assert values["f"] == 1.5 and values["biu"] == (1 << 64) - 1
+    row = encode_row(t, {c.id: values[c.name] for c in ALL})
+    assert t.decode_values(decode_row(t, row)) == values
+    # The JSON form reads back to the same value (JSON rows, table-info defaults).
+    assert {c.name: c.convert(json_value(values[c.name])) for c in ALL} == values
+    # The Arrow value reads back too (snapshot load writes it, the e2e tests read Delta through it).
+    assert {c.name: c.from_arrow(c.arrow_value(values[c.name])) for c in ALL} == values
+
+
+@pytest.mark.parametrize(("col", "value", "expected"), [
+    (Column(1, "x", "tinyint"), "1.5", 2), (Column(1, "x", "int"), Decimal("-2.5"), -3),
+    (Column(1, "x", "float"), 0.1, struct.unpack("<f", struct.pack("<f", 0.1))[0]),
+    (Column(1, "x", "double"), -0.0, 0.0), (Column(1, "x", "decimal", precision=5, scale=2), "1.005", Decimal("1.01")),
+    (Column(1, "x", "datetime"), "2024-01-01 00:00:00.5", dt.datetime(2024, 1, 1, 0, 0, 1)),
+    (Column(1, "x", "datetime", fsp=6), dt.datetime(2024, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+     dt.datetime(2023, 12, 31, 22)),
+    (Column(1, "x", "date"), "2024-1-2", dt.date(2024, 1, 2)),
+    (Column(1, "x", "time"), 123456, dt.timedelta(hours=12, minutes=34, seconds=56)),
+    (Column(1, "x", "time", fsp=1), "1 02:00:00.25", dt.timedelta(days=1, hours=2, microseconds=300000)),
+    (Column(1, "x", "year"), "69", 2069), (Column(1, "x", "year"), 70, 1970), (Column(1, "x", "year"), 0, 0),
+    (Column(1, "x", "char", length=3), "ab  ", "ab"), (Column(1, "x", "binary", length=2), "a", b"a\0"),
+    (Column(1, "x", "enum", elems=("a", "b")), 2, "b"), (Column(1, "x", "set", elems=("a", "b")), 3, "a,b"),
+    (Column(1, "x", "set", elems=("a", "b")), "", ""), (Column(1, "x", "bit", length=8), b"\x05", b"\x05"),
+    (Column(1, "x", "json"), "[1, {}]", "[1, {}]"), (Column(1, "x", "json"), "null", "null"),
+])
+def test_conversions_follow_mysql(col: Column, value: Any, expected: Any) -> None:
+    assert col.convert(value) == expected
+
+
+@pytest.mark.parametrize(("col", "value", "error"), [
+    (Column(1, "x", "tinyint", unsigned=True), -1, "out of range"),
+    (Column(1, "x", "mediumint"), 1 << 23, "out of range"),
+    (Column(1, "x", "bigint", unsigned=True), 1 << 64, "out of range"),
+    (Column(1, "x", "float"), 1e39, "out of range for FLOAT"),
+    (Column(1, "x", "double"), "nan", "not a finite number"),
+    (Column(1, "x", "decimal", precision=4, scale=2), "100", "does not fit"),
+    (Column(1, "x", "decimal", precision=4, scale=2, unsigned=True), "-1", "UNSIGNED"),
+    (Column(1, "x", "date"), "2024-02-30", "not a valid date"),
+    (Column(1, "x", "date"), "2024-02-03 01:00:00", "time of day"),
+    (Column(1, "x", "timestamp"), "1969-12-31 23:59:59", "TIMESTAMP's range"),
+    (Column(1, "x", "time"), "839:00:00", "TIME's range"), (Column(1, "x", "time"), "12:61:00", "0..59"),
+    (Column(1, "x", "year"), 1900, "YEAR's range"),
+    (Column(1, "x", "varchar", length=2), "abc", "too long"), (Column(1, "x", "tinytext"), "x" * 256, "too long"),
+    (Column(1, "x", "tinyblob"), b"x" * 256, "too long"), (Column(1, "x", "binary", length=1), "ab", "too long"),
+    (Column(1, "x", "enum", elems=("a",)), "b", "not one of"), (Column(1, "x", "enum", elems=("a",)), 2, "index"),
+    (Column(1, "x", "set", elems=("a",)), "a,z", "not one of"), (Column(1, "x", "bit", length=4), 16, "BIT(4)"),
+    (Column(1, "x", "json"), "{nope", "invalid JSON"), (Column(1, "x", "text"), b"\xff", "not UTF-8"),
+])
+def test_values_that_do_not_fit_are_errors_naming_the_column(col: Column, value: Any, error: str) -> None:
+    with pytest.raises(SchemaError, match=re.escape(error)) as info:
+        col.convert(value)
+    assert "column 'x'" in str(info.value)
+
+
+@pytest.mark.parametrize(("kw", "error"), [
+    ({"type": "decimal", "precision": 66}, "precision 1..65"), ({"type": "varchar"}, "needs a length"),
+    ({"type": "char", "length": 256}, "0..255"), ({"type": "bit", "length": 65}, "1..64"),
+    ({"type": "datetime", "fsp": 7}, "0..6"), ({"type": "enum"}, "needs members"),
+    ({"type": "set", "elems": ("a", "A")}, "duplicate"), ({"type": "varchar", "length": 3, "unsigned": True},
+                                                          "UNSIGNED"),
+    ({"type": "geometry"}, "unsupported type"),
+])
+def test_bad_definitions_are_refused(kw: dict[str, Any], error: str) -> None:
+    with pytest.raises(SchemaError, match=error):
+        Column(1, "x", **kw)
+
+
+def test_table_info_json_keeps_every_type() -> None:
+    t = table()
+    cols = tuple(Column(c.id, c.name, c.type, default=c.convert(SAMPLE[c.name]), length=c.length,
+                        precision=c.precision, scale=c.scale, unsigned=c.unsigned, fsp=c.fsp, elems=c.elems)
+                 for c in ALL)
+    t = TableInfo(id=t.id, db_name=t.db_name, name=t.name, columns=cols, max_column_id=len(cols))
+    assert TableInfo.from_json(t.to_json()) == t
+
+
+def test_arrow_types_are_the_documented_ones() -> None:
+    import pyarrow as pa
+
+    types = {c.name: c.arrow_type() for c in ALL}
+    assert (types["ti"], types["tiu"], types["mi"], types["iu"], types["biu"]) == (
+        pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.decimal128(20, 0))
+    assert (types["f"], types["d"], types["dt"], types["ts"], types["tm"]) == (
+        pa.float32(), pa.float64(), pa.date32(), pa.timestamp("us", tz="UTC"), pa.int64())
+    assert (types["y"], types["c"], types["b"], types["bt"], types["e"], types["j"]) == (
+        pa.int16(), pa.string(), pa.binary(), pa.binary(), pa.string(), pa.string())
+    assert {c.spark_type() for c in ALL} >= {"TINYINT", "DECIMAL(20,0)", "TIMESTAMP", "TIMESTAMP_NTZ", "BINARY"}
+
+
+def test_the_silver_table_follows_only_widening_changes() -> None:
+    def c(type_: str, **kw: Any) -> Column:
+        return Column(1, "x", type_, **kw)
+
+    assert ct.delta_widens(c("tinyint"), c("smallint"))
+    assert ct.delta_widens(c("tinyint", unsigned=True), c("smallint"))
+    assert not ct.delta_widens(c("int"), c("int", unsigned=True))
+    assert not ct.delta_widens(c("bigint"), c("int"))
+    assert ct.delta_widens(c("int", unsigned=True), c("bigint"))
+    assert ct.delta_widens(c("float"), c("double")) and not ct.delta_widens(c("double"), c("float"))
+    assert ct.delta_widens(c("decimal", precision=5, scale=2), c("decimal", precision=7, scale=3))
+    assert not ct.delta_widens(c("decimal", precision=5, scale=2), c("decimal", precision=5, scale=3))
+    assert ct.members_appended(c("enum", elems=("a",)), c("enum", elems=("a", "b")))
+    assert not ct.members_appended(c("enum", elems=("a", "b")), c("enum", elems=("b", "a")))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(1 << 63), (1 << 63) - 1), st.floats(allow_nan=False, allow_infinity=False, width=32),
+       st.timedeltas(min_value=-ct.MAX_TIME, max_value=ct.MAX_TIME), st.binary(max_size=8),
+       st.sets(st.sampled_from(["a", "b", "c"])), st.recursive(
+           st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 63) - 1) | st.text(max_size=5),
+           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+           max_leaves=8))
+def test_values_round_trip_through_rows_json_and_arrow(i: int, f: float, tm: dt.timedelta, b: bytes,
+                                                       members: set[str], doc: Any) -> None:
+    import json
+
+    cols = (Column(1, "i", "bigint"), Column(2, "f", "float"), Column(3, "tm", "time", fsp=6),
+            Column(4, "vb", "varbinary", length=8), Column(5, "s", "set", elems=("a", "b", "c")),
+            Column(6, "j", "json"))
+    t = TableInfo(id=1, db_name="d", name="t", columns=cols, max_column_id=6)
+    raw = {"i": i, "f": f, "tm": tm, "vb": b, "s": ",".join(members), "j": json.dumps(doc)}
+    values = {c.name: c.convert(raw[c.name]) for c in cols}
+    assert t.decode_values(decode_row(t, encode_row(t, {c.id: values[c.name] for c in cols}))) == values
+    assert {c.name: c.convert(json_value(values[c.name])) for c in cols} == values
+    assert {c.name: c.from_arrow(c.arrow_value(values[c.name])) for c in cols} == values
