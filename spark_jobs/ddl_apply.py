@@ -83,7 +83,7 @@ from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_mo
 
 log = logging.getLogger(__name__)
 
-COLUMN_JOBS = ("add column", "drop column", "rename column", "modify column")
+COLUMN_JOBS = ("add column", "drop column", "modify column")  # RENAME COLUMN is a MODIFY COLUMN job in TiDB
 INDEX_JOBS = ("add index", "drop index")
 REWRITE_BATCH_ROWS = 65_536
 

@@ -1,12 +1,13 @@
 """The DDL puller and the changefeed's persisted schema storage.
 
-DDL jobs reach the changefeed like any row change: the puller subscribes the span of
-``mysql.tidb_ddl_history`` with the tables', so every bronze window holds the history rows
-committed in it. This module decodes them into ``DDLJob``s, drops what is not on the DDL
+DDL jobs reach the changefeed like any row change: the puller subscribes the span of TiDB's
+``mysql.tidb_ddl_job`` with the tables', so every bronze window holds the job rows committed in it.
+This module takes, as TiCDC does, each row put in state done as its job finished at the row's commit
+ts (``ddl_history``), decodes them into ``DDLJob``s, drops what is not on the DDL
 whitelist (logged; neither stored nor applied), and keeps the jobs that define the schema at and
 after the checkpoint in ``$CDCFLOW_HOME/state/<id>/schema.json``, from which ``SchemaStorage`` is
 rebuilt for any ts at or above the checkpoint. The storage starts from a snapshot read of the
-history table at the changefeed's start-ts.
+job tables at the changefeed's start-ts.
 """
 
 from __future__ import annotations
@@ -31,19 +32,17 @@ log = get_logger("cdcflow.ddl")
 
 def decode_jobs(window: pa.Table) -> list[DDLJob]:
     """The whitelisted DDL jobs in a bronze window, in commit order."""
-    hist = window.filter(pc.equal(window["table_id"], ddl_history.TABLE_ID))
+    hist = window.filter(pc.equal(window["table_id"], ddl_history.JOB_TABLE_ID))
     jobs: dict[int, DDLJob] = {}
     for row in hist.to_pylist():
         if row["op"] != OP_PUT or row["value"] is None:
-            continue  # history rows are only ever written
+            continue  # a job row deleted: the job moved to the history table
         try:
-            job = DDLJob.from_value(row["value"])
-        except (ValueError, KeyError) as exc:
-            raise ChangefeedError(f"corrupt DDL history row at commit ts {row['commit_ts']}: {exc}") from exc
-        if job.finished_ts != row["commit_ts"]:
-            raise ChangefeedError(
-                f"DDL job {job.job_id}: finished_ts {job.finished_ts} differs from its commit ts {row['commit_ts']}"
-            )
+            job = ddl_history.job_from_value(ddl_history.JOB_TABLE_ID, row["value"], row["commit_ts"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ChangefeedError(f"corrupt tidb_ddl_job row at commit ts {row['commit_ts']}: {exc}") from exc
+        if job is None:
+            continue  # a job still running: TiCDC takes it once it is done
         if job.job_type not in JOB_TYPES:
             log.warning("DDL discarded: not on the whitelist", job_id=job.job_id, job_type=job.job_type,
                         query=job.query)

@@ -149,14 +149,14 @@ def window_ranges(sink_uri: str, changefeed_id: str, start_ts: int, upto_ts: int
 
 
 def window_jobs(sink_uri: str, changefeed_id: str, ends: list[int]) -> list[DDLJob]:
-    """The whitelisted DDL jobs recorded in bronze windows (the DDL history table's rows in them)."""
+    """The whitelisted DDL jobs recorded in bronze windows (the ``tidb_ddl_job`` rows in them)."""
     jobs: dict[int, DDLJob] = {}
     for e in ends:
         d = changelog.window_dir(sink_uri, changefeed_id, e)
         files = sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_")))
         if not files:
             continue
-        parts = [pq.read_table(f, schema=changelog.SCHEMA, filters=[("table_id", "=", ddl_history.TABLE_ID)])
+        parts = [pq.read_table(f, schema=changelog.SCHEMA, filters=[("table_id", "=", ddl_history.JOB_TABLE_ID)])
                  for f in files]
         for j in decode_jobs(pa.concat_tables(parts)):
             jobs[j.job_id] = j

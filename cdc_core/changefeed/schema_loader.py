@@ -14,8 +14,11 @@ from cdc_core.schema.storage import SchemaStorage
 
 
 def load_schema_jobs(client: UpstreamClient, at_ts: int) -> list[DDLJob]:
-    rows = client.query(f"SELECT * FROM {ddl_history.DB_NAME}.{ddl_history.TABLE_NAME}", at_ts=at_ts)
-    return sorted((DDLJob.from_row(r) for r in rows), key=lambda j: (j.finished_ts, j.job_id))
+    """The finished DDL jobs at ``at_ts``: TiDB's history table, then done jobs not yet moved out of
+    ``tidb_ddl_job`` (the ``job_meta`` of each, as TiDB writes it)."""
+    rows = [r for name in (ddl_history.HISTORY_TABLE_NAME, ddl_history.JOB_TABLE_NAME)
+            for r in client.query(f"SELECT job_meta FROM {ddl_history.DB_NAME}.{name}", at_ts=at_ts)]
+    return ddl_history.jobs_from_sql(rows, at_ts)
 
 
 def load_schema(client: UpstreamClient, at_ts: int) -> SchemaStorage:

@@ -215,7 +215,7 @@ def wait_spec(p: dict[str, Any]) -> dict[str, Any]:
     cfg = load_config(p["changefeed_id"])
     target = p["target_ts"]
     tables = _replicated_tables(cfg, p["checkpoint_ts"])
-    spans = [key.table_span(ddl_history.TABLE_ID), *(key.table_span(t.id) for t in tables)]
+    spans = [key.table_span(ddl_history.JOB_TABLE_ID), *(key.table_span(t.id) for t in tables)]
     return {
         "pd_addr": resolve_pd_addr(cfg.upstream),
         "spans": [[s.hex(), e.hex()] for s, e in spans],
@@ -265,9 +265,9 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
         return empty
     pd_addr = resolve_pd_addr(cfg.upstream)
     gc_safepoint.check_not_lost_by_gc(pd_addr, cfg.changefeed_id, checkpoint)
-    # 1. The DDL puller: the history table's span first, so that the schema storage knows every
+    # 1. The DDL puller: the DDL job table's span first, so that the schema storage knows every
     #    table that exists at any moment of the window (tables created in it included).
-    ddl_span = {ddl_history.TABLE_ID: key.table_span(ddl_history.TABLE_ID)}
+    ddl_span = {ddl_history.JOB_TABLE_ID: key.table_span(ddl_history.JOB_TABLE_ID)}
     ddl_events, _ = asyncio.run(collect_window(pd_addr, ddl_span, checkpoint, target, options=cfg.puller))
     slog = _schema_log(cfg, checkpoint)
     jobs = decode_jobs(ddl_events)

@@ -75,13 +75,12 @@ def encode_key(items: Sequence[tuple[mt.FieldType, Any]]) -> bytes:
     return b"".join(encode_datum(ft, v) for ft, v in items)
 
 
-def index_entry_key(info: TableInfo, index_pos: int, ix: Index, values: Mapping[str, Any]) -> bytes | None:
+def index_entry_key(info: TableInfo, ix: Index, values: Mapping[str, Any]) -> bytes | None:
     """The key ``t{table}_i{index id}{datums}`` of a row's entry in a unique index (``values`` by column name), or
-    None when a column is NULL (no entry: MySQL lets NULLs repeat). ``index_pos`` is the index's place in the
-    table, the id of indexes written before ids existed."""
+    None when a column is NULL (no entry: MySQL lets NULLs repeat)."""
     cols = [info.column(c) for c in ix.columns]
     vals = [values.get(c.name) for c in cols]
     if any(v is None for v in vals):
         return None
     encoded = encode_key([(c.field_type(), c.to_stored(v)) for c, v in zip(cols, vals, strict=True)])
-    return keycodec.index_key(info.id, ix.id or index_pos + 1, encoded)
+    return keycodec.index_key(info.id, ix.id, encoded)

@@ -1,51 +1,57 @@
-"""The DDL history system table ``mysql.tidb_ddl_history``: one row per finished DDL job.
+"""TiDB's DDL job tables, ``mysql.tidb_ddl_job`` and ``mysql.tidb_ddl_history``, and cdcflow's ``DDLJob``.
 
-Both sides use this definition: the upstream writes a row in the same transaction as the DDL's
-schema change (so the row's commit ts is the DDL's commit ts), and the changefeed pulls the table's
-span like any other and decodes the rows with ``TABLE_INFO``.
+TiDB keeps each DDL job as ``model.Job`` JSON (``cdc_core.schema.tidb_json``) in the ``job_meta`` column of two
+system tables at reserved ids (``pkg/meta/metadef/system.go``; columns as ``pkg/ddl/systable`` creates them): the
+job runs in ``tidb_ddl_job``, whose row the DDL's last schema change rewrites in state *done* in the same
+transaction, so that row's commit ts is the DDL's commit ts; once every server has the new schema the job row is
+deleted and the job, now *synced*, is inserted into ``tidb_ddl_history``.
+
+TiCDC takes a DDL from the ``tidb_ddl_job`` row it sees put in state done and uses that row's commit ts as the
+job's finished ts, the barrier (``logservice/schemastore``'s ``ddlJobFetcher`` / ``event.ParseDDLJob``); cdcflow's
+DDL puller does the same. The schema at a start ts is read from both tables at that ts (synced jobs, and done
+jobs not yet moved). The embedded upstream writes both rows exactly so.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
+from cdc_core.codec import tso
 from cdc_core.codec.row import decode_row, encode_row
-from cdc_core.schema.model import Column, Index, TableInfo
+from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
 
 DB_NAME = "mysql"
-TABLE_NAME = "tidb_ddl_history"
-TABLE_ID = 5
-SYSTEM_DB_ID = 1
-# User databases and tables get ids from here on (TiDB reserves the low ids for system objects).
+SYSTEM_DB_ID = 0xFFFF_FFFF_FFFF  # metadef.SystemDatabaseID = ReservedGlobalIDUpperBound
+JOB_TABLE_NAME, HISTORY_TABLE_NAME = "tidb_ddl_job", "tidb_ddl_history"
+JOB_TABLE_ID = SYSTEM_DB_ID - 1  # metadef.TiDBDDLJobTableID
+HISTORY_TABLE_ID = SYSTEM_DB_ID - 3  # metadef.TiDBDDLHistoryTableID
+# User databases and tables get ids from here on.
 FIRST_USER_ID = 100
+JOB_STATE_DONE, JOB_STATE_SYNCED = 4, 6  # model.JobStateDone / JobStateSynced (pkg/meta/model/job.go)
 
-TABLE_INFO = TableInfo(
-    id=TABLE_ID,
-    db_name=DB_NAME,
-    name=TABLE_NAME,
-    db_id=SYSTEM_DB_ID,
-    pk_is_handle=True,
-    columns=(
-        Column(1, "job_id", "bigint", nullable=False),
-        Column(2, "job_type", "varchar", length=64, nullable=False),
-        Column(3, "schema_id", "bigint"),
-        Column(4, "table_id", "bigint"),
-        Column(5, "schema_name", "varchar", length=256),
-        Column(6, "table_name", "varchar", length=256),
-        Column(7, "query", "text"),
-        Column(8, "schema_version", "bigint"),
-        Column(9, "table_info", "text"),
-        Column(10, "finished_ts", "bigint"),
-        # For RENAME TABLE / TRUNCATE: the table id before the job (TRUNCATE gives a new id).
-        Column(11, "old_table_id", "bigint"),
-        Column(12, "old_schema_name", "varchar", length=256),
-        Column(13, "old_table_name", "varchar", length=256),
-    ),
-    indexes=(Index("PRIMARY", ("job_id",), unique=True, primary=True),),
-    max_column_id=13,
-)
+
+def _system_table(table_id: int, name: str, columns: tuple[Column, ...]) -> TableInfo:
+    return TableInfo(id=table_id, db_name=DB_NAME, name=name, db_id=SYSTEM_DB_ID, pk_is_handle=True, columns=columns,
+                     indexes=(Index("PRIMARY", ("job_id",), unique=True, primary=True, id=1),),
+                     max_column_id=len(columns))
+
+
+# create table mysql.tidb_ddl_job (job_id bigint not null, reorg int, schema_ids text(65535),
+#   table_ids text(65535), job_meta longblob, type int, processing int, primary key(job_id))
+JOB_TABLE_INFO = _system_table(JOB_TABLE_ID, JOB_TABLE_NAME, (
+    Column(1, "job_id", "bigint", nullable=False), Column(2, "reorg", "int"), Column(3, "schema_ids", "text"),
+    Column(4, "table_ids", "text"), Column(5, "job_meta", "longblob"), Column(6, "type", "int"),
+    Column(7, "processing", "int")))
+# create table mysql.tidb_ddl_history (job_id bigint not null, job_meta longblob, db_name char(64),
+#   table_name char(64), schema_ids text(65535), table_ids text(65535), create_time datetime, primary key(job_id))
+HISTORY_TABLE_INFO = _system_table(HISTORY_TABLE_ID, HISTORY_TABLE_NAME, (
+    Column(1, "job_id", "bigint", nullable=False), Column(2, "job_meta", "longblob"),
+    Column(3, "db_name", "char", length=64), Column(4, "table_name", "char", length=64),
+    Column(5, "schema_ids", "text"), Column(6, "table_ids", "text"), Column(7, "create_time", "datetime")))
+SYSTEM_TABLES = (JOB_TABLE_INFO, HISTORY_TABLE_INFO)
 
 JOB_TYPES = (
     "create schema",
@@ -56,7 +62,6 @@ JOB_TYPES = (
     "rename table",
     "add column",
     "drop column",
-    "rename column",
     "modify column",
     "add index",
     "drop index",
@@ -78,6 +83,7 @@ class DDLJob:
     old_table_id: int | None = None
     old_schema_name: str | None = None
     old_table_name: str | None = None
+    old_schema_id: int | None = None  # RENAME TABLE: the database the table left
 
     def to_row(self) -> dict[str, Any]:
         """``{column name: value}`` for the history table."""
@@ -119,15 +125,93 @@ class DDLJob:
     def to_json(self) -> str:
         return json.dumps(self.to_row(), sort_keys=True)
 
-    def to_value(self) -> bytes:
-        """The job's history-table row value (rowcodec v2 under ``TABLE_INFO``)."""
-        row = self.to_row()
-        return encode_row(TABLE_INFO, {c.id: c.convert(row[c.name]) for c in TABLE_INFO.columns})
+    # --- as TiDB stores it --------------------------------------------------------------------
+    def job_meta(self, state: int) -> bytes:
+        """The ``model.Job`` JSON of this job in ``state`` (``JOB_STATE_DONE`` / ``JOB_STATE_SYNCED``)."""
+        from cdc_core.schema import tidb_json
 
-    @classmethod
-    def from_value(cls, value: bytes) -> DDLJob:
-        """A job from its history-table row value."""
-        return cls.from_row(TABLE_INFO.decode_values(decode_row(TABLE_INFO, value)))
+        d = tidb_json.job_to_tidb(self, finished=state == JOB_STATE_SYNCED)
+        d["state"] = state
+        return json.dumps(d, separators=(",", ":")).encode()
+
+    def _ids(self) -> tuple[str, str]:
+        schema_ids = str(self.schema_id) if self.schema_id is not None else ""
+        table_ids = ",".join(str(i) for i in (self.old_table_id, self.table_id) if i is not None)
+        return schema_ids, table_ids
+
+    def job_table_value(self) -> bytes:
+        """The job's ``mysql.tidb_ddl_job`` row in state done, as the DDL's last transaction writes it."""
+        from cdc_core.schema import tidb_json
+
+        schema_ids, table_ids = self._ids()
+        row = {1: self.job_id, 2: 0, 3: schema_ids, 4: table_ids, 5: self.job_meta(JOB_STATE_DONE),
+               6: tidb_json.ACTION_TYPES[self.job_type], 7: 0}
+        return encode_row(JOB_TABLE_INFO, row)
+
+    def history_table_value(self) -> bytes:
+        """The job's ``mysql.tidb_ddl_history`` row (state synced)."""
+        schema_ids, table_ids = self._ids()
+        finished = tso.to_datetime(self.finished_ts).astimezone(UTC).replace(tzinfo=None, microsecond=0)
+        row = {1: self.job_id, 2: self.job_meta(JOB_STATE_SYNCED), 3: self.schema_name or "",
+               4: self.table_name or "", 5: schema_ids, 6: table_ids, 7: finished}
+        return encode_row(HISTORY_TABLE_INFO, row)
+
+
+def job_from_meta(meta: bytes | str, *, commit_ts: int | None = None) -> DDLJob | None:
+    """The job of a ``job_meta`` JSON, or None when it is not finished (neither done nor synced). ``commit_ts``,
+    for a ``tidb_ddl_job`` row, is the job's finished ts (TiDB writes none before synced; TiCDC takes the row's)."""
+    from cdc_core.schema import tidb_json
+
+    try:
+        d = json.loads(meta)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SchemaError(f"job_meta is not JSON: {exc}") from None
+    if not isinstance(d, dict):
+        raise SchemaError("job_meta is not a JSON object")
+    if d.get("state") not in (JOB_STATE_DONE, JOB_STATE_SYNCED):
+        return None
+    job = tidb_json.job_from_tidb(d)
+    if commit_ts is not None:
+        job = DDLJob(**{**job.__dict__, "finished_ts": commit_ts})
+    return job
+
+
+def job_from_value(table_id: int, value: bytes, commit_ts: int) -> DDLJob | None:
+    """The job of a row value of one of the DDL job tables written at ``commit_ts``: a ``tidb_ddl_job`` row in
+    state done (the DDL, with ``commit_ts`` as its finished ts), else None (a running job, a history row)."""
+    if table_id != JOB_TABLE_ID:
+        return None
+    meta = JOB_TABLE_INFO.decode_values(decode_row(JOB_TABLE_INFO, value))["job_meta"]
+    if meta is None:
+        raise SchemaError(f"tidb_ddl_job row at commit ts {commit_ts} has no job_meta")
+    d = json.loads(meta)
+    if d.get("state") != JOB_STATE_DONE:
+        return None
+    return job_from_meta(meta, commit_ts=commit_ts)
+
+
+def history_from_value(table_id: int, value: bytes) -> DDLJob | None:
+    """The finished job of a stored row of either DDL job table (a snapshot read of the schema): a synced
+    history row, or a done job row not yet moved; None otherwise."""
+    info = JOB_TABLE_INFO if table_id == JOB_TABLE_ID else HISTORY_TABLE_INFO
+    meta = info.decode_values(decode_row(info, value))["job_meta"]
+    return None if meta is None else job_from_meta(meta)
+
+
+def jobs_from_sql(rows: list[dict[str, Any]], at_ts: int) -> list[DDLJob]:
+    """The finished jobs of ``SELECT job_meta`` rows of both tables read at ``at_ts``, in commit order (a done job
+    still in ``tidb_ddl_job`` carries no finished ts; it finished at or before ``at_ts``)."""
+    meta_col = Column(1, "job_meta", "longblob")
+    jobs: dict[int, DDLJob] = {}
+    for r in rows:
+        meta = meta_col.convert(r["job_meta"])
+        job = None if meta is None else job_from_meta(meta)
+        if job is None:
+            continue
+        if not job.finished_ts:
+            job = DDLJob(**{**job.__dict__, "finished_ts": at_ts})
+        jobs.setdefault(job.job_id, job)
+    return sorted(jobs.values(), key=lambda j: (j.finished_ts, j.job_id))
 
 
 def _opt_int(v: Any) -> int | None:

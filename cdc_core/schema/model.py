@@ -1,8 +1,8 @@
 """The table-info model: columns by id, keys, and how values map to Arrow/Spark types.
 
-A ``TableInfo`` is what a DDL job records "after" it (``mysql.tidb_ddl_history.table_info``) and
-what decoding a row value at a commit ts needs. It is serialized as JSON with ``to_json`` /
-``from_json``; every other component reads it through this module.
+A ``TableInfo`` is what a DDL job records "after" it (TiDB's ``model.TableInfo`` in the job's JSON, read and
+written by ``tidb_json``) and what decoding a row value at a commit ts needs. cdcflow's own state (schema logs,
+snapshots) serializes it with ``to_json`` / ``from_json``; every other component reads it through this module.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Multi-version schema storage: the table infos of every table over time, from DDL history jobs.
 
-Built by replaying finished DDL jobs (``mysql.tidb_ddl_history``) in commit-ts order; answers
+Built by replaying finished DDL jobs (TiDB's ``mysql.tidb_ddl_job`` / ``tidb_ddl_history``) in commit-ts order; answers
 "what was table ``id`` at ts" and "which tables existed at ts". Versions at or below a GC ts
 (the changefeed checkpoint) are collapsed to the one still in force there.
 """

@@ -1,6 +1,7 @@
 """The catalog (TiDB's meta layer): databases, tables, global ids, row-id allocators, schema version.
 
-Owns the current schema only (history lives in ``mysql.tidb_ddl_history``, written by ``ddl``).
+Owns the current schema only (history lives in TiDB's ``mysql.tidb_ddl_job`` / ``tidb_ddl_history``, written
+by ``ddl``).
 Table-list listeners (the catalog service's listing index and watchers) are called synchronously
 with the tables added and removed by each change. Changes happen only through ``ddl`` (inside the
 DDL's transaction step, so a listener sees them in commit order) or through
@@ -40,7 +41,8 @@ class Catalog:
         self._row_ids: dict[int, int] = {}
         self._listeners: list[TableListListener] = []
         self._dbs[ddl_history.DB_NAME] = DatabaseInfo(ddl_history.SYSTEM_DB_ID, ddl_history.DB_NAME)
-        self._add(ddl_history.TABLE_INFO)
+        for info in ddl_history.SYSTEM_TABLES:
+            self._add(info)
 
     # --- ids and versions ---------------------------------------------------------------------
     def alloc_id(self) -> int:
@@ -159,9 +161,9 @@ class Catalog:
         and ``indexes`` tuples), listed by ``ListTables`` and announced to watchers in **one** listener
         call. All of them take effect at one new schema version.
 
-        What it does *not* do, unlike ``CREATE TABLE`` through SQL (which costs a DDL history row and a
+        What it does *not* do, unlike ``CREATE TABLE`` through SQL (which costs a DDL job row and a
         region split per table, too slow for a million tables): it writes no
-        ``mysql.tidb_ddl_history`` rows, so a changefeed's DDL puller never sees these tables being
+        ``mysql.tidb_ddl_job`` rows, so a changefeed's DDL puller never sees these tables being
         created, and it splits no regions - a bulk table's rows live in whatever region covers its
         span (the region map always covers the whole key space, so reads and writes still work; a
         per-table split would happen on first write if ever needed).

@@ -154,7 +154,8 @@ class Cluster:
         self.store = MvccStore()
         store_ids = list(range(1, self.config.stores + 1))
         self.regions = RegionManager(store_ids)
-        self.regions.split(keycodec.table_span(ddl_history.TABLE_ID))
+        for table_id in (ddl_history.JOB_TABLE_ID, ddl_history.HISTORY_TABLE_ID):
+            self.regions.split(keycodec.table_span(table_id))
         self.catalog = Catalog()
         self.ddl = DdlExecutor(self.store, self.tso, self.catalog, self.regions, self.config.regions_per_table)
         self.sql = SqlEngine(self.store, self.tso, self.catalog, self.ddl)

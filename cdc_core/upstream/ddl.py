@@ -1,11 +1,11 @@
-"""DDL jobs: turn CREATE/DROP/TRUNCATE/RENAME into catalog changes plus a DDL history row.
+"""DDL jobs: turn CREATE/DROP/TRUNCATE/RENAME/ALTER into catalog changes plus TiDB's DDL job rows.
 
-Each job, like TiDB's, bumps the schema version and writes one row to ``mysql.tidb_ddl_history``
-(handle = job id, values by ``TABLE_INFO`` column ids, ``table_info`` = the table after the job,
-``finished_ts`` = the commit ts of that same transaction). The history write, the catalog change
-and the region split for a new table all happen in one event-loop step, so the change feed sees
-the history row at exactly the ts the new schema takes effect. Dropped tables' data stays in
-the store (TiDB leaves it to GC's delete-range); a new table id gets new regions.
+Each job, like TiDB's, bumps the schema version and is written as ``model.Job`` JSON (``schema.tidb_json``): its
+``mysql.tidb_ddl_job`` row in state done, in the transaction whose commit ts is the DDL's (the barrier TiCDC
+takes), then moved to ``mysql.tidb_ddl_history`` in state synced. The done row, the catalog change and the
+region split for a new table all happen in one event-loop step, so the change feed sees the job at exactly the
+ts the new schema takes effect. Dropped tables' data stays in the store (TiDB leaves it to GC's delete-range); a
+new table id gets new regions.
 """
 
 from __future__ import annotations
@@ -47,14 +47,18 @@ def _move_index_entries(txn: Transaction, before: TableInfo, after: TableInfo, o
             continue
         if not any(c.lower() == old.name.lower() for c in ix.columns):
             continue
-        old_key = index_entry_key(before, pos, ix, row.values)
-        new_key = index_entry_key(after, pos, after.indexes[pos], new_values)
+        old_key = index_entry_key(before, ix, row.values)
+        new_key = index_entry_key(after, after.indexes[pos], new_values)
         if old_key is not None:
             txn.delete(old_key)
         if new_key is not None:
             if txn.get(new_key) is not None and new_key != old_key:
                 raise SqlError(f"Duplicate entry '{converted}' for key '{before.name}.{ix.name}'", ErrorKind.CONSTRAINT)
             txn.put(new_key, keycodec.encode_int(row.handle))
+
+
+def _next_index_id(indexes: list[Index]) -> int:
+    return max((ix.id for ix in indexes), default=0) + 1
 
 
 def table_info_from_create(
@@ -139,20 +143,22 @@ def table_info_from_create(
         pk = resolve(pk, "PRIMARY KEY")
         for c in pk:
             by_name[c.lower()]["nullable"] = False
-        used.add("primary")
-        indexes.append(Index("PRIMARY", pk, unique=True, primary=True, id=1))
-    for wanted, columns in uniques:
-        columns = resolve(columns, "UNIQUE KEY")
-        indexes.append(Index(ix_name(wanted, columns), columns, unique=True, id=len(indexes) + 1))
-    for wanted, columns in plain:
-        columns = resolve(columns, "KEY")
-        indexes.append(Index(ix_name(wanted, columns), columns, id=len(indexes) + 1))
-
     int_pk = len(pk) == 1 and ct.is_handle_type(by_name[pk[0].lower()])
     if clustered and not int_pk:
         raise SqlError(f"table {name!r}: a CLUSTERED primary key must be a single integer column here (other "
                        "clustered keys are TiDB's common handles, not supported yet)")
     pk_is_handle = int_pk and clustered is not False
+    if pk:
+        used.add("primary")
+        # A clustered integer PK is the row handle, not an index (TiDB gives it no IndexInfo): id 0, and the
+        # indexes number from 1 as TiDB's do.
+        indexes.append(Index("PRIMARY", pk, unique=True, primary=True, id=0 if pk_is_handle else 1))
+    for wanted, columns in uniques:
+        columns = resolve(columns, "UNIQUE KEY")
+        indexes.append(Index(ix_name(wanted, columns), columns, unique=True, id=_next_index_id(indexes)))
+    for wanted, columns in plain:
+        columns = resolve(columns, "KEY")
+        indexes.append(Index(ix_name(wanted, columns), columns, id=_next_index_id(indexes)))
     if auto_inc and by_name[auto_inc.lower()]["type"] not in ct.INT_BITS:
         raise SqlError(f"table {name!r}: AUTO_INCREMENT column {auto_inc!r} must be an integer type")
 
@@ -175,14 +181,21 @@ class DdlExecutor:
         self.regions_per_table = regions_per_table
 
     def _commit_job(self, job: DDLJob, apply: Callable[[], object], txn: Transaction | None = None) -> int:
-        """Write the history row (plus ``txn``'s writes, e.g. an index backfill) and apply the
-        change, in this one event-loop step."""
+        """Commit the job as TiDB does, in this one event-loop step: its ``tidb_ddl_job`` row in state done with
+        ``txn``'s writes (e.g. an index backfill) — that commit ts is the DDL's — and the change applied; then,
+        the schema being "synced" at once here, the job row deleted and the synced job put in
+        ``tidb_ddl_history`` (``pkg/ddl/job_worker.go`` finishDDLJob / ``addHistoryDDLJob``)."""
         txn = txn or Transaction(self.store, self.tso)
         commit_ts = self.tso.next()
         job = replace(job, finished_ts=commit_ts)
-        txn.put(keycodec.row_key(ddl_history.TABLE_ID, job.job_id), job.to_value())
+        job_key = keycodec.row_key(ddl_history.JOB_TABLE_ID, job.job_id)
+        txn.put(job_key, job.job_table_value())
         txn.commit_now(commit_ts)
         apply()
+        synced = Transaction(self.store, self.tso)
+        synced.delete(job_key)
+        synced.put(keycodec.row_key(ddl_history.HISTORY_TABLE_ID, job.job_id), job.history_table_value())
+        synced.commit_now()
         return commit_ts
 
     def _job(self, job_type: str, query: str, **kw: Any) -> DDLJob:
@@ -289,7 +302,7 @@ class DdlExecutor:
             raise SqlError(f"Table '{db.name}.{new_name}' already exists", ErrorKind.EXISTS)
         job = self._job("rename table", query, schema_id=db.id, table_id=info.id, schema_name=db.name,
                         table_name=new_name, old_table_id=info.id, old_schema_name=info.db_name,
-                        old_table_name=info.name)
+                        old_table_name=info.name, old_schema_id=info.db_id)
         new_info = replace(info, name=new_name, db_name=db.name, db_id=db.id, schema_version=job.schema_version)
         job = replace(job, table_info=new_info)
         return self._commit_job(job, lambda: self.catalog.replace_table(info.id, new_info))
@@ -317,7 +330,8 @@ class DdlExecutor:
         return self._alter(db, table, query, "drop column", lambda info, _txn: ddl_alter.drop_column(info, column))
 
     def rename_column(self, db: str, table: str, old: str, new: str, query: str) -> int:
-        return self._alter(db, table, query, "rename column",
+        # TiDB runs RENAME COLUMN as a MODIFY COLUMN job (pkg/ddl/executor.go RenameColumn).
+        return self._alter(db, table, query, "modify column",
                            lambda info, _txn: ddl_alter.rename_column(info, old, new))
 
     def modify_column(self, db: str, table: str, spec: ColumnSpec, rename_from: str | None, query: str) -> int:
@@ -358,10 +372,9 @@ class DdlExecutor:
         def make(info: TableInfo, txn: Transaction) -> TableInfo:
             after, ix = ddl_alter.add_index(info, name, columns, unique)
             if unique:  # backfill the index entries in the job's transaction; a duplicate fails the job
-                pos = after.indexes.index(ix)
                 seen: dict[bytes, int] = {}
                 for row in read_rows(txn, info):
-                    k = index_entry_key(after, pos, ix, row.values)
+                    k = index_entry_key(after, ix, row.values)
                     if k is None:
                         continue
                     if k in seen:

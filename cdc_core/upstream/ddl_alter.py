@@ -194,16 +194,16 @@ def add_index(info: TableInfo, name: str | None, columns: tuple[str, ...], uniqu
         raise SqlError("adding a PRIMARY KEY to an existing table is not supported")
     if any(ix.name.lower() == ix_name.lower() for ix in info.indexes):
         raise SqlError(f"Duplicate key name '{ix_name}'", ErrorKind.EXISTS)
-    next_id = max((ix.id or i + 1 for i, ix in enumerate(info.indexes)), default=0) + 1
+    next_id = max((ix.id for ix in info.indexes), default=0) + 1
     ix = Index(ix_name, resolved, unique=unique, id=next_id)
     return replace(info, indexes=(*info.indexes, ix)), ix
 
 
 def drop_index(info: TableInfo, name: str) -> tuple[TableInfo, Index, int]:
     """Returns (table after, the dropped index, its key id)."""
-    for i, ix in enumerate(info.indexes):
+    for ix in info.indexes:
         if ix.name.lower() == name.lower():
             if ix.primary:
                 raise SqlError("dropping the PRIMARY KEY is not supported")
-            return replace(info, indexes=tuple(x for x in info.indexes if x is not ix)), ix, ix.id or i + 1
+            return replace(info, indexes=tuple(x for x in info.indexes if x is not ix)), ix, ix.id
     raise SqlError(f"Can't DROP '{name}'; check that column/key exists", ErrorKind.NOT_FOUND)

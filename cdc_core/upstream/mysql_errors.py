@@ -35,6 +35,13 @@ ER_UNKNOWN_ERROR = MysqlCode(1105, b"HY000")
 ER_NO_SUCH_TABLE = MysqlCode(1146, b"42S02")
 ER_NO_DEFAULT_FOR_FIELD = MysqlCode(1364, b"HY000")
 ER_NO_DB_ERROR = MysqlCode(1046, b"3D000")
+ER_INVALID_DEFAULT = MysqlCode(1067, b"42000")
+ER_WARN_DATA_OUT_OF_RANGE = MysqlCode(1264, b"22003")
+ER_WARN_DATA_TRUNCATED = MysqlCode(1265, b"01000")
+ER_TRUNCATED_WRONG_VALUE = MysqlCode(1292, b"22007")
+ER_TRUNCATED_WRONG_VALUE_FOR_FIELD = MysqlCode(1366, b"HY000")
+ER_DATA_TOO_LONG = MysqlCode(1406, b"22001")
+ER_INVALID_JSON_TEXT = MysqlCode(3140, b"22032")
 ER_UNSUPPORTED_DDL = MysqlCode(8200, b"HY000")  # TiDB's ErrUnsupportedDDLOperation / ErrUnsupportedModifyColumn
 TIDB_GC_TOO_EARLY = MysqlCode(9006, b"HY000")
 TIDB_WRITE_CONFLICT = MysqlCode(9007, b"HY000")
@@ -59,6 +66,15 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^Field '.*' doesn't have a default value", ER_NO_DEFAULT_FOR_FIELD),
         (r"^No database selected", ER_NO_DB_ERROR),
         (r"^Unsupported modify column", ER_UNSUPPORTED_DDL),
+        (r"^invalid DEFAULT", ER_INVALID_DEFAULT),
+        (r"^Data truncated for column", ER_WARN_DATA_TRUNCATED),
+        # A value that does not fit its column (cdc_core.schema.column_type's messages), as strict mode refuses it.
+        (r"^column '.*' \(.*\): .*(out of range|outside .*range|does not fit)", ER_WARN_DATA_OUT_OF_RANGE),
+        (r"^column '.*' \(.*\): .*too long", ER_DATA_TOO_LONG),
+        (r"^column '.*' \((ENUM|SET)\(.*\): ", ER_WARN_DATA_TRUNCATED),
+        (r"^column '.*' \((DATE|DATETIME|TIMESTAMP|TIME)\b.*\): ", ER_TRUNCATED_WRONG_VALUE),
+        (r"^column '.*' \(JSON\): ", ER_INVALID_JSON_TEXT),
+        (r"^column '.*' \(.*\): ", ER_TRUNCATED_WRONG_VALUE_FOR_FIELD),
     )
 )
 _PREFIX = re.compile(r"^(statement \d+ `.*?`: )+")

@@ -508,23 +508,25 @@ class Session:
 
     def _snapshot_table(self, db: str, name: str) -> TableInfo | None:
         """The table as it was at the session's read ts (TiDB reads a snapshot with the schema of
-        that snapshot): replayed from the DDL history rows visible at that ts."""
+        that snapshot): replayed from the finished DDL jobs visible at that ts."""
         if self._snapshot_schema is None:
-            start, end = keycodec.table_span(ddl_history.TABLE_ID)
-            jobs = [
-                DDLJob.from_value(v)
-                for _, v in self.engine.store.scan(start, end, self.at_ts)
-            ]
-            tables = SchemaStorage.from_jobs(jobs).tables_at(self.at_ts)
-            self._snapshot_schema = {(t.db_name.lower(), t.name.lower()): t for t in tables}
+            jobs: dict[int, DDLJob] = {}
+            for table_id in (ddl_history.HISTORY_TABLE_ID, ddl_history.JOB_TABLE_ID):
+                start, end = keycodec.table_span(table_id)
+                for _, v in self.engine.store.scan(start, end, self.at_ts):
+                    job = ddl_history.history_from_value(table_id, v)
+                    if job is not None:
+                        jobs.setdefault(job.job_id, job)
+            tables = SchemaStorage.from_jobs(sorted(jobs.values(), key=lambda j: (j.finished_ts, j.job_id)))
+            self._snapshot_schema = {(t.db_name.lower(), t.name.lower()): t for t in tables.tables_at(self.at_ts)}
             # System tables are not DDL jobs themselves.
-            hist = ddl_history.TABLE_INFO
-            self._snapshot_schema[(hist.db_name, hist.name)] = hist
+            for info in ddl_history.SYSTEM_TABLES:
+                self._snapshot_schema[(info.db_name, info.name)] = info
         return self._snapshot_schema.get((db.lower(), name.lower()))
 
     def _writable(self, ref: exp.Expression | None, what: str) -> TableInfo:
         info = self._table(ref, what)
-        if info.db_id == 1:
+        if info.db_id == ddl_history.SYSTEM_DB_ID:
             raise SqlError(f"table {info.qualified_name} is a system table and cannot be written")
         return info
 

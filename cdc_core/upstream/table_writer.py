@@ -5,7 +5,7 @@ every column (``codec.row``), unique-index entries at ``codec.datum_key.index_en
 integer PK of a clustered table (``pk_is_handle``) and a hidden ``_tidb_rowid`` otherwise. Every unique index
 (the PK of a non-clustered table, every UNIQUE KEY) has an entry ``t{id}_i{index id}{datums}`` -> handle, so
 uniqueness is a point read and two transactions inserting the same key conflict in prewrite. Index ids are
-``Index.id`` (stable across ADD/DROP INDEX; the 1-based position for table infos written before ids existed).
+``Index.id`` (TiDB's ``IndexInfo.ID``: stable across ADD/DROP INDEX).
 Index entries lie outside the row span, so the change feed of a table's row span carries rows only. A NULL in a
 unique index column means "no entry" (MySQL allows many).
 """
@@ -51,8 +51,7 @@ class TableWriter:
         self.info = info
         self.catalog = catalog
         self._unique = [
-            (i, ix) for i, ix in enumerate(info.indexes)
-            if (ix.unique or ix.primary) and not (ix.primary and info.pk_is_handle)
+            ix for ix in info.indexes if (ix.unique or ix.primary) and not (ix.primary and info.pk_is_handle)
         ]
         txn.tables_written.setdefault(info.id, info.schema_version)
 
@@ -77,8 +76,8 @@ class TableWriter:
         return int(values[self.info.column(col).name])
 
     def _put_index_entries(self, values: Mapping[str, Any], handle: int) -> None:
-        for pos, ix in self._unique:
-            k = index_entry_key(self.info, pos, ix, values)
+        for ix in self._unique:
+            k = index_entry_key(self.info, ix, values)
             if k is None:
                 continue
             if self.txn.get(k) is not None:
@@ -86,8 +85,8 @@ class TableWriter:
             self.txn.put(k, keycodec.encode_int(handle))
 
     def _delete_index_entries(self, values: Mapping[str, Any]) -> None:
-        for pos, ix in self._unique:
-            k = index_entry_key(self.info, pos, ix, values)
+        for ix in self._unique:
+            k = index_entry_key(self.info, ix, values)
             if k is not None:
                 self.txn.delete(k)
 
@@ -141,16 +140,16 @@ class TableWriter:
             self.txn.put(keycodec.row_key(self.info.id, new_handle), encode_values(self.info, new_values))
             return True
         changed = [
-            (pos, ix) for pos, ix in self._unique
+            ix for ix in self._unique
             if any(row.values.get(self.info.column(c).name) != new_values.get(self.info.column(c).name)
                    for c in ix.columns)
         ]
-        for pos, ix in changed:
-            k = index_entry_key(self.info, pos, ix, row.values)
+        for ix in changed:
+            k = index_entry_key(self.info, ix, row.values)
             if k is not None:
                 self.txn.delete(k)
-        for pos, ix in changed:
-            k = index_entry_key(self.info, pos, ix, new_values)
+        for ix in changed:
+            k = index_entry_key(self.info, ix, new_values)
             if k is None:
                 continue
             if self.txn.get(k) is not None:

@@ -80,7 +80,7 @@ def main() -> None:
         t2 = steps[-1][1]
         steps.append(("drop column", replace(t2, columns=tuple(c for c in t2.columns if c.name != "s"))))
         t3 = steps[-1][1]
-        steps.append(("rename column", replace(t3, columns=tuple(replace(c, name="d2") if c.name == "d" else c
+        steps.append(("modify column (rename)", replace(t3, columns=tuple(replace(c, name="d2") if c.name == "d" else c
                                                                   for c in t3.columns))))  # fmt: skip
         t4 = steps[-1][1]
         steps.append(("modify column", replace(t4, columns=tuple(replace(c, type="bigint") if c.name == "i" else c

@@ -1,3 +1,4 @@
+import json
 from dataclasses import replace
 
 import pyarrow as pa
@@ -6,6 +7,7 @@ import pytest
 from cdc_core.changefeed import ddl_puller
 from cdc_core.changefeed.barriers import DdlStep, DmlStep, plan_steps, relevant
 from cdc_core.codec import changelog, key
+from cdc_core.codec.row import encode_row
 from cdc_core.errors import ChangefeedError
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.schema import ddl_history
@@ -15,9 +17,9 @@ from cdc_core.schema.storage import SchemaStorage
 
 
 def _t(tid: int, name: str = "t", db: str = "db") -> TableInfo:
-    return TableInfo(id=tid, db_name=db, name=name, db_id=100, pk_is_handle=True,
+    return TableInfo(id=tid, db_name=db, name=name, db_id=100, pk_is_handle=True, max_column_id=1,
                      columns=(Column(1, "id", "int", nullable=False),),
-                     indexes=(Index("PRIMARY", ("id",), unique=True, primary=True, id=1),))
+                     indexes=(Index("PRIMARY", ("id",), unique=True, primary=True, id=0),))
 
 
 def _job(jid: int, kind: str, ts: int, info: TableInfo | None, **kw) -> DDLJob:
@@ -56,8 +58,8 @@ def test_relevance_by_name_before_and_after():
 
 def _bronze(jobs: list[DDLJob], extra_rows: int = 0) -> pa.Table:
     rows = [
-        {"region_id": 1, "table_id": ddl_history.TABLE_ID, "key": key.row_key(ddl_history.TABLE_ID, j.job_id),
-         "op": "put", "start_ts": j.finished_ts - 1, "commit_ts": j.finished_ts, "value": j.to_value(),
+        {"region_id": 1, "table_id": ddl_history.JOB_TABLE_ID, "key": key.row_key(ddl_history.JOB_TABLE_ID, j.job_id),
+         "op": "put", "start_ts": j.finished_ts - 1, "commit_ts": j.finished_ts, "value": j.job_table_value(),
          "old_value": None}
         for j in jobs
     ]
@@ -66,20 +68,41 @@ def _bronze(jobs: list[DDLJob], extra_rows: int = 0) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=changelog.SCHEMA)
 
 
+def _job_row(jid: int, ts: int, meta: bytes | None, op: str = "put") -> dict:
+    """A ``tidb_ddl_job`` row change as the puller stores it, with ``meta`` as its job_meta JSON."""
+    value = None if op == "delete" else encode_row(ddl_history.JOB_TABLE_INFO, {1: jid, 5: meta})
+    return {"region_id": 1, "table_id": ddl_history.JOB_TABLE_ID, "key": key.row_key(ddl_history.JOB_TABLE_ID, jid),
+            "op": op, "start_ts": ts - 1, "commit_ts": ts, "value": value, "old_value": None}
+
+
 def test_decode_jobs_from_a_bronze_window_deduplicates_and_whitelists():
     a, b = _job(1, "create table", 10, _t(101)), _job(2, "add column", 20, _t(101))
-    odd = _job(3, "alter table partition", 30, None)
-    got = ddl_puller.decode_jobs(_bronze([b, a, a, odd], extra_rows=3))
+    # An ADD PARTITION job (ActionAddTablePartition = 19) as TiDB writes it: not on the whitelist.
+    odd = json.dumps({"id": 3, "type": 19, "schema_id": 100, "table_id": 101, "schema_name": "db",
+                      "table_name": "t", "state": ddl_history.JOB_STATE_DONE, "query": "ALTER TABLE t ADD PARTITION",
+                      "binlog": {"SchemaVersion": 3, "TableInfo": None, "FinishedTS": 0}}).encode()
+    window = pa.concat_tables([_bronze([b, a, a], extra_rows=3),
+                               pa.Table.from_pylist([_job_row(3, 30, odd)], schema=changelog.SCHEMA)])
+    got = ddl_puller.decode_jobs(window)
     assert [j.job_id for j in got] == [1, 2]  # odd is not on the whitelist; a's duplicate collapses
-    assert got[0].table_info == a.table_info
+    # The table as TiDB's job carries it, at the job's schema version.
+    assert got[0].table_info == replace(a.table_info, schema_version=1) and got[0].finished_ts == 10
 
 
-def test_decode_rejects_a_history_row_whose_ts_does_not_match():
+def test_decode_takes_jobs_when_done_at_the_row_commit_ts():
     j = _job(1, "create table", 10, _t(101))
-    t = _bronze([j]).to_pylist()
-    t[0]["commit_ts"] = 11
-    with pytest.raises(ChangefeedError, match="differs from its commit ts"):
-        ddl_puller.decode_jobs(pa.Table.from_pylist(t, schema=changelog.SCHEMA))
+    running = json.loads(j.job_meta(ddl_history.JOB_STATE_DONE))
+    running["state"] = 2  # model.JobStateRunning: TiCDC waits for the row that puts it in state done
+    rows = [_job_row(1, 7, json.dumps(running).encode()), _job_row(1, 11, j.job_meta(ddl_history.JOB_STATE_DONE)),
+            _job_row(1, 12, None, op="delete")]  # moved to tidb_ddl_history once synced
+    got = ddl_puller.decode_jobs(pa.Table.from_pylist(rows, schema=changelog.SCHEMA))
+    assert [(g.job_id, g.finished_ts) for g in got] == [(1, 11)]  # the done row's commit ts is the barrier
+
+
+def test_decode_names_a_corrupt_job_row():
+    rows = [_job_row(4, 40, b'{"id": 4, "type": 3, "state": 4')]
+    with pytest.raises(ChangefeedError, match="corrupt tidb_ddl_job row at commit ts 40"):
+        ddl_puller.decode_jobs(pa.Table.from_pylist(rows, schema=changelog.SCHEMA))
 
 
 def test_schema_log_persists_advances_and_gcs(tmp_path, monkeypatch):

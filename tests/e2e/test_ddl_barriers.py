@@ -15,7 +15,7 @@ from e2elib import delta_rows, upstream_rows
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema import ddl_history
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -69,8 +69,8 @@ def test_ddl_sequence_applies_at_barriers(cdc_home: Path, upstream_cluster: Any)
         t2 = _run("ddl", c)
         _same(c, sink, db, "t", t2)
         # DECIMAL(8,2) -> DECIMAL(12,3) is reorganized as TiDB does it: the column's values moved to a new id.
-        jobs = [DDLJob.from_row(r) for r in c.query(
-            f"SELECT * FROM mysql.tidb_ddl_history WHERE schema_name = '{db}' ORDER BY job_id")]
+        jobs = ddl_history.jobs_from_sql(c.query(
+            f"SELECT job_meta FROM mysql.tidb_ddl_history WHERE db_name = '{db}' ORDER BY job_id"), 0)
         price_ids = [j.table_info.column("price").id for j in jobs if j.table_info is not None
                      and j.job_type in ("add column", "modify column")]
         assert len(set(price_ids)) == 2, price_ids

@@ -225,7 +225,8 @@ def test_rename_column_rewrites_the_table_keeping_values(sink):
     # RENAME COLUMN a TO id: the (clustered) key column keeps its id, so the Delta key is unchanged.
     after = replace(t, columns=(replace(t.columns[0], name="id"), t.columns[1]),
                     indexes=(Index("PRIMARY", ("id",), unique=True, primary=True),))  # fmt: skip
-    res = apply_ddl(sink, CF, job := _job("rename column", 200, after), t, after)
+    # TiDB runs RENAME COLUMN as a MODIFY COLUMN job.
+    res = apply_ddl(sink, CF, job := _job("modify column", 200, after), t, after)
     assert res["applied_version"] == 200
     assert _schema(path) == {"id": pa.int32(), "b": pa.int32()}
     assert _rows(path, "id") == [{"id": r["a"], "b": r["b"]} for r in C_ROWS]

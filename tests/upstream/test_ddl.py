@@ -1,4 +1,5 @@
-"""DDL jobs: history rows (in SQL and on EventFeed), schema versions, table ids and regions."""
+"""DDL jobs as TiDB keeps them (tidb_ddl_job, then tidb_ddl_history; in SQL and on EventFeed), schema versions,
+table ids and regions."""
 
 from __future__ import annotations
 
@@ -7,23 +8,25 @@ from typing import Any
 from wire.eventfeed import FeedClient, T, register_all, scan_regions, table_id, table_regions, wait_resolved
 
 from cdc_core.codec import key as keycodec
+from cdc_core.proto import cdcpb_pb2
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
 
 
 def history(client: Any, after_job: int = 0) -> list[DDLJob]:
-    rows = client.query(f"SELECT * FROM mysql.tidb_ddl_history WHERE job_id > {after_job} ORDER BY job_id")
-    return [DDLJob.from_row(r) for r in rows]
+    rows = client.query(f"SELECT job_meta FROM mysql.tidb_ddl_history WHERE job_id > {after_job} ORDER BY job_id")
+    return ddl_history.jobs_from_sql(rows, 0)
 
 
 def last_job_id(client: Any) -> int:
     return int(client.query("SELECT MAX(job_id) AS m FROM mysql.tidb_ddl_history")[0]["m"] or 0)
 
 
-def test_history_table_has_its_own_region(upstream_cluster: Any) -> None:
-    start, end = keycodec.table_span(ddl_history.TABLE_ID)
-    [r] = scan_regions(upstream_cluster.pd_addr, start, end)
-    assert (r.start_key, r.end_key) == (start, end)
+def test_ddl_job_tables_have_their_own_regions(upstream_cluster: Any) -> None:
+    for tid in (ddl_history.JOB_TABLE_ID, ddl_history.HISTORY_TABLE_ID):
+        start, end = keycodec.table_span(tid)
+        [r] = scan_regions(upstream_cluster.pd_addr, start, end)
+        assert (r.start_key, r.end_key) == (start, end)
 
 
 def test_each_ddl_writes_a_history_row_at_its_commit_ts(upstream_cluster: Any, upstream_client: Any) -> None:
@@ -63,7 +66,7 @@ def test_truncate_gives_an_empty_table_with_a_new_id(upstream_cluster: Any, upst
 
 def test_ddl_rows_reach_eventfeed(upstream_cluster: Any, upstream_client: Any, fresh_db: str,
                                   feed: FeedClient) -> None:
-    start, end = keycodec.table_span(ddl_history.TABLE_ID)
+    start, end = keycodec.table_span(ddl_history.JOB_TABLE_ID)
     regions = scan_regions(upstream_cluster.pd_addr, start, end)
     ids = register_all(feed, regions, upstream_client.get_ts(), 1)
     res = upstream_client.execute(f"CREATE TABLE {fresh_db}.t (a INT PRIMARY KEY, b DECIMAL(5,2))")
@@ -71,10 +74,13 @@ def test_ddl_rows_reach_eventfeed(upstream_cluster: Any, upstream_client: Any, f
     wait_resolved(feed, ids, regions, ts)
     commits = [r for r in feed.rows(ids[0]) if r.type == T.COMMIT]
     prewrites = {r.start_ts: r for r in feed.rows(ids[0]) if r.type == T.PREWRITE}
-    [c] = [r for r in commits if r.commit_ts == ts]
-    job = DDLJob.from_value(prewrites[c.start_ts].value)
-    assert job.finished_ts == ts and job.job_type == "create table"
-    assert keycodec.decode_row_key(c.key) == (ddl_history.TABLE_ID, job.job_id)
+    [c] = [r for r in commits if r.commit_ts == ts]  # the job row put in state done: the DDL's commit ts
+    job = ddl_history.job_from_value(ddl_history.JOB_TABLE_ID, prewrites[c.start_ts].value, c.commit_ts)
+    assert job is not None and job.finished_ts == ts and job.job_type == "create table"
+    assert keycodec.decode_row_key(c.key) == (ddl_history.JOB_TABLE_ID, job.job_id)
+    # then the job moves to the history table: its job row deleted after the DDL's commit
+    moved = [r for r in commits if r.key == c.key and r.commit_ts > ts]
+    assert moved and prewrites[moved[0].start_ts].op_type == cdcpb_pb2.Event.Row.DELETE
     info = upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.table(fresh_db, "t"))
     assert job.table_info == info
 

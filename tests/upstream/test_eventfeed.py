@@ -27,6 +27,7 @@ from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.memcomparable import encode_bytes
 from cdc_core.errors import UpstreamError
+from cdc_core.schema import ddl_history
 from cdc_core.upstream import cdc_service
 from cdc_core.upstream.mvcc import Mutation, Op
 
@@ -181,16 +182,22 @@ def test_deregister_stops_a_region(upstream_cluster: Any, upstream_client: Any, 
 
 def test_split_sends_epoch_not_match(upstream_cluster: Any, upstream_client: Any, fresh_db: str,
                                      feed: FeedClient) -> None:
-    [tail] = scan_regions(upstream_cluster.pd_addr, b"\xff", b"")
-    feed.register(tail, 1, 0)
+    # New tables land in the region between the user tables and TiDB's system tables, whose ids are the
+    # largest (metadef.TiDBDDLHistoryTableID is below TiDBDDLJobTableID).
+    system_start = keycodec.table_span(ddl_history.HISTORY_TABLE_ID)[0]
+    [gap, *_] = scan_regions(upstream_cluster.pd_addr, keycodec.table_span(ddl_history.HISTORY_TABLE_ID - 1)[1],
+                             system_start)
+    assert gap.end_key == system_start
+    feed.register(gap, 1, 0)
     wait_until(lambda: feed.initialized(1))
     upstream_client.execute(f"CREATE TABLE {fresh_db}.newt (a INT PRIMARY KEY)")
     wait_until(lambda: feed.errors(1), what="epoch_not_match after the split")
     err = feed.errors(1)[0]
-    # one batch split: [tail, t_r), [t_r, t_0), [t_0, t_s), [t_s, "") replace the tail region
+    # one batch split: [gap, t_r), [t_r, t_0), [t_0, t_s), [t_s, system tables) replace the gap region
     current = err.epoch_not_match.current_regions
     assert err.HasField("epoch_not_match") and len(current) == 4
-    assert current[0].id == tail.id and ref(current[0]).start_key == tail.start_key and current[-1].end_key == b""
+    assert current[0].id == gap.id and ref(current[0]).start_key == gap.start_key
+    assert ref(current[-1]).end_key == system_start
 
 
 def test_resolved_ts_never_precedes_a_commit_it_covers(upstream_cluster: Any, upstream_client: Any,

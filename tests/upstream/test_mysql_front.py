@@ -209,8 +209,13 @@ def test_every_type_reaches_a_mysql_client_typed(ec: EmbeddedCluster) -> None:
         cur.execute("SELECT id FROM my.ty WHERE dt = '2024-02-29' AND tm = '-12:34:56' AND vb = 0x00ff AND e = 'y' "
                     "AND bt = b'1010101010' AND f > 1.4 AND dtm < '2024-01-02'")
         assert cur.fetchall() == ((1,),)
-        for bad, code in (("INSERT INTO my.ty (id, e) VALUES (3, 'z')", 1105),
-                          ("INSERT INTO my.ty (id, ti) VALUES (3, 256)", 1105)):
+        # Strict mode's refusals, with MySQL's codes (what a client's error handling keys on).
+        for bad, code in (("INSERT INTO my.ty (id, e) VALUES (3, 'z')", 1265),
+                          ("INSERT INTO my.ty (id, ti) VALUES (3, 256)", 1264),
+                          ("INSERT INTO my.ty (id, c) VALUES (3, 'abcde')", 1406),
+                          ("INSERT INTO my.ty (id, dt) VALUES (3, '2024-13-01')", 1292),
+                          ("INSERT INTO my.ty (id, j) VALUES (3, '{bad')", 3140),
+                          ("INSERT INTO my.ty (id, ti) VALUES (3, 'abc')", 1366)):
             assert _codes(lambda bad=bad: cur.execute(bad))[0] == code
     conn.close()
     host, _, port = ec.mysql_addr.rpartition(":")

@@ -11,6 +11,7 @@ from cdc_core.codec import key as keycodec
 from cdc_core.codec.row import decode_row
 from cdc_core.errors import UpstreamError
 from cdc_core.proto import sqlpb_pb2, sqlpb_pb2_grpc
+from cdc_core.schema import ddl_history
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.sql_front import split_script
 
@@ -58,8 +59,9 @@ def test_create_insert_select_clustered(upstream_client: Any, fresh_db: str) -> 
     assert q(f"SELECT COUNT(*) AS n, MAX(id) AS m FROM {fresh_db}.t WHERE note IS NOT NULL OR id > 1") == [
         {"n": 3, "m": 3}]
     assert q(f"SELECT id FROM {fresh_db}.t ORDER BY id LIMIT 1 OFFSET 1") == [{"id": 2}]
-    info = upstream_client.query("SELECT table_info FROM mysql.tidb_ddl_history ORDER BY job_id DESC LIMIT 1")
-    assert '"pk_is_handle":true' in info[0]["table_info"]
+    [row] = upstream_client.query("SELECT job_meta FROM mysql.tidb_ddl_history ORDER BY job_id DESC LIMIT 1")
+    [job] = ddl_history.jobs_from_sql([row], 0)  # TiDB's model.Job JSON, as a LONGBLOB
+    assert job.table_info is not None and job.table_info.pk_is_handle
 
 
 def test_update_and_delete(upstream_client: Any, fresh_db: str) -> None:
@@ -141,7 +143,7 @@ def test_bad_sql_and_bad_values(upstream_cluster: Any, upstream_client: Any, fre
         f"INSERT INTO {fresh_db}.t VALUES (1, 'x', NULL) ON DUPLICATE KEY UPDATE a = 2": "ON DUPLICATE KEY",
         f"SELECT nope FROM {fresh_db}.t WHERE a = 1": "unknown column",
         "SELECT * FROM t": "No database selected",
-        "INSERT INTO mysql.tidb_ddl_history (job_id, job_type) VALUES (1, 'x')": "system table",
+        "INSERT INTO mysql.tidb_ddl_history (job_id, db_name) VALUES (1, 'x')": "system table",
     }
     for sql, msg in invalid.items():
         err = engine_error(upstream_cluster, sql)

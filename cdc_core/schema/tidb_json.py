@@ -1,0 +1,388 @@
+"""TiDB's schema JSON: ``model.Job``, ``model.TableInfo`` and ``model.DBInfo`` as TiDB marshals them, to and
+from cdcflow's ``DDLJob`` / ``TableInfo``.
+
+The facts, from ``pkg/meta/model`` (``job.go``, ``table.go``, ``column.go``, ``index.go``, ``db.go``) and
+``pkg/parser/types/field_type.go``:
+
+- A job is ``{"id", "type" (ActionType), "schema_id", "table_id", "schema_name", "table_name", "state",
+  "schema_state", "raw_args", "query", "binlog": {"SchemaVersion", "DBInfo", "TableInfo", "FinishedTS",
+  "MultipleTableInfos"}, "version", ...}``. ``binlog`` is ``HistoryInfo``, whose fields carry no JSON tags.
+- A table is ``{"id", "name": {"O", "L"}, "charset", "collate", "cols", "index_info", "pk_is_handle",
+  "is_common_handle", "max_col_id", "max_idx_id", "state", "version", ...}``; a column ``{"id", "name",
+  "offset", "origin_default", "origin_default_bit", "default", "default_bit", "type": {"Tp", "Flag", "Flen",
+  "Decimal", "Charset", "Collate", "Elems"}, "state", "version"}``; an index ``{"id", "idx_name", "tbl_name",
+  "idx_cols": [{"name", "offset", "length"}], "state", "index_type", "is_unique", "is_primary"}``.
+- A clustered integer primary key (``pk_is_handle``) is no index: its column carries ``PriKeyFlag`` and the
+  other indexes number from 1. Defaults are strings as MySQL prints them (TIMESTAMP's in UTC, column
+  version 1+); a BIT default is its bytes in ``default_bit`` (base64, Go's ``[]byte``).
+- The jobs cdcflow reads: a TRUNCATE job's ``table_id`` is the old table, its ``TableInfo`` the new one; a
+  RENAME TABLE job's ``table_name`` is the old name and its args (job version 1: ``[old schema id, new name,
+  old schema name]``; version 2: one object) name the old schema; RENAME COLUMN is a MODIFY COLUMN job
+  (``pkg/ddl/executor.go``); DROP jobs carry the dropped table, which cdcflow's job holds as "no table after".
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+from cdc_core.codec import mysql_type as mt
+from cdc_core.codec.value_text import format_duration
+from cdc_core.schema import column_type as ct
+from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
+
+# model.ActionType (pkg/meta/model/job.go) of cdcflow's job types; RENAME COLUMN runs as ActionModifyColumn.
+ACTION_TYPES: dict[str, int] = {
+    "create schema": 1,
+    "drop schema": 2,
+    "create table": 3,
+    "drop table": 4,
+    "add column": 5,
+    "drop column": 6,
+    "add index": 7,
+    "drop index": 8,
+    "truncate table": 11,
+    "modify column": 12,
+    "rename table": 14,
+}
+# TiDB's names (``actionMap``) of the action types cdcflow does not replicate, for errors and logs.
+OTHER_ACTIONS: dict[int, str] = {
+    9: "add foreign key", 10: "drop foreign key", 13: "rebase auto_increment ID", 15: "set default value",
+    16: "shard row ID", 17: "modify table comment", 18: "rename index", 19: "add partition",
+    20: "drop partition", 21: "create view", 22: "modify table charset and collate", 23: "truncate partition",
+    24: "drop view", 25: "recover table", 26: "modify schema charset and collate", 27: "lock table",
+    28: "unlock table", 29: "repair table", 30: "set tiflash replica", 31: "update tiflash replica status",
+    32: "add primary key", 33: "drop primary key", 34: "create sequence", 35: "alter sequence",
+    36: "drop sequence", 37: "add multi-columns", 38: "drop multi-columns", 39: "modify auto id cache",
+    40: "rebase auto_random ID", 41: "alter index visibility", 42: "exchange partition",
+    43: "add check constraint", 44: "drop check constraint", 45: "alter check constraint",
+    47: "rename tables", 48: "drop multi-indexes", 49: "alter table attributes",
+    50: "alter table partition attributes", 51: "create placement policy", 52: "alter placement policy",
+    53: "drop placement policy", 54: "alter table partition placement", 55: "modify schema default placement",
+    56: "alter table placement", 57: "alter table cache", 58: "alter table statistics options",
+    59: "alter table nocache", 60: "create tables", 61: "multi-schema change",
+    62: "flashback cluster", 63: "recover schema", 64: "reorganize partition", 65: "alter TTL info",
+    67: "alter TTL remove", 68: "create resource group", 69: "alter resource group",
+    70: "drop resource group", 71: "alter table partitioning", 72: "remove partitioning",
+}
+_JOB_TYPE_OF = {v: k for k, v in ACTION_TYPES.items()}
+
+STATE_NONE, STATE_PUBLIC = 0, 5  # model.SchemaState
+JOB_VERSION = 1  # model.JobVersion1: positional args
+TABLE_INFO_VERSION = 5  # model.TableInfoVersion5
+COLUMN_INFO_VERSION = 2  # model.ColumnInfoVersion2
+INDEX_TYPE_BTREE = 1  # ast.IndexTypeBtree
+_DROPS = ("drop table", "drop schema")
+_UTF8 = ("utf8mb4", "utf8mb4_bin")
+# TiDB's own type name of each TEXT/BLOB code, by whether the column holds bytes.
+_NAME_OF: dict[tuple[int, bool], str] = {(f.tp, f.binary): name for name, f in ct.TYPES.items()}
+
+
+def _cistr(name: str) -> dict[str, str]:
+    return {"O": name, "L": name.lower()}
+
+
+def _name(d: Any, where: str) -> str:
+    if isinstance(d, dict) and isinstance(d.get("O"), str):
+        return d["O"]
+    if isinstance(d, str):  # a CIStr marshalled by older code as a plain string
+        return d
+    raise SchemaError(f"{where}: expected a name {{\"O\", \"L\"}}, got {d!r}")
+
+
+# --- defaults ------------------------------------------------------------------------------------------------
+
+
+def default_text(col: Column, value: Any) -> str | None:
+    """A converted default as TiDB stores it in ``ColumnInfo.DefaultValue``: the string MySQL prints."""
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "surrogateescape")
+    if isinstance(value, dt.datetime):
+        text = value.strftime("%Y-%m-%d %H:%M:%S")
+        fsp = col.fsp or 0
+        return f"{text}.{value.microsecond:06d}"[: len(text) + 1 + fsp] if fsp else text
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        whole, _, frac = format_duration(value).partition(".")
+        fsp = col.fsp or 0
+        return f"{whole}.{frac.ljust(6, '0')[:fsp]}" if fsp else whole
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _default_from(col: Column, text: Any, bits: Any, where: str) -> Any:
+    if col.kind == ct.BIT and bits:
+        value: Any = base64.b64decode(bits)
+    elif text is None:
+        return None
+    elif col.kind in (ct.BINARY, ct.BIT) and isinstance(text, str):
+        value = text.encode("utf-8", "surrogateescape")
+    else:
+        value = text
+    try:
+        return col.convert(value)
+    except SchemaError as exc:
+        raise SchemaError(f"{where}: default {text!r}: {exc}") from None
+
+
+# --- tables --------------------------------------------------------------------------------------------------
+
+
+def table_to_tidb(info: TableInfo) -> dict[str, Any]:
+    """``model.TableInfo`` JSON of ``info``."""
+    offsets = {c.name.lower(): i for i, c in enumerate(info.columns)}
+    # Key flags as TiDB sets them (pkg/ddl/create_table.go setColumnFlagWithConstraint): every PK column
+    # PriKeyFlag; a one-column UNIQUE UniqueKeyFlag; the first column of any other index MultipleKeyFlag.
+    key_flags: dict[str, int] = {}
+    for ix in info.indexes:
+        if ix.primary:
+            marks = [(col_name, mt.PriKeyFlag) for col_name in ix.columns]
+        elif ix.unique and len(ix.columns) == 1:
+            marks = [(ix.columns[0], mt.UniqueKeyFlag)]
+        else:
+            marks = [(ix.columns[0], mt.MultipleKeyFlag)]
+        for col_name, f in marks:
+            key_flags[col_name.lower()] = key_flags.get(col_name.lower(), 0) | f
+    auto_inc = str(info.extra.get("auto_increment") or "").lower()
+    cols = []
+    for i, c in enumerate(info.columns):
+        ft = c.field_type()
+        name = c.name.lower()
+        flag = ft.flag | key_flags.get(name, 0)
+        if name == auto_inc:
+            flag |= mt.AutoIncrementFlag
+        if c.default is None and not c.nullable and name != auto_inc:
+            flag |= mt.NoDefaultValueFlag
+        # Numbers and times have the binary charset in TiDB's FieldType (types.SetBinChsClnFlag).
+        charset, collate = (ft.charset, ft.collate) if ft.charset else ("binary", "binary")
+        bit = c.kind == ct.BIT
+        cols.append({
+            "id": c.id, "name": _cistr(c.name), "offset": i,
+            "origin_default": default_text(c, c.origin_default),
+            "origin_default_bit": base64.b64encode(c.origin_default).decode() if bit and c.origin_default else None,
+            "default": default_text(c, c.default),
+            "default_bit": base64.b64encode(c.default).decode() if bit and c.default else None,
+            "default_is_expr": False, "generated_expr_string": "", "generated_stored": False,
+            "dependences": None,
+            "type": {"Tp": ft.tp, "Flag": flag, "Flen": ft.flen, "Decimal": ft.decimal, "Charset": charset,
+                     "Collate": collate, "Elems": list(ft.elems) or None, "ElemsIsBinaryLit": None,
+                     "Array": False},
+            "state": STATE_PUBLIC, "comment": "", "hidden": False, "change_state_info": None,
+            "version": COLUMN_INFO_VERSION,
+        })
+    indexes = [
+        {"id": ix.id, "idx_name": _cistr(ix.name), "tbl_name": _cistr(""),
+         "idx_cols": [{"name": _cistr(info.column(c).name), "offset": offsets[c.lower()], "length": -1}
+                      for c in ix.columns],
+         "state": STATE_PUBLIC, "backfill_state": 0, "comment": "", "index_type": INDEX_TYPE_BTREE,
+         "is_unique": ix.unique or ix.primary, "is_primary": ix.primary, "is_invisible": False,
+         "is_global": False, "mv_index": False}
+        for ix in info.indexes
+        if not (ix.primary and info.pk_is_handle)  # the handle column is the key, not an index
+    ]
+    return {
+        "id": info.id, "name": _cistr(info.name), "charset": _UTF8[0], "collate": _UTF8[1], "cols": cols,
+        "index_info": indexes, "constraint_info": None, "fk_info": None, "state": STATE_PUBLIC,
+        "pk_is_handle": info.pk_is_handle, "is_common_handle": False, "common_handle_version": 0,
+        "comment": "", "auto_inc_id": 0, "auto_id_cache": 0, "auto_rand_id": 0,
+        "max_col_id": max(info.max_column_id, max((c.id for c in info.columns), default=0)),
+        "max_idx_id": max((ix.id for ix in info.indexes), default=0), "max_fk_id": 0, "max_cst_id": 0,
+        "update_timestamp": 0, "ShardRowIDBits": 0, "max_shard_row_id_bits": 0, "auto_random_bits": 0,
+        "auto_random_range_bits": 0, "pre_split_regions": 0, "partition": None, "compression": "",
+        "view": None, "sequence": None, "Lock": None, "version": TABLE_INFO_VERSION, "tiflash_replica": None,
+        "is_columnar": False, "temp_table_type": 0, "cache_table_status": 0, "policy_ref_info": None,
+        "stats_options": None, "exchange_partition_info": None, "ttl_info": None, "revision": 0,
+    }
+
+
+def _column_from_tidb(d: dict[str, Any], where: str) -> tuple[Column, int]:
+    name = _name(d.get("name"), where)
+    where = f"{where} column {name!r}"
+    t = d.get("type")
+    if not isinstance(t, dict) or not isinstance(t.get("Tp"), int):
+        raise SchemaError(f"{where}: no field type {{\"Tp\", \"Flag\", ...}}")
+    tp, flag = t["Tp"], int(t.get("Flag") or 0)
+    flen, decimal = int(t.get("Flen", mt.UnspecifiedLength)), int(t.get("Decimal", mt.UnspecifiedLength))
+    binary = mt.FieldType(tp, flag, charset=t.get("Charset") or "", collate=t.get("Collate") or "").binary
+    type_name = _NAME_OF.get((tp, binary)) or _NAME_OF.get((tp, False)) or _NAME_OF.get((tp, True))
+    if type_name is None:
+        raise SchemaError(f"{where}: unsupported column type {mt.type_name(tp)} (Tp {tp})")
+    kind = ct.TYPES[type_name].kind
+    kw: dict[str, Any] = {}
+    if kind in (ct.INT, ct.FLOAT, ct.DECIMAL):
+        kw["unsigned"] = bool(flag & mt.UnsignedFlag)
+    if type_name in ("char", "varchar", "binary", "varbinary", "bit"):
+        kw["length"] = flen
+    elif kind == ct.DECIMAL:
+        kw["precision"], kw["scale"] = flen, max(decimal, 0)
+    elif kind in (ct.DATETIME, ct.TIMESTAMP, ct.TIME):
+        kw["fsp"] = max(decimal, 0)
+    elif kind in (ct.ENUM, ct.SET):
+        kw["elems"] = tuple(t.get("Elems") or ())
+    try:
+        col = Column(int(d["id"]), name, type_name, nullable=not flag & mt.NotNullFlag, **kw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SchemaError(f"{where}: {exc}") from None
+    default = _default_from(col, d.get("default"), d.get("default_bit"), where)
+    if "origin_default" in d or "origin_default_bit" in d:
+        origin = _default_from(col, d.get("origin_default"), d.get("origin_default_bit"), where)
+    else:
+        origin = default
+    return Column(col.id, col.name, col.type, nullable=col.nullable, default=default, origin_default=origin,
+                  **kw), flag
+
+
+def table_from_tidb(d: dict[str, Any], *, db_name: str, db_id: int, schema_version: int = 0) -> TableInfo:
+    """The ``TableInfo`` of ``model.TableInfo`` JSON (TiDB's tables keep no database; the job names it)."""
+    if not isinstance(d, dict):
+        raise SchemaError(f"table info is not a JSON object: {d!r}")
+    name = _name(d.get("name"), "table info")
+    where = f"table info {db_name}.{name}"
+    if d.get("is_common_handle"):
+        raise SchemaError(f"{where}: clustered non-integer primary keys (common handles) are not supported yet")
+    if d.get("partition"):
+        raise SchemaError(f"{where}: partitioned tables are not supported yet")
+    columns: list[Column] = []
+    auto_inc = None
+    handle: str | None = None
+    for cd in sorted(d.get("cols") or (), key=lambda c: c.get("offset", 0)):
+        if cd.get("state", STATE_PUBLIC) != STATE_PUBLIC or cd.get("hidden"):
+            continue  # a column being added or dropped: rows carry it, readers do not see it
+        col, flag = _column_from_tidb(cd, where)
+        columns.append(col)
+        if flag & mt.AutoIncrementFlag:
+            auto_inc = col.name
+        if flag & mt.PriKeyFlag and d.get("pk_is_handle"):
+            handle = col.name
+    if not columns:
+        raise SchemaError(f"{where}: no columns")
+    indexes: list[Index] = []
+    if d.get("pk_is_handle"):
+        if handle is None:
+            raise SchemaError(f"{where}: pk_is_handle but no column has PriKeyFlag")
+        indexes.append(Index("PRIMARY", (handle,), unique=True, primary=True, id=0))
+    for ix in d.get("index_info") or ():
+        if ix.get("state", STATE_PUBLIC) != STATE_PUBLIC:
+            continue
+        cols = tuple(_name(c.get("name"), where) for c in ix.get("idx_cols") or ())
+        indexes.append(Index(_name(ix.get("idx_name"), where), cols, unique=bool(ix.get("is_unique")),
+                             primary=bool(ix.get("is_primary")), id=int(ix.get("id", 0))))
+    try:
+        return TableInfo(
+            id=int(d["id"]), db_name=db_name, name=name, columns=tuple(columns), indexes=tuple(indexes),
+            pk_is_handle=bool(d.get("pk_is_handle")), schema_version=schema_version, db_id=db_id,
+            max_column_id=int(d.get("max_col_id") or max(c.id for c in columns)),
+            extra={"auto_increment": auto_inc} if auto_inc else {},
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SchemaError(f"{where}: {exc}") from None
+
+
+def db_to_tidb(db_id: int, name: str) -> dict[str, Any]:
+    """``model.DBInfo`` JSON."""
+    return {"id": db_id, "db_name": _cistr(name), "charset": _UTF8[0], "collate": _UTF8[1],
+            "state": STATE_PUBLIC, "policy_ref_info": None}
+
+
+# --- jobs ----------------------------------------------------------------------------------------------------
+
+
+def job_to_tidb(job: Any, *, finished: bool = True) -> dict[str, Any]:
+    """``model.Job`` JSON of a ``DDLJob`` (state left to the caller). ``finished``: whether ``binlog.FinishedTS``
+    is set (TiDB sets it when the job is moved to the history table, not in the done row)."""
+    table_id = job.table_id
+    table_name = job.table_name
+    args: list[Any] = []
+    if job.job_type == "truncate table":
+        table_id = job.old_table_id if job.old_table_id is not None else job.table_id
+        args = [None, []]  # GetTruncateTableArgsAfterRun: [start key, old partition ids]
+    elif job.job_type == "rename table":
+        table_name = job.old_table_name or job.table_name
+        old_schema_id = job.old_schema_id if job.old_schema_id is not None else job.schema_id
+        args = [old_schema_id, _cistr(job.table_name or ""), _cistr(job.old_schema_name or job.schema_name or "")]
+    binlog: dict[str, Any] = {"SchemaVersion": job.schema_version, "DBInfo": None, "TableInfo": None,
+                              "FinishedTS": job.finished_ts if finished else 0, "MultipleTableInfos": None}
+    if job.job_type in ("create schema", "drop schema"):
+        binlog["DBInfo"] = db_to_tidb(job.schema_id or 0, job.schema_name or "")
+    elif job.table_info is not None:
+        binlog["TableInfo"] = table_to_tidb(job.table_info)
+    action = ACTION_TYPES.get(job.job_type)
+    if action is None:
+        raise SchemaError(f"job {job.job_id}: no TiDB action type for {job.job_type!r}")
+    return {
+        "id": job.job_id, "type": action, "schema_id": job.schema_id or 0, "table_id": table_id or 0,
+        "schema_name": job.schema_name or "", "table_name": table_name or "", "state": 0, "warning": None,
+        "err": None, "err_count": 0, "row_count": 0, "raw_args": args,
+        "schema_state": STATE_NONE if job.job_type in _DROPS else STATE_PUBLIC, "snapshot_ver": 0,
+        "real_start_ts": 0, "start_ts": 0, "dependency_id": 0, "query": job.query, "binlog": binlog,
+        "version": JOB_VERSION, "reorg_meta": None, "multi_schema_info": None, "priority": 0, "seq_num": 0,
+        "charset": _UTF8[0], "collate": _UTF8[1],
+    }
+
+
+def _rename_args(raw: Any) -> tuple[int | None, str | None]:
+    """(old schema id, old schema name) of a RENAME TABLE job's ``raw_args``, job version 1 or 2."""
+    if isinstance(raw, list) and raw and isinstance(raw[0], dict) and "old_schema_id" in raw[0]:
+        arg = raw[0]  # JobVersion2: the args struct itself
+        name = arg.get("old_schema_name")
+        return arg.get("old_schema_id"), _name(name, "rename args") if name else None
+    if isinstance(raw, list) and len(raw) >= 3:
+        return raw[0], _name(raw[2], "rename args") if raw[2] else None
+    return None, None
+
+
+def job_type_name(action: int) -> str:
+    """cdcflow's job type of a TiDB action type, else TiDB's own name of it."""
+    return _JOB_TYPE_OF.get(action) or OTHER_ACTIONS.get(action) or f"action type {action}"
+
+
+def job_from_tidb(d: dict[str, Any]) -> Any:
+    """The ``DDLJob`` of ``model.Job`` JSON (``finished_ts`` from ``binlog.FinishedTS``, 0 when unset)."""
+    from cdc_core.schema.ddl_history import DDLJob
+
+    try:
+        job_id, action = int(d["id"]), int(d["type"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SchemaError(f"job JSON without an id and type: {exc}") from None
+    where = f"DDL job {job_id}"
+    job_type = job_type_name(action)
+    binlog = d.get("binlog") or {}
+    schema_name = d.get("schema_name") or None
+    schema_id = d.get("schema_id") or None
+    dbi = binlog.get("DBInfo")
+    if dbi:
+        schema_name = schema_name or _name(dbi.get("db_name"), where)
+        schema_id = schema_id or dbi.get("id")
+    version = int(binlog.get("SchemaVersion") or 0)
+    table_info = None
+    ti = binlog.get("TableInfo")
+    if ti and job_type not in _DROPS and action in _JOB_TYPE_OF:
+        try:
+            table_info = table_from_tidb(ti, db_name=schema_name or "", db_id=int(schema_id or 0),
+                                         schema_version=version)
+        except SchemaError as exc:
+            raise SchemaError(f"{where} ({job_type}): {exc}") from None
+    table_id = d.get("table_id") or None
+    table_name = d.get("table_name") or None
+    old_table_id = old_schema_id = old_schema_name = old_table_name = None
+    if job_type == "truncate table" and table_info is not None:
+        old_table_id, table_id = table_id, table_info.id
+    elif job_type == "rename table" and table_info is not None:
+        old_schema_id, old_schema_name = _rename_args(d.get("raw_args"))
+        old_table_id, old_table_name, table_name = table_id, table_name, table_info.name
+    if table_info is not None:
+        table_name = table_info.name
+    return DDLJob(
+        job_id=job_id, job_type=job_type, schema_id=schema_id, table_id=table_id, schema_name=schema_name,
+        table_name=table_name, query=str(d.get("query") or ""), schema_version=version, table_info=table_info,
+        finished_ts=int(binlog.get("FinishedTS") or 0), old_table_id=old_table_id,
+        old_schema_name=old_schema_name, old_table_name=old_table_name, old_schema_id=old_schema_id,
+    )

@@ -1,0 +1,250 @@
+"""TiDB's model.Job / model.TableInfo JSON: golden documents as TiDB marshals them, and round trips."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import sqlglot
+
+from cdc_core.codec import mysql_type as mt
+from cdc_core.codec.row import encode_row
+from cdc_core.schema import ddl_history, tidb_json
+from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.model import Index, SchemaError, TableInfo
+from cdc_core.upstream.catalog import DatabaseInfo
+from cdc_core.upstream.ddl import table_info_from_create
+
+
+def _col(cid: int, name: str, tp: int, flag: int, flen: int, decimal: int, charset: str = "binary",
+         *, offset: int, state: int = 5, default: Any = None, origin: Any = None,
+         elems: list[str] | None = None) -> dict[str, Any]:
+    """One ``model.ColumnInfo`` with every field ``encoding/json`` writes for it (TiDB v7/v8)."""
+    collate = "binary" if charset == "binary" else "utf8mb4_bin"
+    return {"id": cid, "name": {"O": name, "L": name.lower()}, "offset": offset, "origin_default": origin,
+            "origin_default_bit": None, "default": default, "default_bit": None, "default_is_expr": False,
+            "generated_expr_string": "", "generated_stored": False, "dependences": None,
+            "type": {"Tp": tp, "Flag": flag, "Flen": flen, "Decimal": decimal, "Charset": charset,
+                     "Collate": collate, "Elems": elems, "ElemsIsBinaryLit": None, "Array": False},
+            "state": state, "comment": "", "hidden": False, "change_state_info": None, "version": 2}
+
+
+# `CREATE TABLE test01 (col01 INT PRIMARY KEY, col02 INT)` as TiDB stores it: a clustered INT key is no index
+# (index_info null), its column has NotNull|PriKey|NoDefaultValue (4099); INTs have the binary charset.
+GOLDEN_CLUSTERED = {
+    "id": 80, "name": {"O": "test01", "L": "test01"}, "charset": "utf8mb4", "collate": "utf8mb4_bin",
+    "cols": [_col(1, "col01", 3, 4099, 11, 0, offset=0), _col(2, "col02", 3, 0, 11, 0, offset=1)],
+    "index_info": None, "constraint_info": None, "fk_info": None, "state": 5, "pk_is_handle": True,
+    "is_common_handle": False, "common_handle_version": 0, "comment": "", "auto_inc_id": 0, "auto_id_cache": 0,
+    "auto_rand_id": 0, "max_col_id": 2, "max_idx_id": 0, "update_timestamp": 444198845243195478, "partition": None,
+    "version": 5,
+}
+
+# A TPC-C `customer`-like table with a NONCLUSTERED composite primary key (index 1), a secondary index, a
+# CHAR/VARCHAR/DATETIME/DECIMAL mix, a column added later with an origin default, and one still being added
+# (state 2, write only), which readers must not see.
+GOLDEN_NONCLUSTERED = {
+    "id": 4970, "name": {"O": "customer", "L": "customer"}, "charset": "utf8mb4", "collate": "utf8mb4_bin",
+    "cols": [
+        _col(1, "c_id", 3, 4099, 11, 0, offset=0),
+        _col(2, "c_d_id", 3, 4099, 11, 0, offset=1),
+        _col(3, "c_w_id", 3, 4107, 11, 0, offset=2),
+        _col(4, "c_first", 15, 0, 16, 0, "utf8mb4", offset=3),
+        _col(5, "c_middle", 254, 0, 2, 0, "utf8mb4", offset=4),
+        _col(13, "c_since", 12, 128, 19, 0, offset=5),
+        _col(15, "c_credit_lim", 246, 0, 12, 2, offset=6),
+        _col(48, "cct_2", 3, 0, 11, 0, offset=7, default="7", origin="5"),
+        _col(47, "adc_25", 12, 8320, 19, 0, offset=8, state=2, default="CURRENT_TIMESTAMP",
+             origin="2023-09-12 10:01:13"),
+    ],
+    "index_info": [
+        {"id": 1, "idx_name": {"O": "PRIMARY", "L": "primary"}, "tbl_name": {"O": "", "L": ""},
+         "idx_cols": [{"name": {"O": "c_w_id", "L": "c_w_id"}, "offset": 2, "length": -1},
+                      {"name": {"O": "c_d_id", "L": "c_d_id"}, "offset": 1, "length": -1},
+                      {"name": {"O": "c_id", "L": "c_id"}, "offset": 0, "length": -1}],
+         "state": 5, "backfill_state": 0, "comment": "", "index_type": 1, "is_unique": True, "is_primary": True,
+         "is_invisible": False, "is_global": False, "mv_index": False},
+        {"id": 2, "idx_name": {"O": "idx_customer", "L": "idx_customer"}, "tbl_name": {"O": "", "L": ""},
+         "idx_cols": [{"name": {"O": "c_w_id", "L": "c_w_id"}, "offset": 2, "length": -1},
+                      {"name": {"O": "c_first", "L": "c_first"}, "offset": 3, "length": -1}],
+         "state": 5, "backfill_state": 0, "comment": "", "index_type": 1, "is_unique": False, "is_primary": False,
+         "is_invisible": False, "is_global": False, "mv_index": False},
+    ],
+    "constraint_info": None, "fk_info": [], "state": 5, "pk_is_handle": False, "is_common_handle": False,
+    "common_handle_version": 0, "comment": "", "auto_inc_id": 30207016, "max_col_id": 48, "max_idx_id": 2,
+    "partition": None, "version": 5,
+}
+
+
+def test_golden_clustered_table_decodes_with_the_handle_as_primary_key() -> None:
+    t = tidb_json.table_from_tidb(json.loads(json.dumps(GOLDEN_CLUSTERED)), db_name="test", db_id=2,
+                                  schema_version=9)
+    assert (t.id, t.db_name, t.name, t.db_id, t.schema_version) == (80, "test", "test01", 2, 9)
+    assert t.pk_is_handle and t.handle_column == "col01" and t.primary_key == ("col01",)
+    assert [(c.id, c.name, c.type, c.nullable) for c in t.columns] == [(1, "col01", "int", False),
+                                                                       (2, "col02", "int", True)]
+    assert t.indexes == (Index("PRIMARY", ("col01",), unique=True, primary=True, id=0),)
+
+
+def test_golden_nonclustered_table_decodes_types_defaults_and_indexes() -> None:
+    t = tidb_json.table_from_tidb(GOLDEN_NONCLUSTERED, db_name="tpcc", db_id=3)
+    assert not t.pk_is_handle and t.delta_key() == ("c_w_id", "c_d_id", "c_id")
+    assert [c.name for c in t.columns] == ["c_id", "c_d_id", "c_w_id", "c_first", "c_middle", "c_since",
+                                           "c_credit_lim", "cct_2"]  # adc_25 is write-only: not yet visible
+    by = {c.name: c for c in t.columns}
+    assert (by["c_first"].type, by["c_first"].length) == ("varchar", 16)
+    assert (by["c_middle"].type, by["c_middle"].length) == ("char", 2)
+    assert (by["c_since"].type, by["c_since"].fsp) == ("datetime", 0)
+    assert (by["c_credit_lim"].type, by["c_credit_lim"].precision, by["c_credit_lim"].scale) == ("decimal", 12, 2)
+    assert (by["cct_2"].default, by["cct_2"].origin_default) == (7, 5)  # rows before the ADD COLUMN read 5
+    assert [(ix.name, ix.columns, ix.unique, ix.primary, ix.id) for ix in t.indexes] == [
+        ("PRIMARY", ("c_w_id", "c_d_id", "c_id"), True, True, 1),
+        ("idx_customer", ("c_w_id", "c_first"), False, False, 2)]
+    assert t.max_column_id == 48
+    # Its field types are the ones the row codec decodes by: TiDB's own.
+    assert by["c_since"].field_type().tp == mt.TypeDatetime and by["c_credit_lim"].field_type().decimal == 2
+
+
+ALL_TYPES = """CREATE TABLE ty (id INT PRIMARY KEY AUTO_INCREMENT, ti TINYINT UNSIGNED DEFAULT 7,
+    bu BIGINT UNSIGNED NOT NULL, f FLOAT DEFAULT 1.5, d DOUBLE DEFAULT -2.25e-10, dc DECIMAL(20,4) DEFAULT '1.5',
+    dt DATE DEFAULT '2024-02-29', dtm DATETIME(6) DEFAULT '2024-01-01 00:00:00.123456',
+    ts TIMESTAMP(3) NULL DEFAULT '2030-01-01 00:00:00.5', tm TIME(2) DEFAULT '-01:02:03.25', y YEAR DEFAULT 1999,
+    c CHAR(4) DEFAULT 'ab', b BINARY(3) DEFAULT 'xy', vb VARBINARY(8), bl BLOB, tx MEDIUMTEXT,
+    e ENUM('x','y') DEFAULT 'y', s SET('a','b','c') DEFAULT 'a,c', bt BIT(10) DEFAULT b'101', j JSON,
+    UNIQUE KEY uk (bu), KEY k2 (c, y))"""
+
+
+def _all_types() -> TableInfo:
+    node = sqlglot.parse_one(ALL_TYPES, read="mysql")
+    assert isinstance(node, sqlglot.exp.Create)
+    return table_info_from_create(node, table_id=100, db=DatabaseInfo(2, "my"), schema_version=7, clustered=None)
+
+
+def test_every_type_round_trips_through_tidb_json() -> None:
+    t = _all_types()
+    d = json.loads(json.dumps(tidb_json.table_to_tidb(t)))
+    assert tidb_json.table_from_tidb(d, db_name="my", db_id=2, schema_version=7) == t
+    cols = {c["name"]["O"]: c for c in d["cols"]}
+    # What TiDB writes for these: flags, type codes, defaults as strings, BIT's default as base64 bytes.
+    assert cols["id"]["type"]["Flag"] == mt.NotNullFlag | mt.PriKeyFlag | mt.AutoIncrementFlag
+    assert cols["bu"]["type"]["Flag"] == mt.NotNullFlag | mt.UnsignedFlag | mt.UniqueKeyFlag | mt.NoDefaultValueFlag
+    assert cols["c"]["type"]["Flag"] == mt.MultipleKeyFlag
+    assert (cols["ti"]["type"]["Tp"], cols["ti"]["default"]) == (mt.TypeTiny, "7")
+    assert (cols["dc"]["type"]["Flen"], cols["dc"]["type"]["Decimal"], cols["dc"]["default"]) == (20, 4, "1.5000")
+    assert cols["dtm"]["default"] == "2024-01-01 00:00:00.123456" and cols["ts"]["default"] == "2030-01-01 00:00:00.500"
+    assert cols["tm"]["default"] == "-01:02:03.25" and cols["y"]["default"] == "1999"
+    assert (cols["e"]["type"]["Elems"], cols["s"]["default"]) == (["x", "y"], "a,c")
+    assert base64.b64decode(cols["bt"]["default_bit"]) == b"\x00\x05"
+    assert (cols["bl"]["type"]["Tp"], cols["bl"]["type"]["Charset"]) == (mt.TypeBlob, "binary")
+    assert (cols["tx"]["type"]["Tp"], cols["tx"]["type"]["Collate"]) == (mt.TypeMediumBlob, "utf8mb4_bin")
+    assert d["index_info"][0]["idx_name"]["O"] == "uk" and d["index_info"][0]["id"] == 1  # no PRIMARY entry
+    assert d["pk_is_handle"] is True and d["max_idx_id"] == 2 and d["max_col_id"] == 20
+    by = {c.name: c for c in t.columns}
+    assert by["tm"].default == -dt.timedelta(hours=1, minutes=2, seconds=3, microseconds=250000)
+    assert by["dc"].default == Decimal("1.5")
+
+
+def test_bad_table_json_is_an_error_naming_the_column() -> None:
+    bad = json.loads(json.dumps(GOLDEN_CLUSTERED))
+    bad["cols"][1]["type"]["Tp"] = 255  # TypeGeometry
+    with pytest.raises(SchemaError, match=r"table info test\.test01 column 'col02': unsupported column type"):
+        tidb_json.table_from_tidb(bad, db_name="test", db_id=2)
+    bad = json.loads(json.dumps(GOLDEN_NONCLUSTERED))
+    bad["cols"][7]["default"] = "seven"
+    with pytest.raises(SchemaError, match=r"column 'cct_2': default 'seven'"):
+        tidb_json.table_from_tidb(bad, db_name="tpcc", db_id=3)
+    with pytest.raises(SchemaError, match="common handles"):
+        tidb_json.table_from_tidb({**GOLDEN_CLUSTERED, "is_common_handle": True}, db_name="test", db_id=2)
+
+
+def _meta(**kw: Any) -> dict[str, Any]:
+    """A finished ``model.Job`` as TiDB writes it to ``mysql.tidb_ddl_job`` (state done; FinishedTS not set)."""
+    base = {"id": 90, "type": 3, "schema_id": 2, "table_id": 80, "schema_name": "test", "table_name": "test01",
+            "state": ddl_history.JOB_STATE_DONE, "warning": None, "err": None, "err_count": 0, "row_count": 0,
+            "raw_args": None, "schema_state": 5, "snapshot_ver": 0, "real_start_ts": 0, "start_ts": 0,
+            "dependency_id": 0, "query": "CREATE TABLE test01 (col01 INT PRIMARY KEY, col02 INT)",
+            "binlog": {"SchemaVersion": 57, "DBInfo": None, "TableInfo": GOLDEN_CLUSTERED, "FinishedTS": 0,
+                       "MultipleTableInfos": None},
+            "version": 1, "reorg_meta": None, "multi_schema_info": None, "priority": 0, "seq_num": 12}
+    base.update(kw)
+    return base
+
+
+def test_tidb_jobs_decode_as_ticdc_reads_them() -> None:
+    create = tidb_json.job_from_tidb(_meta())
+    assert (create.job_id, create.job_type, create.table_id, create.schema_version) == (90, "create table", 80, 57)
+    assert create.table_info is not None and create.table_info.qualified_name == "test.test01"
+    # TRUNCATE: the job's table_id is the old table, its TableInfo the new one.
+    trunc = tidb_json.job_from_tidb(_meta(type=11, table_id=77, binlog={"SchemaVersion": 58,
+                                                                        "TableInfo": GOLDEN_CLUSTERED}))
+    assert (trunc.job_type, trunc.old_table_id, trunc.table_id) == ("truncate table", 77, 80)
+    # RENAME TABLE: table_name is the old name, the args (version 1 and 2) the old schema.
+    renamed = {**GOLDEN_CLUSTERED, "name": {"O": "t2", "L": "t2"}}
+    v1 = _meta(type=14, schema_id=5, schema_name="db2", table_name="test01",
+               raw_args=[2, {"O": "t2", "L": "t2"}, {"O": "test", "L": "test"}],
+               binlog={"SchemaVersion": 59, "TableInfo": renamed})
+    v2 = {**v1, "version": 2, "raw_args": [{"old_schema_id": 2, "old_schema_name": {"O": "test", "L": "test"},
+                                            "new_table_name": {"O": "t2", "L": "t2"}}]}
+    for meta in (v1, v2):
+        job = tidb_json.job_from_tidb(meta)
+        assert (job.schema_name, job.table_name, job.old_schema_name, job.old_table_name, job.old_schema_id) == (
+            "db2", "t2", "test", "test01", 2)
+        assert job.table_info is not None and job.table_info.qualified_name == "db2.t2"
+    # DROP TABLE carries the dropped table; cdcflow's job has no table after it.
+    dropped = tidb_json.job_from_tidb(_meta(type=4, schema_state=0))
+    assert (dropped.job_type, dropped.table_id, dropped.table_name, dropped.table_info) == (
+        "drop table", 80, "test01", None)
+    schema = tidb_json.job_from_tidb(_meta(type=1, table_id=0, table_name="", binlog={
+        "SchemaVersion": 3, "DBInfo": {"id": 2, "db_name": {"O": "Test", "L": "test"}}}))
+    assert (schema.job_type, schema.schema_id, schema.schema_name, schema.table_id) == ("create schema", 2, "test",
+                                                                                         None)
+    # RENAME COLUMN is a MODIFY COLUMN job; other actions keep TiDB's names (not on cdcflow's whitelist).
+    assert tidb_json.job_from_tidb(_meta(type=12)).job_type == "modify column"
+    assert tidb_json.job_from_tidb(_meta(type=19, binlog={})).job_type == "add partition"
+    assert tidb_json.job_from_tidb(_meta(type=200, binlog={})).job_type == "action type 200"
+
+
+def test_job_rows_follow_ticdc_rules() -> None:
+    meta = json.dumps(_meta()).encode()
+    # A done row in tidb_ddl_job: the DDL, finished at the row's commit ts.
+    value = encode_row(ddl_history.JOB_TABLE_INFO, {1: 90, 5: meta, 6: 3})
+    job = ddl_history.job_from_value(ddl_history.JOB_TABLE_ID, value, 4242)
+    assert job is not None and (job.job_id, job.finished_ts) == (90, 4242)
+    running = json.dumps(_meta(state=1)).encode()  # model.JobStateRunning
+    assert ddl_history.job_from_value(ddl_history.JOB_TABLE_ID, encode_row(ddl_history.JOB_TABLE_INFO,
+                                                                           {1: 90, 5: running}), 4242) is None
+    # The history row of the same job is synced, with FinishedTS; the puller does not take it (the job row did).
+    synced = json.dumps(_meta(state=ddl_history.JOB_STATE_SYNCED, binlog={
+        **_meta()["binlog"], "FinishedTS": 4242})).encode()
+    hist = encode_row(ddl_history.HISTORY_TABLE_INFO, {1: 90, 2: synced, 3: "test", 4: "test01"})
+    assert ddl_history.job_from_value(ddl_history.HISTORY_TABLE_ID, hist, 4300) is None
+    from_snapshot = ddl_history.history_from_value(ddl_history.HISTORY_TABLE_ID, hist)
+    assert from_snapshot is not None and from_snapshot.finished_ts == 4242
+    with pytest.raises(SchemaError, match="job_meta is not JSON"):
+        ddl_history.job_from_meta(b"{not json")
+
+
+def test_cdcflow_jobs_written_as_tidb_jobs_read_back_the_same() -> None:
+    t = _all_types()
+    jobs = [
+        DDLJob(1, "create table", 2, 100, "my", "ty", "CREATE TABLE ty (...)", 7, t, 500),
+        DDLJob(2, "truncate table", 2, 101, "my", "ty", "TRUNCATE TABLE ty", 8,
+               TableInfo(**{**t.__dict__, "id": 101, "schema_version": 8}), 510, old_table_id=100),
+        DDLJob(3, "rename table", 3, 101, "other", "ty2", "RENAME TABLE my.ty TO other.ty2", 9,
+               TableInfo(**{**t.__dict__, "id": 101, "name": "ty2", "db_name": "other", "db_id": 3,
+                            "schema_version": 9}), 520,
+               old_table_id=101, old_schema_name="my", old_table_name="ty", old_schema_id=2),
+        DDLJob(4, "drop table", 3, 101, "other", "ty2", "DROP TABLE other.ty2", 10, None, 530),
+        DDLJob(5, "create schema", 6, None, "fresh", None, "CREATE DATABASE fresh", 11, None, 540),
+    ]
+    for job in jobs:
+        meta = job.job_meta(ddl_history.JOB_STATE_SYNCED)
+        back = ddl_history.job_from_meta(meta)
+        assert back == job, job.job_type
+        done = json.loads(job.job_meta(ddl_history.JOB_STATE_DONE))
+        assert done["binlog"]["FinishedTS"] == 0 and done["type"] == tidb_json.ACTION_TYPES[job.job_type]
+        assert ddl_history.job_from_value(ddl_history.JOB_TABLE_ID, job.job_table_value(), job.finished_ts) == job
