@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cdc_core.filter.table_filter import TableFilter
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_history import DDLJob, sort_key
 from cdc_core.schema.storage import SchemaStorage
 
 SCHEMA_JOBS = ("create schema", "drop schema")
@@ -67,7 +67,7 @@ def plan_steps(checkpoint_ts: int, target_ts: int, jobs: list[DDLJob]) -> list[S
     """DML/DDL steps for ``(checkpoint_ts, target_ts]`` given the relevant DDL jobs in it."""
     steps: list[Step] = []
     prev = checkpoint_ts
-    for job in sorted(jobs, key=lambda j: (j.finished_ts, j.job_id)):
+    for job in sorted(jobs, key=sort_key):
         b = job.finished_ts
         if not checkpoint_ts < b <= target_ts:
             raise ValueError(f"DDL job {job.job_id} at ts {b} is outside the window ({checkpoint_ts}, {target_ts}]")

@@ -33,22 +33,22 @@ log = get_logger("cdcflow.ddl")
 def decode_jobs(window: pa.Table) -> list[DDLJob]:
     """The whitelisted DDL jobs in a bronze window, in commit order."""
     hist = window.filter(pc.equal(window["table_id"], ddl_history.JOB_TABLE_ID))
-    jobs: dict[int, DDLJob] = {}
+    jobs: dict[tuple[int, int], DDLJob] = {}
     for row in hist.to_pylist():
         if row["op"] != OP_PUT or row["value"] is None:
             continue  # a job row deleted: the job moved to the history table
         try:
-            job = ddl_history.job_from_value(ddl_history.JOB_TABLE_ID, row["value"], row["commit_ts"])
+            # [] for a job still running (TiCDC takes it once done); a part per table of CREATE/RENAME TABLES
+            parts = ddl_history.jobs_from_value(ddl_history.JOB_TABLE_ID, row["value"], row["commit_ts"])
         except (ValueError, KeyError, TypeError) as exc:
             raise ChangefeedError(f"corrupt tidb_ddl_job row at commit ts {row['commit_ts']}: {exc}") from exc
-        if job is None:
-            continue  # a job still running: TiCDC takes it once it is done
-        if job.job_type not in JOB_TYPES:
-            log.warning("DDL discarded: not on the whitelist", job_id=job.job_id, job_type=job.job_type,
-                        query=job.query)
-            continue
-        jobs[job.job_id] = job  # duplicates from reconnects collapse
-    return sorted(jobs.values(), key=lambda j: (j.finished_ts, j.job_id))
+        for job in parts:
+            if job.job_type not in JOB_TYPES:
+                log.warning("DDL discarded: not on the whitelist", job_id=job.job_id, job_type=job.job_type,
+                            query=job.query)
+                continue
+            jobs[job.key] = job  # duplicates from reconnects collapse
+    return sorted(jobs.values(), key=ddl_history.sort_key)
 
 
 def _path(changefeed_id: str) -> Path:
@@ -60,7 +60,7 @@ class SchemaLog:
 
     def __init__(self, changefeed_id: str, jobs: list[DDLJob], resolved_ts: int) -> None:
         self.changefeed_id = changefeed_id
-        self.jobs = sorted(jobs, key=lambda j: (j.finished_ts, j.job_id))
+        self.jobs = sorted(jobs, key=ddl_history.sort_key)
         self.resolved_ts = resolved_ts
 
     @classmethod
@@ -91,9 +91,9 @@ class SchemaLog:
 
     def advance(self, jobs: list[DDLJob], resolved_ts: int) -> None:
         """Add the jobs pulled up to ``resolved_ts`` (already known ones are ignored)."""
-        known = {j.job_id for j in self.jobs}
-        new = [j for j in jobs if j.job_id not in known and j.finished_ts > self.resolved_ts]
-        self.jobs = sorted([*self.jobs, *new], key=lambda j: (j.finished_ts, j.job_id))
+        known = {j.key for j in self.jobs}
+        new = [j for j in jobs if j.key not in known and j.finished_ts > self.resolved_ts]
+        self.jobs = sorted([*self.jobs, *new], key=ddl_history.sort_key)
         self.resolved_ts = max(self.resolved_ts, resolved_ts)
 
     def gc(self, checkpoint_ts: int) -> None:
@@ -110,5 +110,5 @@ class SchemaLog:
                 latest_defining[j.table_info.id] = j
             elif j.job_type == "create schema" and j.schema_id is not None:
                 schema_jobs[j.schema_id] = j
-        kept_old = sorted([*latest_defining.values(), *schema_jobs.values()], key=lambda j: (j.finished_ts, j.job_id))
+        kept_old = sorted([*latest_defining.values(), *schema_jobs.values()], key=ddl_history.sort_key)
         self.jobs = [*kept_old, *keep]

@@ -150,7 +150,7 @@ def window_ranges(sink_uri: str, changefeed_id: str, start_ts: int, upto_ts: int
 
 def window_jobs(sink_uri: str, changefeed_id: str, ends: list[int]) -> list[DDLJob]:
     """The whitelisted DDL jobs recorded in bronze windows (the ``tidb_ddl_job`` rows in them)."""
-    jobs: dict[int, DDLJob] = {}
+    jobs: dict[tuple[int, int], DDLJob] = {}
     for e in ends:
         d = changelog.window_dir(sink_uri, changefeed_id, e)
         files = sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_")))
@@ -159,8 +159,8 @@ def window_jobs(sink_uri: str, changefeed_id: str, ends: list[int]) -> list[DDLJ
         parts = [pq.read_table(f, schema=changelog.SCHEMA, filters=[("table_id", "=", ddl_history.JOB_TABLE_ID)])
                  for f in files]
         for j in decode_jobs(pa.concat_tables(parts)):
-            jobs[j.job_id] = j
-    return sorted(jobs.values(), key=lambda j: (j.finished_ts, j.job_id))
+            jobs[j.key] = j
+    return sorted(jobs.values(), key=ddl_history.sort_key)
 
 
 def storage_from(sink_uri: str, changefeed_id: str, start_ts: int, jobs_after: list[DDLJob]) -> SchemaStorage | None:
@@ -170,8 +170,8 @@ def storage_from(sink_uri: str, changefeed_id: str, start_ts: int, jobs_after: l
     if rows is None:
         return None
     base = [DDLJob.from_row(r) for r in rows]
-    known = {j.job_id for j in base}
-    later = [j for j in jobs_after if j.finished_ts > start_ts and j.job_id not in known]
+    known = {j.key for j in base}
+    later = [j for j in jobs_after if j.finished_ts > start_ts and j.key not in known]
     return SchemaStorage.from_jobs([*base, *later])
 
 

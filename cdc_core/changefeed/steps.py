@@ -10,7 +10,7 @@ the table has now), and what happens after a step (barrier checks and checkpoint
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cdc_core import failpoint
@@ -96,6 +96,11 @@ def apply_steps(
             else:
                 before_id = job.old_table_id if job.old_table_id is not None else job.table_id
                 before = storage.table_at(before_id, job.finished_ts - 1) if before_id is not None else None
+                if before is not None and job.job_type == "rename table" and job.old_table_name:
+                    # One part of a RENAME TABLES: the parts apply in order at one ts, and a table renamed twice
+                    # (``a TO tmp, b TO a, tmp TO b``) starts this part from the name the last one gave it.
+                    before = replace(before, name=job.old_table_name, db_name=job.old_schema_name or before.db_name,
+                                     db_id=job.old_schema_id if job.old_schema_id is not None else before.db_id)
                 res = spark_engine.run_job("ddl_apply", {
                     "sink_uri": cfg.sink_uri,
                     "changefeed_id": cfg.changefeed_id,

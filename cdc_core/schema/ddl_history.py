@@ -15,7 +15,8 @@ jobs not yet moved). The embedded upstream writes both rows exactly so.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC
 from typing import Any
 
@@ -84,9 +85,17 @@ class DDLJob:
     old_schema_name: str | None = None
     old_table_name: str | None = None
     old_schema_id: int | None = None  # RENAME TABLE: the database the table left
+    # The table's place in a job of several tables (CREATE TABLES, RENAME TABLES): TiCDC splits such a job
+    # into one DDL event per table, all at the job's finished ts; (job_id, sub_index) names each.
+    sub_index: int = 0
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """What identifies the job (or the one table's part of a multi-table job)."""
+        return (self.job_id, self.sub_index)
 
     def to_row(self) -> dict[str, Any]:
-        """``{column name: value}`` for the history table."""
+        """``{field: value}`` of cdcflow's own state files (schema logs, snapshots, step arguments)."""
         return {
             "job_id": self.job_id,
             "job_type": self.job_type,
@@ -101,6 +110,8 @@ class DDLJob:
             "old_table_id": self.old_table_id,
             "old_schema_name": self.old_schema_name,
             "old_table_name": self.old_table_name,
+            "old_schema_id": self.old_schema_id,
+            "sub_index": self.sub_index,
         }
 
     @classmethod
@@ -120,98 +131,121 @@ class DDLJob:
             old_table_id=_opt_int(row.get("old_table_id")),
             old_schema_name=row.get("old_schema_name"),
             old_table_name=row.get("old_table_name"),
+            old_schema_id=_opt_int(row.get("old_schema_id")),
+            sub_index=int(row.get("sub_index") or 0),
         )
 
     def to_json(self) -> str:
         return json.dumps(self.to_row(), sort_keys=True)
 
-    # --- as TiDB stores it --------------------------------------------------------------------
+    # --- as TiDB stores it (a job of one table; ``job_meta`` & co. take the parts of a multi-table job) -----
     def job_meta(self, state: int) -> bytes:
-        """The ``model.Job`` JSON of this job in ``state`` (``JOB_STATE_DONE`` / ``JOB_STATE_SYNCED``)."""
-        from cdc_core.schema import tidb_json
-
-        d = tidb_json.job_to_tidb(self, finished=state == JOB_STATE_SYNCED)
-        d["state"] = state
-        return json.dumps(d, separators=(",", ":")).encode()
-
-    def _ids(self) -> tuple[str, str]:
-        schema_ids = str(self.schema_id) if self.schema_id is not None else ""
-        table_ids = ",".join(str(i) for i in (self.old_table_id, self.table_id) if i is not None)
-        return schema_ids, table_ids
+        return job_meta((self,), state)
 
     def job_table_value(self) -> bytes:
-        """The job's ``mysql.tidb_ddl_job`` row in state done, as the DDL's last transaction writes it."""
-        from cdc_core.schema import tidb_json
-
-        schema_ids, table_ids = self._ids()
-        row = {1: self.job_id, 2: 0, 3: schema_ids, 4: table_ids, 5: self.job_meta(JOB_STATE_DONE),
-               6: tidb_json.ACTION_TYPES[self.job_type], 7: 0}
-        return encode_row(JOB_TABLE_INFO, row)
+        return job_table_value((self,))
 
     def history_table_value(self) -> bytes:
-        """The job's ``mysql.tidb_ddl_history`` row (state synced)."""
-        schema_ids, table_ids = self._ids()
-        finished = tso.to_datetime(self.finished_ts).astimezone(UTC).replace(tzinfo=None, microsecond=0)
-        row = {1: self.job_id, 2: self.job_meta(JOB_STATE_SYNCED), 3: self.schema_name or "",
-               4: self.table_name or "", 5: schema_ids, 6: table_ids, 7: finished}
-        return encode_row(HISTORY_TABLE_INFO, row)
+        return history_table_value((self,))
 
 
-def job_from_meta(meta: bytes | str, *, commit_ts: int | None = None) -> DDLJob | None:
-    """The job of a ``job_meta`` JSON, or None when it is not finished (neither done nor synced). ``commit_ts``,
-    for a ``tidb_ddl_job`` row, is the job's finished ts (TiDB writes none before synced; TiCDC takes the row's)."""
+def sort_key(job: DDLJob) -> tuple[int, int, int]:
+    """Commit order of jobs, then the parts of one job in order."""
+    return (job.finished_ts, job.job_id, job.sub_index)
+
+
+def job_meta(parts: Sequence[DDLJob], state: int) -> bytes:
+    """The ``model.Job`` JSON of a job (its parts, for CREATE TABLES / RENAME TABLES) in ``state``
+    (``JOB_STATE_DONE`` / ``JOB_STATE_SYNCED``); ``binlog.FinishedTS`` is set once synced, as TiDB sets it."""
     from cdc_core.schema import tidb_json
 
+    d = tidb_json.jobs_to_tidb(parts, finished=state == JOB_STATE_SYNCED)
+    d["state"] = state
+    return json.dumps(d, separators=(",", ":")).encode()
+
+
+def _ids(parts: Sequence[DDLJob]) -> tuple[str, str]:
+    schema_ids = ",".join(dict.fromkeys(str(j.schema_id) for j in parts if j.schema_id is not None))
+    table_ids = ",".join(dict.fromkeys(str(i) for j in parts for i in (j.old_table_id, j.table_id) if i is not None))
+    return schema_ids, table_ids
+
+
+def job_table_value(parts: Sequence[DDLJob]) -> bytes:
+    """The job's ``mysql.tidb_ddl_job`` row in state done, as the DDL's last transaction writes it."""
+    schema_ids, table_ids = _ids(parts)
+    meta = job_meta(parts, JOB_STATE_DONE)
+    row = {1: parts[0].job_id, 2: 0, 3: schema_ids, 4: table_ids, 5: meta, 6: json.loads(meta)["type"], 7: 0}
+    return encode_row(JOB_TABLE_INFO, row)
+
+
+def history_table_value(parts: Sequence[DDLJob]) -> bytes:
+    """The job's ``mysql.tidb_ddl_history`` row (state synced)."""
+    schema_ids, table_ids = _ids(parts)
+    first = parts[0]
+    finished = tso.to_datetime(first.finished_ts).astimezone(UTC).replace(tzinfo=None, microsecond=0)
+    row = {1: first.job_id, 2: job_meta(parts, JOB_STATE_SYNCED), 3: first.schema_name or "",
+           4: first.table_name or "", 5: schema_ids, 6: table_ids, 7: finished}
+    return encode_row(HISTORY_TABLE_INFO, row)
+
+
+def _meta_json(meta: bytes | str) -> dict[str, Any]:
     try:
         d = json.loads(meta)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SchemaError(f"job_meta is not JSON: {exc}") from None
     if not isinstance(d, dict):
         raise SchemaError("job_meta is not a JSON object")
+    return d
+
+
+def jobs_from_meta(meta: bytes | str, *, commit_ts: int | None = None) -> list[DDLJob]:
+    """The finished job of a ``job_meta`` JSON, as one ``DDLJob`` per table for CREATE TABLES / RENAME TABLES;
+    ``[]`` when the job is not finished (neither done nor synced). ``commit_ts``, for a ``tidb_ddl_job`` row, is
+    the job's finished ts (TiDB writes none before synced; TiCDC takes the row's)."""
+    from cdc_core.schema import tidb_json
+
+    d = _meta_json(meta)
     if d.get("state") not in (JOB_STATE_DONE, JOB_STATE_SYNCED):
-        return None
-    job = tidb_json.job_from_tidb(d)
+        return []
+    jobs = tidb_json.jobs_from_tidb(d)
     if commit_ts is not None:
-        job = DDLJob(**{**job.__dict__, "finished_ts": commit_ts})
-    return job
+        jobs = [replace(j, finished_ts=commit_ts) for j in jobs]
+    return jobs
 
 
-def job_from_value(table_id: int, value: bytes, commit_ts: int) -> DDLJob | None:
+def jobs_from_value(table_id: int, value: bytes, commit_ts: int) -> list[DDLJob]:
     """The job of a row value of one of the DDL job tables written at ``commit_ts``: a ``tidb_ddl_job`` row in
-    state done (the DDL, with ``commit_ts`` as its finished ts), else None (a running job, a history row)."""
+    state done (the DDL, with ``commit_ts`` as its finished ts), else ``[]`` (a running job, a history row)."""
     if table_id != JOB_TABLE_ID:
-        return None
+        return []
     meta = JOB_TABLE_INFO.decode_values(decode_row(JOB_TABLE_INFO, value))["job_meta"]
     if meta is None:
         raise SchemaError(f"tidb_ddl_job row at commit ts {commit_ts} has no job_meta")
-    d = json.loads(meta)
-    if d.get("state") != JOB_STATE_DONE:
-        return None
-    return job_from_meta(meta, commit_ts=commit_ts)
+    if _meta_json(meta).get("state") != JOB_STATE_DONE:
+        return []
+    return jobs_from_meta(meta, commit_ts=commit_ts)
 
 
-def history_from_value(table_id: int, value: bytes) -> DDLJob | None:
+def history_from_value(table_id: int, value: bytes) -> list[DDLJob]:
     """The finished job of a stored row of either DDL job table (a snapshot read of the schema): a synced
-    history row, or a done job row not yet moved; None otherwise."""
+    history row, or a done job row not yet moved; ``[]`` otherwise."""
     info = JOB_TABLE_INFO if table_id == JOB_TABLE_ID else HISTORY_TABLE_INFO
     meta = info.decode_values(decode_row(info, value))["job_meta"]
-    return None if meta is None else job_from_meta(meta)
+    return [] if meta is None else jobs_from_meta(meta)
 
 
 def jobs_from_sql(rows: list[dict[str, Any]], at_ts: int) -> list[DDLJob]:
     """The finished jobs of ``SELECT job_meta`` rows of both tables read at ``at_ts``, in commit order (a done job
     still in ``tidb_ddl_job`` carries no finished ts; it finished at or before ``at_ts``)."""
     meta_col = Column(1, "job_meta", "longblob")
-    jobs: dict[int, DDLJob] = {}
+    jobs: dict[tuple[int, int], DDLJob] = {}
     for r in rows:
         meta = meta_col.convert(r["job_meta"])
-        job = None if meta is None else job_from_meta(meta)
-        if job is None:
-            continue
-        if not job.finished_ts:
-            job = DDLJob(**{**job.__dict__, "finished_ts": at_ts})
-        jobs.setdefault(job.job_id, job)
-    return sorted(jobs.values(), key=lambda j: (j.finished_ts, j.job_id))
+        for job in [] if meta is None else jobs_from_meta(meta):
+            if not job.finished_ts:
+                job = replace(job, finished_ts=at_ts)
+            jobs.setdefault(job.key, job)
+    return sorted(jobs.values(), key=sort_key)
 
 
 def _opt_int(v: Any) -> int | None:

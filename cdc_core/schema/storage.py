@@ -11,7 +11,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_history import DDLJob, sort_key
 from cdc_core.schema.model import TableInfo
 
 
@@ -30,7 +30,7 @@ class SchemaStorage:
     @classmethod
     def from_jobs(cls, jobs: Iterable[DDLJob]) -> SchemaStorage:
         s = cls()
-        for job in sorted(jobs, key=lambda j: (j.finished_ts, j.job_id)):
+        for job in sorted(jobs, key=sort_key):
             s.apply(job)
         return s
 

@@ -15,6 +15,11 @@ The facts, from ``pkg/meta/model`` (``job.go``, ``table.go``, ``column.go``, ``i
 - A clustered integer primary key (``pk_is_handle``) is no index: its column carries ``PriKeyFlag`` and the
   other indexes number from 1. Defaults are strings as MySQL prints them (TIMESTAMP's in UTC, column
   version 1+); a BIT default is its bytes in ``default_bit`` (base64, Go's ``[]byte``).
+- CREATE TABLES (ActionCreateTables: ``tidb_enable_fast_create_table`` merging CREATE TABLEs, BR restores) and
+  RENAME TABLES (ActionRenameTables) carry every table in ``binlog.MultipleTableInfos``; RENAME TABLES' version 1
+  args are ``[old schema ids, new schema ids, new names, table ids, old schema names, old names]`` and its
+  ``involving_schema_info`` names each old and new ``{database, table}`` (lower case). cdcflow, like TiCDC,
+  reads them as one job per table at the same finished ts (``DDLJob.sub_index``).
 - The jobs cdcflow reads: a TRUNCATE job's ``table_id`` is the old table, its ``TableInfo`` the new one; a
   RENAME TABLE job's ``table_name`` is the old name and its args (job version 1: ``[old schema id, new name,
   old schema name]``; version 2: one object) name the old schema; RENAME COLUMN is a MODIFY COLUMN job
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -68,6 +74,9 @@ OTHER_ACTIONS: dict[int, str] = {
     70: "drop resource group", 71: "alter table partitioning", 72: "remove partitioning",
 }
 _JOB_TYPE_OF = {v: k for k, v in ACTION_TYPES.items()}
+# Jobs of several tables, which TiCDC splits into one DDL event per table: cdcflow's job type of each part.
+ACTION_RENAME_TABLES, ACTION_CREATE_TABLES = 47, 60
+MULTI_TABLE_ACTIONS = {ACTION_RENAME_TABLES: "rename table", ACTION_CREATE_TABLES: "create table"}
 
 STATE_NONE, STATE_PUBLIC = 0, 5  # model.SchemaState
 JOB_VERSION = 1  # model.JobVersion1: positional args
@@ -386,3 +395,110 @@ def job_from_tidb(d: dict[str, Any]) -> Any:
         finished_ts=int(binlog.get("FinishedTS") or 0), old_table_id=old_table_id,
         old_schema_name=old_schema_name, old_table_name=old_table_name, old_schema_id=old_schema_id,
     )
+
+
+# --- jobs of several tables -------------------------------------------------------------------------------------
+
+
+def jobs_to_tidb(parts: Sequence[Any], *, finished: bool = True) -> dict[str, Any]:
+    """``model.Job`` JSON of a job: one ``DDLJob``, or the parts of a CREATE TABLES / RENAME TABLES."""
+    if len(parts) == 1:
+        return job_to_tidb(parts[0], finished=finished)
+    kinds = {p.job_type for p in parts}
+    action = next((a for a, k in MULTI_TABLE_ACTIONS.items() if {k} == kinds), None)
+    if action is None or any(p.table_info is None for p in parts):
+        raise SchemaError(f"job {parts[0].job_id}: parts {sorted(kinds)} are not one CREATE TABLES / RENAME TABLES")
+    first = parts[0]
+    d = job_to_tidb(first, finished=finished)
+    d.update(type=action, table_name="", query=first.query)
+    d["binlog"]["TableInfo"] = table_to_tidb(parts[-1].table_info)
+    d["binlog"]["MultipleTableInfos"] = [table_to_tidb(p.table_info) for p in parts]
+    if action == ACTION_RENAME_TABLES:
+        d["raw_args"] = [
+            [p.old_schema_id if p.old_schema_id is not None else p.schema_id for p in parts],
+            [p.schema_id for p in parts],
+            [_cistr(p.table_name or "") for p in parts],
+            [p.table_id for p in parts],
+            [_cistr(p.old_schema_name or "") for p in parts],
+            [_cistr(p.old_table_name or "") for p in parts],
+        ]
+        d["involving_schema_info"] = [
+            {"database": (db or "").lower(), "table": (t or "").lower()}
+            for p in parts for db, t in ((p.old_schema_name, p.old_table_name), (p.schema_name, p.table_name))
+        ]
+    else:
+        d["raw_args"] = [None, False]  # [table infos (dropped once finished), foreign key checks]
+    return d
+
+
+def jobs_from_tidb(d: dict[str, Any]) -> list[Any]:
+    """The ``DDLJob``s of ``model.Job`` JSON: one, or one per table of a CREATE TABLES / RENAME TABLES (as TiCDC
+    splits them), numbered by ``sub_index``."""
+    try:
+        action = int(d.get("type", -1))
+    except (TypeError, ValueError):
+        action = -1
+    if action not in MULTI_TABLE_ACTIONS:
+        return [job_from_tidb(d)]
+    from dataclasses import replace
+
+    binlog = d.get("binlog") or {}
+    infos = binlog.get("MultipleTableInfos") or []
+    base = job_from_tidb({**d, "type": ACTION_TYPES[MULTI_TABLE_ACTIONS[action]], "binlog": {**binlog,
+                                                                                          "TableInfo": None}})
+    where = f"DDL job {base.job_id} ({OTHER_ACTIONS[action]})"
+    if not infos:
+        raise SchemaError(f"{where}: no binlog.MultipleTableInfos")
+    if action == ACTION_CREATE_TABLES:
+        return [replace(base, table_id=t.id, table_name=t.name, table_info=t, sub_index=i)
+                for i, t in enumerate(_tables(infos, base, where, [base.schema_name] * len(infos),
+                                              [base.schema_id] * len(infos)))]
+    old_ids, new_ids, _names, table_ids, old_dbs, old_names = _rename_tables_args(d, len(infos), where)
+    involving = d.get("involving_schema_info") or []
+    new_dbs = []
+    for i, new_id in enumerate(new_ids):
+        name = next((old_dbs[j] for j, o in enumerate(old_ids) if o == new_id and old_dbs[j]), None)
+        if name is None and len(involving) == 2 * len(infos):
+            name = involving[2 * i + 1].get("database")
+        if name is None and new_id == base.schema_id:
+            name = base.schema_name
+        if name is None:
+            raise SchemaError(f"{where}: no name for the new schema {new_id} of table {table_ids[i]}")
+        new_dbs.append(name)
+        if old_names[i] is None and len(involving) == 2 * len(infos):  # RENAME TABLES args before TiDB v8.2
+            old_names[i] = involving[2 * i].get("table")
+    tables = _tables(infos, base, where, new_dbs, new_ids)
+    return [replace(base, schema_id=new_ids[i], schema_name=new_dbs[i], table_id=t.id, table_name=t.name,
+                    table_info=t, old_table_id=t.id, old_schema_id=old_ids[i], old_schema_name=old_dbs[i],
+                    old_table_name=old_names[i], sub_index=i)
+            for i, t in enumerate(tables)]
+
+
+def _tables(infos: list[Any], base: Any, where: str, dbs: list[str | None],
+            db_ids: list[int | None]) -> list[TableInfo]:
+    try:
+        return [table_from_tidb(t, db_name=db or "", db_id=int(db_id or 0), schema_version=base.schema_version)
+                for t, db, db_id in zip(infos, dbs, db_ids, strict=True)]
+    except SchemaError as exc:
+        raise SchemaError(f"{where}: {exc}") from None
+
+
+def _rename_tables_args(d: dict[str, Any], n: int, where: str) -> tuple[list[Any], ...]:
+    """``(old schema ids, new schema ids, new names, table ids, old schema names, old names)`` of RENAME TABLES,
+    job version 1 (positional lists) or 2 (``[{"rename_table_infos": [RenameTableArgs...]}]``)."""
+    raw = d.get("raw_args")
+    if isinstance(raw, list) and raw and isinstance(raw[0], dict):
+        infos = raw[0].get("rename_table_infos") or []
+        cols: tuple[list[Any], ...] = (
+            [a.get("old_schema_id") for a in infos], [a.get("new_schema_id") for a in infos],
+            [a.get("new_table_name") for a in infos], [a.get("table_id") for a in infos],
+            [a.get("old_schema_name") for a in infos], [a.get("old_table_name") for a in infos])
+    elif isinstance(raw, list) and len(raw) >= 5:
+        cols = (*raw[:5], raw[5] if len(raw) > 5 else [None] * n)
+    else:
+        raise SchemaError(f"{where}: args {raw!r} are not RENAME TABLES' args")
+    if any(not isinstance(c, list) or len(c) != n for c in cols):
+        raise SchemaError(f"{where}: args do not name {n} tables: {raw!r}")
+    old_ids, new_ids, names, table_ids, old_dbs, old_names = cols
+    return (old_ids, new_ids, [_name(x, where) if x else None for x in names], table_ids,
+            [_name(x, where) if x else None for x in old_dbs], [_name(x, where) if x else None for x in old_names])

@@ -145,12 +145,18 @@ class Catalog:
 
     def replace_table(self, old_id: int, info: TableInfo) -> None:
         """Swap a table for a new version (rename, truncate); listeners see remove + add."""
-        row_id = self._row_ids.get(old_id)
-        old = self._remove(old_id)
-        if old_id == info.id and row_id is not None:  # a rename keeps the table's row-id allocator
-            self._row_ids[old_id] = row_id
-        self._add(info)
-        self._notify([info], [old])
+        self.replace_tables([(old_id, info)])
+
+    def replace_tables(self, changes: list[tuple[int, TableInfo]]) -> None:
+        """Swap several tables at once (RENAME TABLES: names may pass from one table to another, so every old
+        version goes before any new one comes); listeners see one remove + add."""
+        row_ids = {old_id: self._row_ids.get(old_id) for old_id, _ in changes}
+        olds = [self._remove(old_id) for old_id, _ in changes]
+        for old_id, info in changes:
+            if old_id == info.id and row_ids[old_id] is not None:  # a rename keeps the table's row-id allocator
+                self._row_ids[old_id] = row_ids[old_id]  # type: ignore[assignment]
+            self._add(info)
+        self._notify([info for _, info in changes], olds)
 
     def bulk_create_tables(
         self, schema: str, names: Iterable[str], columns: tuple[Column, ...], *, indexes: tuple[Index, ...] = ()

@@ -180,21 +180,24 @@ class DdlExecutor:
         self.regions = regions
         self.regions_per_table = regions_per_table
 
-    def _commit_job(self, job: DDLJob, apply: Callable[[], object], txn: Transaction | None = None) -> int:
+    def _commit_job(self, job: DDLJob | list[DDLJob], apply: Callable[[], object],
+                    txn: Transaction | None = None) -> int:
         """Commit the job as TiDB does, in this one event-loop step: its ``tidb_ddl_job`` row in state done with
         ``txn``'s writes (e.g. an index backfill) — that commit ts is the DDL's — and the change applied; then,
         the schema being "synced" at once here, the job row deleted and the synced job put in
-        ``tidb_ddl_history`` (``pkg/ddl/job_worker.go`` finishDDLJob / ``addHistoryDDLJob``)."""
+        ``tidb_ddl_history`` (``pkg/ddl/job_worker.go`` finishDDLJob / ``addHistoryDDLJob``). A list is the
+        parts of one job of several tables (RENAME TABLES)."""
         txn = txn or Transaction(self.store, self.tso)
         commit_ts = self.tso.next()
-        job = replace(job, finished_ts=commit_ts)
-        job_key = keycodec.row_key(ddl_history.JOB_TABLE_ID, job.job_id)
-        txn.put(job_key, job.job_table_value())
+        parts = [replace(j, finished_ts=commit_ts) for j in (job if isinstance(job, list) else [job])]
+        job_key = keycodec.row_key(ddl_history.JOB_TABLE_ID, parts[0].job_id)
+        txn.put(job_key, ddl_history.job_table_value(parts))
         txn.commit_now(commit_ts)
         apply()
         synced = Transaction(self.store, self.tso)
         synced.delete(job_key)
-        synced.put(keycodec.row_key(ddl_history.HISTORY_TABLE_ID, job.job_id), job.history_table_value())
+        synced.put(keycodec.row_key(ddl_history.HISTORY_TABLE_ID, parts[0].job_id),
+                   ddl_history.history_table_value(parts))
         synced.commit_now()
         return commit_ts
 
@@ -292,20 +295,45 @@ class DdlExecutor:
         return self._commit_job(job, apply)
 
     def rename_table(self, old_db: str, old_name: str, new_db: str, new_name: str, query: str) -> int:
-        self._check_user_db(old_db)
-        self._check_user_db(new_db)
-        info = self._table(old_db, old_name)
-        if info is None:
-            raise SqlError(f"Table '{old_db}.{old_name}' doesn't exist", ErrorKind.NOT_FOUND)
-        db = self._db(new_db)
-        if self._table(db.name, new_name) is not None:
-            raise SqlError(f"Table '{db.name}.{new_name}' already exists", ErrorKind.EXISTS)
-        job = self._job("rename table", query, schema_id=db.id, table_id=info.id, schema_name=db.name,
-                        table_name=new_name, old_table_id=info.id, old_schema_name=info.db_name,
-                        old_table_name=info.name, old_schema_id=info.db_id)
-        new_info = replace(info, name=new_name, db_name=db.name, db_id=db.id, schema_version=job.schema_version)
-        job = replace(job, table_info=new_info)
-        return self._commit_job(job, lambda: self.catalog.replace_table(info.id, new_info))
+        return self.rename_tables([((old_db, old_name), (new_db, new_name))], query)
+
+    def rename_tables(self, pairs: list[tuple[tuple[str, str], tuple[str, str]]], query: str) -> int:
+        """``RENAME TABLE a TO b[, c TO d ...]``: one job, applied in order and atomically (``a TO tmp, b TO a,
+        tmp TO b`` swaps); several pairs are TiDB's ActionRenameTables, one job of several tables."""
+        names: dict[tuple[str, str], TableInfo | None] = {}  # (db, name) lower -> the table there after each step
+
+        def at(db: str, name: str) -> TableInfo | None:
+            k = (db.lower(), name.lower())
+            return names[k] if k in names else self._table(db, name)
+
+        moves: list[tuple[TableInfo, DatabaseInfo, str]] = []
+        for (old_db, old_name), (new_db, new_name) in pairs:
+            self._check_user_db(old_db)
+            self._check_user_db(new_db)
+            info = at(old_db, old_name)
+            if info is None:
+                raise SqlError(f"Table '{old_db}.{old_name}' doesn't exist", ErrorKind.NOT_FOUND)
+            db = self._db(new_db)
+            if at(db.name, new_name) is not None:
+                raise SqlError(f"Table '{db.name}.{new_name}' already exists", ErrorKind.EXISTS)
+            moves.append((info, db, new_name))
+            names[(old_db.lower(), old_name.lower())] = None
+            names[(db.name.lower(), new_name.lower())] = replace(info, name=new_name, db_name=db.name, db_id=db.id)
+        job_type = "rename table"
+        first = self._job(job_type, query)
+        parts: list[DDLJob] = []
+        final: dict[int, TableInfo] = {}
+        for i, (info, db, new_name) in enumerate(moves):
+            before = final.get(info.id, info)  # a table renamed twice in one statement moves on from its last name
+            after = replace(before, name=new_name, db_name=db.name, db_id=db.id,
+                            schema_version=first.schema_version)
+            final[info.id] = after
+            parts.append(replace(first, schema_id=db.id, table_id=info.id, schema_name=db.name, table_name=new_name,
+                                 old_table_id=info.id, old_schema_name=before.db_name, old_table_name=before.name,
+                                 old_schema_id=before.db_id, table_info=after, sub_index=i))
+
+        return self._commit_job(parts if len(parts) > 1 else parts[0],
+                                lambda: self.catalog.replace_tables(list(final.items())))
 
     # --- ALTER TABLE --------------------------------------------------------------------------
     def _alter(self, db_name: str, name: str, query: str, job_type: str,

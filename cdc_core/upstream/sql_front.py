@@ -420,7 +420,7 @@ class Session:
                 if not m:
                     raise SqlError(f"bad RENAME TABLE clause {part.strip()!r} (expected `old TO new`)")
                 pairs.append((self._split_name(m.group(1)), self._split_name(m.group(2))))
-            action = lambda: [ddl.rename_table(o[0], o[1], n[0], n[1], st.text) for o, n in pairs]  # noqa: E731
+            action = lambda: [ddl.rename_tables(pairs, st.text)]  # noqa: E731
         else:
             kind = node.key.upper() if not isinstance(node, exp.Command) else str(node.this).upper()
             raise SqlError(f"unsupported statement ({kind}): `{_short(st.text)}`")
@@ -510,14 +510,13 @@ class Session:
         """The table as it was at the session's read ts (TiDB reads a snapshot with the schema of
         that snapshot): replayed from the finished DDL jobs visible at that ts."""
         if self._snapshot_schema is None:
-            jobs: dict[int, DDLJob] = {}
+            jobs: dict[tuple[int, int], DDLJob] = {}
             for table_id in (ddl_history.HISTORY_TABLE_ID, ddl_history.JOB_TABLE_ID):
                 start, end = keycodec.table_span(table_id)
                 for _, v in self.engine.store.scan(start, end, self.at_ts):
-                    job = ddl_history.history_from_value(table_id, v)
-                    if job is not None:
-                        jobs.setdefault(job.job_id, job)
-            tables = SchemaStorage.from_jobs(sorted(jobs.values(), key=lambda j: (j.finished_ts, j.job_id)))
+                    for job in ddl_history.history_from_value(table_id, v):
+                        jobs.setdefault(job.key, job)
+            tables = SchemaStorage.from_jobs(jobs.values())
             self._snapshot_schema = {(t.db_name.lower(), t.name.lower()): t for t in tables.tables_at(self.at_ts)}
             # System tables are not DDL jobs themselves.
             for info in ddl_history.SYSTEM_TABLES:

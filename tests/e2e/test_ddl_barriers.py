@@ -94,20 +94,38 @@ def test_ddl_sequence_applies_at_barriers(cdc_home: Path, upstream_cluster: Any)
         assert not (sink / db / "t").exists()
         assert delta_rows(sink, db, "t2", "id") == [{"id": 7, "label": "renamed", "price": "7.000"}]
 
-        c.execute(f"USE {db}; DROP TABLE gone; INSERT INTO t2 (id, label, price) VALUES (8, 'x', 1)")
+        c.execute(f"USE {db}; DROP TABLE gone; INSERT INTO t2 (id, label, price) VALUES (8, 'x', 1);"
+                  "CREATE TABLE x (id INT PRIMARY KEY, label VARCHAR(20), price DECIMAL(12,3) NOT NULL DEFAULT 1);"
+                  "INSERT INTO x (id, label) VALUES (100, 'x100')")
         t4 = _run("ddl", c)
         _same(c, sink, db, "t2", t4)
         assert not (sink / db / "gone").exists()
         assert list((sink / "_cdcflow" / "dropped" / db).iterdir())  # kept, not destroyed
 
+        # Window 5: two tables swap names in one RENAME TABLES job (TiDB's ActionRenameTables, one job of three
+        # parts at one ts); each Delta table follows its table, and rows written after land under the new names.
+        c.execute(f"""
+            USE {db};
+            UPDATE x SET label = 'x-before' WHERE id = 100;
+            RENAME TABLE t2 TO tmp, x TO t2, tmp TO x;
+            INSERT INTO t2 (id, label) VALUES (101, 'now t2');
+            UPDATE x SET label = 'now x' WHERE id = 7;
+        """)
+        t5 = _run("ddl", c)
+        _same(c, sink, db, "t2", t5)
+        _same(c, sink, db, "x", t5)
+        assert sorted(r["id"] for r in delta_rows(sink, db, "x", "id")) == [7, 8]
+        assert [r["label"] for r in delta_rows(sink, db, "t2", "id")] == ["x-before", "now t2"]
+        assert not (sink / db / "tmp").exists()
+
         # Re-running the last window is a no-op; the checks at the barriers passed and were recorded.
-        runner.run_until("ddl", t4)
+        runner.run_until("ddl", t5)
         st = load_state("ddl")
-        assert st.state == "normal" and st.checkpoint_ts == t4
+        assert st.state == "normal" and st.checkpoint_ts == t5
         results = DeltaTable(str(sink / "_cdcflow" / "dq_results")).to_pyarrow_table().to_pylist()
         barrier_checks = {r["ts"] for r in results if r["where"].startswith("barrier")}
         assert barrier_checks, "checks ran at the barriers inside the windows"
-        assert {r["ts"] for r in results if r["where"] == "window end"} == {t1, t2, t3, t4}
+        assert {r["ts"] for r in results if r["where"] == "window end"} == {t1, t2, t3, t4, t5}
         assert all(r["success"] for r in results)
         kinds = {r["expectation"] for r in results}
         assert kinds >= {"delta_key_unique", "row_count_equals", "checksum_equals", "schema_equals", "not_null:id"}

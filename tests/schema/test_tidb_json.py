@@ -212,20 +212,20 @@ def test_job_rows_follow_ticdc_rules() -> None:
     meta = json.dumps(_meta()).encode()
     # A done row in tidb_ddl_job: the DDL, finished at the row's commit ts.
     value = encode_row(ddl_history.JOB_TABLE_INFO, {1: 90, 5: meta, 6: 3})
-    job = ddl_history.job_from_value(ddl_history.JOB_TABLE_ID, value, 4242)
-    assert job is not None and (job.job_id, job.finished_ts) == (90, 4242)
+    [job] = ddl_history.jobs_from_value(ddl_history.JOB_TABLE_ID, value, 4242)
+    assert (job.job_id, job.finished_ts) == (90, 4242)
     running = json.dumps(_meta(state=1)).encode()  # model.JobStateRunning
-    assert ddl_history.job_from_value(ddl_history.JOB_TABLE_ID, encode_row(ddl_history.JOB_TABLE_INFO,
-                                                                           {1: 90, 5: running}), 4242) is None
+    assert ddl_history.jobs_from_value(ddl_history.JOB_TABLE_ID, encode_row(ddl_history.JOB_TABLE_INFO,
+                                                                            {1: 90, 5: running}), 4242) == []
     # The history row of the same job is synced, with FinishedTS; the puller does not take it (the job row did).
     synced = json.dumps(_meta(state=ddl_history.JOB_STATE_SYNCED, binlog={
         **_meta()["binlog"], "FinishedTS": 4242})).encode()
     hist = encode_row(ddl_history.HISTORY_TABLE_INFO, {1: 90, 2: synced, 3: "test", 4: "test01"})
-    assert ddl_history.job_from_value(ddl_history.HISTORY_TABLE_ID, hist, 4300) is None
-    from_snapshot = ddl_history.history_from_value(ddl_history.HISTORY_TABLE_ID, hist)
-    assert from_snapshot is not None and from_snapshot.finished_ts == 4242
+    assert ddl_history.jobs_from_value(ddl_history.HISTORY_TABLE_ID, hist, 4300) == []
+    [from_snapshot] = ddl_history.history_from_value(ddl_history.HISTORY_TABLE_ID, hist)
+    assert from_snapshot.finished_ts == 4242
     with pytest.raises(SchemaError, match="job_meta is not JSON"):
-        ddl_history.job_from_meta(b"{not json")
+        ddl_history.jobs_from_meta(b"{not json")
 
 
 def test_cdcflow_jobs_written_as_tidb_jobs_read_back_the_same() -> None:
@@ -243,8 +243,51 @@ def test_cdcflow_jobs_written_as_tidb_jobs_read_back_the_same() -> None:
     ]
     for job in jobs:
         meta = job.job_meta(ddl_history.JOB_STATE_SYNCED)
-        back = ddl_history.job_from_meta(meta)
-        assert back == job, job.job_type
+        assert ddl_history.jobs_from_meta(meta) == [job], job.job_type
         done = json.loads(job.job_meta(ddl_history.JOB_STATE_DONE))
         assert done["binlog"]["FinishedTS"] == 0 and done["type"] == tidb_json.ACTION_TYPES[job.job_type]
-        assert ddl_history.job_from_value(ddl_history.JOB_TABLE_ID, job.job_table_value(), job.finished_ts) == job
+        assert ddl_history.jobs_from_value(ddl_history.JOB_TABLE_ID, job.job_table_value(), job.finished_ts) == [job]
+
+
+def test_create_tables_and_rename_tables_split_into_a_job_per_table() -> None:
+    second = {**GOLDEN_CLUSTERED, "id": 81, "name": {"O": "test02", "L": "test02"}}
+    # ActionCreateTables (tidb_enable_fast_create_table merging two CREATE TABLEs): one job, two tables.
+    create = _meta(type=60, table_id=81, table_name="", raw_args=[None, False],
+                   query="CREATE TABLE test01 (col01 INT PRIMARY KEY, col02 INT); CREATE TABLE test02 (...)",
+                   binlog={"SchemaVersion": 60, "TableInfo": second,
+                           "MultipleTableInfos": [GOLDEN_CLUSTERED, second]})
+    parts = tidb_json.jobs_from_tidb(create)
+    assert [(p.job_type, p.sub_index, p.table_id, p.table_name, p.schema_name) for p in parts] == [
+        ("create table", 0, 80, "test01", "test"), ("create table", 1, 81, "test02", "test")]
+    assert all(p.table_info is not None and p.table_info.db_id == 2 for p in parts)
+    # ActionRenameTables: test.test01 -> db2.t1 and test.test02 -> test.t2, version 1 args (TiDB v8.5: six lists)
+    # and version 2 args; the new schema's name comes from involving_schema_info.
+    t1, t2 = {**GOLDEN_CLUSTERED, "name": {"O": "t1", "L": "t1"}}, {**second, "name": {"O": "t2", "L": "t2"}}
+    cistr = tidb_json._cistr
+    v1 = _meta(type=47, schema_id=5, table_id=80, table_name="", binlog={
+        "SchemaVersion": 61, "TableInfo": t2, "MultipleTableInfos": [t1, t2]},
+        raw_args=[[2, 2], [5, 2], [cistr("t1"), cistr("t2")], [80, 81], [cistr("test"), cistr("test")],
+                  [cistr("test01"), cistr("test02")]],
+        involving_schema_info=[{"database": "test", "table": "test01"}, {"database": "db2", "table": "t1"},
+                               {"database": "test", "table": "test02"}, {"database": "test", "table": "t2"}])
+    v2 = {**v1, "version": 2, "raw_args": [{"rename_table_infos": [
+        {"old_schema_id": 2, "new_schema_id": 5, "new_table_name": cistr("t1"), "table_id": 80,
+         "old_schema_name": cistr("test"), "old_table_name": cistr("test01")},
+        {"old_schema_id": 2, "new_schema_id": 2, "new_table_name": cistr("t2"), "table_id": 81,
+         "old_schema_name": cistr("test"), "old_table_name": cistr("test02")}]}]}
+    older = {**v1, "raw_args": v1["raw_args"][:5]}  # before v8.2 no old names: involving_schema_info has them
+    for meta in (v1, v2, older):
+        parts = tidb_json.jobs_from_tidb(meta)
+        assert [(p.sub_index, p.table_id, p.old_schema_name, p.old_table_name, p.schema_id, p.schema_name,
+                 p.table_name) for p in parts] == [(0, 80, "test", "test01", 5, "db2", "t1"),
+                                                   (1, 81, "test", "test02", 2, "test", "t2")]
+        assert [p.table_info.qualified_name for p in parts if p.table_info] == ["db2.t1", "test.t2"]
+    with pytest.raises(SchemaError, match=r"DDL job 90 \(rename tables\): args do not name 2 tables"):
+        tidb_json.jobs_from_tidb({**v1, "raw_args": [[2], [5], [cistr("t1")], [80], [cistr("test")]]})
+    # cdcflow's parts written as one TiDB job read back the same.
+    written = [DDLJob(7, "rename table", p.schema_id, p.table_id, p.schema_name, p.table_name, "RENAME TABLE ...",
+                      61, p.table_info, 900, old_table_id=p.table_id, old_schema_name=p.old_schema_name,
+                      old_table_name=p.old_table_name, old_schema_id=2, sub_index=i)
+               for i, p in enumerate(tidb_json.jobs_from_tidb(v1))]
+    meta_bytes = ddl_history.job_meta(written, ddl_history.JOB_STATE_SYNCED)
+    assert json.loads(meta_bytes)["type"] == 47 and ddl_history.jobs_from_meta(meta_bytes) == written

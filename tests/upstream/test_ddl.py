@@ -3,6 +3,7 @@ table ids and regions."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from wire.eventfeed import FeedClient, T, register_all, scan_regions, table_id, table_regions, wait_resolved
@@ -11,6 +12,7 @@ from cdc_core.codec import key as keycodec
 from cdc_core.proto import cdcpb_pb2
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.model import Column
 
 
 def history(client: Any, after_job: int = 0) -> list[DDLJob]:
@@ -55,6 +57,29 @@ def test_each_ddl_writes_a_history_row_at_its_commit_ts(upstream_cluster: Any, u
     assert len(table_regions(upstream_cluster.pd_addr, trunc.table_id)) == 2  # type: ignore[arg-type]
 
 
+def test_rename_tables_is_one_job_of_several_tables(upstream_cluster: Any, upstream_client: Any,
+                                                   fresh_db: str) -> None:
+    """``RENAME TABLE a TO tmp, b TO a, tmp TO b`` swaps two tables in one ActionRenameTables job; read back, it is
+    a part per pair (as TiCDC splits it), all at the job's commit ts, each from the name the last part left."""
+    upstream_client.execute(f"USE {fresh_db}; CREATE TABLE a (x INT PRIMARY KEY); CREATE TABLE b (y INT PRIMARY KEY);"
+                            "INSERT INTO a VALUES (1); INSERT INTO b VALUES (2)")
+    a_id, b_id = table_id(upstream_cluster, fresh_db, "a"), table_id(upstream_cluster, fresh_db, "b")
+    before = last_job_id(upstream_client)
+    [res] = upstream_client.execute(f"RENAME TABLE {fresh_db}.a TO {fresh_db}.tmp, {fresh_db}.b TO {fresh_db}.a, "
+                                    f"{fresh_db}.tmp TO {fresh_db}.b")
+    [row] = upstream_client.query(f"SELECT job_meta FROM mysql.tidb_ddl_history WHERE job_id > {before}")
+    meta = json.loads(Column(1, "job_meta", "longblob").convert(row["job_meta"]))  # a LONGBLOB's JSON form
+    assert meta["type"] == 47 and len(meta["binlog"]["MultipleTableInfos"]) == 3  # model.ActionRenameTables
+    assert meta["raw_args"][3] == [a_id, b_id, a_id]  # the table ids, in the statement's order
+    parts = ddl_history.jobs_from_sql([row], 0)
+    assert [(p.sub_index, p.table_id, p.old_table_name, p.table_name) for p in parts] == [
+        (0, a_id, "a", "tmp"), (1, b_id, "b", "a"), (2, a_id, "tmp", "b")]
+    assert {p.finished_ts for p in parts} == {res.commit_ts} and len({p.job_id for p in parts}) == 1
+    assert upstream_client.query(f"SELECT x FROM {fresh_db}.b") == [{"x": 1}]
+    assert upstream_client.query(f"SELECT y FROM {fresh_db}.a") == [{"y": 2}]
+    assert table_id(upstream_cluster, fresh_db, "b") == a_id and table_id(upstream_cluster, fresh_db, "a") == b_id
+
+
 def test_truncate_gives_an_empty_table_with_a_new_id(upstream_cluster: Any, upstream_client: Any,
                                                      fresh_db: str) -> None:
     upstream_client.execute(f"USE {fresh_db}; CREATE TABLE t (a INT PRIMARY KEY); INSERT INTO t VALUES (1)")
@@ -75,8 +100,8 @@ def test_ddl_rows_reach_eventfeed(upstream_cluster: Any, upstream_client: Any, f
     commits = [r for r in feed.rows(ids[0]) if r.type == T.COMMIT]
     prewrites = {r.start_ts: r for r in feed.rows(ids[0]) if r.type == T.PREWRITE}
     [c] = [r for r in commits if r.commit_ts == ts]  # the job row put in state done: the DDL's commit ts
-    job = ddl_history.job_from_value(ddl_history.JOB_TABLE_ID, prewrites[c.start_ts].value, c.commit_ts)
-    assert job is not None and job.finished_ts == ts and job.job_type == "create table"
+    [job] = ddl_history.jobs_from_value(ddl_history.JOB_TABLE_ID, prewrites[c.start_ts].value, c.commit_ts)
+    assert job.finished_ts == ts and job.job_type == "create table"
     assert keycodec.decode_row_key(c.key) == (ddl_history.JOB_TABLE_ID, job.job_id)
     # then the job moves to the history table: its job row deleted after the DDL's commit
     moved = [r for r in commits if r.key == c.key and r.commit_ts > ts]
