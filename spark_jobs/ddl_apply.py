@@ -75,7 +75,7 @@ import pyarrow as pa
 
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema import column_type as ct
-from cdc_core.schema.ddl_history import JOB_TYPES, DDLJob
+from cdc_core.schema.ddl_history import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from spark_jobs.delta_writer import app_id_for, check_schema, create_silver_table, table_path
 from spark_jobs.job_io import args_file_main
@@ -83,8 +83,6 @@ from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_mo
 
 log = logging.getLogger(__name__)
 
-COLUMN_JOBS = ("add column", "drop column", "modify column")  # RENAME COLUMN is a MODIFY COLUMN job in TiDB
-INDEX_JOBS = ("add index", "drop index")
 REWRITE_BATCH_ROWS = 65_536
 
 
@@ -321,17 +319,43 @@ def _key_ids(t: TableInfo, swapped: dict[int, int] | None = None) -> tuple[int, 
     return tuple((swapped or {}).get(i, i) for i in ids)
 
 
-def swapped_column_ids(job_type: str, before: TableInfo, after: TableInfo) -> dict[int, int]:
-    """``{new id: old id}`` of the column a MODIFY COLUMN reorganized: TiDB backfills a changing column under a
-    new id and swaps it in (pkg/ddl/modify_column.go), so the job's table has one id the table before lacks and
-    lacks one it had. Other jobs keep ids."""
-    if job_type != "modify column":
-        return {}
+def swapped_column_ids(job: DDLJob, before: TableInfo, after: TableInfo) -> dict[int, int]:
+    """``{new id: old id}`` of the columns a MODIFY COLUMN reorganized: TiDB backfills a changing column under a
+    new id and swaps it in (pkg/ddl/modify_column.go), so the job's table has an id the table before lacks and
+    lacks one it had. Other jobs keep ids.
+
+    In a multi-schema change the new ids may also be added columns and the missing ones dropped columns. A
+    reorganized column keeps its name (TiDB refuses to touch a column twice in one statement, so a name cannot be
+    dropped and added again), which pairs it; what stays unpaired is as many added and dropped columns as the
+    job has ADD / DROP COLUMN sub-jobs. One more on each side with no ADD or DROP is a CHANGE that renamed the
+    column it reorganized; any other surplus cannot be told from drops and adds: ``ChangefeedError``, rather
+    than a silent loss of a column's values.
+    """
     new = {c.id for c in after.columns} - {c.id for c in before.columns}
     gone = {c.id for c in before.columns} - {c.id for c in after.columns}
-    if len(new) == 1 and len(gone) == 1:
-        return {new.pop(): gone.pop()}
-    return {}
+    if job.job_type == "modify column":
+        return {new.pop(): gone.pop()} if len(new) == 1 and len(gone) == 1 else {}
+    if job.job_type != MULTI_SCHEMA_CHANGE:
+        return {}
+    gone_by_name = {before.column_with_id(i).name.lower(): i for i in gone}
+    pairs = {i: gone_by_name[after.column_with_id(i).name.lower()] for i in new
+             if after.column_with_id(i).name.lower() in gone_by_name}
+    unpaired_new = new - set(pairs)
+    unpaired_gone = gone - set(pairs.values())
+    adds, drops = job.sub_job_types.count("add column"), job.sub_job_types.count("drop column")
+    surplus = (len(unpaired_new) - adds, len(unpaired_gone) - drops)
+    if surplus == (0, 0):
+        return pairs
+    if surplus == (1, 1) and adds == drops == 0:
+        return {**pairs, next(iter(unpaired_new)): next(iter(unpaired_gone))}
+    raise ChangefeedError(
+        f"{job.job_type.upper()} on {after.qualified_name} (job {job.job_id}, ts {job.finished_ts}): columns "
+        f"{sorted(before.column_with_id(i).name for i in unpaired_gone)} are gone and "
+        f"{sorted(after.column_with_id(i).name for i in unpaired_new)} are new under other names, with "
+        f"{adds} ADD and {drops} DROP COLUMN in the statement: a renamed, reorganized column (CHANGE COLUMN) cannot "
+        "be told from a drop and an add. Run such changes as separate ALTER TABLE statements, or rebuild the table "
+        "from the bronze changelog."
+    )
 
 
 def check_type_change(table: str, old: Column, new: Column, ts: int) -> bool:
@@ -369,7 +393,7 @@ class _Target:
 def _plan(ctx: _Ctx, before: TableInfo, after: TableInfo, empty: bool) -> tuple[list[_Target], bool]:
     """The new table's columns and whether existing data must be rewritten."""
     old_by_id = before.column_by_id()
-    for new_id, old_id in swapped_column_ids(ctx.job.job_type, before, after).items():
+    for new_id, old_id in swapped_column_ids(ctx.job, before, after).items():
         old_by_id[new_id] = old_by_id[old_id]
     by_name = {c.name: c for c in after.columns}
     before_names = before.arrow_schema().names
@@ -446,7 +470,7 @@ def _alter(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[str, Any]:
             f"{ctx.where(after.qualified_name)}: the silver table does not have the schema before the job: {exc}"
         ) from exc
     empty = dt.count() == 0
-    if _key_ids(before) != _key_ids(after, swapped_column_ids(ctx.job.job_type, before, after)) and not empty:
+    if _key_ids(before) != _key_ids(after, swapped_column_ids(ctx.job, before, after)) and not empty:
         raise ChangefeedError(
             f"{ctx.where(after.qualified_name)} changes the Delta key from {before.delta_key()} to "
             f"{after.delta_key()}: re-keying a non-empty silver table is not supported (its rows are merged by "

@@ -54,6 +54,8 @@ HISTORY_TABLE_INFO = _system_table(HISTORY_TABLE_ID, HISTORY_TABLE_NAME, (
     Column(5, "schema_ids", "text"), Column(6, "table_ids", "text"), Column(7, "create_time", "datetime")))
 SYSTEM_TABLES = (JOB_TABLE_INFO, HISTORY_TABLE_INFO)
 
+# One ALTER TABLE of several column and index changes, one job (TiDB's ActionMultiSchemaChange).
+MULTI_SCHEMA_CHANGE = "alter table multi-schema change"
 JOB_TYPES = (
     "create schema",
     "drop schema",
@@ -66,6 +68,7 @@ JOB_TYPES = (
     "modify column",
     "add index",
     "drop index",
+    MULTI_SCHEMA_CHANGE,
 )
 
 
@@ -88,6 +91,8 @@ class DDLJob:
     # The table's place in a job of several tables (CREATE TABLES, RENAME TABLES): TiCDC splits such a job
     # into one DDL event per table, all at the job's finished ts; (job_id, sub_index) names each.
     sub_index: int = 0
+    # A multi-schema change (one ALTER TABLE of several changes, one job): its sub-jobs' types, in order.
+    sub_job_types: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[int, int]:
@@ -112,6 +117,7 @@ class DDLJob:
             "old_table_name": self.old_table_name,
             "old_schema_id": self.old_schema_id,
             "sub_index": self.sub_index,
+            "sub_job_types": list(self.sub_job_types),
         }
 
     @classmethod
@@ -133,6 +139,7 @@ class DDLJob:
             old_table_name=row.get("old_table_name"),
             old_schema_id=_opt_int(row.get("old_schema_id")),
             sub_index=int(row.get("sub_index") or 0),
+            sub_job_types=tuple(row.get("sub_job_types") or ()),
         )
 
     def to_json(self) -> str:

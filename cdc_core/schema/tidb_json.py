@@ -37,6 +37,7 @@ from typing import Any
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.value_text import format_duration
 from cdc_core.schema import column_type as ct
+from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE
 from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
 
 # model.ActionType (pkg/meta/model/job.go) of cdcflow's job types; RENAME COLUMN runs as ActionModifyColumn.
@@ -52,6 +53,7 @@ ACTION_TYPES: dict[str, int] = {
     "truncate table": 11,
     "modify column": 12,
     "rename table": 14,
+    MULTI_SCHEMA_CHANGE: 61,
 }
 # TiDB's names (``actionMap``) of the action types cdcflow does not replicate, for errors and logs.
 OTHER_ACTIONS: dict[int, str] = {
@@ -68,10 +70,10 @@ OTHER_ACTIONS: dict[int, str] = {
     50: "alter table partition attributes", 51: "create placement policy", 52: "alter placement policy",
     53: "drop placement policy", 54: "alter table partition placement", 55: "modify schema default placement",
     56: "alter table placement", 57: "alter table cache", 58: "alter table statistics options",
-    59: "alter table nocache", 60: "create tables", 61: "multi-schema change",
-    62: "flashback cluster", 63: "recover schema", 64: "reorganize partition", 65: "alter TTL info",
-    67: "alter TTL remove", 68: "create resource group", 69: "alter resource group",
-    70: "drop resource group", 71: "alter table partitioning", 72: "remove partitioning",
+    59: "alter table nocache", 60: "create tables", 62: "flashback cluster", 63: "flashback schema",
+    64: "alter table reorganize partition", 65: "alter table ttl", 67: "alter table no_ttl",
+    68: "create resource group", 69: "alter resource group", 70: "drop resource group",
+    71: "alter table partition by", 72: "alter table remove partitioning",
 }
 _JOB_TYPE_OF = {v: k for k, v in ACTION_TYPES.items()}
 # Jobs of several tables, which TiCDC splits into one DDL event per table: cdcflow's job type of each part.
@@ -332,9 +334,21 @@ def job_to_tidb(job: Any, *, finished: bool = True) -> dict[str, Any]:
         "err": None, "err_count": 0, "row_count": 0, "raw_args": args,
         "schema_state": STATE_NONE if job.job_type in _DROPS else STATE_PUBLIC, "snapshot_ver": 0,
         "real_start_ts": 0, "start_ts": 0, "dependency_id": 0, "query": job.query, "binlog": binlog,
-        "version": JOB_VERSION, "reorg_meta": None, "multi_schema_info": None, "priority": 0, "seq_num": 0,
+        "version": JOB_VERSION, "reorg_meta": None, "multi_schema_info": _multi_schema_info(job), "priority": 0,
+        "seq_num": 0,
         "charset": _UTF8[0], "collate": _UTF8[1],
     }
+
+
+def _multi_schema_info(job: Any) -> dict[str, Any] | None:
+    """``MultiSchemaInfo`` of a finished multi-schema change: a finished sub-job per change, in order."""
+    if not job.sub_job_types:
+        return None
+    subs = [{"type": ACTION_TYPES[t], "raw_args": None, "schema_state": STATE_NONE if t.startswith("drop")
+             else STATE_PUBLIC, "snapshot_ver": 0, "real_start_ts": 0, "revertible": False, "state": 4,
+             "row_count": 0, "warning": None, "schema_version": job.schema_version, "reorg_tp": 0,
+             "use_cloud": False} for t in job.sub_job_types]
+    return {"sub_jobs": subs, "revertible": False, "seq": 0}
 
 
 def _rename_args(raw: Any) -> tuple[int | None, str | None]:
@@ -389,7 +403,10 @@ def job_from_tidb(d: dict[str, Any]) -> Any:
         old_table_id, old_table_name, table_name = table_id, table_name, table_info.name
     if table_info is not None:
         table_name = table_info.name
+    msi = d.get("multi_schema_info") or {}
+    sub_job_types = tuple(job_type_name(int(sj.get("type", -1))) for sj in msi.get("sub_jobs") or ())
     return DDLJob(
+        sub_job_types=sub_job_types if action == ACTION_TYPES[MULTI_SCHEMA_CHANGE] else (),
         job_id=job_id, job_type=job_type, schema_id=schema_id, table_id=table_id, schema_name=schema_name,
         table_name=table_name, query=str(d.get("query") or ""), schema_version=version, table_info=table_info,
         finished_ts=int(binlog.get("FinishedTS") or 0), old_table_id=old_table_id,

@@ -11,7 +11,7 @@ new table id gets new regions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlglot import exp
@@ -21,7 +21,7 @@ from cdc_core.codec.datum_key import index_entry_key
 from cdc_core.codec.row import encode_values
 from cdc_core.schema import column_type as ct
 from cdc_core.schema import ddl_history
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
 from cdc_core.upstream import ddl_alter
 from cdc_core.upstream.catalog import Catalog, DatabaseInfo
@@ -169,6 +169,32 @@ def table_info_from_create(
         pk_is_handle=pk_is_handle, schema_version=schema_version, db_id=db.id,
         max_column_id=len(columns_out), extra=extra,
     )
+
+
+@dataclass(frozen=True)
+class AlterChange:
+    """One change of an ALTER TABLE: its job type, how it turns the table (and the job's txn), what it touches."""
+
+    job_type: str
+    make: Callable[[TableInfo, Transaction], TableInfo]
+    columns: tuple[str, ...] = ()
+    indexes: tuple[str, ...] = ()
+
+
+def _check_multi_schema_change(changes: list[AlterChange]) -> None:
+    """TiDB's rule for a multi-schema change: no column and no index is operated on twice
+    (pkg/ddl/multi_schema_change.go checkOperateSameColumn / checkOperateDropIndexUseByForeignKey)."""
+    seen_cols: set[str] = set()
+    seen_ixs: set[str] = set()
+    for c in changes:
+        for col in {x.lower() for x in c.columns}:
+            if col in seen_cols:
+                raise SqlError(f"Unsupported operate same column '{col}'")
+            seen_cols.add(col)
+        for ix in {x.lower() for x in c.indexes}:
+            if ix in seen_ixs:
+                raise SqlError(f"Unsupported operate same index '{ix}'")
+            seen_ixs.add(ix)
 
 
 class DdlExecutor:
@@ -336,33 +362,52 @@ class DdlExecutor:
                                 lambda: self.catalog.replace_tables(list(final.items())))
 
     # --- ALTER TABLE --------------------------------------------------------------------------
-    def _alter(self, db_name: str, name: str, query: str, job_type: str,
-               make: Callable[[TableInfo, Transaction], TableInfo]) -> int:
-        """Run one ALTER job: ``make`` returns the table after it (and may add writes to the txn)."""
+    def alter(self, db_name: str, name: str, changes: list[AlterChange], query: str) -> int:
+        """Run one ALTER TABLE job: each change's ``make`` returns the table after it (and may add writes to the
+        txn), in order. Several changes are TiDB's multi-schema change: one job (ActionMultiSchemaChange) whose
+        sub-jobs are the changes, no column or index touched twice (``ErrOperateSameColumn``/``...SameIndex``)."""
         self._check_user_db(db_name)
         info = self._table(db_name, name)
         if info is None:
             raise SqlError(f"Table '{db_name}.{name}' doesn't exist", ErrorKind.NOT_FOUND)
+        if len(changes) > 1:
+            _check_multi_schema_change(changes)
         txn = Transaction(self.store, self.tso)
-        after = make(info, txn)  # validates before a schema version is spent
+        after = info
+        for change in changes:
+            after = change.make(after, txn)  # validates before a schema version is spent
+        job_type = changes[0].job_type if len(changes) == 1 else MULTI_SCHEMA_CHANGE
         job = self._job(job_type, query, schema_id=info.db_id, table_id=info.id, schema_name=info.db_name,
-                        table_name=info.name)
+                        table_name=info.name,
+                        sub_job_types=tuple(c.job_type for c in changes) if len(changes) > 1 else ())
         after = replace(after, schema_version=job.schema_version)
         job = replace(job, table_info=after)
         return self._commit_job(job, lambda: self.catalog.replace_table(info.id, after), txn)
 
+    def add_column_change(self, spec: ColumnSpec) -> AlterChange:
+        return AlterChange("add column", lambda info, _txn: ddl_alter.add_column(info, spec), columns=(spec.name,))
+
+    def drop_column_change(self, column: str) -> AlterChange:
+        return AlterChange("drop column", lambda info, _txn: ddl_alter.drop_column(info, column), columns=(column,))
+
+    def rename_column_change(self, old: str, new: str) -> AlterChange:
+        # TiDB runs RENAME COLUMN as a MODIFY COLUMN job (pkg/ddl/executor.go RenameColumn).
+        return AlterChange("modify column", lambda info, _txn: ddl_alter.rename_column(info, old, new),
+                           columns=(old, new))
+
     def add_column(self, db: str, table: str, spec: ColumnSpec, query: str) -> int:
-        return self._alter(db, table, query, "add column", lambda info, _txn: ddl_alter.add_column(info, spec))
+        return self.alter(db, table, [self.add_column_change(spec)], query)
 
     def drop_column(self, db: str, table: str, column: str, query: str) -> int:
-        return self._alter(db, table, query, "drop column", lambda info, _txn: ddl_alter.drop_column(info, column))
+        return self.alter(db, table, [self.drop_column_change(column)], query)
 
     def rename_column(self, db: str, table: str, old: str, new: str, query: str) -> int:
-        # TiDB runs RENAME COLUMN as a MODIFY COLUMN job (pkg/ddl/executor.go RenameColumn).
-        return self._alter(db, table, query, "modify column",
-                           lambda info, _txn: ddl_alter.rename_column(info, old, new))
+        return self.alter(db, table, [self.rename_column_change(old, new)], query)
 
     def modify_column(self, db: str, table: str, spec: ColumnSpec, rename_from: str | None, query: str) -> int:
+        return self.alter(db, table, [self.modify_column_change(spec, rename_from)], query)
+
+    def modify_column_change(self, spec: ColumnSpec, rename_from: str | None) -> AlterChange:
         def make(info: TableInfo, txn: Transaction) -> TableInfo:
             after, old, new = ddl_alter.modify_column(info, spec, rename_from)
             reorg = new.id != old.id
@@ -393,10 +438,13 @@ class DdlExecutor:
             backfill.commit_now()
             return after
 
-        return self._alter(db, table, query, "modify column", make)
+        return AlterChange("modify column", make, columns=(spec.name, *([rename_from] if rename_from else [])))
 
     def add_index(self, db: str, table: str, name: str | None, columns: tuple[str, ...], unique: bool,
                   query: str) -> int:
+        return self.alter(db, table, [self.add_index_change(name, columns, unique)], query)
+
+    def add_index_change(self, name: str | None, columns: tuple[str, ...], unique: bool) -> AlterChange:
         def make(info: TableInfo, txn: Transaction) -> TableInfo:
             after, ix = ddl_alter.add_index(info, name, columns, unique)
             if unique:  # backfill the index entries in the job's transaction; a duplicate fails the job
@@ -413,9 +461,12 @@ class DdlExecutor:
                     txn.put(k, keycodec.encode_int(row.handle))
             return after
 
-        return self._alter(db, table, query, "add index", make)
+        return AlterChange("add index", make, indexes=(name or columns[0],))
 
     def drop_index(self, db: str, table: str, name: str, query: str) -> int:
+        return self.alter(db, table, [self.drop_index_change(name)], query)
+
+    def drop_index_change(self, name: str) -> AlterChange:
         def make(info: TableInfo, txn: Transaction) -> TableInfo:
             after, ix, key_id = ddl_alter.drop_index(info, name)
             if ix.unique:
@@ -424,4 +475,4 @@ class DdlExecutor:
                     txn.delete(k)
             return after
 
-        return self._alter(db, table, query, "drop index", make)
+        return AlterChange("drop index", make, indexes=(name,))

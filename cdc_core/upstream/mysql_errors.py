@@ -65,7 +65,7 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^Can't DROP '", ER_CANT_DROP_FIELD_OR_KEY),
         (r"^Field '.*' doesn't have a default value", ER_NO_DEFAULT_FOR_FIELD),
         (r"^No database selected", ER_NO_DB_ERROR),
-        (r"^Unsupported modify column", ER_UNSUPPORTED_DDL),
+        (r"^Unsupported (modify column|operate same)", ER_UNSUPPORTED_DDL),
         (r"^invalid DEFAULT", ER_INVALID_DEFAULT),
         (r"^Data truncated for column", ER_WARN_DATA_TRUNCATED),
         # A value that does not fit its column (cdc_core.schema.column_type's messages), as strict mode refuses it.

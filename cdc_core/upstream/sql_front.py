@@ -42,7 +42,7 @@ from cdc_core.schema.model import ROWID_COLUMN, Column, SchemaError, TableInfo
 from cdc_core.schema.storage import SchemaStorage
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.column_def import parse_column_def
-from cdc_core.upstream.ddl import DdlExecutor
+from cdc_core.upstream.ddl import AlterChange, DdlExecutor
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name, compare, evaluate, literal_value, truthy
 from cdc_core.upstream.mvcc import MvccStore
@@ -430,42 +430,38 @@ class Session:
         return StatementResult(statement=st.text, commit_ts=commit_ts[-1] if commit_ts else 0)
 
     def _alter_action(self, node: exp.Alter, text: str) -> Callable[[], list[int]]:
-        """One ALTER TABLE change (TiDB's multi-schema change in one statement is not supported)."""
+        """ALTER TABLE: one change is its own job; several are TiDB's multi-schema change, one job."""
         ddl = self.engine.ddl
         actions = node.args.get("actions") or []
-        if len(actions) != 1:
-            raise SqlError(f"one change per ALTER TABLE statement, got {len(actions)}: `{_short(text)}`")
+        if not actions:
+            raise SqlError(f"ALTER TABLE without a change: `{_short(text)}`")
         ref = _table_ref(node.this, "ALTER TABLE")
         db, table = self._current_db(ref), str(ref.name)
-        a = actions[0]
+        changes = [self._alter_change(a) for a in actions]
+        return lambda: [ddl.alter(db, table, changes, text)]
+
+    def _alter_change(self, a: exp.Expression) -> AlterChange:
+        ddl = self.engine.ddl
         if isinstance(a, exp.ColumnDef):
-            spec = parse_column_def(a)
-            return lambda: [ddl.add_column(db, table, spec, text)]
+            return ddl.add_column_change(parse_column_def(a))
         if isinstance(a, exp.Drop) and str(a.args.get("kind", "")).upper() == "COLUMN":
-            col = str((a.args.get("tables") or [a.this])[0].name)
-            return lambda: [ddl.drop_column(db, table, col, text)]
+            return ddl.drop_column_change(str((a.args.get("tables") or [a.this])[0].name))
         if isinstance(a, exp.Drop) and str(a.args.get("kind", "")).upper() in ("INDEX", "KEY"):
-            ix_name = str((a.args.get("tables") or [a.this])[0].name)
-            return lambda: [ddl.drop_index(db, table, ix_name, text)]
+            return ddl.drop_index_change(str((a.args.get("tables") or [a.this])[0].name))
         if isinstance(a, exp.RenameColumn):
-            old, new = column_name(a.this), column_name(a.args["to"])
-            return lambda: [ddl.rename_column(db, table, old, new, text)]
+            return ddl.rename_column_change(column_name(a.this), column_name(a.args["to"]))
         if isinstance(a, exp.ModifyColumn):
-            spec = parse_column_def(a.this)
             frm = a.args.get("rename_from")
-            rename_from = str(frm.name) if frm is not None else None
-            return lambda: [ddl.modify_column(db, table, spec, rename_from, text)]
+            return ddl.modify_column_change(parse_column_def(a.this), str(frm.name) if frm is not None else None)
         if isinstance(a, exp.AddConstraint) and len(a.expressions) == 1:
             c = a.expressions[0]
             if isinstance(c, exp.IndexColumnConstraint):
                 name = str(c.this.name) if c.this is not None else None
-                cols = tuple(column_name(e) for e in c.expressions)
-                return lambda: [ddl.add_index(db, table, name, cols, False, text)]
+                return ddl.add_index_change(name, tuple(column_name(e) for e in c.expressions), False)
             if isinstance(c, exp.UniqueColumnConstraint) and isinstance(c.this, exp.Schema):
                 sch = c.this
                 name = str(sch.this.name) if sch.this is not None else None
-                cols = tuple(column_name(e) for e in sch.expressions)
-                return lambda: [ddl.add_index(db, table, name, cols, True, text)]
+                return ddl.add_index_change(name, tuple(column_name(e) for e in sch.expressions), True)
         raise SqlError(f"unsupported ALTER TABLE change `{a.sql(dialect='mysql')}`")
 
     def _split_table(self, st: ParsedStatement) -> StatementResult:

@@ -110,6 +110,8 @@ def test_ddl_sequence_applies_at_barriers(cdc_home: Path, upstream_cluster: Any)
             RENAME TABLE t2 TO tmp, x TO t2, tmp TO x;
             INSERT INTO t2 (id, label) VALUES (101, 'now t2');
             UPDATE x SET label = 'now x' WHERE id = 7;
+            ALTER TABLE x ADD COLUMN note VARCHAR(10) DEFAULT 'n', MODIFY COLUMN price DECIMAL(14,3) NOT NULL;
+            UPDATE x SET note = 'u', price = 123456789.125 WHERE id = 8;
         """)
         t5 = _run("ddl", c)
         _same(c, sink, db, "t2", t5)

@@ -18,7 +18,7 @@ from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.apply_window import apply_window
 from spark_jobs.bronze import write_bronze
-from spark_jobs.ddl_apply import apply_ddl, run_job
+from spark_jobs.ddl_apply import apply_ddl, run_job, swapped_column_ids
 from spark_jobs.delta_writer import DeltaRsWriter, app_id_for, applied_version, table_path
 from spark_jobs.net_effect import OP_COL
 from spark_jobs.table_moves import dropped_path, read_move
@@ -412,3 +412,26 @@ def test_barrier_versions_with_ddl(spark, sink):
         if "action" in out:
             assert out["skipped"] is True
     assert DeltaTable(c_path).version() == c_version and not os.path.exists(r_path)
+
+
+def test_multi_schema_change_pairs_reorganized_columns_by_name_and_refuses_what_it_cannot_tell() -> None:
+    t = TableInfo(id=70, db_name="test", name="m", pk_is_handle=True, max_column_id=3,
+                  columns=(Column(1, "id", "int", nullable=False), Column(2, "p", "decimal", precision=6, scale=2),
+                           Column(3, "b", "varchar", length=4)),
+                  indexes=(Index("PRIMARY", ("id",), unique=True, primary=True),))  # fmt: skip
+    # ADD COLUMN n, DROP COLUMN b, MODIFY p DECIMAL(9,3) (reorganized: new id 5 under its name).
+    after = replace(t, max_column_id=5, columns=(t.columns[0], Column(5, "p", "decimal", precision=9, scale=3),
+                                                 Column(4, "n", "int", default=7)))  # fmt: skip
+    job = _job("alter table multi-schema change", 300, after,
+               sub_job_types=("add column", "drop column", "modify column"))
+    assert swapped_column_ids(job, t, after) == {5: 2}
+    assert swapped_column_ids(replace(job, job_type="add column", sub_job_types=()), t, after) == {}
+    # CHANGE p q DECIMAL(9,3) with ADD n and DROP b: q and n are new, p and b gone; which is p's? Refused.
+    renamed = replace(after, columns=(t.columns[0], Column(5, "q", "decimal", precision=9, scale=3),
+                                      Column(4, "n", "int", default=7)))  # fmt: skip
+    with pytest.raises(ChangefeedError, match=r"\['b', 'p'\] are gone and \['n', 'q'\] are new"):
+        swapped_column_ids(replace(job, table_info=renamed), t, renamed)
+    # CHANGE p q DECIMAL(9,3) with a RENAME of b and no ADD/DROP: the one surplus pair is p -> q.
+    only = replace(t, max_column_id=5, columns=(t.columns[0], Column(5, "q", "decimal", precision=9, scale=3),
+                                                replace(t.columns[2], name="b2")))  # fmt: skip
+    assert swapped_column_ids(replace(job, sub_job_types=("modify column", "modify column")), t, only) == {5: 2}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from cdc_core.codec.rowcodec import parse_row_v2
 from cdc_core.errors import UpstreamError
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.model import Column
 
 
 def _jobs(client: Any, table: int) -> list[DDLJob]:
@@ -103,7 +105,8 @@ def test_new_not_null_column_takes_its_default_on_insert(upstream_client: Any, f
         ("", "ALTER TABLE t ADD COLUMN a INT", "Duplicate column"),
         ("", "ALTER TABLE t ADD COLUMN d DATETIME NOT NULL", "needs a DEFAULT"),
         ("", "ALTER TABLE t ADD COLUMN u INT UNIQUE", "not supported on a new column"),
-        ("", "ALTER TABLE t ADD COLUMN x INT, ADD COLUMN y INT", "one change per ALTER"),
+        ("", "ALTER TABLE t ADD COLUMN x INT, DROP COLUMN x", "Unsupported operate same column 'x'"),
+        ("", "ALTER TABLE t ADD COLUMN x INT, ADD COLUMN a INT", "Duplicate column"),  # a later change fails it all
         ("INSERT INTO t (id, a, b) VALUES (1, 5, 'a'), (2, 5, 'b')", "ALTER TABLE t ADD UNIQUE KEY ua (a)",
          "Duplicate entry"),
         ("", "ALTER TABLE t DROP INDEX nope", "check that column/key exists"),
@@ -156,3 +159,32 @@ def test_snapshot_reads_use_the_schema_of_their_ts(upstream_client: Any, fresh_d
     assert c.query(f"SELECT * FROM {fresh_db}.t2") == [{"id": 1, "note": "n"}]
     with pytest.raises(UpstreamError, match="doesn't exist"):
         c.query(f"SELECT * FROM {fresh_db}.t2", at_ts=before)
+
+
+def test_several_changes_in_one_alter_are_one_multi_schema_change_job(upstream_cluster: Any, upstream_client: Any,
+                                                                      fresh_db: str) -> None:
+    c = upstream_client
+    c.execute(f"USE {fresh_db}; CREATE TABLE m (id INT PRIMARY KEY, a INT, b VARCHAR(4), p DECIMAL(6,2));"
+              "INSERT INTO m VALUES (1, 10, 'x', 1.25), (2, 20, 'y', NULL)")
+    tid = table_id(upstream_cluster, fresh_db, "m")
+    [res] = c.execute(f"ALTER TABLE {fresh_db}.m ADD COLUMN n INT NOT NULL DEFAULT 7, DROP COLUMN b, "
+                      "MODIFY COLUMN p DECIMAL(9,3), RENAME COLUMN a TO aa, ADD UNIQUE KEY un (aa)")
+    assert c.query(f"SELECT * FROM {fresh_db}.m ORDER BY id") == [
+        {"id": 1, "aa": 10, "p": "1.250", "n": 7}, {"id": 2, "aa": 20, "p": None, "n": 7}]
+    job = _jobs(c, tid)[-1]
+    assert (job.job_type, job.finished_ts) == ("alter table multi-schema change", res.commit_ts)
+    assert job.sub_job_types == ("add column", "drop column", "modify column", "modify column", "add index")
+    [row] = c.query(f"SELECT job_meta FROM mysql.tidb_ddl_history WHERE job_id = {job.job_id}")
+    meta = json.loads(Column(1, "job_meta", "longblob").convert(row["job_meta"]))
+    assert meta["type"] == 61 and [s["type"] for s in meta["multi_schema_info"]["sub_jobs"]] == [5, 6, 12, 12, 7]
+    before = _jobs(c, tid)[0].table_info
+    assert before is not None and job.table_info is not None
+    assert job.table_info.column("p").id != before.column("p").id  # reorganized (TiDB's rule), under its name
+    # A failing change fails the whole statement: nothing of it applies, no job is written.
+    with pytest.raises(UpstreamError, match=r"Duplicate entry '7' for key 'm\.un2'"):
+        c.execute(f"ALTER TABLE {fresh_db}.m ADD COLUMN q INT, ADD UNIQUE KEY un2 (n)")
+    # TiDB's rule: one column, one change per statement.
+    with pytest.raises(UpstreamError, match="Unsupported operate same column 'n'"):
+        c.execute(f"ALTER TABLE {fresh_db}.m ADD COLUMN z INT, MODIFY COLUMN n BIGINT, DROP COLUMN n")
+    assert list(c.query(f"SELECT * FROM {fresh_db}.m WHERE id = 1")[0]) == ["id", "aa", "p", "n"]
+    assert _jobs(c, tid)[-1].job_id == job.job_id
