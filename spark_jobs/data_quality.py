@@ -390,14 +390,39 @@ def _uniqueness_result(r: Any, table: TableInfo) -> ExpectationResult:
     )
 
 
+@dataclass
+class Upstream:
+    """The upstream side of a comparison: a DataFrame of the table's rows at ts (read in the job, chunk by chunk,
+    by ``snapshot_load.upstream_frame``) or, for callers holding few rows, a list of ``SELECT *`` rows."""
+
+    frame: DataFrame | None = None
+    rows: list[dict[str, Any]] | None = None
+
+    def count(self) -> int:
+        return self.frame.count() if self.frame is not None else len(self.rows or [])
+
+    def checksum(self, table: TableInfo) -> str:
+        return spark_checksum(self.frame, table) if self.frame is not None else table_checksum(self.rows or [], table)
+
+    def keyed(self, spark: SparkSession, table: TableInfo, key_cols: list[Column]) -> DataFrame:
+        """``(k, h)``: each row's key (canonical JSON) and row hash, as :func:`_diff_keys` compares them."""
+        from pyspark.sql import functions as F
+
+        if self.frame is not None:
+            return self.frame.select(F.to_json(F.array(*[_canonical_col(c) for c in key_cols])).alias("k"),
+                                     spark_row_hash(table).cast("string").alias("h"))
+        pairs = [(json.dumps([canonical_value(c, _get(r, c.name)) for c in key_cols], separators=(",", ":"),
+                             ensure_ascii=False), str(row_hash(r, table))) for r in self.rows or []]
+        return spark.createDataFrame(pairs, "k STRING, h STRING")
+
+
 def _content_results(
-    spark: SparkSession, df: DataFrame, table: TableInfo, expected_rows: list[dict[str, Any]], r_count: Any,
+    spark: SparkSession, df: DataFrame, table: TableInfo, upstream: Upstream, want_count: int, r_count: Any,
     mode: str,
 ) -> list[ExpectationResult]:
     """Row count (from the GX result) and, in "checksum" mode, the checksum against the upstream rows."""
     import great_expectations.expectations as gxe
 
-    want_count = len(expected_rows)
     got_count = int(r_count.result.get("observed_value") or 0)
     out = [ExpectationResult(
         expectation="row_count_equals", success=bool(r_count.success),
@@ -405,7 +430,7 @@ def _content_results(
         observed=got_count, expected=want_count,
     )]
     if mode == "checksum":
-        want_sum = table_checksum(expected_rows, table)
+        want_sum = upstream.checksum(table)
         got_sum = spark_checksum(df, table)
         frame = spark.createDataFrame([(got_sum,)], "checksum STRING")
         (r_sum,) = _validate(frame, [gxe.ExpectColumnValuesToBeInSet(column="checksum", value_set=[want_sum])])
@@ -454,30 +479,19 @@ def _not_null_result(column: str, r: Any, df: DataFrame, table: TableInfo) -> Ex
     )
 
 
-def _diff_keys(
-    spark: SparkSession, df: DataFrame, expected_rows: list[dict[str, Any]], table: TableInfo
-) -> list[dict[str, Any]]:
+def _diff_keys(spark: SparkSession, df: DataFrame, upstream: Upstream, table: TableInfo) -> list[dict[str, Any]]:
     """Keys whose rows differ between the Delta table and the upstream rows (at most SAMPLE_KEYS)."""
     from pyspark.sql import functions as F
 
-    # Upstream rows lack _tidb_rowid: a table keyed by it is compared by whole rows.
+    # Rows read by SELECT * lack _tidb_rowid: a table keyed by it is compared by whole rows.
     key = [] if ROWID_COLUMN in table.delta_key() else list(table.delta_key())
     key_cols = [table.column(k) for k in key] or list(table.columns)
     names = [c.name for c in key_cols]
-    exp = [
-        (
-            json.dumps(
-                [canonical_value(c, _get(r, c.name)) for c in key_cols], separators=(",", ":"), ensure_ascii=False
-            ),
-            str(row_hash(r, table)),
-        )
-        for r in expected_rows
-    ]
     actual = df.select(
         F.to_json(F.array(*[_canonical_col(c) for c in key_cols])).alias("k"),
         spark_row_hash(table).cast("string").alias("h"),
     )
-    expected = spark.createDataFrame(exp, "k STRING, h STRING")
+    expected = upstream.keyed(spark, table, key_cols)
 
     def agg(d: DataFrame, name: str) -> DataFrame:
         return d.groupBy("k").agg(F.sort_array(F.collect_list("h")).alias(name))
@@ -496,7 +510,8 @@ def run_checks(
     sink: str,
     table: TableInfo,
     *,
-    expected_rows: list[dict[str, Any]] | None,
+    expected_rows: list[dict[str, Any]] | None = None,
+    upstream: DataFrame | None = None,
     mode: Mode,
     ts: int,
     spark: SparkSession | None = None,
@@ -506,10 +521,11 @@ def run_checks(
     """Check the silver table of ``table`` against the upstream snapshot at ``ts``.
 
     ``mode``: "off" (no checks), "count" (key uniqueness + row count) or "checksum" (also the
-    checksum). "count"/"checksum" need ``expected_rows`` (the upstream ``SELECT *`` at ``ts``).
-    The report is returned, never raised; call :meth:`CheckReport.raise_for_failure` to raise.
-    ``content=False`` (a table whose row changes event filters drop on purpose) keeps the key, NOT NULL and
-    schema checks and leaves out count and checksum; ``expected_rows`` is then not needed.
+    checksum). "count"/"checksum" need the upstream rows at ``ts``: ``upstream``, a DataFrame of them (what the
+    job reads, chunk by chunk: ``snapshot_load.upstream_frame``), or ``expected_rows``, a list of ``SELECT *``
+    rows for callers holding few. The report is returned, never raised; call :meth:`CheckReport.raise_for_failure`
+    to raise. ``content=False`` (a table whose row changes event filters drop on purpose) keeps the key, NOT NULL
+    and schema checks and leaves out count and checksum; the upstream rows are then not needed.
     """
     if mode not in MODES:
         raise ValueError(f"data-quality mode must be one of {MODES}, got {mode!r}")
@@ -518,19 +534,25 @@ def run_checks(
         return report
     if not content:
         report.mode = f"{mode} (no count/checksum: event filters drop rows on purpose)"
-    elif expected_rows is None:
-        raise ValueError(f"data-quality mode {mode!r} needs the upstream rows (expected_rows)")
+    elif expected_rows is None and upstream is None:
+        raise ValueError(f"data-quality mode {mode!r} needs the upstream rows (upstream or expected_rows)")
     import great_expectations.expectations as gxe
 
     from spark_jobs.session import get_spark
 
     spark = spark or get_spark()
+    up: Upstream | None = None
+    if content:
+        # The upstream frame is read once (it streams from TiDB) and kept by Spark, spilling to disk, for the
+        # count, the checksum and, on a difference, the sample keys.
+        up = Upstream(frame=upstream.select(*[f"`{c.name}`" for c in table.columns]).cache()
+                      if upstream is not None else None, rows=expected_rows)
     df, report.delta_version = read_silver(spark, sink, table, as_of_ts)
     df = df.cache()
     try:
         not_null = [c.name for c in table.columns if not c.nullable]
         other_unique = _other_unique_indexes(table)
-        want_count = len(expected_rows) if content and expected_rows is not None else None
+        want_count = up.count() if up is not None else None
         # One GX run for every expectation on the table's frame, results by name.
         named: dict[str, Any] = {"key": _unique_expectation(table)}
         if want_count is not None:
@@ -539,11 +561,10 @@ def run_checks(
         named.update({f"index:{n}": _index_unique_expectation(cols) for n, cols in other_unique})
         got = dict(zip(named, _validate(df, list(named.values())), strict=True))
         report.results.append(_uniqueness_result(got["key"], table))
-        if want_count is None:
+        if up is None or want_count is None:
             report.row_count = int(df.count())
         else:
-            assert expected_rows is not None
-            content_results = _content_results(spark, df, table, expected_rows, got["count"], mode)
+            content_results = _content_results(spark, df, table, up, want_count, got["count"], mode)
             report.results.extend(content_results)
             report.row_count = int(content_results[0].observed or 0)
         report.results.append(_schema_result(sink, table, report.delta_version))
@@ -553,30 +574,38 @@ def run_checks(
             report.results.append(_index_unique_result(ix_name, cols, got[f"index:{ix_name}"]))
         content_failed = [r for r in report.results
                           if not r.success and r.expectation in ("row_count_equals", "checksum_equals")]
-        if content_failed:
-            assert expected_rows is not None
-            samples = _diff_keys(spark, df, expected_rows, table)
+        if content_failed and up is not None:
+            samples = _diff_keys(spark, df, up, table)
             for r in content_failed:
                 r.sample_keys = samples
         report.passed = all(r.success for r in report.results)
     finally:
         df.unpersist()
+        if up is not None and up.frame is not None:
+            up.frame.unpersist()
     return report
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
     """The ``cdc_core.changefeed.spark_engine`` entry point.
 
-    ``args``: ``sink_uri``, ``table`` (TableInfo JSON string or dict), ``expected_rows``,
-    ``mode``, ``ts``. Returns :meth:`CheckReport.to_dict` (``passed``, ``results`` with
+    ``args``: ``sink_uri``, ``table`` (TableInfo JSON string or dict), ``mode``, ``ts``, ``content``, ``as_of_ts``,
+    and the upstream to compare with: ``pd_addr`` (and optional ``tidb``), read here at ``ts`` chunk by chunk, or
+    ``expected_rows`` (a short list). Returns :meth:`CheckReport.to_dict` (``passed``, ``results`` with
     ``expectation``, ``success``, ``details``, ``sample_keys``...).
     """
     t = args["table"]
     table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
+    mode, ts, content = args.get("mode", "checksum"), int(args["ts"]), bool(args.get("content", True))
+    upstream = None
+    if content and mode != "off" and args.get("pd_addr"):
+        from spark_jobs.session import get_spark
+        from spark_jobs.snapshot_load import upstream_frame
+
+        upstream = upstream_frame(get_spark(), str(args["pd_addr"]), ts, table, tidb=args.get("tidb"))
     return run_checks(
-        args["sink_uri"], table, expected_rows=args.get("expected_rows"), mode=args.get("mode", "checksum"),
-        ts=int(args["ts"]), content=bool(args.get("content", True)),
-        as_of_ts=None if args.get("as_of_ts") is None else int(args["as_of_ts"]),
+        args["sink_uri"], table, expected_rows=args.get("expected_rows"), upstream=upstream, mode=mode,
+        ts=ts, content=content, as_of_ts=None if args.get("as_of_ts") is None else int(args["as_of_ts"]),
     ).to_dict()  # fmt: skip
 
 

@@ -4,14 +4,14 @@ A changefeed's ``snapshot`` window (and ``initial-snapshot = true``) reloads tab
 in two phases (``args["phase"]``), run by the window's ``pull`` and ``apply`` steps:
 
 ``fetch``
-    Read each table at ``C`` from the upstream (an MVCC snapshot read, ``UpstreamClient.query(sql,
-    at_ts=C)``) in parallel chunks and write the rows, typed with the silver schema, as the table's bronze
+    Read each table at ``C`` from the upstream (a snapshot read over the MySQL protocol, ``SET @@tidb_snapshot
+    = C``, streamed) in parallel chunks and write the rows, typed with the silver schema, as the table's bronze
     **snapshot base** ``<changelog>/snapshot=<C>/<db>.<table>/`` (:mod:`cdc_core.codec.changelog`). The
     chunks are the table's regions (PD ScanRegions over the table span), their boundary keys decoded into
     handle ranges ``[lo, hi)`` and read with ``SELECT * FROM db.t WHERE <handle> >= lo AND <handle> < hi``;
     the chunk list is a DataFrame of one chunk per partition mapped with ``mapInArrow`` (so it also runs over
-    Spark Connect), each task opening its own upstream client (a table of one chunk is read on the driver and
-    written with pyarrow).
+    Spark Connect), each task streaming its rows over its own MySQL connection (a table of one chunk is streamed
+    on the driver into parquet with pyarrow).
     A base already written for the same table id and schema version is kept (rows at a ts never change),
     so a re-run fetches nothing twice.
 ``load``
@@ -53,7 +53,7 @@ from spark_jobs.job_io import args_file_main
 from spark_jobs.mount import image_columns
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -176,14 +176,16 @@ def _typed_row(table: TableInfo, row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def fetch_partition(pd_addr: str, ts: int, table_json: str, chunks: Iterator[Chunk]) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``chunks`` at ``ts``, through one upstream client of its own."""
+def fetch_partition(pd_addr: str, tidb: str | None, ts: int, table_json: str, chunks: Iterator[Chunk]
+                    ) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``chunks`` at ``ts``, streamed through one MySQL connection of its own (``tidb``: the SQL
+    addresses; None: the TiDB servers registered in PD)."""
     from cdc_core.client.upstream import UpstreamClient
 
     table = TableInfo.from_json(table_json)
-    with UpstreamClient(pd_addr) as client:
+    with UpstreamClient(pd_addr, tidb=tidb) as client:
         for chunk in chunks:
-            for row in client.query(select_sql(table, chunk), at_ts=ts):
+            for row in client.iter_rows(select_sql(table, chunk), at_ts=ts):
                 yield _typed_row(table, row)
 
 
@@ -197,14 +199,14 @@ def _rows_batch(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatc
         [pa.array(list(c), type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
 
 
-def fetch_chunk_batches(pd_addr: str, ts: int, table_json: str, schema: pa.Schema,
+def fetch_chunk_batches(pd_addr: str, tidb: str | None, ts: int, table_json: str, schema: pa.Schema,
                         specs: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body (a Spark Python worker): chunk specs (``lo``, ``hi``) in, their rows out as batches
     of ``schema`` (what Spark expects for the table's image columns), ``LOAD_BATCH_ROWS`` rows at most."""
     chunks = (Chunk(lo, hi) for b in specs
               for lo, hi in zip(b.column("lo").to_pylist(), b.column("hi").to_pylist(), strict=True))
     rows: list[tuple[Any, ...]] = []
-    for row in fetch_partition(pd_addr, ts, table_json, chunks):
+    for row in fetch_partition(pd_addr, tidb, ts, table_json, chunks):
         rows.append(row)
         if len(rows) >= LOAD_BATCH_ROWS:
             yield _rows_batch(rows, schema)
@@ -213,25 +215,29 @@ def fetch_chunk_batches(pd_addr: str, ts: int, table_json: str, schema: pa.Schem
         yield _rows_batch(rows, schema)
 
 
-def _distributed_fetch(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo, chunks: list[Chunk],
-                       out: Path) -> None:
-    """Read ``chunks`` in parallel, one Spark task each, and write them as parquet under ``out``.
+def upstream_frame(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo, *, tidb: str | None = None,
+                   chunks: list[Chunk] | None = None) -> DataFrame:
+    """The table's rows at ``ts`` as a (lazy) DataFrame of its image columns, read in parallel by chunk.
 
     A DataFrame of chunk specs, one per partition (``repartition(n)`` deals rows round robin), mapped with
     ``mapInArrow``: unlike an RDD this also runs over Spark Connect (``sc://``), where a client has no
-    SparkContext."""
+    SparkContext. Each task streams its chunks' rows over its own MySQL connection, ``LOAD_BATCH_ROWS`` at a time,
+    so no process holds the table. The data-quality checks read the upstream side of their comparison so.
+    """
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    if chunks is None:
+        chunks, _ = plan_chunks(pd_addr, table)
     spec = spark.createDataFrame([(c.lo, c.hi) for c in chunks], "lo BIGINT, hi BIGINT").repartition(len(chunks))
     target = spark.createDataFrame([], spark_schema(table)).schema
     arrow_target = to_arrow_schema(target, timezone="UTC")  # the session's time zone (spark_jobs.session)
-    fetch = functools.partial(fetch_chunk_batches, pd_addr, ts, table.to_json(), arrow_target)
-    spec.mapInArrow(fetch, target).write.mode("overwrite").parquet(str(out))
+    fetch = functools.partial(fetch_chunk_batches, pd_addr, tidb, ts, table.to_json(), arrow_target)
+    return spec.mapInArrow(fetch, target)
 
 
 def fetch_table(
     spark: SparkSession, sink: str, changefeed_id: str, pd_addr: str, ts: int, table: TableInfo,
-    *, max_chunks: int = DEFAULT_MAX_CHUNKS,
+    *, max_chunks: int = DEFAULT_MAX_CHUNKS, tidb: str | None = None,
 ) -> dict[str, Any]:
     """Write the base of ``table`` at ``ts`` (kept when one for the same table id and schema version exists)."""
     started = time.monotonic()
@@ -244,17 +250,18 @@ def fetch_table(
                     "chunks": meta.get("chunks"), "chunking": meta.get("chunking"), "path": str(final),
                     "seconds": round(time.monotonic() - started, 3)}
     chunks, how = plan_chunks(pd_addr, table, max_chunks)
-    fetch = functools.partial(fetch_partition, pd_addr, ts, table.to_json())
+    fetch = functools.partial(fetch_partition, pd_addr, tidb, ts, table.to_json())
     final.parent.mkdir(parents=True, exist_ok=True)
     for stale in final.parent.glob(f".tmp-{final.name}-*"):  # left by a crash (one window runs at a time)
         shutil.rmtree(stale, ignore_errors=True)
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
     if len(chunks) == 1:
-        # One chunk gains nothing from distribution: read it here and write the Arrow table with the silver
-        # schema directly (no Spark job, no Python worker).
-        _write_arrow(tmp, table, list(fetch(iter(chunks))))
+        # One chunk gains nothing from distribution: stream it here into parquet with the silver schema
+        # (no Spark job, no Python worker), LOAD_BATCH_ROWS rows at a time.
+        _write_arrow(tmp, table, fetch(iter(chunks)))
     else:
-        _distributed_fetch(spark, pd_addr, ts, table, chunks, tmp)
+        frame = upstream_frame(spark, pd_addr, ts, table, tidb=tidb, chunks=chunks)
+        frame.write.mode("overwrite").parquet(str(tmp))
     rows = _count_rows(tmp)
     meta = {"table_id": table.id, "qualified_name": table.qualified_name, "ts": ts, "rows": rows,
             "chunks": len(chunks), "chunking": how, "schema_version": table.schema_version,
@@ -265,11 +272,19 @@ def fetch_table(
             "path": str(final), "seconds": round(time.monotonic() - started, 3)}
 
 
-def _write_arrow(d: Path, table: TableInfo, rows: list[tuple[Any, ...]]) -> None:
+def _write_arrow(d: Path, table: TableInfo, rows: Iterator[tuple[Any, ...]]) -> None:
     import pyarrow.parquet as pq
 
     d.mkdir(parents=True)
-    pq.write_table(pa.Table.from_batches([_rows_batch(rows, table.arrow_schema())]), d / "part-00000.parquet")
+    schema = table.arrow_schema()
+    with pq.ParquetWriter(d / "part-00000.parquet", schema) as writer:
+        batch: list[tuple[Any, ...]] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= LOAD_BATCH_ROWS:
+                writer.write_batch(_rows_batch(batch, schema))
+                batch = []
+        writer.write_batch(_rows_batch(batch, schema))  # also gives an empty table its schema
 
 
 def _count_rows(d: Path) -> int:
@@ -350,8 +365,8 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     """The ``cdc_core.changefeed.spark_engine`` entry point.
 
     ``phase`` "fetch": ``sink_uri``, ``changefeed_id``, ``pd_addr``, ``ts``, ``tables`` (TableInfo JSON at
-    ``ts``), optional ``max_chunks``; returns ``{"tables": {"db.t": {"rows", "chunks", "chunking", "path",
-    "skipped", "reason", "seconds"}}}``.
+    ``ts``), optional ``max_chunks`` and ``tidb`` (TiDB's SQL addresses; default: those registered in PD);
+    returns ``{"tables": {"db.t": {"rows", "chunks", "chunking", "path", "skipped", "reason", "seconds"}}}``.
 
     ``phase`` "load": ``sink_uri``, ``changefeed_id``, ``loads`` = ``[{"table": TableInfo JSON (its names give
     the Delta path), "base": base directory, "version": app-txn version, "load_id": str}]``; returns
@@ -366,7 +381,7 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
         for t in (_info(x) for x in args["tables"]):
             out[t.qualified_name] = fetch_table(
                 spark, args["sink_uri"], args["changefeed_id"], args["pd_addr"], int(args["ts"]), t,
-                max_chunks=int(args.get("max_chunks") or DEFAULT_MAX_CHUNKS),
+                max_chunks=int(args.get("max_chunks") or DEFAULT_MAX_CHUNKS), tidb=args.get("tidb"),
             )
     elif phase == "load":
         for item in args["loads"]:

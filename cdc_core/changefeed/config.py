@@ -8,6 +8,9 @@ target-ts = 0                      # optional: 0/absent = unbounded
 pd = ["pd-1:2379", "pd-2:2379"]    # optional: PD members (any of them; the client follows the leader);
                                    # default: the running embedded upstream. `upstream = "host:2379"` is
                                    # the older spelling (one address or a comma-separated list)
+tidb = ["tidb-1:4000"]             # optional: TiDB's SQL port(s), `[user[:password]@]host:port` (user root,
+                                   # password $CDCFLOW_TIDB_PASSWORD by default); default: the TiDB servers
+                                   # registered in PD (/topology/tidb/), then $CDCFLOW_TIDB
 initial-snapshot = false           # true: the first window first loads every replicated table's rows at
                                    # start-ts (a `snapshot` window); false: tables start empty at start-ts
 
@@ -53,8 +56,8 @@ from cdc_core.puller.options import PullerOptions
 
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 _TOP_KEYS = {
-    "changefeed-id", "sink-uri", "start-ts", "target-ts", "pd", "upstream", "initial-snapshot", "filter", "airflow",
-    "data-quality", "table-discovery", "puller",
+    "changefeed-id", "sink-uri", "start-ts", "target-ts", "pd", "upstream", "tidb", "initial-snapshot", "filter",
+    "airflow", "data-quality", "table-discovery", "puller",
 }
 DQ_MODES = ("checksum", "count", "off")
 
@@ -66,6 +69,7 @@ class ChangefeedConfig:
     start_ts: int = 0  # 0 = not yet fixed (resolved to "now" by `changefeed create`)
     target_ts: int | None = None
     upstream: str | None = None  # PD addresses, comma-separated (from `pd` or `upstream`)
+    tidb: str | None = None  # TiDB SQL addresses, comma-separated (None: the ones registered in PD)
     # The first window loads the replicated tables' rows at start-ts first (mode "snapshot").
     initial_snapshot: bool = False
     filter_rules: tuple[str, ...] = ("*.*",)
@@ -106,6 +110,8 @@ class ChangefeedConfig:
             lines.append(f"target-ts = {self.target_ts}")
         if self.upstream:
             lines.append(f"pd = {_toml_value(self.upstream.split(','))}")
+        if self.tidb:
+            lines.append(f"tidb = {_toml_value(self.tidb.split(','))}")
         if self.initial_snapshot:
             lines.append("initial-snapshot = true")
         rules = ", ".join(_q(r) for r in self.filter_rules)
@@ -143,6 +149,21 @@ def _get(d: dict[str, Any], key: str, typ: type | tuple[type, ...], where: str, 
         names = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
         raise ConfigError(f"{where}: `{key}` must be {names}, got {type(v).__name__} {v!r}")
     return v
+
+
+def _tidb_addrs(data: dict[str, Any], source: str) -> str | None:
+    """`tidb`: a list of TiDB SQL addresses or one (comma-separated) string, each checked."""
+    from cdc_core.client.tidb_sql import parse_addresses
+
+    raw = data.get("tidb")
+    if raw is None:
+        return None
+    items = raw if isinstance(raw, list) else [raw]
+    if not items or not all(isinstance(x, str) and x.strip() for x in items):
+        raise ConfigError(f"{source}: `tidb` must be a non-empty list of \"host:port\" strings, got {raw!r}")
+    spec = ",".join(x.strip() for x in items)
+    parse_addresses(spec, f"{source}: `tidb`")
+    return spec
 
 
 def _pd_addrs(data: dict[str, Any], source: str) -> str | None:
@@ -191,6 +212,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
     if target_ts is not None and start_ts and target_ts <= start_ts:
         raise ConfigError(f"{source}: `target-ts` {target_ts} must be greater than `start-ts` {start_ts}")
     upstream = _pd_addrs(data, source)
+    tidb = _tidb_addrs(data, source)
     initial_snapshot = _get(data, "initial-snapshot", bool, source, False)
 
     flt = _get(data, "filter", dict, source, {})
@@ -220,7 +242,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
     puller = PullerOptions.from_mapping(_get(data, "puller", dict, source, {}), where=f"{source} [puller]")
 
     return ChangefeedConfig(
-        changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream,
+        changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream, tidb=tidb,
         initial_snapshot=initial_snapshot,
         filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode,
         discovery_memory=discovery_memory, puller=puller, source=source,

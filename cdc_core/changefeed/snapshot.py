@@ -98,6 +98,7 @@ def fetch(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
         "sink_uri": cfg.sink_uri,
         "changefeed_id": cfg.changefeed_id,
         "pd_addr": resolve_pd_addr(cfg.upstream),
+        "tidb": cfg.tidb,
         "ts": ts,
         "tables": [t.to_json() for t in tables],
     })

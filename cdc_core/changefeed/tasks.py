@@ -51,7 +51,7 @@ MODES = ("incremental", "snapshot", "rebuild")
 
 
 def _client(cfg: ChangefeedConfig) -> UpstreamClient:
-    return UpstreamClient(resolve_pd_addr(cfg.upstream))
+    return UpstreamClient(resolve_pd_addr(cfg.upstream), tidb=cfg.tidb)
 
 
 def _check_mode(mode: str, tables: list[str] | None) -> list[str] | None:
@@ -399,16 +399,11 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
         # Event filters drop row changes on purpose: such a table cannot equal the upstream snapshot,
         # so its count and checksum are not compared (key uniqueness, NOT NULL and schema still are).
         filtered = efilter.drops_rows_of(t.db_name, t.name)
-        expected = None
-        if cfg.dq_mode != "off" and not filtered:
-            # The channel is closed before the Spark job: the first job of a process launches Spark's
-            # JVM by fork+exec, which must not happen while a gRPC channel is open (see cdc_core/__init__).
-            with _client(cfg) as c:
-                expected = c.query(f"SELECT * FROM `{t.db_name}`.`{t.name}`", at_ts=ts)
+        # The job reads the upstream rows at ts itself, chunk by chunk over TiDB's SQL (never one list here).
         reports[t.qualified_name] = spark_engine.run_job(
             "data_quality",
-            {"sink_uri": cfg.sink_uri, "table": t.to_json(), "expected_rows": expected, "mode": cfg.dq_mode,
-             "ts": ts, "content": not filtered},
+            {"sink_uri": cfg.sink_uri, "table": t.to_json(), "pd_addr": resolve_pd_addr(cfg.upstream),
+             "tidb": cfg.tidb, "mode": cfg.dq_mode, "ts": ts, "content": not filtered},
         )
     failed = {name: r for name, r in reports.items() if not r["passed"]}
     dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, reports)

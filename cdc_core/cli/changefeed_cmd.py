@@ -39,7 +39,7 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
     if cfgmod.config_path(cfg.changefeed_id).exists():
         raise ConfigError(f"changefeed {cfg.changefeed_id!r} already exists; remove it first or pick another id")
     if not cfg.start_ts:
-        with UpstreamClient(resolve_pd_addr(cfg.upstream)) as c:
+        with UpstreamClient(resolve_pd_addr(cfg.upstream), tidb=cfg.tidb) as c:
             cfg = cfg.with_start_ts(c.get_ts())
     if cfg.target_ts and cfg.target_ts <= cfg.start_ts:
         raise ConfigError(f"{config}: target-ts {cfg.target_ts} is not after start-ts {cfg.start_ts}")
@@ -53,7 +53,7 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
     with SyncTableDiscovery(resolve_pd_addr(cfg.upstream), cfg.discovery_memory) as discovery:
         matched = discovery.matching_tables(cfg.table_filter)
     # The schema storage starts from a snapshot of the DDL history at start-ts.
-    with UpstreamClient(resolve_pd_addr(cfg.upstream)) as c:
+    with UpstreamClient(resolve_pd_addr(cfg.upstream), tidb=cfg.tidb) as c:
         jobs = load_schema_jobs(c, cfg.start_ts)
     sp = gc_safepoint.refresh_service_safe_point(pd_addr, cfg.changefeed_id, cfg.start_ts)
     if not sp.in_force:
@@ -159,7 +159,7 @@ def run(
     table_list = [t.strip() for t in tables.split(",") if t.strip()] if tables else None
     cfg = cfgmod.load_config(changefeed_id)
     if until_ts == "now":
-        with UpstreamClient(resolve_pd_addr(cfg.upstream)) as c:
+        with UpstreamClient(resolve_pd_addr(cfg.upstream), tidb=cfg.tidb) as c:
             target = c.get_ts()
     else:
         try:

@@ -31,21 +31,17 @@ def verify(
         raise ConfigError(f"--at-ts {ts} is after the checkpoint {st.checkpoint_ts}: Delta does not hold that yet")
     ok = True
     pd_addr = resolve_pd_addr(cfg.upstream)
-    with UpstreamClient(pd_addr) as c:
+    with UpstreamClient(pd_addr, tidb=cfg.tidb) as c:
         tables = [t for t in load_schema(c, ts).tables_at(ts) if cfg.table_filter.match(t.db_name, t.name)]
     efilter = cfg.event_filter
     for t in tables:
         # As the barrier checks: a table whose row changes event filters drop is not compared row by row.
         content = not efilter.drops_rows_of(t.db_name, t.name)
-        rows = None
-        if content:
-            # No gRPC channel stays open across a Spark job (its JVM launch forks: see cdc_core/__init__).
-            with UpstreamClient(pd_addr) as c:
-                rows = c.query(f"SELECT * FROM `{t.db_name}`.`{t.name}`", at_ts=ts)
+        # The job reads the upstream rows at ts itself, chunk by chunk over TiDB's SQL.
         rep = spark_engine.run_job(
             "data_quality",
-            {"sink_uri": cfg.sink_uri, "table": t.to_json(), "expected_rows": rows, "mode": "checksum", "ts": ts,
-             "content": content,
+            {"sink_uri": cfg.sink_uri, "table": t.to_json(), "pd_addr": pd_addr, "tidb": cfg.tidb, "mode": "checksum",
+             "ts": ts, "content": content,
              # Below the checkpoint, the Delta table as it was at ts (time travel by the commits' cdcflow.ts).
              "as_of_ts": ts if ts < st.checkpoint_ts else None},
         )

@@ -1,4 +1,4 @@
-"""Synchronous client of the upstream's PD server (PD, SQL and Catalog services on one address).
+"""Synchronous client of an upstream cluster: PD (and its etcd) over gRPC, TiDB's SQL over the MySQL protocol.
 
 Used by the CLI and the changefeed runner::
 
@@ -6,41 +6,51 @@ Used by the CLI and the changefeed runner::
         up.execute("CREATE DATABASE d; USE d; CREATE TABLE t (a INT PRIMARY KEY)")
         rows = up.query("SELECT * FROM d.t", at_ts=up.get_ts())
 
-Every gRPC failure becomes an ``UpstreamError`` carrying the server's message.
+SQL goes to ``tidb`` when given (``[user[:password]@]host:port``, comma-separated), else ``$CDCFLOW_TIDB``, else
+to the SQL servers TiDB registered in PD's etcd (``/topology/tidb/<addr>/info``), as tools given only PD find
+them (``cdc_core/client/tidb_sql.py``). Every failure becomes an ``UpstreamError`` carrying the server's message.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import grpc
 
 from cdc_core.client import pd_protocol
+from cdc_core.client.tidb_sql import (
+    ENV_TIDB,
+    StatementResult,
+    TidbAddress,
+    TidbSql,
+    parse_addresses,
+    split_statements,
+)
 from cdc_core.errors import UpstreamError
 from cdc_core.home import upstream_file
 from cdc_core.log import get_logger
-from cdc_core.proto import catalogpb_pb2, catalogpb_pb2_grpc, pdpb_pb2, pdpb_pb2_grpc, sqlpb_pb2, sqlpb_pb2_grpc
+from cdc_core.proto import (
+    catalogpb_pb2,
+    catalogpb_pb2_grpc,
+    etcdserverpb_pb2,
+    etcdserverpb_pb2_grpc,
+    pdpb_pb2,
+    pdpb_pb2_grpc,
+)
 
 log = get_logger("cdcflow.client.upstream")
 _S = TypeVar("_S")
 R = TypeVar("R")
 
 ENV_UPSTREAM = "CDCFLOW_UPSTREAM"
+TOPOLOGY_TIDB = "/topology/tidb"  # TiDB's TopologyInformationPath (pkg/domain/infosync/info.go)
 NO_UPSTREAM = "no upstream running; start one with `cdcflow upstream start --detach`"
-
-
-@dataclass(frozen=True)
-class StatementResult:
-    statement: str
-    columns: list[str] = field(default_factory=list)
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    affected_rows: int = 0
-    commit_ts: int = 0  # commit ts of the transaction the statement committed (0: none)
 
 
 @dataclass(frozen=True)
@@ -89,9 +99,15 @@ class UpstreamClient:
     leader (``pd_protocol.PdMembers``). SQL and the catalog go to the leader found too (every embedded member
     serves them)."""
 
-    def __init__(self, pd_addr: str, timeout: float = 60.0) -> None:
+    def __init__(self, pd_addr: str, timeout: float = 60.0, tidb: str | None = None) -> None:
         self.pd_addr = pd_addr
         self.timeout = timeout
+        self.tidb = tidb
+        self._addresses: list[TidbAddress] | None = None
+        # A MySQL connection serves one thread at a time (gRPC channels are shared): one per thread.
+        self._local = threading.local()
+        self._sqls: list[TidbSql] = []
+        self._sqls_lock = threading.Lock()
         self._members = pd_protocol.PdMembers(pd_addr)
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[tuple[str, type], Any] = {}
@@ -154,24 +170,57 @@ class UpstreamClient:
         raise AssertionError("unreachable: the last attempt raises")
 
     # --- SQL ----------------------------------------------------------------------------------
+    def sql(self) -> TidbSql:
+        """This thread's MySQL connection to TiDB (found as the module says; opened on first use)."""
+        conn: TidbSql | None = getattr(self._local, "sql", None)
+        if conn is None:
+            conn = self._local.sql = TidbSql(self._tidb_addresses(), self.timeout)
+            with self._sqls_lock:
+                self._sqls.append(conn)
+        return conn
+
+    def _tidb_addresses(self) -> list[TidbAddress]:
+        if self._addresses is None:
+            spec = self.tidb or os.environ.get(ENV_TIDB)
+            if spec:
+                self._addresses = parse_addresses(spec, "tidb" if self.tidb else ENV_TIDB)
+            else:
+                registered = self.tidb_addresses()
+                if not registered:
+                    raise UpstreamError(
+                        f"no TiDB SQL server is registered in PD at {self.pd_addr} ({TOPOLOGY_TIDB}/); "
+                        f"give one with `tidb = \"host:port\"` in the config or ${ENV_TIDB}")
+                self._addresses = parse_addresses(",".join(registered), f"PD {TOPOLOGY_TIDB}")
+        return self._addresses
+
     def execute(self, sql: str, at_ts: int = 0) -> list[StatementResult]:
-        """Run a script (statements share one session); one result per statement."""
-        request = sqlpb_pb2.ExecuteRequest(sql=sql, at_ts=at_ts)
-        # Not retried: a statement that may have committed must not run twice.
-        resp = self._call("SQL", sqlpb_pb2_grpc.SQLStub, lambda stub, t: stub.Execute(request, timeout=t),
-                          follow=False)
-        return [
-            StatementResult(
-                statement=r.statement, columns=list(r.columns), rows=[json.loads(x) for x in r.rows_json],
-                affected_rows=r.affected_rows, commit_ts=r.commit_ts,
-            )
-            for r in resp.results
-        ]
+        """Run a script (statements share one session); one result per statement. With ``at_ts`` the script
+        reads at that ts (``SET @@tidb_snapshot``) and may not write."""
+        return self.sql().execute(sql, at_ts)
 
     def query(self, sql: str, at_ts: int = 0) -> list[dict[str, Any]]:
-        """The rows of the script's last statement (JSON objects keyed by column name)."""
-        results = self.execute(sql, at_ts)
-        return results[-1].rows if results else []
+        """The rows of a SELECT (JSON values keyed by column name), at ``at_ts`` when given; a script's last."""
+        if len(split_statements(sql)) > 1:
+            results = self.execute(sql, at_ts)
+            return results[-1].rows if results else []
+        return self.sql().query(sql, at_ts)
+
+    def iter_rows(self, sql: str, at_ts: int = 0) -> Iterator[dict[str, Any]]:
+        """``query``'s rows, streamed off the connection as they are consumed (for results of any size)."""
+        return self.sql().iter_rows(sql, at_ts)
+
+    def tidb_addresses(self) -> list[str]:
+        """The SQL servers registered in PD's etcd (TiDB's ``/topology/tidb/<host:port>/info`` keys)."""
+        prefix = (TOPOLOGY_TIDB + "/").encode()
+        request = etcdserverpb_pb2.RangeRequest(key=prefix, range_end=prefix[:-1] + b"0")  # "/" + 1 = "0"
+        resp = self._call("etcd Range", etcdserverpb_pb2_grpc.KVStub, lambda stub, t: stub.Range(request, timeout=t),
+                          follow=False)
+        out = []
+        for kv in resp.kvs:
+            key = kv.key.decode(errors="replace")
+            if key.endswith("/info"):
+                out.append(key[len(prefix):-len("/info")])
+        return out
 
     # --- PD -----------------------------------------------------------------------------------
     def cluster_id(self) -> int:
@@ -231,6 +280,11 @@ class UpstreamClient:
 
     # --- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
+        with self._sqls_lock:
+            sqls, self._sqls = self._sqls, []
+        for conn in sqls:
+            conn.close()
+        self._local = threading.local()
         for ch in self._channels.values():
             ch.close()
         self._channels.clear()

@@ -168,7 +168,7 @@ def job_meta(parts: Sequence[DDLJob], state: int) -> bytes:
 
     d = tidb_json.jobs_to_tidb(parts, finished=state == JOB_STATE_SYNCED)
     d["state"] = state
-    return json.dumps(d, separators=(",", ":")).encode()
+    return tidb_json.go_json(d)
 
 
 def _ids(parts: Sequence[DDLJob]) -> tuple[str, str]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -89,6 +90,19 @@ _DROPS = ("drop table", "drop schema")
 _UTF8 = ("utf8mb4", "utf8mb4_bin")
 # TiDB's own type name of each TEXT/BLOB code, by whether the column holds bytes.
 _NAME_OF: dict[tuple[int, bool], str] = {(f.tp, f.binary): name for name, f in ct.TYPES.items()}
+
+
+# Go's encoding/json escapes these inside strings (HTML safety, and JavaScript's line separators); everything
+# else non-ASCII it writes as raw UTF-8 (encode.go, encodeState.string with escapeHTML).
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_GO_ESCAPE_TABLE = str.maketrans(_GO_ESCAPES)
+
+
+def go_json(value: Any) -> bytes:
+    """``value`` as Go's ``json.Marshal`` writes it, byte for byte for the JSON TiDB stores (objects in the order
+    given, no spaces, UTF-8 unescaped but for ``<``, ``>``, ``&``, U+2028 and U+2029). The escaped characters
+    can only occur inside strings, so translating the whole text is exact."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).translate(_GO_ESCAPE_TABLE).encode()
 
 
 def _cistr(name: str) -> dict[str, str]:

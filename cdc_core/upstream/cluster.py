@@ -32,9 +32,9 @@ from cdc_core.memory import MemoryLimitConfig
 from cdc_core.proto import (
     adminpb_pb2_grpc,
     cdcpb_pb2_grpc,
+    etcdserverpb_pb2_grpc,
     metapb_pb2,
     pdpb_pb2_grpc,
-    sqlpb_pb2_grpc,
 )
 from cdc_core.schema import ddl_history
 from cdc_core.upstream.admin_service import AdminService
@@ -42,6 +42,7 @@ from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.catalog_service import CatalogService
 from cdc_core.upstream.cdc_service import CdcService
 from cdc_core.upstream.ddl import DdlExecutor
+from cdc_core.upstream.etcd_service import EtcdKeySpace, EtcdKvService
 from cdc_core.upstream.faults import FaultInjector
 from cdc_core.upstream.gc import GcSafePoints, GcWorker
 from cdc_core.upstream.mvcc import MvccStore
@@ -51,7 +52,6 @@ from cdc_core.upstream.pd_service import PdService
 from cdc_core.upstream.regions import PEER_ID_STRIDE, RegionManager
 from cdc_core.upstream.split_checker import SplitChecker
 from cdc_core.upstream.sql_front import SqlEngine
-from cdc_core.upstream.sql_service import SqlService
 from cdc_core.upstream.tso import TsoAllocator
 
 log = get_logger("cdcflow.upstream")
@@ -185,6 +185,7 @@ class Cluster:
         self._pd_servers: list[grpc.aio.Server] = []
         self.mysql = MysqlFront(self.sql)
         self.mysql_addr = ""  # once serving; "" when not served
+        self.etcd = EtcdKeySpace()  # PD's embedded etcd, where the SQL front registers as TiDB does
         self.pd_addr = ""  # member 1's address (the leader at start)
         self.pd_member_addrs: list[str] = []
 
@@ -222,13 +223,14 @@ class Cluster:
         # queue, whose acquire timeout answers RESOURCE_EXHAUSTED with the limit named; so give the loop
         # longer than any sane acquire timeout to pick calls up.
         servers: list[tuple[grpc.aio.Server, int]] = []
-        sql, admin = SqlService(self.sql), AdminService(self.faults)
+        admin = AdminService(self.faults)
         for i, service in enumerate(self.pd_services):
-            # Every member serves the cdcflow-only services too (they read the shared state), so any listed
-            # address works for SQL, the catalog and faults; PD's own calls follow the leader.
+            # Every member serves etcd's Range and the cdcflow-only services too (they read the shared state), so
+            # any listed address works for them; PD's own calls follow the leader.
             pd = grpc.aio.server(options=[("grpc.server_max_unrequested_time_in_server", 600)])
             pdpb_pb2_grpc.add_PDServicer_to_server(service, pd)
-            sqlpb_pb2_grpc.add_SQLServicer_to_server(sql, pd)
+            etcdserverpb_pb2_grpc.add_KVServicer_to_server(
+                EtcdKvService(self.etcd, service.cluster_id, service.member_id), pd)
             adminpb_pb2_grpc.add_AdminServicer_to_server(admin, pd)
             self.catalog_service.add_to_server(pd)
             addr = self.config.pd_addr if i == 0 else f"{host}:0"
@@ -258,6 +260,7 @@ class Cluster:
                 self.mysql_addr = await self.mysql.start(mysql_host, int(mysql_port))
             except OSError as exc:
                 raise ClusterError(f"cannot bind the MySQL server to {self.config.mysql_addr}: {exc}") from exc
+            self.etcd.register_tidb(self.mysql_addr)
         self.gc.start()
         log.info("upstream serving", pd_addr=self.pd_addr, pd_members=self.pd_member_addrs,
                  mysql_addr=self.mysql_addr, store_addrs=self.store_addrs)
@@ -265,6 +268,7 @@ class Cluster:
     async def stop(self, grace: float = 1.0) -> None:
         await self.gc.stop()
         if self.mysql_addr:
+            self.etcd.unregister_tidb(self.mysql_addr)
             await self.mysql.stop()
             self.mysql_addr = ""
         for node in self.stores.values():

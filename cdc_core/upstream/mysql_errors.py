@@ -42,6 +42,7 @@ ER_TRUNCATED_WRONG_VALUE = MysqlCode(1292, b"22007")
 ER_TRUNCATED_WRONG_VALUE_FOR_FIELD = MysqlCode(1366, b"HY000")
 ER_DATA_TOO_LONG = MysqlCode(1406, b"22001")
 ER_INVALID_JSON_TEXT = MysqlCode(3140, b"22032")
+ER_NOT_SUPPORTED_YET = MysqlCode(1235, b"42000")  # "This version of TiDB doesn't yet support ..."
 ER_UNSUPPORTED_DDL = MysqlCode(8200, b"HY000")  # TiDB's ErrUnsupportedDDLOperation / ErrUnsupportedModifyColumn
 TIDB_GC_TOO_EARLY = MysqlCode(9006, b"HY000")
 TIDB_WRITE_CONFLICT = MysqlCode(9007, b"HY000")
@@ -67,6 +68,7 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^No database selected", ER_NO_DB_ERROR),
         (r"^Unsupported (modify column|operate same)", ER_UNSUPPORTED_DDL),
         (r"^invalid DEFAULT", ER_INVALID_DEFAULT),
+        (r"^unsupported (statement|SQL)", ER_NOT_SUPPORTED_YET),
         (r"^Data truncated for column", ER_WARN_DATA_TRUNCATED),
         # A value that does not fit its column (cdc_core.schema.column_type's messages), as strict mode refuses it.
         (r"^column '.*' \(.*\): .*(out of range|outside .*range|does not fit)", ER_WARN_DATA_OUT_OF_RANGE),

@@ -11,6 +11,9 @@ TiDB's session variables cdcflow and TiCDC's users rely on:
 - ``tidb_snapshot``: ``SET @@tidb_snapshot = '<tso or datetime>'`` makes the session read at that ts (writes
   are refused); ``''`` ends it. A ts in the future or below the GC safe point is refused at the SET.
 - ``tidb_current_ts``: the open transaction's start ts (0 outside one), read-only.
+- ``tidb_last_txn_info``: the last transaction the session committed, as client-go's ``TxnInfo`` JSON
+  (``{"txn_scope": "global", "start_ts", "commit_ts", ...}``), read-only. Unlike TiDB, a DDL statement sets it
+  too (``start_ts`` 0, ``commit_ts`` the job's): that is how a client learns where a DDL committed.
 - ``version``: ``8.0.11-TiDB-v8.5.0-cdcflow`` (TiDB reports MySQL 8.0.11 compatibility, then its own version).
 
 Errors carry MySQL's codes (``mysql_errors``). Each query's statements run in order; the last one's result is
@@ -24,6 +27,7 @@ is accepted). ``information_schema`` comes from ``info_schema`` (with ``TIDB_TAB
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -32,11 +36,13 @@ from typing import Any, cast
 from mysql_mimic import MysqlServer, Session
 from mysql_mimic.charset import CharacterSet
 from mysql_mimic.connection import Connection
+from mysql_mimic.constants import INFO_SCHEMA
 from mysql_mimic.control import LocalControl
 from mysql_mimic.errors import SQLSTATES, ErrorCode, MysqlError
 from mysql_mimic.results import AllowedResult, ResultColumn
 from mysql_mimic.session import Query
 from mysql_mimic.types import ColumnType
+from mysql_mimic.utils import find_dbs
 from mysql_mimic.variables import SYSTEM_VARIABLES, GlobalVariables, SessionVariables
 from sqlglot import exp
 
@@ -60,6 +66,7 @@ _VARIABLES = GlobalVariables({
     "version_comment": (str, "TiDB Server (cdcflow's embedded upstream)", False),
     "tidb_snapshot": (str, "", True),
     "tidb_current_ts": (int, 0, False),
+    "tidb_last_txn_info": (str, "", False),
 })
 
 # mysql-mimic names SQLSTATEs for its own few codes; a client shows the state of the others too.
@@ -191,6 +198,10 @@ class FrontSession(Session):
             raise MysqlError(str(exc), cast(ErrorCode, mysql_errors.TIDB_GC_TOO_EARLY.code)) from exc
         finally:
             self.variables.set("tidb_current_ts", self.sql.txn.start_ts if self.sql.txn else 0, force=True)
+        if res.commit_ts:
+            info = {"txn_scope": "global", "start_ts": self.sql.last_start_ts, "commit_ts": res.commit_ts,
+                    "txn_commit_mode": "2pc", "async_commit_fallback": False, "one_pc_fallback": False}
+            self.variables.set("tidb_last_txn_info", json.dumps(info, separators=(",", ":")), force=True)
         await asyncio.sleep(0)  # let the change feed and other sessions run between statements
         return self._result(res)
 
@@ -239,6 +250,19 @@ class FrontSession(Session):
             raise MysqlError(f"tidb_snapshot: {exc}", ErrorCode.WRONG_VALUE_FOR_VAR) from exc
         self.sql.at_ts = ts
         return result
+
+    async def _info_schema_middleware(self, q: Query) -> AllowedResult:
+        """``information_schema`` (and mysql-mimic's few ``mysql`` grant tables) from ``schema()``; every other
+        ``mysql.*`` table (TiDB's ``tidb_ddl_job``, ``tidb_ddl_history``) is the engine's."""
+        dbs = {db.lower() for db in find_dbs(q.expression)}
+        current = (self.database or "").lower()
+        if dbs <= {"information_schema"} and (dbs or current == "information_schema"):
+            return await self._query_info_schema(q.expression)
+        if dbs == {"mysql"} or (not dbs and current == "mysql"):
+            names = {t.name.lower() for t in q.expression.find_all(exp.Table)}
+            if names and names <= set(INFO_SCHEMA["mysql"]):
+                return await self._query_info_schema(q.expression)
+        return await q.next()
 
     async def schema(self) -> TidbInfoSchema:
         """``information_schema`` for SHOW and queries: the tables the session sees, at ``tidb_snapshot`` when one

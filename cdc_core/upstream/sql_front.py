@@ -189,6 +189,7 @@ class Session:
         self._snapshot_schema: dict[tuple[str, str], TableInfo] | None = None
         self.db: str | None = None
         self.txn: Transaction | None = None
+        self.last_start_ts = 0  # start ts of the last transaction committed here (0: a DDL, or none yet)
 
     @property
     def at_ts(self) -> int:
@@ -300,7 +301,9 @@ class Session:
         txn, self.txn = self.txn, None
         if txn is None:
             return 0
-        return await txn.commit(self._validator(txn))
+        commit_ts = await txn.commit(self._validator(txn))
+        self.last_start_ts = txn.start_ts
+        return commit_ts
 
     def _validator(self, txn: Transaction) -> Callable[[], None]:
         def validate() -> None:
@@ -344,6 +347,7 @@ class Session:
                     await asyncio.sleep(0.005 * (attempt + 1))
                     continue
                 raise
+            self.last_start_ts = txn.start_ts
             return StatementResult(statement=st.text, affected_rows=n, commit_ts=commit_ts)
         raise AssertionError("unreachable")
 
@@ -427,6 +431,8 @@ class Session:
         # MySQL: DDL implicitly commits the open transaction.
         await self._commit_open()
         commit_ts = [ts for ts in action() if ts]
+        if commit_ts:
+            self.last_start_ts = 0  # a DDL job's transactions are the DDL owner's, not this session's
         return StatementResult(statement=st.text, commit_ts=commit_ts[-1] if commit_ts else 0)
 
     def _alter_action(self, node: exp.Alter, text: str) -> Callable[[], list[int]]:

@@ -150,6 +150,19 @@ def test_initial_snapshot_parses_validates_and_round_trips():
     assert "feed.toml" in str(ei.value)
 
 
+def test_tidb_addresses_parse_validate_and_round_trip() -> None:
+    base = 'changefeed-id = "a"\nsink-uri = "/tmp/l"\n'
+    assert cfgmod.parse_config(base).tidb is None  # the TiDB servers registered in PD
+    c = cfgmod.parse_config(base + 'tidb = ["cdc@tidb-1:4000", "tidb-2:4000"]\n', "feed.toml")
+    assert c.tidb == "cdc@tidb-1:4000,tidb-2:4000"
+    assert cfgmod.parse_config(c.to_toml()) == c
+    assert cfgmod.parse_config(base + 'tidb = "tidb-1:4000"\n').tidb == "tidb-1:4000"
+    for bad, message in (('tidb = ["tidb-1"]', r"feed.toml: `tidb`: 'tidb-1' is not \[mysql://\]"),
+                         ("tidb = []", "`tidb` must be a non-empty list"), ("tidb = 4000", "`tidb` must be")):
+        with pytest.raises(ConfigError, match=message):
+            cfgmod.parse_config(base + bad + "\n", "feed.toml")
+
+
 def test_loading_a_config_stays_cheap(tmp_path) -> None:
     """Every Airflow task's DAG parse, the dag processor and every CLI call load configs: the engine's heavy
     libraries stay out of it (an event-filter expression alone brings in sqlglot, to validate it)."""

@@ -249,6 +249,17 @@ def test_cdcflow_jobs_written_as_tidb_jobs_read_back_the_same() -> None:
         assert ddl_history.jobs_from_value(ddl_history.JOB_TABLE_ID, job.job_table_value(), job.finished_ts) == [job]
 
 
+def test_job_json_is_written_as_go_writes_it() -> None:
+    """Go's json.Marshal of struct{Query string `json:"query"`} with this value (encoding/json, escapeHTML):
+    raw UTF-8, and <, >, &, U+2028 and U+2029 escaped."""
+    assert tidb_json.go_json({"query": "a<b && c>d, caf\u00e9 \u2028\u2029 \"q\"\\"}) == (
+        b'{"query":"a\\u003cb \\u0026\\u0026 c\\u003ed, caf\xc3\xa9 \\u2028\\u2029 \\"q\\"\\\\"}')
+    job = DDLJob(7, "create schema", 6, None, "caf\u00e9", None, "CREATE DATABASE `caf\u00e9` /* a<b */", 11, None, 540)
+    meta = job.job_meta(ddl_history.JOB_STATE_SYNCED)
+    assert b"caf\xc3\xa9" in meta and b"a\\u003cb" in meta and b"\\u00e9" not in meta
+    assert ddl_history.jobs_from_meta(meta) == [job]
+
+
 def test_create_tables_and_rename_tables_split_into_a_job_per_table() -> None:
     second = {**GOLDEN_CLUSTERED, "id": 81, "name": {"O": "test02", "L": "test02"}}
     # ActionCreateTables (tidb_enable_fast_create_table merging two CREATE TABLEs): one job, two tables.

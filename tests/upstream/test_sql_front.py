@@ -1,16 +1,16 @@
-"""The SQL front through the SQL service: statements, both table kinds, constraints, transactions."""
+"""The SQL front over the MySQL protocol (cdcflow's client and a stock driver): statements, both table kinds,
+constraints, transactions."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import grpc
+import pymysql
 import pytest
 
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.row import decode_row
 from cdc_core.errors import UpstreamError
-from cdc_core.proto import sqlpb_pb2, sqlpb_pb2_grpc
 from cdc_core.schema import ddl_history
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.sql_front import split_script
@@ -22,11 +22,16 @@ def engine_error(cluster: Any, sql: str) -> SqlError:
     return ei.value
 
 
-def grpc_code(pd_addr: str, sql: str) -> tuple[grpc.StatusCode, str]:
-    with grpc.insecure_channel(pd_addr) as ch:
-        with pytest.raises(grpc.RpcError) as ei:
-            sqlpb_pb2_grpc.SQLStub(ch).Execute(sqlpb_pb2.ExecuteRequest(sql=sql), timeout=10)
-    return ei.value.code(), ei.value.details()
+def mysql_code(cluster: Any, sql: str) -> tuple[int, str]:
+    """The MySQL error code and message a stock driver gets for ``sql``."""
+    host, _, port = cluster.mysql_addr.rpartition(":")
+    conn = pymysql.connect(host=host, port=int(port), user="root")
+    try:
+        with pytest.raises(pymysql.err.MySQLError) as ei:
+            conn.cursor().execute(sql)
+    finally:
+        conn.close()
+    return ei.value.args[0], ei.value.args[1]
 
 
 def test_split_script_handles_literals_comments_and_clustered_hints() -> None:
@@ -120,8 +125,8 @@ def test_constraint_errors(upstream_cluster: Any, upstream_client: Any, fresh_db
     assert upstream_client.query(f"SELECT COUNT(*) AS n FROM {fresh_db}.t") == [{"n": 1}]
     # NULLs never collide in a unique index
     upstream_client.execute(f"INSERT INTO {fresh_db}.t VALUES (5, 1, NULL), (6, 1, NULL)")
-    code, details = grpc_code(upstream_cluster.pd_addr, f"INSERT INTO {fresh_db}.t VALUES (1, 1, 'q')")
-    assert code == grpc.StatusCode.FAILED_PRECONDITION and "Duplicate entry '1'" in details
+    code, details = mysql_code(upstream_cluster, f"INSERT INTO {fresh_db}.t VALUES (1, 1, 'q')")
+    assert code == 1062 and "Duplicate entry '1'" in details  # ER_DUP_ENTRY
 
 
 def test_bad_sql_and_bad_values(upstream_cluster: Any, upstream_client: Any, fresh_db: str) -> None:
@@ -152,8 +157,8 @@ def test_bad_sql_and_bad_values(upstream_cluster: Any, upstream_client: Any, fre
         assert "statement 1" in err.message
     assert engine_error(upstream_cluster, f"SELECT * FROM {fresh_db}.missing").kind is ErrorKind.NOT_FOUND
     assert engine_error(upstream_cluster, f"CREATE DATABASE {fresh_db}").kind is ErrorKind.EXISTS
-    code, details = grpc_code(upstream_cluster.pd_addr, "SHOW TABLES")
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "SHOW" in details
+    code, details = mysql_code(upstream_cluster, "CREATE VIEW v AS SELECT 1")
+    assert code == 1235 and "unsupported statement" in details  # ER_NOT_SUPPORTED_YET
     with pytest.raises(UpstreamError, match="unsupported statement"):
         upstream_client.execute("GRANT ALL ON *.* TO u")
 

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from cdc_core.proto import sqlpb_pb2 as cdc__core_dot_proto_dot_sqlpb__pb2
+from cdc_core.proto import etcdserverpb_pb2 as cdc__core_dot_proto_dot_etcdserverpb__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in cdc_core/proto/sqlpb_pb2_grpc.py depends on'
+        + ' but the generated code in cdc_core/proto/etcdserverpb_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class SQLStub:
+class KVStub:
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -34,43 +34,43 @@ class SQLStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Execute = channel.unary_unary(
-                '/sqlpb.SQL/Execute',
-                request_serializer=cdc__core_dot_proto_dot_sqlpb__pb2.ExecuteRequest.SerializeToString,
-                response_deserializer=cdc__core_dot_proto_dot_sqlpb__pb2.ExecuteResponse.FromString,
+        self.Range = channel.unary_unary(
+                '/etcdserverpb.KV/Range',
+                request_serializer=cdc__core_dot_proto_dot_etcdserverpb__pb2.RangeRequest.SerializeToString,
+                response_deserializer=cdc__core_dot_proto_dot_etcdserverpb__pb2.RangeResponse.FromString,
                 _registered_method=True)
 
 
-class SQLServicer:
+class KVServicer:
     """Missing associated documentation comment in .proto file."""
 
-    def Execute(self, request, context):
+    def Range(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
 
-def add_SQLServicer_to_server(servicer, server):
+def add_KVServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Execute': grpc.unary_unary_rpc_method_handler(
-                    servicer.Execute,
-                    request_deserializer=cdc__core_dot_proto_dot_sqlpb__pb2.ExecuteRequest.FromString,
-                    response_serializer=cdc__core_dot_proto_dot_sqlpb__pb2.ExecuteResponse.SerializeToString,
+            'Range': grpc.unary_unary_rpc_method_handler(
+                    servicer.Range,
+                    request_deserializer=cdc__core_dot_proto_dot_etcdserverpb__pb2.RangeRequest.FromString,
+                    response_serializer=cdc__core_dot_proto_dot_etcdserverpb__pb2.RangeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'sqlpb.SQL', rpc_method_handlers)
+            'etcdserverpb.KV', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('sqlpb.SQL', rpc_method_handlers)
+    server.add_registered_method_handlers('etcdserverpb.KV', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class SQL:
+class KV:
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
-    def Execute(request,
+    def Range(request,
             target,
             options=(),
             channel_credentials=None,
@@ -83,9 +83,9 @@ class SQL:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/sqlpb.SQL/Execute',
-            cdc__core_dot_proto_dot_sqlpb__pb2.ExecuteRequest.SerializeToString,
-            cdc__core_dot_proto_dot_sqlpb__pb2.ExecuteResponse.FromString,
+            '/etcdserverpb.KV/Range',
+            cdc__core_dot_proto_dot_etcdserverpb__pb2.RangeRequest.SerializeToString,
+            cdc__core_dot_proto_dot_etcdserverpb__pb2.RangeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,255 @@
+"""cdcflow's SQL to TiDB: the MySQL protocol, through PyMySQL, as any TiDB client speaks it.
+
+Every SQL need of cdcflow goes here: snapshot reads (``SET @@tidb_snapshot = '<ts>'``, TiDB's stale read by
+tso), the data-quality checks and ``verify``, the DDL jobs at a ts, and ``cdcflow upstream sql``. Large results
+stream (PyMySQL's unbuffered ``SSCursor``: rows are read off the socket as they are consumed), so a chunk of a
+table is never one message or one list.
+
+Addresses are ``[mysql://][user[:password]@]host:port``; the user defaults to ``root`` and the password to
+``$CDCFLOW_TIDB_PASSWORD`` (empty when unset). ``UpstreamClient`` finds them, in order, from its ``tidb``
+argument, ``$CDCFLOW_TIDB``, or the SQL servers registered in PD (``/topology/tidb/``, see
+``cdc_core/upstream/etcd_service.py``), and tries them in turn until one connects.
+
+Values come back as the MySQL text protocol types them (PyMySQL: ``Decimal``, ``datetime``, ``timedelta``,
+``bytes``, ...) and are handed out in their JSON form (``value_text.json_value``), which each column's
+``convert`` reads back exactly. A failed statement is an ``UpstreamError`` with MySQL's code and the statement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import pymysql
+import pymysql.cursors
+
+from cdc_core.codec.value_text import json_value
+from cdc_core.errors import ConfigError, UpstreamError
+from cdc_core.log import get_logger
+
+log = get_logger("cdcflow.client.tidb_sql")
+
+ENV_TIDB = "CDCFLOW_TIDB"
+ENV_PASSWORD = "CDCFLOW_TIDB_PASSWORD"
+DEFAULT_USER = "root"
+# MySQL client errors that mean the connection is gone (CR_SERVER_GONE_ERROR, CR_SERVER_LOST, CR_CONN_HOST_ERROR).
+_LOST = {2006, 2013, 2003}
+
+
+@dataclass(frozen=True)
+class StatementResult:
+    statement: str
+    columns: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    affected_rows: int = 0
+    commit_ts: int = 0  # commit ts of the transaction the statement committed (0: none)
+
+
+@dataclass(frozen=True)
+class TidbAddress:
+    host: str
+    port: int
+    user: str = DEFAULT_USER
+    password: str | None = None  # None: $CDCFLOW_TIDB_PASSWORD
+
+    @property
+    def addr(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @classmethod
+    def parse(cls, spec: str, where: str = "tidb") -> TidbAddress:
+        """``[mysql://][user[:password]@]host:port``; ``where`` names the setting in errors."""
+        text = spec.strip()
+        if text.startswith("mysql://"):
+            text = text[len("mysql://"):].rstrip("/")
+        user, password = DEFAULT_USER, None
+        if "@" in text:
+            cred, text = text.rsplit("@", 1)
+            user, sep, pw = cred.partition(":")
+            user, password = unquote(user) or DEFAULT_USER, unquote(pw) if sep else None
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{where}: {spec!r} is not [mysql://][user[:password]@]host:port")
+        return cls(host.strip("[]"), int(port), user, password)
+
+
+def parse_addresses(spec: str, where: str = "tidb") -> list[TidbAddress]:
+    """Comma-separated addresses (any of them will do)."""
+    out = [TidbAddress.parse(part, where) for part in spec.split(",") if part.strip()]
+    if not out:
+        raise ConfigError(f"{where}: no address given")
+    return out
+
+
+def split_statements(script: str) -> list[str]:
+    """A script's statements: split on ``;`` outside literals, identifiers and comments (MySQL's tokens)."""
+    from sqlglot import Dialect  # here: commands that never run SQL start without sqlglot
+    from sqlglot.errors import TokenError
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = Dialect.get_or_raise("mysql").tokenize(script)
+    except TokenError as exc:
+        raise UpstreamError(f"cannot split the SQL script: {exc}") from exc
+    out, start, last_end = [], None, None
+    for t in tokens:
+        if t.token_type == TokenType.SEMICOLON:
+            if start is not None:
+                out.append(script[start:last_end])
+            start = last_end = None
+            continue
+        if start is None:
+            start = t.start
+        last_end = t.end + 1
+    if start is not None:
+        out.append(script[start:last_end])
+    return out
+
+
+class TidbSql:
+    """One MySQL connection to one of ``addresses``, opened on first use and re-opened after it is lost."""
+
+    def __init__(self, addresses: list[TidbAddress], timeout: float = 60.0) -> None:
+        if not addresses:
+            raise ValueError("no TiDB address")
+        self.addresses = addresses
+        self.timeout = timeout
+        self._conn: pymysql.connections.Connection[Any] | None = None
+        self._last_commit_ts = 0
+        self.addr = ""
+
+    def _connect(self) -> pymysql.connections.Connection[Any]:
+        if self._conn is not None:
+            return self._conn
+        failures = []
+        for a in self.addresses:
+            password = a.password if a.password is not None else os.environ.get(ENV_PASSWORD, "")
+            try:
+                self._conn = pymysql.connect(
+                    host=a.host, port=a.port, user=a.user, password=password, autocommit=True,
+                    charset="utf8mb4", connect_timeout=min(self.timeout, 10.0), read_timeout=self.timeout,
+                    write_timeout=self.timeout)
+            except pymysql.err.MySQLError as exc:
+                failures.append(f"{a.addr}: {_message(exc)}")
+                continue
+            self.addr = a.addr
+            return self._conn
+        raise UpstreamError("cannot connect to TiDB's SQL port: " + "; ".join(failures))
+
+    def _fail(self, exc: pymysql.err.MySQLError, statement: str, n: int = 0) -> UpstreamError:
+        where = f"statement {n} `{_short(statement)}`" if n else f"`{_short(statement)}`"
+        if _code(exc) in _LOST or isinstance(exc, pymysql.err.InterfaceError):
+            self.close()
+            return UpstreamError(f"lost the TiDB connection at {self.addr or '?'} in {where}: {_message(exc)}")
+        return UpstreamError(f"{where}: {_message(exc)} (TiDB at {self.addr})")
+
+    def execute(self, script: str, at_ts: int = 0) -> list[StatementResult]:
+        """Run a script's statements in order on this connection (one session: BEGIN ... COMMIT span statements);
+        one result per statement, rows included. With ``at_ts`` the script reads at that ts (and TiDB refuses
+        writes). The first failing statement raises; none is retried, since a statement that may have committed
+        must not run twice."""
+        results: list[StatementResult] = []
+        try:
+            if at_ts:
+                self._set_snapshot(at_ts)
+            self._run_script(script, results)
+        finally:
+            self._end_script(at_ts)
+        return results
+
+    def _set_snapshot(self, ts: int) -> None:
+        text = f"SET @@tidb_snapshot = '{int(ts)}'"
+        try:
+            with self._connect().cursor() as cur:
+                cur.execute(text)
+        except pymysql.err.MySQLError as exc:
+            raise self._fail(exc, text) from exc
+
+    def _end_script(self, at_ts: int = 0) -> None:
+        """A script is a unit, as ``mysql -e`` runs one: a transaction it leaves open (by an error, or without
+        COMMIT) is rolled back, as the server does when such a client disconnects; a snapshot it read at ends."""
+        if self._conn is None:
+            return
+        try:
+            with self._conn.cursor() as cur:
+                if at_ts:
+                    cur.execute("SET @@tidb_snapshot = ''")
+                cur.execute("SELECT @@tidb_current_ts")
+                row = cur.fetchone()
+                if row and row[0]:
+                    log.info("rolling back a transaction a script left open", start_ts=row[0])
+                    cur.execute("ROLLBACK")
+        except pymysql.err.MySQLError:
+            self.close()  # the server rolls back at disconnect
+
+    def _run_script(self, script: str, results: list[StatementResult]) -> None:
+        for n, text in enumerate(split_statements(script), 1):
+            conn = self._connect()
+            try:
+                with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                    affected = cur.execute(text)
+                    columns = [d[0] for d in cur.description or ()]
+                    rows = [{k: json_value(v) for k, v in row.items()} for row in cur.fetchall()] if columns else []
+                    commit_ts = 0
+                    if not columns:
+                        cur.execute("SELECT @@tidb_last_txn_info")
+                        info = (cur.fetchone() or {}).get("@@tidb_last_txn_info") or ""
+                        commit_ts = int(json.loads(info)["commit_ts"]) if info else 0
+            except pymysql.err.MySQLError as exc:
+                raise self._fail(exc, text, n) from exc
+            # tidb_last_txn_info names the session's last commit: it is this statement's only if it changed.
+            own = commit_ts if commit_ts and commit_ts != self._last_commit_ts else 0
+            self._last_commit_ts = commit_ts or self._last_commit_ts
+            results.append(StatementResult(text, columns, rows, 0 if columns else affected, own))
+
+    def iter_rows(self, sql: str, at_ts: int = 0) -> Iterator[dict[str, Any]]:
+        """The rows of one SELECT, streamed (JSON values by column name); at ``at_ts`` (a tso) when given."""
+        if at_ts:
+            self._set_snapshot(at_ts)
+        conn = self._connect()
+        try:
+            with conn.cursor(pymysql.cursors.SSDictCursor) as cur:
+                cur.execute(sql)
+                for row in cur.fetchall_unbuffered():
+                    yield {k: json_value(v) for k, v in row.items()}
+        except pymysql.err.MySQLError as exc:
+            raise self._fail(exc, sql) from exc
+        finally:
+            if at_ts and self._conn is not None:
+                try:
+                    with self._conn.cursor() as c:
+                        c.execute("SET @@tidb_snapshot = ''")
+                except pymysql.err.MySQLError:
+                    self.close()  # a session left at a snapshot must not serve the next read
+
+    def query(self, sql: str, at_ts: int = 0) -> list[dict[str, Any]]:
+        """The rows of one SELECT whose result is small (catalog reads, a chunk); see ``iter_rows``."""
+        return list(self.iter_rows(sql, at_ts))
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        self._last_commit_ts = 0
+        if conn is not None:
+            try:
+                conn.close()
+            except pymysql.err.MySQLError:
+                pass  # already gone
+
+
+def _code(exc: pymysql.err.MySQLError) -> int | None:
+    return exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+
+
+def _message(exc: pymysql.err.MySQLError) -> str:
+    code = _code(exc)
+    text = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+    return f"{text} (MySQL error {code})" if code is not None else text
+
+
+def _short(text: str, n: int = 120) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= n else one[: n - 3] + "..."

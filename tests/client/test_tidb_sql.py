@@ -1,0 +1,125 @@
+"""cdcflow's SQL over the MySQL protocol: TiDB found through PD's etcd, scripts, commit ts, snapshot reads,
+streaming, one connection per thread, addresses and errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import grpc
+import pytest
+
+from cdc_core.client.tidb_sql import TidbAddress, TidbSql, parse_addresses, split_statements
+from cdc_core.client.upstream import UpstreamClient
+from cdc_core.errors import ConfigError, UpstreamError
+from cdc_core.proto import etcdserverpb_pb2, etcdserverpb_pb2_grpc
+
+
+def test_tidb_registers_in_pds_etcd_as_tidb_does(upstream_cluster: Any) -> None:
+    """The keys TiDB's infosync writes, read with etcd's own Range on a PD member's port."""
+    with grpc.insecure_channel(upstream_cluster.pd_addr) as ch:
+        kv = etcdserverpb_pb2_grpc.KVStub(ch)
+        resp = kv.Range(etcdserverpb_pb2.RangeRequest(key=b"/topology/tidb/", range_end=b"/topology/tidb0"),
+                        timeout=5)
+        keys = [x.key.decode() for x in resp.kvs]
+        addr = upstream_cluster.mysql_addr
+        assert keys == [f"/topology/tidb/{addr}/info", f"/topology/tidb/{addr}/ttl"]
+        info = json.loads(resp.kvs[0].value)
+        assert set(info) == {"version", "git_hash", "status_port", "deploy_path", "start_timestamp", "labels"}
+        assert int(resp.kvs[1].value) > 1_600_000_000 * 10**9  # unix nanoseconds
+        assert resp.count == 2 and not resp.more and resp.header.revision >= resp.kvs[1].mod_revision
+        one = kv.Range(etcdserverpb_pb2.RangeRequest(key=keys[0].encode()), timeout=5)  # no range_end: the key alone
+        assert [x.key.decode() for x in one.kvs] == keys[:1]
+        limited = kv.Range(etcdserverpb_pb2.RangeRequest(key=b"/topology/", range_end=b"\0", limit=1,
+                                                         keys_only=True), timeout=5)
+        assert limited.more and limited.count == 2 and limited.kvs[0].value == b""
+        counted = kv.Range(etcdserverpb_pb2.RangeRequest(key=b"/topology/", range_end=b"\0", count_only=True),
+                           timeout=5)
+        assert counted.count == 2 and not counted.kvs
+        with pytest.raises(grpc.RpcError) as ei:
+            kv.Range(etcdserverpb_pb2.RangeRequest(key=b""), timeout=5)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "key is not provided" in ei.value.details()
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        assert c.tidb_addresses() == [addr]
+
+
+def test_statements_commit_ts_and_open_transactions(upstream_client: Any, fresh_db: str) -> None:
+    res = upstream_client.execute(
+        f"USE {fresh_db}; CREATE TABLE t (a INT PRIMARY KEY, b VARCHAR(8)); INSERT INTO t VALUES (1, 'a;b');"
+        "BEGIN; INSERT INTO t VALUES (2, NULL); UPDATE t SET b = 'x' WHERE a = 1; COMMIT; SELECT * FROM t")
+    ddl, ins, begin, ins2, upd, commit, sel = res[1:]
+    assert 0 < ddl.commit_ts < ins.commit_ts < commit.commit_ts  # from @@tidb_last_txn_info
+    assert begin.commit_ts == ins2.commit_ts == upd.commit_ts == 0 and (ins2.affected_rows, upd.affected_rows) == (1, 1)
+    assert sel.columns == ["a", "b"] and sel.rows == [{"a": 1, "b": "x"}, {"a": 2, "b": None}]
+    # a script that leaves a transaction open is rolled back at its end, as `mysql -e` is at disconnect
+    upstream_client.execute(f"BEGIN; INSERT INTO {fresh_db}.t VALUES (3, 'gone')")
+    assert upstream_client.query(f"SELECT COUNT(*) AS n FROM {fresh_db}.t") == [{"n": 2}]
+    assert upstream_client.query("SELECT @@tidb_current_ts AS ts") == [{"ts": 0}]
+
+
+def test_snapshot_reads_stream_and_leave_the_session_at_the_latest(upstream_client: Any, fresh_db: str) -> None:
+    upstream_client.execute(f"CREATE TABLE {fresh_db}.t (a INT PRIMARY KEY)")
+    values = ", ".join(f"({i})" for i in range(5000))
+    upstream_client.execute(f"INSERT INTO {fresh_db}.t VALUES {values}")
+    ts = upstream_client.get_ts()
+    upstream_client.execute(f"DELETE FROM {fresh_db}.t WHERE a >= 100")
+    rows = upstream_client.iter_rows(f"SELECT a FROM {fresh_db}.t ORDER BY a", at_ts=ts)
+    first = next(rows)
+    assert first == {"a": 0}
+    assert sum(1 for _ in rows) == 4999  # streamed off the socket (SSCursor), all 5000 at ts
+    assert upstream_client.query(f"SELECT COUNT(*) AS n FROM {fresh_db}.t") == [{"n": 100}]  # back at the latest
+    assert upstream_client.query("SELECT @@tidb_snapshot AS s") == [{"s": ""}]
+    # an abandoned stream still resets the snapshot before the connection serves another read
+    gen = upstream_client.iter_rows(f"SELECT a FROM {fresh_db}.t", at_ts=ts)
+    next(gen)
+    gen.close()
+    assert upstream_client.query(f"SELECT COUNT(*) AS n FROM {fresh_db}.t") == [{"n": 100}]
+
+
+def test_one_connection_per_thread(upstream_client: Any, fresh_db: str) -> None:
+    upstream_client.execute(f"CREATE TABLE {fresh_db}.t (a INT PRIMARY KEY, b INT)")
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for j in range(20):
+                upstream_client.execute(f"USE {fresh_db}; BEGIN; INSERT INTO t VALUES ({i * 100 + j}, {i}); COMMIT")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    rows = upstream_client.query(f"SELECT a, b FROM {fresh_db}.t")
+    assert sorted((r["a"], r["b"]) for r in rows) == [(i * 100 + j, i) for i in range(4) for j in range(20)]
+
+
+def test_addresses_and_errors(upstream_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert TidbAddress.parse("mysql://u:p%40ss@db.local:4000/") == TidbAddress("db.local", 4000, "u", "p@ss")
+    assert TidbAddress.parse("10.0.0.1:4000") == TidbAddress("10.0.0.1", 4000, "root", None)
+    assert [a.addr for a in parse_addresses("a:1, b:2")] == ["a:1", "b:2"]
+    for bad in ("db.local", "db:port", "db:0", "db:70000"):
+        with pytest.raises(ConfigError, match=r"tidb: .* is not \[mysql://\]"):
+            TidbAddress.parse(bad)
+    assert split_statements("SELECT ';'; /* ; */ SELECT `a;b` FROM t;; ") == ["SELECT ';'", "SELECT `a;b` FROM t"]
+    # explicit addresses win over PD's registry; every address is tried and each failure named
+    with UpstreamClient(upstream_cluster.pd_addr, tidb=f"127.0.0.1:1,{upstream_cluster.mysql_addr}") as c:
+        assert c.query("SELECT 1 AS one") == [{"one": 1}]
+    with UpstreamClient(upstream_cluster.pd_addr, tidb="127.0.0.1:1") as c:
+        with pytest.raises(UpstreamError, match=r"cannot connect to TiDB's SQL port: 127\.0\.0\.1:1: .*2003"):
+            c.query("SELECT 1")
+    monkeypatch.setenv("CDCFLOW_TIDB", "nonsense")
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        with pytest.raises(ConfigError, match="CDCFLOW_TIDB: 'nonsense'"):
+            c.query("SELECT 1")
+    sql = TidbSql([TidbAddress.parse(upstream_cluster.mysql_addr)])
+    try:
+        with pytest.raises(UpstreamError, match=r"statement 2 `SELEC 2`: .*\(MySQL error 1064\)"):
+            sql.execute("SELECT 1; SELEC 2; SELECT 3")
+        assert sql.execute("SELECT 3 AS x")[0].rows == [{"x": 3}]  # the connection survives a failed statement
+    finally:
+        sql.close()
