@@ -284,7 +284,8 @@ def _write_arrow(d: Path, table: TableInfo, rows: Iterator[tuple[Any, ...]]) -> 
             if len(batch) >= LOAD_BATCH_ROWS:
                 writer.write_batch(_rows_batch(batch, schema))
                 batch = []
-        writer.write_batch(_rows_batch(batch, schema))  # also gives an empty table its schema
+        if batch:
+            writer.write_batch(_rows_batch(batch, schema))
 
 
 def _count_rows(d: Path) -> int:

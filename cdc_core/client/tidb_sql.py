@@ -226,10 +226,6 @@ class TidbSql:
                 except pymysql.err.MySQLError:
                     self.close()  # a session left at a snapshot must not serve the next read
 
-    def query(self, sql: str, at_ts: int = 0) -> list[dict[str, Any]]:
-        """The rows of one SELECT whose result is small (catalog reads, a chunk); see ``iter_rows``."""
-        return list(self.iter_rows(sql, at_ts))
-
     def close(self) -> None:
         conn, self._conn = self._conn, None
         self._last_commit_ts = 0

@@ -30,7 +30,6 @@ from cdc_core.client.tidb_sql import (
     TidbAddress,
     TidbSql,
     parse_addresses,
-    split_statements,
 )
 from cdc_core.errors import UpstreamError
 from cdc_core.home import upstream_file
@@ -199,28 +198,25 @@ class UpstreamClient:
         return self.sql().execute(sql, at_ts)
 
     def query(self, sql: str, at_ts: int = 0) -> list[dict[str, Any]]:
-        """The rows of a SELECT (JSON values keyed by column name), at ``at_ts`` when given; a script's last."""
-        if len(split_statements(sql)) > 1:
-            results = self.execute(sql, at_ts)
-            return results[-1].rows if results else []
-        return self.sql().query(sql, at_ts)
+        """The rows of a SELECT (JSON values keyed by column name), at ``at_ts`` when given; a script's last.
+        Held in one list: for results of any size use ``iter_rows``."""
+        results = self.execute(sql, at_ts)
+        return results[-1].rows if results else []
 
     def iter_rows(self, sql: str, at_ts: int = 0) -> Iterator[dict[str, Any]]:
         """``query``'s rows, streamed off the connection as they are consumed (for results of any size)."""
         return self.sql().iter_rows(sql, at_ts)
 
     def tidb_addresses(self) -> list[str]:
-        """The SQL servers registered in PD's etcd (TiDB's ``/topology/tidb/<host:port>/info`` keys)."""
+        """The live SQL servers registered in PD's etcd. TiDB writes ``/topology/tidb/<host:port>/info`` without a
+        lease and ``/ttl`` under its topology session's 45 s lease (``pkg/domain/infosync/info.go``), so a server
+        that is gone leaves its ``info`` behind: only addresses that also have a ``ttl`` are alive."""
         prefix = (TOPOLOGY_TIDB + "/").encode()
         request = etcdserverpb_pb2.RangeRequest(key=prefix, range_end=prefix[:-1] + b"0")  # "/" + 1 = "0"
         resp = self._call("etcd Range", etcdserverpb_pb2_grpc.KVStub, lambda stub, t: stub.Range(request, timeout=t),
                           follow=False)
-        out = []
-        for kv in resp.kvs:
-            key = kv.key.decode(errors="replace")
-            if key.endswith("/info"):
-                out.append(key[len(prefix):-len("/info")])
-        return out
+        keys = {kv.key.decode(errors="replace")[len(prefix):] for kv in resp.kvs}
+        return sorted(k[: -len("/info")] for k in keys if k.endswith("/info") and k[: -len("info")] + "ttl" in keys)
 
     # --- PD -----------------------------------------------------------------------------------
     def cluster_id(self) -> int:

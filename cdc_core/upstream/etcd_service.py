@@ -5,7 +5,8 @@ there (``pkg/domain/infosync/info.go``)::
 
     /topology/tidb/<host:port>/info   {"version", "git_hash", "status_port", "deploy_path", "start_timestamp",
                                        "labels"}   (topologyInfo)
-    /topology/tidb/<host:port>/ttl    the registration's refresh time, unix nanoseconds as text
+    /topology/tidb/<host:port>/ttl    the registration's refresh time, unix nanoseconds as text, under the
+                                      topology session's 45 s lease (the info key has none)
 
 which is how a tool given only PD finds the SQL endpoints (TiDB Dashboard, TiProxy, cdcflow). The embedded
 cluster writes those two keys for its MySQL front when it starts serving and removes them at stop; every PD
@@ -23,9 +24,9 @@ import time
 import grpc
 from sortedcontainers import SortedDict
 
+from cdc_core.client.upstream import TOPOLOGY_TIDB
 from cdc_core.proto import etcdserverpb_pb2, etcdserverpb_pb2_grpc, mvccpb_pb2
 
-TOPOLOGY_TIDB = "/topology/tidb"  # TiDB's TopologyInformationPath
 TIDB_TOPOLOGY_VERSION = "v8.5.0-cdcflow"
 
 

@@ -40,8 +40,15 @@ def test_tidb_registers_in_pds_etcd_as_tidb_does(upstream_cluster: Any) -> None:
         with pytest.raises(grpc.RpcError) as ei:
             kv.Range(etcdserverpb_pb2.RangeRequest(key=b""), timeout=5)
         assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "key is not provided" in ei.value.details()
-    with UpstreamClient(upstream_cluster.pd_addr) as c:
-        assert c.tidb_addresses() == [addr]
+    # A TiDB that is gone leaves its info key (TiDB writes it without a lease); its ttl key expired: not alive.
+    keys = upstream_cluster.cluster.etcd
+    upstream_cluster.call(lambda: keys.put("/topology/tidb/10.9.9.9:4000/info", "{}"))
+    try:
+        with UpstreamClient(upstream_cluster.pd_addr) as c:
+            assert c.tidb_addresses() == [addr]
+            assert c.query("SELECT 1 AS one") == [{"one": 1}]
+    finally:
+        upstream_cluster.call(lambda: keys.delete_prefix("/topology/tidb/10.9.9.9:4000/"))
 
 
 def test_statements_commit_ts_and_open_transactions(upstream_client: Any, fresh_db: str) -> None:
