@@ -48,12 +48,12 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
     # gc-life-time) has read them.
     pd_addr = resolve_pd_addr(cfg.upstream)
     gc_safepoint.check_not_lost_by_gc(pd_addr, cfg.changefeed_id, cfg.start_ts, "start-ts")
-    # Which tables the filter matches now, listed through the memory-bounded discovery client
-    # (seed 001's proxy case: a schema may hold a million tables).
-    with SyncTableDiscovery(resolve_pd_addr(cfg.upstream), cfg.discovery_memory) as discovery:
-        matched = discovery.matching_tables(cfg.table_filter)
-    # The schema storage starts from a snapshot of the DDL history at start-ts.
-    with UpstreamClient(resolve_pd_addr(cfg.upstream), tidb=cfg.tidb) as c:
+    with UpstreamClient(pd_addr, tidb=cfg.tidb) as c:
+        # Which tables the filter matches now, from information_schema.TABLES through the memory-bounded discovery
+        # client (seed 001's proxy case: a schema may hold a million tables).
+        with SyncTableDiscovery(c.sql_addresses(), cfg.discovery_memory) as discovery:
+            matched = discovery.matching_tables(cfg.table_filter)
+        # The schema storage starts from a snapshot of the DDL history at start-ts.
         jobs = load_schema_jobs(c, cfg.start_ts)
     sp = gc_safepoint.refresh_service_safe_point(pd_addr, cfg.changefeed_id, cfg.start_ts)
     if not sp.in_force:

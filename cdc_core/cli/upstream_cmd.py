@@ -56,16 +56,16 @@ def start(
         help="Running incremental scans past which region requests get 'too many pending incremental scans'."),
     catalog_heap_limit_bytes: int = typer.Option(
         100 * MIB, "--catalog-heap-limit-bytes",
-        help="Heap memory for table listings being assembled (ListTables, WatchTableList); 0 disables."),
+        help="Heap memory for information_schema.TABLES listings being assembled; 0 disables."),
     catalog_direct_limit_bytes: int = typer.Option(
         100 * MIB, "--catalog-direct-limit-bytes",
-        help="Memory for serialized table listings waiting to be written; 0 disables."),
+        help="Memory for listing rows encoded and waiting to be written to clients; 0 disables."),
     catalog_acquire_timeout_ms: int = typer.Option(
         25_000, "--catalog-acquire-timeout-ms",
-        help="How long a listing may wait for memory before RESOURCE_EXHAUSTED (heap and direct); 0: no timeout."),
+        help="How long a listing may wait for memory before error 8175 (heap and direct); 0: no timeout."),
     catalog_max_queue: int = typer.Option(
         1000, "--catalog-max-queue",
-        help="Most listings waiting for memory (each of heap and direct); more get RESOURCE_EXHAUSTED; 0: no bound."),
+        help="Most listings waiting for memory (each of heap and direct); more get error 8175; 0: no bound."),
 ) -> None:
     """Start the upstream (PD + N stores on loopback). Foreground until SIGINT/SIGTERM unless --detach.
 

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import pymysql
+import pymysql.converters
 import pymysql.cursors
 
 from cdc_core.codec.value_text import json_value
@@ -85,6 +86,11 @@ def parse_addresses(spec: str, where: str = "tidb") -> list[TidbAddress]:
     return out
 
 
+def sql_literal(text: str) -> str:
+    """``text`` as a quoted MySQL string literal (backslashes and quotes escaped, as PyMySQL escapes parameters)."""
+    return "'" + pymysql.converters.escape_string(text) + "'"
+
+
 def split_statements(script: str) -> list[str]:
     """A script's statements: split on ``;`` outside literals, identifiers and comments (MySQL's tokens)."""
     from sqlglot import Dialect  # here: commands that never run SQL start without sqlglot
@@ -110,6 +116,22 @@ def split_statements(script: str) -> list[str]:
     return out
 
 
+def connect(addresses: list[TidbAddress], timeout: float = 60.0) -> tuple[pymysql.connections.Connection[Any], str]:
+    """A MySQL connection (autocommit, utf8mb4) to the first of ``addresses`` that accepts one, and its address."""
+    failures = []
+    for a in addresses:
+        password = a.password if a.password is not None else os.environ.get(ENV_PASSWORD, "")
+        try:
+            conn = pymysql.connect(
+                host=a.host, port=a.port, user=a.user, password=password, autocommit=True, charset="utf8mb4",
+                connect_timeout=min(timeout, 10.0), read_timeout=timeout, write_timeout=timeout)
+        except pymysql.err.MySQLError as exc:
+            failures.append(f"{a.addr}: {_message(exc)}")
+            continue
+        return conn, a.addr
+    raise UpstreamError("cannot connect to TiDB's SQL port: " + "; ".join(failures))
+
+
 class TidbSql:
     """One MySQL connection to one of ``addresses``, opened on first use and re-opened after it is lost."""
 
@@ -123,22 +145,9 @@ class TidbSql:
         self.addr = ""
 
     def _connect(self) -> pymysql.connections.Connection[Any]:
-        if self._conn is not None:
-            return self._conn
-        failures = []
-        for a in self.addresses:
-            password = a.password if a.password is not None else os.environ.get(ENV_PASSWORD, "")
-            try:
-                self._conn = pymysql.connect(
-                    host=a.host, port=a.port, user=a.user, password=password, autocommit=True,
-                    charset="utf8mb4", connect_timeout=min(self.timeout, 10.0), read_timeout=self.timeout,
-                    write_timeout=self.timeout)
-            except pymysql.err.MySQLError as exc:
-                failures.append(f"{a.addr}: {_message(exc)}")
-                continue
-            self.addr = a.addr
-            return self._conn
-        raise UpstreamError("cannot connect to TiDB's SQL port: " + "; ".join(failures))
+        if self._conn is None:
+            self._conn, self.addr = connect(self.addresses, self.timeout)
+        return self._conn
 
     def _fail(self, exc: pymysql.err.MySQLError, statement: str, n: int = 0) -> UpstreamError:
         where = f"statement {n} `{_short(statement)}`" if n else f"`{_short(statement)}`"

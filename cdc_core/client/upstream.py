@@ -30,13 +30,12 @@ from cdc_core.client.tidb_sql import (
     TidbAddress,
     TidbSql,
     parse_addresses,
+    sql_literal,
 )
 from cdc_core.errors import UpstreamError
 from cdc_core.home import upstream_file
 from cdc_core.log import get_logger
 from cdc_core.proto import (
-    catalogpb_pb2,
-    catalogpb_pb2_grpc,
     etcdserverpb_pb2,
     etcdserverpb_pb2_grpc,
     pdpb_pb2,
@@ -57,6 +56,18 @@ class StoreInfo:
     id: int
     address: str
     state: str  # "Up" | "Offline" | "Tombstone"
+
+
+def listing_sql(schema: str = "", like: str = "%") -> str:
+    """The listing query of the base tables of ``schema`` (every schema when ""), names ``LIKE like``: a query
+    TiDB answers from its schema cache, and the embedded upstream streams under its ``upstream-catalog`` limiter."""
+    where = ["TABLE_TYPE = 'BASE TABLE'"]
+    if schema:
+        where.append(f"TABLE_SCHEMA = {sql_literal(schema)}")
+    if like != "%":
+        where.append(f"TABLE_NAME LIKE {sql_literal(like)}")
+    return ("SELECT TIDB_TABLE_ID, TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE "
+            + " AND ".join(where))
 
 
 @dataclass(frozen=True)
@@ -173,12 +184,13 @@ class UpstreamClient:
         """This thread's MySQL connection to TiDB (found as the module says; opened on first use)."""
         conn: TidbSql | None = getattr(self._local, "sql", None)
         if conn is None:
-            conn = self._local.sql = TidbSql(self._tidb_addresses(), self.timeout)
+            conn = self._local.sql = TidbSql(self.sql_addresses(), self.timeout)
             with self._sqls_lock:
                 self._sqls.append(conn)
         return conn
 
-    def _tidb_addresses(self) -> list[TidbAddress]:
+    def sql_addresses(self) -> list[TidbAddress]:
+        """Where TiDB's SQL port is (found as the module says, once)."""
         if self._addresses is None:
             spec = self.tidb or os.environ.get(ENV_TIDB)
             if spec:
@@ -268,11 +280,11 @@ class UpstreamClient:
         return False
 
     # --- catalog ------------------------------------------------------------------------------
-    def list_tables(self, schema: str = "", pattern: str = "") -> list[TableEntry]:
-        request = catalogpb_pb2.ListTablesRequest(schema=schema, pattern=pattern)
-        resp = self._call("ListTables", catalogpb_pb2_grpc.CatalogStub,
-                          lambda stub, t: stub.ListTables(request, timeout=t), follow=False)
-        return [TableEntry(t.table_id, t.schema, t.name) for t in resp.tables]
+    def list_tables(self, schema: str, like: str = "%") -> list[TableEntry]:
+        """The base tables of ``schema`` whose names are ``LIKE like``, from ``information_schema.TABLES`` (a small
+        schema's: one list; ``table_discovery`` lists schemas of any size under its memory limiter)."""
+        rows = self.query(listing_sql(schema, like))
+        return [TableEntry(int(r["TIDB_TABLE_ID"]), r["TABLE_SCHEMA"], r["TABLE_NAME"]) for r in rows]
 
     # --- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:

@@ -55,7 +55,7 @@ class MemoryGuard:
         self._setting = setting or toml_setting(limiter.name)
 
     async def acquire(self, size: int, pool: LimitType, what: str) -> Permit:
-        """``size`` bytes of ``pool`` for ``what`` (e.g. ``"ListTables(schema='db')"``)."""
+        """``size`` bytes of ``pool`` for ``what`` (e.g. ``"listing of schema 'db'"``)."""
         try:
             return await self.limiter.acquire(size, pool)
         except MemoryLimitError as exc:

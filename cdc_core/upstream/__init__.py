@@ -9,10 +9,10 @@ One concept per module:
 * ``catalog`` - databases, tables, ids and schema versions; ``ddl`` - DDL jobs and their history rows;
 * ``txn`` - optimistic transactions over ``mvcc``; ``expr`` - SQL expression evaluation;
 * ``sql_front`` - parsing and executing SQL scripts in a session; ``mysql_front`` - the SQL front over the
-  MySQL protocol (``mysql_errors``: MySQL's error codes; ``info_schema``: ``information_schema``);
-* ``pd_service`` / ``etcd_service`` (PD's embedded etcd: TiDB's topology keys) / ``catalog_service`` /
-  ``cdc_service`` / ``admin_service`` - the gRPC services;
-  ``catalog_listing`` - the catalog service's per-schema index of encoded table entries;
+  MySQL protocol (``mysql_errors``: MySQL's error codes; ``info_schema``: ``information_schema``;
+  ``table_listing``: listings of ``information_schema.TABLES`` streamed under the ``upstream-catalog`` limiter);
+* ``pd_service`` / ``etcd_service`` (PD's embedded etcd: TiDB's topology keys) / ``cdc_service`` /
+  ``admin_service`` - the gRPC services;
 * ``faults`` - fault injection (region operations, store outages, held locks, busy stores, GC passes);
 * ``workload`` - a sysbench-like OLTP mix against the SQL front;
 * ``cluster`` - wires the above into servers (PD + N stores); ``embedded`` - a cluster on a background thread;

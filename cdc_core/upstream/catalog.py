@@ -2,10 +2,8 @@
 
 Owns the current schema only (history lives in TiDB's ``mysql.tidb_ddl_job`` / ``tidb_ddl_history``, written
 by ``ddl``).
-Table-list listeners (the catalog service's listing index and watchers) are called synchronously
-with the tables added and removed by each change. Changes happen only through ``ddl`` (inside the
-DDL's transaction step, so a listener sees them in commit order) or through
-:meth:`Catalog.bulk_create_tables`.
+Changes happen only through ``ddl`` (inside the DDL's transaction step) or through
+:meth:`Catalog.bulk_create_tables`; a client learns of them from the DDL jobs, as from TiDB.
 
 Scale: tables are also indexed per schema, so listing one schema costs O(tables in that schema),
 never O(all tables); a schema of 1,000,000 tables is supported (issue 3).
@@ -13,7 +11,7 @@ never O(all tables); a schema of 1,000,000 tables is supported (issue 3).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from cdc_core.schema import ddl_history
@@ -26,9 +24,6 @@ class DatabaseInfo:
     name: str
 
 
-TableListListener = Callable[[list[TableInfo], list[TableInfo]], None]  # (added, removed)
-
-
 class Catalog:
     def __init__(self) -> None:
         self.schema_version = 0
@@ -39,7 +34,6 @@ class Catalog:
         # lower-case schema name -> {table id: info}, in insertion order (ids grow, so mostly id order).
         self._by_db: dict[str, dict[int, TableInfo]] = {}
         self._row_ids: dict[int, int] = {}
-        self._listeners: list[TableListListener] = []
         self._dbs[ddl_history.DB_NAME] = DatabaseInfo(ddl_history.SYSTEM_DB_ID, ddl_history.DB_NAME)
         for info in ddl_history.SYSTEM_TABLES:
             self._add(info)
@@ -65,18 +59,6 @@ class Catalog:
         """An explicit auto-increment value was inserted: later allocations go above it."""
         if used + 1 > self._row_ids.get(table_id, 1):
             self._row_ids[table_id] = used + 1
-
-    # --- listeners ----------------------------------------------------------------------------
-    def add_listener(self, fn: TableListListener) -> None:
-        self._listeners.append(fn)
-
-    def remove_listener(self, fn: TableListListener) -> None:
-        if fn in self._listeners:
-            self._listeners.remove(fn)
-
-    def _notify(self, added: list[TableInfo], removed: list[TableInfo]) -> None:
-        for fn in list(self._listeners):
-            fn(added, removed)
 
     # --- lookups ------------------------------------------------------------------------------
     def database(self, name: str) -> DatabaseInfo | None:
@@ -114,8 +96,6 @@ class Catalog:
         dropped = list(self._by_db.get(db.name.lower(), {}).values())
         for t in dropped:
             self._remove(t.id)
-        if dropped:
-            self._notify([], dropped)
         return dropped
 
     def _add(self, info: TableInfo) -> None:
@@ -136,27 +116,24 @@ class Catalog:
 
     def add_table(self, info: TableInfo) -> None:
         self._add(info)
-        self._notify([info], [])
 
     def drop_table(self, table_id: int) -> TableInfo:
-        info = self._remove(table_id)
-        self._notify([], [info])
-        return info
+        return self._remove(table_id)
 
     def replace_table(self, old_id: int, info: TableInfo) -> None:
-        """Swap a table for a new version (rename, truncate); listeners see remove + add."""
+        """Swap a table for a new version (rename, truncate)."""
         self.replace_tables([(old_id, info)])
 
     def replace_tables(self, changes: list[tuple[int, TableInfo]]) -> None:
         """Swap several tables at once (RENAME TABLES: names may pass from one table to another, so every old
-        version goes before any new one comes); listeners see one remove + add."""
+        version goes before any new one comes)."""
         row_ids = {old_id: self._row_ids.get(old_id) for old_id, _ in changes}
-        olds = [self._remove(old_id) for old_id, _ in changes]
+        for old_id, _ in changes:
+            self._remove(old_id)
         for old_id, info in changes:
             if old_id == info.id and row_ids[old_id] is not None:  # a rename keeps the table's row-id allocator
                 self._row_ids[old_id] = row_ids[old_id]  # type: ignore[assignment]
             self._add(info)
-        self._notify([info for _, info in changes], olds)
 
     def bulk_create_tables(
         self, schema: str, names: Iterable[str], columns: tuple[Column, ...], *, indexes: tuple[Index, ...] = ()
@@ -164,8 +141,8 @@ class Catalog:
         """Create many tables of one shape at once (catalog-scale tests and benchmarks); return them.
 
         Each table is a real catalog entry: its own global id and ``TableInfo`` (sharing the ``columns``
-        and ``indexes`` tuples), listed by ``ListTables`` and announced to watchers in **one** listener
-        call. All of them take effect at one new schema version.
+        and ``indexes`` tuples), listed by ``information_schema.TABLES``. All of them take effect at one new
+        schema version.
 
         What it does *not* do, unlike ``CREATE TABLE`` through SQL (which costs a DDL job row and a
         region split per table, too slow for a million tables): it writes no
@@ -197,6 +174,4 @@ class Catalog:
         ]
         for info in created:
             self._add(info)
-        if created:
-            self._notify(created, [])
         return created

@@ -1,6 +1,6 @@
 """The cluster: wires TSO, MVCC, regions, catalog, SQL, GC and faults into gRPC servers on one loop.
 
-One server per PD member (PD + SQL + Catalog + Admin services on one port; member 1 leads at start,
+One server per PD member (PD + etcd + Admin services on one port; member 1 leads at start,
 ``pd_members``), the SQL front over the MySQL protocol (``mysql_front``) and one store server per store
 (ChangeData service, store ids 1..N, each on its own port), bound to loopback on ephemeral ports unless told
 otherwise; the real ports are reported by ``pd_addr`` / ``pd_member_addrs`` / ``mysql_addr`` / ``store_addrs``
@@ -39,7 +39,6 @@ from cdc_core.proto import (
 from cdc_core.schema import ddl_history
 from cdc_core.upstream.admin_service import AdminService
 from cdc_core.upstream.catalog import Catalog
-from cdc_core.upstream.catalog_service import CatalogService
 from cdc_core.upstream.cdc_service import CdcService
 from cdc_core.upstream.ddl import DdlExecutor
 from cdc_core.upstream.etcd_service import EtcdKeySpace, EtcdKvService
@@ -52,6 +51,7 @@ from cdc_core.upstream.pd_service import PdService
 from cdc_core.upstream.regions import PEER_ID_STRIDE, RegionManager
 from cdc_core.upstream.split_checker import SplitChecker
 from cdc_core.upstream.sql_front import SqlEngine
+from cdc_core.upstream.table_listing import TableListing
 from cdc_core.upstream.tso import TsoAllocator
 
 log = get_logger("cdcflow.upstream")
@@ -96,7 +96,7 @@ class ClusterConfig:
     # Bytes of live rows an EventFeed connection may queue before its regions get `congested` (TiKV's
     # cdc.sink-memory-quota); 0: unbounded.
     sink_memory_quota_bytes: int = 512 * 1024 * 1024
-    # The catalog service's listing memory (seed 001; `cdcflow upstream start --catalog-*`).
+    # Memory of table listings over information_schema.TABLES (seed 001; `cdcflow upstream start --catalog-*`).
     catalog_memory: MemoryLimitConfig = field(default_factory=MemoryLimitConfig)
     # Where the catalog limiter's metrics go (None: prometheus_client's process-wide registry).
     metrics_registry: CollectorRegistry | None = field(default=None, compare=False, repr=False)
@@ -179,11 +179,10 @@ class Cluster:
                       gc_safe_point=lambda: self.store.safe_point, members=self.pd_members, member_id=m.member_id)
             for m in self.pd_members.members
         ]
-        self.catalog_service = CatalogService(self.catalog, self.config.catalog_memory,
-                                              registry=self.config.metrics_registry)
         self.faults = FaultInjector(self)
         self._pd_servers: list[grpc.aio.Server] = []
-        self.mysql = MysqlFront(self.sql)
+        self.table_listing = TableListing(self.config.catalog_memory, registry=self.config.metrics_registry)
+        self.mysql = MysqlFront(self.sql, self.table_listing)
         self.mysql_addr = ""  # once serving; "" when not served
         self.etcd = EtcdKeySpace()  # PD's embedded etcd, where the SQL front registers as TiDB does
         self.pd_addr = ""  # member 1's address (the leader at start)
@@ -219,20 +218,18 @@ class Cluster:
     async def start(self) -> None:
         host = self.config.host
         # A call the busy loop has not picked up yet is cancelled by gRPC core after this many seconds
-        # (default 30) with a bare CANCELLED. Catalog listings must instead wait in the catalog limiter's
-        # queue, whose acquire timeout answers RESOURCE_EXHAUSTED with the limit named; so give the loop
-        # longer than any sane acquire timeout to pick calls up.
+        # (default 30) with a bare CANCELLED; a loop busy with a large load must not turn into spurious
+        # failures of PD calls, so give it longer to pick them up.
         servers: list[tuple[grpc.aio.Server, int]] = []
         admin = AdminService(self.faults)
         for i, service in enumerate(self.pd_services):
-            # Every member serves etcd's Range and the cdcflow-only services too (they read the shared state), so
+            # Every member serves etcd's Range and the admin service too (they read the shared state), so
             # any listed address works for them; PD's own calls follow the leader.
             pd = grpc.aio.server(options=[("grpc.server_max_unrequested_time_in_server", 600)])
             pdpb_pb2_grpc.add_PDServicer_to_server(service, pd)
             etcdserverpb_pb2_grpc.add_KVServicer_to_server(
                 EtcdKvService(self.etcd, service.cluster_id, service.member_id), pd)
             adminpb_pb2_grpc.add_AdminServicer_to_server(admin, pd)
-            self.catalog_service.add_to_server(pd)
             addr = self.config.pd_addr if i == 0 else f"{host}:0"
             pd_port = pd.add_insecure_port(addr)
             if pd_port == 0:

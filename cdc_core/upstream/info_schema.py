@@ -31,7 +31,20 @@ SCHEMA["information_schema"]["partitions"] = {
     "partition_ordinal_position": "INT", "partition_method": "TEXT", "partition_expression": "TEXT",
     "partition_description": "TEXT", "table_rows": "INT", "tidb_partition_id": "BIGINT",
 }  # fmt: skip
-_ENGINE, _COLLATION = 4, 17  # positions in mysql-mimic's TABLES rows
+TABLES_COLUMNS: tuple[str, ...] = tuple(SCHEMA["information_schema"]["tables"])
+
+
+def tables_row(info: TableInfo) -> tuple[Any, ...]:
+    """A table's ``information_schema.TABLES`` row: mysql-mimic's columns, then TiDB's ``TIDB_TABLE_ID`` and
+    ``TIDB_PK_TYPE``; engine and collation as TiDB reports them."""
+    return ("def", info.db_name, info.name, "BASE TABLE", "InnoDB", "1.0", *(None,) * 11, "utf8mb4_bin",
+            None, None, None, info.id, "CLUSTERED" if info.pk_is_handle else "NONCLUSTERED")
+
+
+def system_tables_rows() -> list[tuple[Any, ...]]:
+    """The ``TABLES`` rows of mysql-mimic's own ``information_schema`` and ``mysql`` tables."""
+    return [("def", db, name, "SYSTEM TABLE", "MinervaSQL", "1.0", *(None,) * 11, "utf8mb4_general_ci", None, None,
+             None, None, None) for db, tables in sorted(INFO_SCHEMA.items()) for name in sorted(tables)]
 
 
 class TidbInfoSchema(BaseInfoSchema):
@@ -44,17 +57,7 @@ class TidbInfoSchema(BaseInfoSchema):
             for t in tables for c in t.columns
         ]
         data: dict[str, dict[str, Any]] = info_schema_tables(columns)
-        by_name = {(t.db_name, t.name): t for t in tables}
-        base = data["information_schema"]["tables"]
-        extended = Table(tuple(SCHEMA["information_schema"]["tables"]))
-        for row in base.rows:
-            info = by_name.get((row[1], row[2]))
-            row = list(row)
-            if info is not None:
-                row[_ENGINE], row[_COLLATION] = "InnoDB", "utf8mb4_bin"
-            pk_type = None if info is None else "CLUSTERED" if info.pk_is_handle else "NONCLUSTERED"
-            extended.append((*row, None if info is None else info.id, pk_type))
-        data["information_schema"]["tables"] = extended
+        data["information_schema"]["tables"] = Table(TABLES_COLUMNS, [*map(tables_row, tables), *system_tables_rows()])
         data["information_schema"]["partitions"] = Table(tuple(SCHEMA["information_schema"]["partitions"]))
         self.tables = data
 

@@ -44,6 +44,9 @@ ER_DATA_TOO_LONG = MysqlCode(1406, b"22001")
 ER_INVALID_JSON_TEXT = MysqlCode(3140, b"22032")
 ER_NOT_SUPPORTED_YET = MysqlCode(1235, b"42000")  # "This version of TiDB doesn't yet support ..."
 ER_UNSUPPORTED_DDL = MysqlCode(8200, b"HY000")  # TiDB's ErrUnsupportedDDLOperation / ErrUnsupportedModifyColumn
+# TiDB's ErrMemoryExceedForQuery (pkg/errno/errcode.go): a query over its memory quota; here a listing refused by
+# the upstream-catalog limiter.
+TIDB_MEM_QUOTA_EXCEEDED = MysqlCode(8175, b"HY000")
 TIDB_GC_TOO_EARLY = MysqlCode(9006, b"HY000")
 TIDB_WRITE_CONFLICT = MysqlCode(9007, b"HY000")
 

@@ -39,7 +39,7 @@ from mysql_mimic.connection import Connection
 from mysql_mimic.constants import INFO_SCHEMA
 from mysql_mimic.control import LocalControl
 from mysql_mimic.errors import SQLSTATES, ErrorCode, MysqlError
-from mysql_mimic.results import AllowedResult, ResultColumn
+from mysql_mimic.results import AllowedResult, ResultColumn, infer_type
 from mysql_mimic.session import Query
 from mysql_mimic.types import ColumnType
 from mysql_mimic.utils import find_dbs
@@ -50,12 +50,14 @@ from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.tso import parse_ts_or_datetime
 from cdc_core.codec.value_text import format_duration
 from cdc_core.log import get_logger
-from cdc_core.schema.model import Column, SchemaError
+from cdc_core.memory import MemoryLimitExceeded
+from cdc_core.schema.model import Column, SchemaError, TableInfo
 from cdc_core.upstream import mysql_errors
 from cdc_core.upstream.errors import SqlError
-from cdc_core.upstream.info_schema import TidbInfoSchema
+from cdc_core.upstream.info_schema import SCHEMA, TidbInfoSchema
 from cdc_core.upstream.mvcc import GcSafePointPassedError
 from cdc_core.upstream.sql_front import ParsedStatement, SqlEngine, StatementResult, split_script
+from cdc_core.upstream.table_listing import ListingPlan, TableListing, plan_listing
 
 log = get_logger("cdcflow.upstream.mysql")
 
@@ -83,6 +85,16 @@ def _result_column(name: str, col: Column) -> ResultColumn:
         return ResultColumn(name=name, type=ColumnType(ft.tp), character_set=CharacterSet.binary,
                             text_encoder=_bytes_text, binary_encoder=_bytes_text)
     return ResultColumn(name=name, type=ColumnType(ft.tp))
+
+
+def _listing_column(i: int, name: str, sample: list[tuple[Any, ...]]) -> ResultColumn:
+    """A listing's column typed by its first non-NULL value among the rows at hand (mysql-mimic would read on
+    through the whole stream for a column that is NULL everywhere), else by ``TABLES``' declared type."""
+    value = next((row[i] for row in sample if row[i] is not None), None)
+    if value is not None:
+        return ResultColumn(name=name, type=infer_type(value))
+    declared = SCHEMA["information_schema"]["tables"].get(name.lower(), "TEXT")
+    return ResultColumn(name=name, type=ColumnType.LONGLONG if "INT" in declared else ColumnType.VAR_STRING)
 
 
 def _bytes_text(column: ResultColumn, value: Any) -> bytes:
@@ -129,8 +141,9 @@ class _Connections(LocalControl):
 class FrontSession(Session):
     """One MySQL connection: a SQL-front session behind mysql-mimic's protocol handlers."""
 
-    def __init__(self, engine: SqlEngine) -> None:
+    def __init__(self, engine: SqlEngine, listing: TableListing) -> None:
         self.engine = engine
+        self.listing = listing
         self.sql = engine.session()
         super().__init__(SessionVariables(_VARIABLES))
         self.middlewares = [
@@ -257,12 +270,41 @@ class FrontSession(Session):
         dbs = {db.lower() for db in find_dbs(q.expression)}
         current = (self.database or "").lower()
         if dbs <= {"information_schema"} and (dbs or current == "information_schema"):
+            plan = plan_listing(q.expression, current)
+            if plan is not None:
+                return await self._listing(plan)
             return await self._query_info_schema(q.expression)
         if dbs == {"mysql"} or (not dbs and current == "mysql"):
             names = {t.name.lower() for t in q.expression.find_all(exp.Table)}
             if names and names <= set(INFO_SCHEMA["mysql"]):
                 return await self._query_info_schema(q.expression)
         return await q.next()
+
+    async def _listing(self, plan: ListingPlan) -> AllowedResult:
+        """A listing of ``information_schema.TABLES``, streamed under the ``upstream-catalog`` limiter."""
+        try:
+            rows, names, sample = await self.listing.run(plan, self._tables_of, self.connection.stream.drain)
+        except MemoryLimitExceeded as exc:
+            log.warning("table listing refused", reason=exc.message)
+            raise MysqlError(exc.message, cast(ErrorCode, mysql_errors.TIDB_MEM_QUOTA_EXCEEDED.code)) from exc
+        return rows, [_listing_column(i, name, sample) for i, name in enumerate(names)]
+
+    async def _query_info_schema(self, expression: exp.Expression) -> AllowedResult:
+        """Any other ``information_schema`` query: built whole by mysql-mimic's sqlglot executor, under a heap permit
+        of the ``upstream-catalog`` limiter for what it builds."""
+        tables = self.sql.tables()
+        try:
+            async with self.listing.whole(tables, f"information_schema query `{expression.sql()[:160]}`"):
+                return await TidbInfoSchema(tables).query(expression)
+        except MemoryLimitExceeded as exc:
+            log.warning("information_schema query refused", reason=exc.message)
+            raise MysqlError(exc.message, cast(ErrorCode, mysql_errors.TIDB_MEM_QUOTA_EXCEEDED.code)) from exc
+
+    def _tables_of(self, db: str | None) -> list[TableInfo]:
+        if db is not None and not self.sql.at_ts:
+            return list(self.engine.catalog.iter_tables(db))  # a copy: the catalog may change between chunks
+        tables = self.sql.tables()
+        return tables if db is None else [t for t in tables if t.db_name.lower() == db.lower()]
 
     async def schema(self) -> TidbInfoSchema:
         """``information_schema`` for SHOW and queries: the tables the session sees, at ``tidb_snapshot`` when one
@@ -273,10 +315,12 @@ class FrontSession(Session):
 class MysqlFront:
     """The MySQL protocol server of a cluster's SQL engine, on the cluster's event loop."""
 
-    def __init__(self, engine: SqlEngine) -> None:
+    def __init__(self, engine: SqlEngine, listing: TableListing | None = None) -> None:
         self.engine = engine
+        self.listing = listing or TableListing()
         self._connections = _Connections()
-        self._server = MysqlServer(session_factory=lambda: FrontSession(engine), control=self._connections)
+        self._server = MysqlServer(session_factory=lambda: FrontSession(engine, self.listing),
+                                   control=self._connections)
         self.addr = ""
 
     async def start(self, host: str, port: int = 0) -> str:

@@ -1,4 +1,4 @@
-"""Table discovery (client side of seed 001): listing, matching, watching, under the client's memory limiter."""
+"""Table discovery (client side of seed 001): listings over information_schema under the client's limiter."""
 
 from __future__ import annotations
 
@@ -6,18 +6,22 @@ import asyncio
 from typing import Any
 
 import pytest
+from listingload import PeakObserver
 from prometheus_client import CollectorRegistry
 
 from cdc_core.client.table_discovery import (
-    DECODED_BASE_HEAP,
-    DECODED_ENTRY_HEAP,
+    BATCH_BYTES,
+    DECODED_ROW_HEAP,
     INITIAL_HEAP,
+    RESULT_ENTRY_HEAP,
     DiscoveredTable,
     SyncTableDiscovery,
     TableDiscovery,
     TableDiscoveryError,
     discover_tables,
 )
+from cdc_core.client.tidb_sql import TidbAddress
+from cdc_core.client.upstream import UpstreamClient
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.memory import MemoryLimitConfig, MemoryLimitExceeded
 from cdc_core.schema.model import Column
@@ -34,123 +38,102 @@ def cfg(**limits: int) -> MemoryLimitConfig:
     return MemoryLimitConfig(**limits)
 
 
-def test_list_and_match_with_filter(upstream_cluster: Any, pd_addr: str, upstream_client: Any, fresh_db: str) -> None:
+@pytest.fixture
+def addresses(upstream_client: UpstreamClient) -> list[TidbAddress]:
+    return upstream_client.sql_addresses()
+
+
+def test_list_and_match_with_filter(addresses: list[TidbAddress], upstream_client: Any, fresh_db: str) -> None:
     upstream_client.execute(f"USE {fresh_db}; CREATE TABLE orders (a INT); CREATE TABLE tmp_x (a INT)")
     flt = TableFilter([f"{fresh_db}.*", f"!{fresh_db}.tmp*"])
-    with SyncTableDiscovery(pd_addr, registry=CollectorRegistry()) as d:
+    with SyncTableDiscovery(addresses, registry=CollectorRegistry()) as d:
         listed = d.list_tables(fresh_db)
         assert sorted(t.name for t in listed) == ["orders", "tmp_x"]
         assert all(isinstance(t, DiscoveredTable) and t.schema == fresh_db for t in listed)
+        ids = {t.name: t.table_id for t in listed}
+        assert ids == {e.name: e.table_id for e in upstream_client.list_tables(fresh_db)}
         assert [t.name for t in d.matching_tables(flt)] == ["orders"]  # all schemas listed, filter applied
         assert [t.name for t in d.matching_tables(flt, schemas=[fresh_db])] == ["orders"]
+        assert [t.name for t in d.list_tables(fresh_db, like="tmp\\_%")] == ["tmp_x"]
         assert d.discovery.limiter.heap.used == 0 and d.discovery.limiter.direct.used == 0
-    assert [t.name for t in discover_tables(pd_addr, flt)] == ["orders"]
+    assert [t.name for t in discover_tables(addresses, flt)] == ["orders"]
 
 
-def test_client_limits_name_the_toml_key(upstream_cluster: Any, pd_addr: str, upstream_client: Any,
-                                         fresh_db: str) -> None:
+def test_direct_memory_bounds_each_batch_not_the_listing(upstream_cluster: Any, addresses: list[TidbAddress],
+                                                         fresh_db: str) -> None:
+    names = [f"table_{i:05d}" for i in range(3000)]
+    bulk(upstream_cluster, fresh_db, names)
+    with SyncTableDiscovery(addresses, cfg(direct_limit_bytes=10_000), registry=CollectorRegistry()) as d:
+        peak = PeakObserver(d.discovery.limiter.direct)
+        listed = d.list_tables(fresh_db)  # ~150 KB of rows through a 10 KB pool, a batch at a time
+        assert sorted(t.name for t in listed) == names
+        assert 0 < peak.peak <= 10_000 and peak.grants >= 15
+        assert d.discovery.limiter.heap.used == 0 and d.discovery.limiter.direct.used == 0
+
+
+def test_heap_limit_names_the_toml_key_and_only_kept_rows_count(upstream_cluster: Any,
+                                                                 addresses: list[TidbAddress], fresh_db: str) -> None:
     bulk(upstream_cluster, fresh_db, [f"table_{i:05d}" for i in range(2000)])
-    with SyncTableDiscovery(pd_addr, cfg(direct_limit_bytes=10_000), registry=CollectorRegistry()) as d:
+    heap = INITIAL_HEAP + (RESULT_ENTRY_HEAP + 11) * 1000  # room for half of the listing's entries
+    with SyncTableDiscovery(addresses, cfg(heap_limit_bytes=heap), registry=CollectorRegistry()) as d:
         with pytest.raises(MemoryLimitExceeded) as ei:
             d.list_tables(fresh_db)
-        assert "table-discovery direct memory" in str(ei.value)
-        assert "limit 10000 bytes ([table-discovery] direct-limit-bytes)" in str(ei.value)
+        assert "table-discovery heap memory" in str(ei.value) and f"schema {fresh_db!r}" in str(ei.value)
+        assert f"limit {heap} bytes ([table-discovery] heap-limit-bytes)" in str(ei.value)
         assert d.discovery.limiter.heap.used == 0 and d.discovery.limiter.direct.used == 0
-        assert len(d.list_tables(fresh_db, "table_0000?")) == 10
-    heap = INITIAL_HEAP + DECODED_ENTRY_HEAP * 2000 + 100_000  # decodes, but cannot materialize 2000 entries
-    with SyncTableDiscovery(pd_addr, cfg(heap_limit_bytes=heap), registry=CollectorRegistry()) as d:
-        with pytest.raises(MemoryLimitExceeded, match=r"\[table-discovery\] heap-limit-bytes"):
-            d.list_tables(fresh_db)
-        assert d.discovery.limiter.heap.used == 0 and d.discovery.limiter.direct.used == 0
-        # only the kept entries are materialized: a selective filter fits
+        # Only the kept entries stay: a selective filter fits (the rows being decoded come and go a batch at a time).
         kept = d.matching_tables(TableFilter([f"{fresh_db}.table_0001*"]), schemas=[fresh_db])
         assert len(kept) == 10
+        assert d.discovery.limiter.heap.used == 0
 
 
-def test_upstream_refusal_is_reported(pd_addr: str) -> None:
+def test_upstream_refusal_is_reported_with_its_code() -> None:
     from cdc_core.upstream.cluster import ClusterConfig
     from cdc_core.upstream.embedded import EmbeddedCluster
 
-    small = ClusterConfig(catalog_memory=cfg(heap_limit_bytes=2000), metrics_registry=CollectorRegistry())
-    with EmbeddedCluster(small) as ec:
-        from cdc_core.client.upstream import UpstreamClient
-
-        with UpstreamClient(ec.pd_addr) as up:
-            up.execute("CREATE DATABASE big")
-        bulk(ec, "big", [f"t{i}" for i in range(500)])
-        with SyncTableDiscovery(ec.pd_addr, registry=CollectorRegistry()) as d:
+    small = ClusterConfig(catalog_memory=cfg(heap_limit_bytes=20_000), metrics_registry=CollectorRegistry())
+    with EmbeddedCluster(small) as ec, UpstreamClient(ec.pd_addr) as up:
+        up.execute("CREATE DATABASE big")
+        up.execute("CREATE DATABASE small; CREATE TABLE small.t (a INT)")
+        bulk(ec, "big", [f"t{i}" for i in range(5000)])  # a chunk of 5000 rows to assemble: over the limit
+        with SyncTableDiscovery(up.sql_addresses(), registry=CollectorRegistry()) as d:
+            assert [t.name for t in d.list_tables("small")] == ["t"]  # a small schema's listing fits
             with pytest.raises(TableDiscoveryError) as ei:
                 d.list_tables("big")
-            assert ei.value.code is not None and ei.value.code.name == "RESOURCE_EXHAUSTED"
-            assert "--catalog-heap-limit-bytes" in str(ei.value) and "limit 2000 bytes" in str(ei.value)
-            assert d.discovery.limiter.heap.used == 0
+            assert ei.value.code == 8175  # TiDB's "query exceeded its memory quota"
+            assert "upstream-catalog heap memory" in str(ei.value)
+            assert "--catalog-heap-limit-bytes" in str(ei.value) and "limit 20000 bytes" in str(ei.value)
+            assert d.discovery.limiter.heap.used == 0 and d.discovery.limiter.direct.used == 0
 
 
-def test_initial_heap_is_last_size_and_concurrency_is_bounded(upstream_cluster: Any, pd_addr: str,
+def test_initial_heap_is_last_size_and_concurrency_is_bounded(upstream_cluster: Any, addresses: list[TidbAddress],
                                                                fresh_db: str) -> None:
     bulk(upstream_cluster, fresh_db, [f"table_{i:05d}" for i in range(3000)])
+    names_heap = (RESULT_ENTRY_HEAP + len("table_00000")) * 3000
 
     async def scenario() -> None:
-        # Direct fits one listing (~240 KB: long schema names) at a time: five concurrent listings queue.
-        d = TableDiscovery(pd_addr, cfg(direct_limit_bytes=300_000), registry=CollectorRegistry())
-        peak = {"direct": 0, "heap": 0}
-        inner = d.limiter.direct.observer
-
-        class Peak:
-            def on_granted(self, waited_s: float) -> None:
-                peak["direct"] = max(peak["direct"], d.limiter.direct.used)
-                peak["heap"] = max(peak["heap"], d.limiter.heap.used)
-                inner.on_granted(waited_s)
-
-            def on_timeout(self) -> None:
-                inner.on_timeout()
-
-            def on_rejected(self, reason: str) -> None:
-                inner.on_rejected(reason)
-
-        d.limiter.direct.observer = Peak()
-        counts = []
-
-        async def one() -> None:
-            async with d.listing(fresh_db) as listing:
-                counts.append(listing.count)
-                assert d.limiter.direct.used >= listing.wire_size  # held while the caller looks at it
-
-        await asyncio.gather(*(one() for _ in range(5)))
-        assert counts == [3000] * 5 and 0 < peak["direct"] <= 300_000
-        assert d._initial_heap((fresh_db.lower(), "")) == DECODED_BASE_HEAP + DECODED_ENTRY_HEAP * 3000
+        # The heap pool fits one listing at a time (its initial permit, the peak it needed last time, is more than
+        # half the pool): five concurrent listings take turns, each waiting for its permit before it asks, and
+        # none grows its permit while it runs (no listing holds part of the pool while waiting for more).
+        limit = 2 * names_heap - 1
+        assert DECODED_ROW_HEAP * 3000 + BATCH_BYTES < limit  # one listing decoding its rows fits
+        d = TableDiscovery(addresses, cfg(heap_limit_bytes=limit), registry=CollectorRegistry())
+        heap = PeakObserver(d.limiter.heap)
+        first = await d.list_tables(fresh_db)
+        assert d._initial_heap((fresh_db.lower(), "%")) == heap.peak > names_heap  # what it needed last time
+        results = await asyncio.gather(*(d.list_tables(fresh_db) for _ in range(5)))
+        assert [len(r) for r in results] == [3000] * 5 and results[0] == first
+        assert names_heap <= heap.peak <= limit
         assert (d.limiter.heap.used, d.limiter.direct.used) == (0, 0)
-        await d.close()
 
     asyncio.run(scenario())
 
 
-def test_watch_events_hold_permits_until_the_next(upstream_client: Any, pd_addr: str, fresh_db: str) -> None:
-    upstream_client.execute(f"CREATE TABLE {fresh_db}.a (x INT)")
-
-    async def scenario() -> None:
-        d = TableDiscovery(pd_addr, registry=CollectorRegistry())
-        events = d.watch(fresh_db)
-        first = await anext(events)
-        assert first.initial and [t.name for t in await first.added()] == ["a"]
-        assert d.limiter.direct.used > 0 and d.limiter.heap.used > 0  # held while the consumer looks
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, upstream_client.execute, f"CREATE TABLE {fresh_db}.b (x INT)")
-        second = await anext(events)
-        assert not second.initial and [t.name for t in await second.added()] == ["b"]
-        assert first.message.added == []  # the previous event's decoded list is gone with its permits
-        await events.aclose()
-        assert (d.limiter.heap.used, d.limiter.direct.used) == (0, 0)
-        await d.close()
-
-    asyncio.run(scenario())
-
-
-def test_metrics_exported_as_table_discovery(pd_addr: str, fresh_db: str) -> None:
+def test_metrics_exported_as_table_discovery(addresses: list[TidbAddress], fresh_db: str) -> None:
     reg = CollectorRegistry()
-    with SyncTableDiscovery(pd_addr, cfg(heap_limit_bytes=12345), registry=reg) as d:
+    with SyncTableDiscovery(addresses, cfg(heap_limit_bytes=123_456), registry=reg) as d:
         d.list_tables(fresh_db)
     labels = {"limiter": "table-discovery", "type": "heap"}
-    assert reg.get_sample_value("cdcflow_memory_limiter_limit_bytes", labels) == 12345
+    assert reg.get_sample_value("cdcflow_memory_limiter_limit_bytes", labels) == 123_456
     assert reg.get_sample_value("cdcflow_memory_limiter_used_bytes", labels) == 0
     assert reg.get_sample_value("cdcflow_memory_limiter_wait_seconds_count", labels) >= 1

@@ -1,6 +1,7 @@
-"""The catalog load scenario of issue 5: one schema of N tables, concurrent ListTables and watches.
+"""The listing load scenario of issue 5, on TiDB's interface: one schema of N tables, concurrent listings of it
+through ``information_schema.TABLES`` while tables are created.
 
-Used by ``test_catalog_limits.py`` (100,000 tables, every run) and ``tests/bench/test_catalog_load_bench.py``
+Used by ``upstream/test_table_listing.py`` (100,000 tables, every run) and ``bench/test_listing_load_bench.py``
 (1,000,000 tables). Server (``upstream-catalog``) and client (``table-discovery``) limiters run with the
 seed's defaults. Tracked memory is observed two ways: exactly, by an observer that reads a semaphore's
 ``used`` every time a permit is granted (the only moment it grows), and by sampling every semaphore's
@@ -19,6 +20,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from cdc_core.client.table_discovery import TableDiscovery, TableDiscoveryError
+from cdc_core.client.tidb_sql import TidbAddress
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.memory import AsyncSemaphore, MemoryLimitConfig, MemoryLimitExceeded
 from cdc_core.schema.model import Column
@@ -44,10 +46,12 @@ class PeakObserver:
         self.semaphore = semaphore
         self.inner = semaphore.observer
         self.peak = semaphore.used
+        self.grants = 0
         semaphore.observer = self
 
     def on_granted(self, waited_s: float) -> None:
         self.peak = max(self.peak, self.semaphore.used)
+        self.grants += 1
         if self.inner is not None:
             self.inner.on_granted(waited_s)
 
@@ -108,6 +112,7 @@ class LoadResult:
     run_s: float = 0.0
     baseline_rss: int = 0
     peak_rss: int = 0
+    listing_bytes: int = 0  # one listing's row packets on the wire
     server_peak: dict[str, int] = field(default_factory=dict)  # exact, by observer
     server_sampled: dict[str, int] = field(default_factory=dict)
     client_peak: dict[str, int] = field(default_factory=dict)
@@ -115,103 +120,69 @@ class LoadResult:
     limits: dict[str, int] = field(default_factory=dict)
     lists_ok: int = 0
     lists_refused: list[str] = field(default_factory=list)
-    watches_ok: int = 0
-    watches_refused: list[str] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)  # any outcome that is neither success nor the clear error
-    updates_seen: list[set[str]] = field(default_factory=list)
-    update_names: set[str] = field(default_factory=set)
+    added: set[str] = field(default_factory=set)
 
     def summary(self) -> str:
         return (f"{self.tables} tables: create {self.create_s:.1f}s, run {self.run_s:.1f}s; "
+                f"one listing {self.listing_bytes / MIB:.1f} MiB on the wire; "
                 f"server peak heap {self.server_peak['heap']} / direct {self.server_peak['direct']} bytes "
                 f"(sampled {self.server_sampled['heap']} / {self.server_sampled['direct']}); "
                 f"client peak heap {self.client_peak['heap']} / direct {self.client_peak['direct']} bytes; "
                 f"RSS baseline {self.baseline_rss / MIB:.0f} MiB, peak {self.peak_rss / MIB:.0f} MiB "
                 f"(+{(self.peak_rss - self.baseline_rss) / MIB:.0f} MiB); "
-                f"lists ok {self.lists_ok} refused {len(self.lists_refused)}; "
-                f"watches ok {self.watches_ok} refused {len(self.watches_refused)}")
+                f"lists ok {self.lists_ok} refused {len(self.lists_refused)}")
 
 
 def _clear_error(text: str, limiter: str) -> bool:
     return limiter in text and "limit" in text and "bytes" in text
 
 
-async def _client_load(pd_addr: str, n_tables: int, n_lists: int, n_watches: int, expected_hash: str,
-                       add_tables: Any, res: LoadResult) -> None:
-    discovery = TableDiscovery(pd_addr, MemoryLimitConfig(), registry=CollectorRegistry())
+async def _client_load(addresses: list[TidbAddress], n_tables: int, n_lists: int, add_tables: Any,
+                       res: LoadResult) -> None:
+    discovery = TableDiscovery(addresses, MemoryLimitConfig(), registry=CollectorRegistry())
     lim = discovery.limiter
     observers = {"heap": PeakObserver(lim.heap), "direct": PeakObserver(lim.direct)}
     sampler = Sampler({"heap": lim.heap, "direct": lim.direct})
     sampling = asyncio.create_task(sampler.run())
-    initial_seen = asyncio.Event()  # every watch has its initial list (or was refused)
-    if not n_watches:
-        initial_seen.set()
-    n_initial = 0
+    # As a changefeed's filter does, keep one table in ten (the rows of all of them are read and decoded).
+    expected = {f"table_{i:07d}" for i in range(0, n_tables, 10)}
+
+    def keep(schema: str, name: str) -> bool:
+        return name.endswith("0")
 
     async def one_list() -> None:
         try:
-            async with discovery.listing(SCHEMA) as listing:
-                # Tables are added while the listings run (for the watches): n, n+1 or n+2 tables.
-                extra = listing.count - n_tables
-                if (extra == 0 and listing.tables_hash == expected_hash) or 0 < extra <= len(res.update_names):
-                    res.lists_ok += 1
-                else:
-                    res.wrong.append(f"listing of {listing.count} tables, hash {listing.tables_hash}")
+            listed = await discovery.list_tables(SCHEMA, keep=keep)
+            names = {t.name for t in listed}
+            # Tables are created while the listings run: each listing has the N tables and some of the new ones.
+            if len(names) == len(listed) and names - res.added == expected:
+                res.lists_ok += 1
+            else:
+                res.wrong.append(f"listing of {len(listed)} tables ({len(names)} names)")
         except TableDiscoveryError as exc:
-            ok = exc.code is not None and exc.code.name == "RESOURCE_EXHAUSTED" and _clear_error(str(exc),
-                                                                                                "upstream-catalog")
+            ok = exc.code == 8175 and _clear_error(str(exc), "upstream-catalog")
             (res.lists_refused if ok else res.wrong).append(str(exc))
         except MemoryLimitExceeded as exc:
             (res.lists_refused if _clear_error(str(exc), "table-discovery") else res.wrong).append(str(exc))
 
-    async def one_watch() -> None:
-        nonlocal n_initial
-        seen: set[str] = set()
-        try:
-            async for ev in discovery.watch(SCHEMA):
-                if ev.initial:
-                    if len(ev.message.added) != n_tables or ev.tables_hash != expected_hash:
-                        res.wrong.append(f"watch initial of {len(ev.message.added)} tables")
-                        return
-                    n_initial += 1
-                    if n_initial == n_watches:
-                        initial_seen.set()
-                    continue
-                seen |= {t.name for t in await ev.added()}
-                if seen >= res.update_names:
-                    res.watches_ok += 1
-                    res.updates_seen.append(seen)
-                    return
-        except TableDiscoveryError as exc:
-            n_initial += 1
-            if n_initial == n_watches:
-                initial_seen.set()
-            ok = exc.code is not None and exc.code.name == "RESOURCE_EXHAUSTED" and _clear_error(str(exc),
-                                                                                                "upstream-catalog")
-            (res.watches_refused if ok else res.wrong).append(str(exc))
-
-    async def changes() -> None:
-        await initial_seen.wait()
-        await asyncio.get_running_loop().run_in_executor(None, add_tables)
-
     try:
         await asyncio.wait_for(asyncio.gather(*(one_list() for _ in range(n_lists)),
-                                              *(one_watch() for _ in range(n_watches)), changes()), 600)
+                                              asyncio.to_thread(add_tables)), 900)
     finally:
         sampler.stop()
         await sampling
-        await discovery.close()
     res.client_peak = {k: o.peak for k, o in observers.items()}
     res.client_sampled = sampler.peak
 
 
-def run_catalog_load(n_tables: int, n_lists: int = 100, n_watches: int = 20) -> LoadResult:
+def run_listing_load(n_tables: int, n_lists: int = 20) -> LoadResult:
     res = LoadResult(n_tables)
     cfg = ClusterConfig(catalog_memory=MemoryLimitConfig(), metrics_registry=CollectorRegistry())
     ec = EmbeddedCluster(cfg).start()
     try:
         assert ec.cluster is not None
-        svc = ec.cluster.catalog_service
+        listing = ec.cluster.table_listing
         with UpstreamClient(ec.pd_addr) as up:
             up.execute(f"CREATE DATABASE {SCHEMA}")
             started = time.monotonic()
@@ -219,14 +190,16 @@ def run_catalog_load(n_tables: int, n_lists: int = 100, n_watches: int = 20) -> 
                 SCHEMA, (f"table_{i:07d}" for i in range(n_tables)), (Column(1, "id", "bigint", nullable=False),)),
                 timeout=600)
             res.create_s = time.monotonic() - started
-            expected_hash = up_hash(ec, svc)
-            res.update_names = {"added_during_load_1", "added_during_load_2"}
+            res.listing_bytes = sum(4 + 1 + len(str(t.id)) + 1 + len(SCHEMA) + 1 + len(t.name)
+                                    for t in ec.call(lambda: ec.cluster.catalog.tables(SCHEMA)))  # type: ignore[union-attr]
+            names = ["added_during_load_10", "added_during_load_20"]
 
             def add_tables() -> None:
-                for name in sorted(res.update_names):
+                for name in names:
+                    res.added.add(name)
                     up.execute(f"CREATE TABLE {SCHEMA}.{name} (id BIGINT PRIMARY KEY)")
 
-            lim = svc.limiter
+            lim = listing.limiter
             res.limits = {"heap": lim.heap.limit, "direct": lim.direct.limit}
             server_obs = ec.call(lambda: {"heap": PeakObserver(lim.heap), "direct": PeakObserver(lim.direct)})
             server_sampler = Sampler({"heap": lim.heap, "direct": lim.direct})
@@ -237,7 +210,7 @@ def run_catalog_load(n_tables: int, n_lists: int = 100, n_watches: int = 20) -> 
             rss.start()
             started = time.monotonic()
             try:
-                asyncio.run(_client_load(ec.pd_addr, n_tables, n_lists, n_watches, expected_hash, add_tables, res))
+                asyncio.run(_client_load(up.sql_addresses(), n_tables, n_lists, add_tables, res))
             finally:
                 res.run_s = time.monotonic() - started
                 rss.stop()
@@ -249,7 +222,3 @@ def run_catalog_load(n_tables: int, n_lists: int = 100, n_watches: int = 20) -> 
     finally:
         ec.stop()
     return res
-
-
-def up_hash(ec: EmbeddedCluster, svc: Any) -> str:
-    return str(ec.call(lambda: svc.index.select(SCHEMA, "", b"\x0a").tables_hash))
