@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cdc_core.codec import changelog
+from cdc_core.codec import changelog, rowcodec
 from cdc_core.codec import key as keycodec
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
@@ -82,13 +82,30 @@ class Chunk:
 
 
 def range_column(table: TableInfo) -> str | None:
-    """The integer column that orders a table's row keys and that the SQL front can filter on: the clustered
-    PK, else the hidden ``_tidb_rowid``. Every table of this upstream has one (a clustered PK is an integer);
-    a table keyed otherwise (e.g. a clustered VARCHAR PK of a real TiDB) would get None: one chunk."""
+    """The integer column that orders a table's row keys and that SQL can filter on: the clustered integer PK, the
+    first PK column of a common handle when it is a signed integer (its datum leads every row key), else the hidden
+    ``_tidb_rowid``; None (one chunk) for a common handle led by any other type."""
     if table.handle_column is not None:
         col = table.column(table.handle_column)
         return col.name if col.kind == "int" else None
+    if table.is_common_handle:
+        col = table.column(table.primary_key[0])
+        return col.name if col.kind == "int" and not col.field_type().unsigned else None
     return ROWID_COLUMN
+
+
+def common_handle_lower_bound(table_id: int, boundary: bytes) -> int | None:
+    """The leading signed-integer datum (``intFlag`` + 8 bytes) of a region boundary inside a common-handle table's
+    span, as a cut between chunks of that column's values; None when the boundary carries none (at the span start,
+    or another datum kind). Any cut is exact: every row falls in the one range ``[lo, hi)`` of its first PK value."""
+    start, end = keycodec.table_span(table_id)
+    if boundary <= start or boundary >= end:
+        return None
+    rest = boundary[len(start):]
+    if rest[:1] != bytes([rowcodec.INT_FLAG]):
+        return None
+    payload = rest[1:9]
+    return keycodec.decode_int(payload + b"\x00" * (8 - len(payload)))
 
 
 def handle_lower_bound(table_id: int, boundary: bytes) -> int | None:
@@ -113,12 +130,14 @@ def handle_lower_bound(table_id: int, boundary: bytes) -> int | None:
     return h + 1  # the row key of h sorts before a longer key it prefixes
 
 
-def chunks_from_boundaries(table_id: int, boundaries: Sequence[bytes], max_chunks: int) -> list[Chunk]:
-    """Handle ranges between region boundary keys; at most ``max_chunks`` (adjacent ranges merged evenly)."""
+def chunks_from_boundaries(table_id: int, boundaries: Sequence[bytes], max_chunks: int, *, common: bool = False
+                           ) -> list[Chunk]:
+    """Handle ranges between region boundary keys (``common``: ranges of a common handle's leading integer); at
+    most ``max_chunks`` (adjacent ranges merged evenly)."""
     bounds: set[int] = set()
     for b in boundaries:
         try:
-            h = handle_lower_bound(table_id, b)
+            h = common_handle_lower_bound(table_id, b) if common else handle_lower_bound(table_id, b)
         except OverflowError:
             continue
         if h is not None:
@@ -152,7 +171,7 @@ def plan_chunks(pd_addr: str, table: TableInfo, max_chunks: int = DEFAULT_MAX_CH
     except UpstreamError as exc:  # reading in one chunk is slower, never wrong
         log.warning("cannot list the regions of %s (%s): one chunk", table.qualified_name, exc)
         return [Chunk(None, None)], f"one chunk: ScanRegions failed ({exc})"
-    chunks = chunks_from_boundaries(table.id, boundaries, max_chunks)
+    chunks = chunks_from_boundaries(table.id, boundaries, max_chunks, common=table.is_common_handle)
     return chunks, f"{len(chunks)} chunk(s) from {len(boundaries)} region(s)"
 
 

@@ -37,6 +37,25 @@ def row_key(table_id: int, handle: int) -> bytes:
     return table_prefix(table_id) + RECORD_SEP + encode_int(handle)
 
 
+def common_row_key(table_id: int, handle: bytes) -> bytes:
+    """The row key of a common-handle table: ``t{id}_r`` and the PK's memcomparable datums (``datum_key``)."""
+    return table_prefix(table_id) + RECORD_SEP + handle
+
+
+def record_key(table_id: int, handle: int | bytes) -> bytes:
+    """The row key of an integer handle (``row_key``) or a common handle (``common_row_key``)."""
+    return common_row_key(table_id, handle) if isinstance(handle, bytes) else row_key(table_id, handle)
+
+
+def record_handle(key: bytes, common: bool) -> int | bytes:
+    """The handle of a row key: its datums (a common handle) or its integer."""
+    if common:
+        if len(key) <= 11 or key[:1] != TABLE_PREFIX or key[9:11] != RECORD_SEP:
+            raise ValueError(f"not a common-handle row key: {key.hex()}")
+        return key[11:]
+    return decode_row_key(key)[1]
+
+
 def index_key(table_id: int, index_id: int, encoded_values: bytes) -> bytes:
     return table_prefix(table_id) + INDEX_SEP + encode_int(index_id) + encoded_values
 

@@ -149,6 +149,9 @@ class TableInfo:
     # Clustered integer PK: the PK value is the row handle. Otherwise rows are keyed by a hidden
     # _tidb_rowid handle and the PK/UKs are unique indexes.
     pk_is_handle: bool = False
+    # Clustered non-integer or composite PK (TiDB's common handle): the row key holds the PK's memcomparable datums
+    # (``t{id}_r{datums}``), the row value every column, and the PK has an index id but no index entries.
+    is_common_handle: bool = False
     schema_version: int = 0
     db_id: int = 0
     max_column_id: int = 0
@@ -193,6 +196,11 @@ class TableInfo:
             if ix.primary:
                 return ix.columns
         return ()
+
+    @property
+    def clustered(self) -> bool:
+        """Whether rows are keyed by their PK (an integer handle or a common handle), not by ``_tidb_rowid``."""
+        return self.pk_is_handle or self.is_common_handle
 
     @property
     def handle_column(self) -> str | None:
@@ -258,6 +266,7 @@ class TableInfo:
             return cls(
                 id=int(d["id"]), db_name=d["db_name"], name=d["name"], columns=tuple(cols),
                 indexes=indexes, pk_is_handle=bool(d.get("pk_is_handle", False)),
+                is_common_handle=bool(d.get("is_common_handle", False)),
                 schema_version=int(d.get("schema_version", 0)), db_id=int(d.get("db_id", 0)),
                 max_column_id=int(d.get("max_column_id", max((c.id for c in cols), default=0))),
                 extra=dict(d.get("extra", {})),

@@ -85,6 +85,7 @@ STATE_NONE, STATE_PUBLIC = 0, 5  # model.SchemaState
 JOB_VERSION = 1  # model.JobVersion1: positional args
 TABLE_INFO_VERSION = 5  # model.TableInfoVersion5
 COLUMN_INFO_VERSION = 2  # model.ColumnInfoVersion2
+COMMON_HANDLE_VERSION = 1  # model.CurrentCommonHandleVersion
 INDEX_TYPE_BTREE = 1  # ast.IndexTypeBtree
 _DROPS = ("drop table", "drop schema")
 _UTF8 = ("utf8mb4", "utf8mb4_bin")
@@ -216,7 +217,8 @@ def table_to_tidb(info: TableInfo) -> dict[str, Any]:
     return {
         "id": info.id, "name": _cistr(info.name), "charset": _UTF8[0], "collate": _UTF8[1], "cols": cols,
         "index_info": indexes, "constraint_info": None, "fk_info": None, "state": STATE_PUBLIC,
-        "pk_is_handle": info.pk_is_handle, "is_common_handle": False, "common_handle_version": 0,
+        "pk_is_handle": info.pk_is_handle, "is_common_handle": info.is_common_handle,
+        "common_handle_version": COMMON_HANDLE_VERSION if info.is_common_handle else 0,
         "comment": "", "auto_inc_id": 0, "auto_id_cache": 0, "auto_rand_id": 0,
         "max_col_id": max(info.max_column_id, max((c.id for c in info.columns), default=0)),
         "max_idx_id": max((ix.id for ix in info.indexes), default=0), "max_fk_id": 0, "max_cst_id": 0,
@@ -271,8 +273,6 @@ def table_from_tidb(d: dict[str, Any], *, db_name: str, db_id: int, schema_versi
         raise SchemaError(f"table info is not a JSON object: {d!r}")
     name = _name(d.get("name"), "table info")
     where = f"table info {db_name}.{name}"
-    if d.get("is_common_handle"):
-        raise SchemaError(f"{where}: clustered non-integer primary keys (common handles) are not supported yet")
     if d.get("partition"):
         raise SchemaError(f"{where}: partitioned tables are not supported yet")
     columns: list[Column] = []
@@ -300,10 +300,13 @@ def table_from_tidb(d: dict[str, Any], *, db_name: str, db_id: int, schema_versi
         cols = tuple(_name(c.get("name"), where) for c in ix.get("idx_cols") or ())
         indexes.append(Index(_name(ix.get("idx_name"), where), cols, unique=bool(ix.get("is_unique")),
                              primary=bool(ix.get("is_primary")), id=int(ix.get("id", 0))))
+    if d.get("is_common_handle") and not any(ix.primary for ix in indexes):
+        raise SchemaError(f"{where}: is_common_handle but no primary index in index_info")
     try:
         return TableInfo(
             id=int(d["id"]), db_name=db_name, name=name, columns=tuple(columns), indexes=tuple(indexes),
-            pk_is_handle=bool(d.get("pk_is_handle")), schema_version=schema_version, db_id=db_id,
+            pk_is_handle=bool(d.get("pk_is_handle")), is_common_handle=bool(d.get("is_common_handle")),
+            schema_version=schema_version, db_id=db_id,
             max_column_id=int(d.get("max_col_id") or max(c.id for c in columns)),
             extra={"auto_increment": auto_inc} if auto_inc else {},
         )

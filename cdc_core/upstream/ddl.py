@@ -30,9 +30,12 @@ from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name
 from cdc_core.upstream.mvcc import MvccStore
 from cdc_core.upstream.regions import RegionManager, table_split_keys
-from cdc_core.upstream.table_writer import AUTO_INCREMENT_KEY, StoredRow, read_rows
+from cdc_core.upstream.table_writer import AUTO_INCREMENT_KEY, StoredRow, index_value, read_rows
 from cdc_core.upstream.tso import TsoAllocator
 from cdc_core.upstream.txn import Transaction
+
+# tidb_enable_clustered_index = ON (TiDB's default): a primary key of any type is clustered unless NONCLUSTERED.
+CLUSTERED_INDEX_DEFAULT_ON = True
 
 _IGNORED_PROPERTIES = (exp.EngineProperty, exp.CharacterSetProperty, exp.CollateProperty, exp.SchemaCommentProperty)
 
@@ -43,7 +46,7 @@ def _move_index_entries(txn: Transaction, before: TableInfo, after: TableInfo, o
     new_values = {k: v for k, v in row.values.items() if k != old.name}
     new_values[new.name] = converted
     for pos, ix in enumerate(before.indexes):
-        if not (ix.unique or ix.primary) or (ix.primary and before.pk_is_handle):
+        if not (ix.unique or ix.primary) or (ix.primary and before.clustered):
             continue
         if not any(c.lower() == old.name.lower() for c in ix.columns):
             continue
@@ -54,7 +57,7 @@ def _move_index_entries(txn: Transaction, before: TableInfo, after: TableInfo, o
         if new_key is not None:
             if txn.get(new_key) is not None and new_key != old_key:
                 raise SqlError(f"Duplicate entry '{converted}' for key '{before.name}.{ix.name}'", ErrorKind.CONSTRAINT)
-            txn.put(new_key, keycodec.encode_int(row.handle))
+            txn.put(new_key, index_value(row.handle))
 
 
 def _next_index_id(indexes: list[Index]) -> int:
@@ -144,10 +147,11 @@ def table_info_from_create(
         for c in pk:
             by_name[c.lower()]["nullable"] = False
     int_pk = len(pk) == 1 and ct.is_handle_type(by_name[pk[0].lower()])
-    if clustered and not int_pk:
-        raise SqlError(f"table {name!r}: a CLUSTERED primary key must be a single integer column here (other "
-                       "clustered keys are TiDB's common handles, not supported yet)")
-    pk_is_handle = int_pk and clustered is not False
+    # TiDB's ShouldBuildClusteredIndex (pkg/ddl/create_table.go): CLUSTERED / NONCLUSTERED as given, else the session's
+    # tidb_enable_clustered_index (ON by default: DefTiDBEnableClusteredIndex, pkg/sessionctx/vardef/tidb_vars.go).
+    is_clustered = bool(pk) and (clustered if clustered is not None else CLUSTERED_INDEX_DEFAULT_ON or int_pk)
+    pk_is_handle = is_clustered and int_pk
+    is_common_handle = is_clustered and not int_pk
     if pk:
         used.add("primary")
         # A clustered integer PK is the row handle, not an index (TiDB gives it no IndexInfo): id 0, and the
@@ -166,7 +170,7 @@ def table_info_from_create(
     extra = {AUTO_INCREMENT_KEY: by_name[auto_inc.lower()]["name"]} if auto_inc else {}
     return TableInfo(
         id=table_id, db_name=db.name, name=name, columns=tuple(columns_out), indexes=tuple(indexes),
-        pk_is_handle=pk_is_handle, schema_version=schema_version, db_id=db.id,
+        pk_is_handle=pk_is_handle, is_common_handle=is_common_handle, schema_version=schema_version, db_id=db.id,
         max_column_id=len(columns_out), extra=extra,
     )
 
@@ -420,17 +424,17 @@ class DdlExecutor:
                 if value is None:
                     if not new.nullable:
                         raise SqlError(f"Invalid use of NULL value: column {old.name!r} has NULLs (handle "
-                                       f"{row.handle})", ErrorKind.CONSTRAINT)
+                                       f"{row.handle!r})", ErrorKind.CONSTRAINT)
                     converted = None
                 else:
                     try:
                         converted = new.convert(value)
                     except SchemaError as exc:
-                        raise SqlError(f"Data truncated for column {old.name!r} at row handle {row.handle}: {exc}",
+                        raise SqlError(f"Data truncated for column {old.name!r} at row handle {row.handle!r}: {exc}",
                                        ErrorKind.CONSTRAINT) from exc
                 if reorg:
                     # TiDB's backfill of the changing column: the row keeps every old id and gains the new one.
-                    backfill.put(keycodec.row_key(info.id, row.handle),
+                    backfill.put(keycodec.record_key(info.id, row.handle),
                                  encode_values(both, {**row.values, "\0changing": converted}))
                     _move_index_entries(txn, info, after, old, new, row, converted)
             # The backfill commits before the job (no row change may share a DDL's commit ts), in the same
@@ -448,7 +452,7 @@ class DdlExecutor:
         def make(info: TableInfo, txn: Transaction) -> TableInfo:
             after, ix = ddl_alter.add_index(info, name, columns, unique)
             if unique:  # backfill the index entries in the job's transaction; a duplicate fails the job
-                seen: dict[bytes, int] = {}
+                seen: dict[bytes, int | bytes] = {}
                 for row in read_rows(txn, info):
                     k = index_entry_key(after, ix, row.values)
                     if k is None:
@@ -458,7 +462,7 @@ class DdlExecutor:
                         raise SqlError(f"Duplicate entry '{shown}' for key '{info.name}.{ix.name}'",
                                        ErrorKind.CONSTRAINT)
                     seen[k] = row.handle
-                    txn.put(k, keycodec.encode_int(row.handle))
+                    txn.put(k, index_value(row.handle))
             return after
 
         return AlterChange("add index", make, indexes=(name or columns[0],))

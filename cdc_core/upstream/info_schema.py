@@ -38,7 +38,7 @@ def tables_row(info: TableInfo) -> tuple[Any, ...]:
     """A table's ``information_schema.TABLES`` row: mysql-mimic's columns, then TiDB's ``TIDB_TABLE_ID`` and
     ``TIDB_PK_TYPE``; engine and collation as TiDB reports them."""
     return ("def", info.db_name, info.name, "BASE TABLE", "InnoDB", "1.0", *(None,) * 11, "utf8mb4_bin",
-            None, None, None, info.id, "CLUSTERED" if info.pk_is_handle else "NONCLUSTERED")
+            None, None, None, info.id, "CLUSTERED" if info.clustered else "NONCLUSTERED")
 
 
 def system_tables_rows() -> list[tuple[Any, ...]]:

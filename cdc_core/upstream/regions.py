@@ -131,15 +131,19 @@ def table_split_keys(table_id: int, regions_per_table: int) -> list[bytes]:
     return [start, *inner, end]
 
 
-def handle_split_keys(table_id: int, lo: int, hi: int, regions: int) -> list[bytes]:
-    """``SPLIT TABLE t BETWEEN (lo) AND (hi) REGIONS n``: keys at ``lo + i * (hi - lo) / n``, i < n."""
+def split_values(lo: int, hi: int, regions: int) -> list[int]:
+    """``SPLIT TABLE t BETWEEN (lo) AND (hi) REGIONS n``: the values ``lo + i * (hi - lo) / n``, i < n."""
     if regions < 1:
         raise ValueError(f"REGIONS must be >= 1, got {regions}")
     if hi <= lo:
         raise ValueError(f"the upper bound {hi} must be greater than the lower bound {lo}")
     step = (hi - lo) / regions
-    handles = sorted({lo + int(i * step) for i in range(regions)})
-    return [keycodec.row_key(table_id, h) for h in handles]
+    return sorted({lo + int(i * step) for i in range(regions)})
+
+
+def handle_split_keys(table_id: int, lo: int, hi: int, regions: int) -> list[bytes]:
+    """The row keys of :func:`split_values` as integer handles."""
+    return [keycodec.row_key(table_id, h) for h in split_values(lo, hi, regions)]
 
 
 class RegionManager:

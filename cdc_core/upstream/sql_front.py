@@ -15,7 +15,8 @@ disconnects. DDL implicitly commits an open transaction first, as in MySQL. The 
 parsed before anything runs, so a syntax error anywhere runs nothing.
 
 ``TiDB`` extensions: ``PRIMARY KEY ... [NON]CLUSTERED`` (also in ``/*T![clustered_index] ... */``
-comments). A single INT/BIGINT primary key is clustered unless NONCLUSTERED is given.
+comments). A primary key of any type is clustered unless NONCLUSTERED is given, as with TiDB's default
+``tidb_enable_clustered_index = ON``: an integer one is the row handle, any other a common handle.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from cdc_core.codec import key as keycodec
+from cdc_core.codec.datum_key import encode_key
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
@@ -46,7 +48,7 @@ from cdc_core.upstream.ddl import AlterChange, DdlExecutor
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name, compare, evaluate, literal_value, truthy
 from cdc_core.upstream.mvcc import MvccStore
-from cdc_core.upstream.regions import handle_split_keys
+from cdc_core.upstream.regions import split_values
 from cdc_core.upstream.table_writer import (
     AUTO_INCREMENT_KEY,
     StoredRow,
@@ -487,9 +489,17 @@ class Session:
         regions = self.engine.ddl.regions
         try:
             if m.group(4) is not None:
-                keys = handle_split_keys(info.id, int(m.group(2)), int(m.group(3)), int(m.group(4)))
+                values = split_values(int(m.group(2)), int(m.group(3)), int(m.group(4)))
             else:
-                keys = [keycodec.row_key(info.id, int(v)) for v in re.findall(r"-?\d+", m.group(5))]
+                values = [int(v) for v in re.findall(r"-?\d+", m.group(5))]
+            if info.is_common_handle:  # keys led by the first PK column's datum (TiDB splits on PK value tuples)
+                first = info.column(info.primary_key[0])
+                if first.kind != "int":
+                    raise ValueError(f"the common handle of {info.qualified_name} leads with {first.sql_type}; only "
+                                     "integer values are supported here")
+                keys = [keycodec.common_row_key(info.id, encode_key([(first.field_type(), v)])) for v in values]
+            else:
+                keys = [keycodec.row_key(info.id, v) for v in values]
         except ValueError as exc:
             raise SqlError(f"SPLIT TABLE: {exc}") from exc
         before = len(regions)

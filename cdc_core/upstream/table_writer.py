@@ -2,7 +2,9 @@
 
 The formats are ``cdc_core.codec``'s (TiDB's): rows live at ``t{id}_r{handle}`` with a rowcodec v2 value of
 every column (``codec.row``), unique-index entries at ``codec.datum_key.index_entry_key``. The handle is the
-integer PK of a clustered table (``pk_is_handle``) and a hidden ``_tidb_rowid`` otherwise. Every unique index
+integer PK of a clustered table (``pk_is_handle``), the memcomparable datums of the PK of a clustered table with
+another PK (TiDB's common handle, ``is_common_handle``: ``t{id}_r{datums}``, as ``tablecodec.EncodeRowKey`` with
+a ``CommonHandle`` builds it) and a hidden ``_tidb_rowid`` otherwise. Every unique index
 (the PK of a non-clustered table, every UNIQUE KEY) has an entry ``t{id}_i{index id}{datums}`` -> handle, so
 uniqueness is a point read and two transactions inserting the same key conflict in prewrite. Index ids are
 ``Index.id`` (TiDB's ``IndexInfo.ID``: stable across ADD/DROP INDEX).
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc_core.codec import key as keycodec
-from cdc_core.codec.datum_key import index_entry_key
+from cdc_core.codec.datum_key import encode_key, index_entry_key
 from cdc_core.codec.row import decode_row, encode_values
 from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
 from cdc_core.upstream.catalog import Catalog
@@ -29,7 +31,7 @@ AUTO_INCREMENT_KEY = "auto_increment"  # TableInfo.extra: the name of the AUTO_I
 
 @dataclass
 class StoredRow:
-    handle: int
+    handle: int | bytes  # the integer handle, or a common handle's datums
     values: dict[str, Any]  # column name -> typed value (schema's column names)
 
 
@@ -38,7 +40,7 @@ def read_rows(txn: Transaction, info: TableInfo) -> list[StoredRow]:
     start, end = keycodec.table_span(info.id)
     out = []
     for k, v in txn.scan(start, end):
-        _, handle = keycodec.decode_row_key(k)
+        handle = keycodec.record_handle(k, info.is_common_handle)
         out.append(StoredRow(handle, info.decode_values(decode_row(info, v))))
     return out
 
@@ -51,7 +53,7 @@ class TableWriter:
         self.info = info
         self.catalog = catalog
         self._unique = [
-            ix for ix in info.indexes if (ix.unique or ix.primary) and not (ix.primary and info.pk_is_handle)
+            ix for ix in info.indexes if (ix.unique or ix.primary) and not (ix.primary and info.clustered)
         ]
         txn.tables_written.setdefault(info.id, info.schema_version)
 
@@ -70,19 +72,24 @@ class TableWriter:
             if values.get(c.name) is None and not c.nullable:
                 raise SqlError(f"Column '{c.name}' cannot be null", ErrorKind.CONSTRAINT)
 
-    def _handle_of(self, values: Mapping[str, Any]) -> int:
+    def _handle_of(self, values: Mapping[str, Any]) -> int | bytes:
+        if self.info.is_common_handle:
+            return common_handle(self.info, values)
         col = self.info.handle_column
         assert col is not None
         return int(values[self.info.column(col).name])
 
-    def _put_index_entries(self, values: Mapping[str, Any], handle: int) -> None:
+    def _key(self, handle: int | bytes) -> bytes:
+        return keycodec.record_key(self.info.id, handle)
+
+    def _put_index_entries(self, values: Mapping[str, Any], handle: int | bytes) -> None:
         for ix in self._unique:
             k = index_entry_key(self.info, ix, values)
             if k is None:
                 continue
             if self.txn.get(k) is not None:
                 raise self._dup(ix, values)
-            self.txn.put(k, keycodec.encode_int(handle))
+            self.txn.put(k, index_value(handle))
 
     def _delete_index_entries(self, values: Mapping[str, Any]) -> None:
         for ix in self._unique:
@@ -100,44 +107,45 @@ class TableWriter:
         else:
             self.catalog.rebase_row_id(self.info.id, int(values[col]))
 
-    def insert(self, values: dict[str, Any]) -> int:
+    def insert(self, values: dict[str, Any]) -> int | bytes:
         """Insert one row (``values`` complete and converted); returns its handle."""
         self.fill_auto_increment(values)
         self.check_not_null(values)
-        if self.info.pk_is_handle:
+        handle: int | bytes
+        if self.info.clustered:
             handle = self._handle_of(values)
-            rk = keycodec.row_key(self.info.id, handle)
+            rk = self._key(handle)
             if self.txn.get(rk) is not None:
                 pk = next(ix for ix in self.info.indexes if ix.primary)
                 raise self._dup(pk, values)
         else:
             handle = self.catalog.alloc_row_ids(self.info.id)
-            rk = keycodec.row_key(self.info.id, handle)
+            rk = self._key(handle)
         self._put_index_entries(values, handle)
         self.txn.put(rk, encode_values(self.info, values))
         return handle
 
     def delete(self, row: StoredRow) -> None:
         self._delete_index_entries(row.values)
-        self.txn.delete(keycodec.row_key(self.info.id, row.handle))
+        self.txn.delete(self._key(row.handle))
 
     def update(self, row: StoredRow, new_values: dict[str, Any]) -> bool:
         """Update one row; False when nothing changed.
 
-        Clustered table and the PK changes: DELETE of the old row key + PUT of the new one.
+        Clustered table (either handle) and the PK changes: DELETE of the old row key + PUT of the new one.
         Otherwise one PUT on the same key (the change feed carries the old value).
         """
         if new_values == row.values:
             return False
         self.check_not_null(new_values)
-        if self.info.pk_is_handle and self._handle_of(new_values) != row.handle:
+        if self.info.clustered and self._handle_of(new_values) != row.handle:
             self.delete(row)
             new_handle = self._handle_of(new_values)
-            if self.txn.get(keycodec.row_key(self.info.id, new_handle)) is not None:
+            if self.txn.get(self._key(new_handle)) is not None:
                 pk = next(ix for ix in self.info.indexes if ix.primary)
                 raise self._dup(pk, new_values)
             self._put_index_entries(new_values, new_handle)
-            self.txn.put(keycodec.row_key(self.info.id, new_handle), encode_values(self.info, new_values))
+            self.txn.put(self._key(new_handle), encode_values(self.info, new_values))
             return True
         changed = [
             ix for ix in self._unique
@@ -154,9 +162,21 @@ class TableWriter:
                 continue
             if self.txn.get(k) is not None:
                 raise self._dup(ix, new_values)
-            self.txn.put(k, keycodec.encode_int(row.handle))
-        self.txn.put(keycodec.row_key(self.info.id, row.handle), encode_values(self.info, new_values))
+            self.txn.put(k, index_value(row.handle))
+        self.txn.put(self._key(row.handle), encode_values(self.info, new_values))
         return True
+
+
+def common_handle(info: TableInfo, values: Mapping[str, Any]) -> bytes:
+    """The common handle of a row: its PK columns' memcomparable datums, in PK order (``values`` by column name)."""
+    cols = [info.column(c) for c in info.primary_key]
+    return encode_key([(c.field_type(), c.to_stored(values.get(c.name))) for c in cols])
+
+
+def index_value(handle: int | bytes) -> bytes:
+    """What a unique-index entry points at: the 8-byte integer handle, or the common handle's datums. (TiDB's index
+    value also carries restored data and flags; only this upstream reads its index values, for uniqueness.)"""
+    return handle if isinstance(handle, bytes) else keycodec.encode_int(handle)
 
 
 def convert_value(info: TableInfo, column: str, value: Any) -> Any:

@@ -1,10 +1,10 @@
-"""A seeded random workload for the differential tests: transactions over several tables (clustered and
-non-clustered) that insert, update, move primary and unique keys (seed 002's swap included), delete, span
-tables, with DDL sprinkled in (add column of any type with a default, rename / drop / widen a column, truncate,
-rename a table, create a table). Tables carry columns of random MySQL types besides INT and VARCHAR. It keeps
-a model of the schema only — rows are never predicted: the tests compare Delta with the upstream's own
-snapshot. Statements that collide on a key fail upstream and their transaction
-rolls back, as in MySQL; that is part of the workload, not an error.
+"""A seeded random workload for the differential tests: transactions over several tables (clustered by an integer
+handle, clustered by a common handle -- a composite VARCHAR + INT primary key -- and non-clustered) that insert,
+update, move primary and unique keys (seed 002's swap included), delete, span tables, with DDL sprinkled in (add
+column of any type with a default, rename / drop / widen a column, truncate, rename a table, create a table). Tables
+carry columns of random MySQL types besides INT and VARCHAR. It keeps a model of the schema only -- rows are never
+predicted: the tests compare Delta with the upstream's own snapshot. Statements that collide on a key fail upstream
+and their transaction rolls back, as in MySQL; that is part of the workload, not an error.
 """
 
 from __future__ import annotations
@@ -44,15 +44,21 @@ WIDER = {"INT": "BIGINT", "TINYINT UNSIGNED": "SMALLINT", "FLOAT": "DOUBLE", "DE
          "ENUM('a','b','c')": "ENUM('a','b','c','d')", "CHAR(3)": "CHAR(8)"}
 
 
+HANDLES = ("int", "common", "rowid")  # how rows are keyed: the INT PK, the (grp, id) PK's datums, _tidb_rowid
+
+
 @dataclass
 class Table:
     name: str
-    clustered: bool
+    handle: str  # one of HANDLES
     payload: dict[str, str] = field(default_factory=dict)  # column -> SQL type (INT, VARCHAR(16), TYPED's)
 
     def create_sql(self, db: str) -> str:
         cols = ", ".join(f"{c} {t}" for c, t in self.payload.items())
-        pk = "PRIMARY KEY (id)" if self.clustered else "PRIMARY KEY (id) NONCLUSTERED"
+        if self.handle == "common":  # every row takes grp's default: the statements address rows by id alone
+            return (f"CREATE TABLE {db}.{self.name} (grp VARCHAR(4) NOT NULL DEFAULT 'ab', id INT NOT NULL, "
+                    f"u INT NULL, {cols}, PRIMARY KEY (grp, id) CLUSTERED, UNIQUE KEY uk (u))")
+        pk = "PRIMARY KEY (id)" if self.handle == "int" else "PRIMARY KEY (id) NONCLUSTERED"
         return f"CREATE TABLE {db}.{self.name} (id INT NOT NULL, u INT NULL, {cols}, {pk}, UNIQUE KEY uk (u))"
 
 
@@ -76,16 +82,16 @@ class RandomWorkload:
     # --- set-up --------------------------------------------------------------------------------
     def create_initial(self) -> None:
         self.c.execute(f"CREATE DATABASE {self.db}")
-        for clustered in (True, False):
-            self._create_table(clustered)
+        for handle in HANDLES:
+            self._create_table(handle)
 
-    def _create_table(self, clustered: bool) -> Table:
+    def _create_table(self, handle: str) -> Table:
         self._names += 1
         payload = {"v": "INT", "s": "VARCHAR(16)"}
         for typ in self.rng.sample(sorted(TYPED), 3):
             self._cols += 1
             payload[f"x{self._cols}"] = typ
-        t = Table(f"t{self._names}", clustered, payload)
+        t = Table(f"t{self._names}", handle, payload)
         self.c.execute(t.create_sql(self.db))
         self.tables.append(t)
         return t
@@ -177,7 +183,7 @@ class RandomWorkload:
             sql = f"RENAME TABLE {q} TO {self.db}.{new}"
             t.name = new
         else:
-            t = self._create_table(self.rng.random() < 0.5)
+            t = self._create_table(self.rng.choice(HANDLES))
             self.stats.ddl.append(f"CREATE TABLE {t.name}")
             return self.stats.ddl[-1]
         self.c.execute(sql)

@@ -1,8 +1,8 @@
 """End to end: snapshot and rebuild windows. After each window every replicated Delta table equals the upstream
 snapshot at the checkpoint, row by row.
 
-1. ``initial-snapshot = true``: rows written before start-ts arrive (loaded in parallel chunks by region), then
-   windows continue incrementally.
+1. ``initial-snapshot = true``: rows written before start-ts arrive (loaded in parallel chunks by region, a table
+   clustered by an integer PK and one by a common handle alike), then windows continue incrementally.
 2. ``--mode snapshot --tables``: a Delta table damaged by hand is reloaded from the upstream.
 3. ``rebuild``: tables rebuilt from the bronze changelog (DDL and PK-moving updates included) into new
    directories, the old ones in the trash; once per backfill tag; a crash mid-replay resumes.
@@ -48,14 +48,17 @@ def _versions(sink: Path, db: str, tables: dict[str, str]) -> dict[str, int]:
 
 
 def test_initial_snapshot_loads_rows_from_before_start_in_chunks(cdc_home: Path, upstream_cluster: Any) -> None:
-    db, tables = "e2e_snap", {"big": "id", "nokey": "a"}
+    db, tables = "e2e_snap", {"big": "id", "nokey": "a", "multi": "v"}
     with UpstreamClient(upstream_cluster.pd_addr) as c:
         c.execute(f"""
             CREATE DATABASE {db}; USE {db};
             CREATE TABLE big (id BIGINT PRIMARY KEY, v VARCHAR(16), amt DECIMAL(10,2), at DATETIME);
             CREATE TABLE nokey (a INT, b VARCHAR(8));
             INSERT INTO nokey VALUES (1, 'x'), (2, NULL), (3, 'z');
+            CREATE TABLE multi (tenant INT, k VARCHAR(8), v INT NOT NULL, PRIMARY KEY (tenant, k), UNIQUE KEY (v));
         """)
+        multi = ", ".join(f"({i // 10}, 'k{i % 10}', {i})" for i in range(600))  # a common handle (tenant, k)
+        c.execute(f"USE {db}; INSERT INTO multi VALUES {multi}; SPLIT TABLE multi BETWEEN (0) AND (60) REGIONS 3")
         rows = ", ".join(f"({i}, 'v{i}', {i}.25, '2024-01-0{1 + i % 9} 10:00:00')" for i in range(600))
         c.execute(f"USE {db}; INSERT INTO big VALUES {rows}; SPLIT TABLE big BETWEEN (0) AND (600) REGIONS 3")
         start = c.get_ts()
@@ -65,6 +68,8 @@ def test_initial_snapshot_loads_rows_from_before_start_in_chunks(cdc_home: Path,
             DELETE FROM big WHERE id = 7;
             INSERT INTO big VALUES (1000, 'new', 1, NULL);
             UPDATE nokey SET b = 'y' WHERE a = 2;
+            UPDATE multi SET k = 'moved' WHERE v = 11;
+            DELETE FROM multi WHERE v = 12;
         """)
         sink = _create(cdc_home, "snap", db, start, initial=True)
 
@@ -74,6 +79,7 @@ def test_initial_snapshot_loads_rows_from_before_start_in_chunks(cdc_home: Path,
         fetched = r["pull"]["snapshot"]["tables"]
         assert fetched[f"{db}.big"]["rows"] == 600 and fetched[f"{db}.big"]["chunks"] == 4, fetched  # 4 regions
         assert fetched[f"{db}.nokey"]["rows"] == 3
+        assert fetched[f"{db}.multi"]["rows"] == 600 and fetched[f"{db}.multi"]["chunks"] == 4, fetched
         assert r["check"]["passed"] and load_state("snap").checkpoint_ts == t1
         _same(c, sink, db, tables, t1)
         st = load_state("snap")
@@ -84,7 +90,8 @@ def test_initial_snapshot_loads_rows_from_before_start_in_chunks(cdc_home: Path,
         assert len(changelog.snapshot_part_files(changelog.snapshot_table_dir(f"file://{sink}", "snap", start,
                                                                                f"{db}.big"))) >= 3
 
-        c.execute(f"USE {db}; UPDATE big SET amt = 0 WHERE id < 10; INSERT INTO nokey VALUES (4, 'w')")
+        c.execute(f"USE {db}; UPDATE big SET amt = 0 WHERE id < 10; INSERT INTO nokey VALUES (4, 'w'); "
+                  "UPDATE multi SET tenant = 99 WHERE v < 5")
         t2 = c.get_ts()
         (r,) = runner.run_until("snap", t2)
         assert r["plan"]["mode"] == "incremental"

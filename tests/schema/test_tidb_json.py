@@ -157,8 +157,9 @@ def test_bad_table_json_is_an_error_naming_the_column() -> None:
     bad["cols"][7]["default"] = "seven"
     with pytest.raises(SchemaError, match=r"column 'cct_2': default 'seven'"):
         tidb_json.table_from_tidb(bad, db_name="tpcc", db_id=3)
-    with pytest.raises(SchemaError, match="common handles"):
-        tidb_json.table_from_tidb({**GOLDEN_CLUSTERED, "is_common_handle": True}, db_name="test", db_id=2)
+    with pytest.raises(SchemaError, match="is_common_handle but no primary index"):
+        tidb_json.table_from_tidb({**GOLDEN_CLUSTERED, "pk_is_handle": False, "is_common_handle": True},
+                                  db_name="test", db_id=2)
 
 
 def _meta(**kw: Any) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cdc_core.codec import key
+from cdc_core.codec.datum_key import encode_key
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.snapshot_load import Chunk, chunks_from_boundaries, handle_lower_bound, range_column, select_sql
 
@@ -42,3 +43,24 @@ def test_chunk_queries_range_the_handle():
     assert select_sql(clustered, Chunk(0, 250)) == "SELECT * FROM `d`.`t` WHERE `id` >= 0 AND `id` < 250"
     assert select_sql(clustered, Chunk(None, None)) == "SELECT * FROM `d`.`t`"
     assert select_sql(hidden, Chunk(None, 9)) == "SELECT *, `_tidb_rowid` FROM `d`.`h` WHERE `_tidb_rowid` < 9"
+
+
+def test_a_common_handle_led_by_an_integer_is_chunked_by_that_column():
+    pk = (Index("PRIMARY", ("tenant", "k"), unique=True, primary=True, id=1),)
+    common = TableInfo(id=TID, db_name="d", name="c", is_common_handle=True, indexes=pk,
+                       columns=(Column(1, "tenant", "int", nullable=False), Column(2, "k", "text", nullable=False)))
+    by_string = TableInfo(id=TID, db_name="d", name="s", is_common_handle=True, indexes=(
+        Index("PRIMARY", ("k", "tenant"), unique=True, primary=True, id=1),), columns=common.columns)
+    assert range_column(common) == "tenant" and range_column(by_string) is None  # a VARCHAR lead: one chunk
+    start, _ = key.table_span(TID)
+
+    def boundary(tenant: int, k: bytes) -> bytes:
+        return key.common_row_key(TID, encode_key([(common.columns[0].field_type(), tenant),
+                                                   (common.columns[1].field_type(), k)]))
+
+    # Cuts at the leading datum of each boundary; a boundary in the middle of one tenant's rows cuts at that tenant
+    # (its rows all go to the range that starts there: every row lands in exactly one range).
+    bounds = [start, boundary(-3, b"x"), boundary(10, b""), boundary(10, b"zz"), start + b"\x03\x80"]
+    assert chunks_from_boundaries(TID, bounds, 64, common=True) == [Chunk(None, -3), Chunk(-3, 0), Chunk(0, 10),
+                                                                    Chunk(10, None)]
+    assert select_sql(common, Chunk(-3, 0)) == "SELECT * FROM `d`.`c` WHERE `tenant` >= -3 AND `tenant` < 0"
