@@ -127,7 +127,8 @@ def apply_window(
     if not pending:
         return results
 
-    events = read_bronze(spark, sink, changefeed_id, window_end_ts, table_ids=[t.id for t, _ in pending])
+    events = read_bronze(spark, sink, changefeed_id, window_end_ts,
+                         table_ids=[pid for t, _ in pending for pid in t.physical_ids])
     if after_ts is not None:
         events = events.where(F.col("commit_ts") > F.lit(after_ts))
     events = events.where(F.col("commit_ts") <= F.lit(upto))
@@ -136,13 +137,13 @@ def apply_window(
     # re-run finds no events for them again.
     present = {int(r[0]) for r in events.select("table_id").distinct().collect()}
     events = dedupe(events)
-    cached = sum(1 for t, _ in pending if t.id in present) > 1
+    cached = sum(1 for t, _ in pending if present.intersection(t.physical_ids)) > 1
     if cached:
         events = events.cache()
     try:
         for t, filters in pending:
             path = table_path(sink, t)
-            if t.id not in present:
+            if not present.intersection(t.physical_ids):
                 writer.ensure_table(path, t)
                 results[t.qualified_name] = {
                     "table_id": t.id, "rows_upserted": 0, "rows_deleted": 0,

@@ -149,7 +149,7 @@ def key_only_image(table: TableInfo) -> SparkColumn | None:
 
 
 def mount(events: DataFrame, table: TableInfo) -> DataFrame:
-    """Decode bronze events of ``table`` (other table ids are filtered out).
+    """Decode bronze events of ``table`` (events of other tables, by physical id, are filtered out).
 
     Output columns: ``table_id, key, op, start_ts, commit_ts, _handle, _new, _old``, where
     ``_new``/``_old`` are structs of :func:`image_columns`.
@@ -157,6 +157,9 @@ def mount(events: DataFrame, table: TableInfo) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    rows = events.where(F.col("table_id") == F.lit(table.id)).select(
+    # A partitioned table's rows come under its partitions' ids: all of them are this one table's.
+    ids = table.physical_ids
+    which = F.col("table_id") == F.lit(ids[0]) if len(ids) == 1 else F.col("table_id").isin(*ids)
+    rows = events.where(which).select(
         *_PASSED, handle_expr("key").alias(HANDLE), "value", "old_value")
     return rows.mapInArrow(functools.partial(decode_batches, table.to_json()), from_arrow_schema(mounted_schema(table)))

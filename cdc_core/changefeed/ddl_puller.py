@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,8 +31,26 @@ from cdc_core.schema.storage import SchemaStorage
 log = get_logger("cdcflow.ddl")
 
 
+# TiDB's partition DDL (model.ActionType names, cdc_core.schema.tidb_json.OTHER_ACTIONS): they change which
+# partition ids hold a partitioned table's rows, and dropping or truncating a partition removes rows without a
+# row event. Not replicated yet: one on a replicated table stops the changefeed before it (checkpoint unmoved).
+PARTITION_JOB_TYPES = frozenset({"add partition", "drop partition", "truncate partition", "exchange partition",
+                                 "alter table reorganize partition", "alter table partition by",
+                                 "alter table remove partitioning"})
+
+
+def unsupported_partition_ddl(jobs: list[DDLJob], replicated: Callable[[str, str], bool]) -> None:
+    """Raise ``ChangefeedError`` for the first partition DDL job on a table ``replicated(schema, table)`` keeps."""
+    for job in jobs:
+        if job.job_type in PARTITION_JOB_TYPES and replicated(job.schema_name or "", job.table_name or ""):
+            raise ChangefeedError(
+                f"DDL job {job.job_id} ({job.job_type}) on {job.schema_name}.{job.table_name} at commit ts "
+                f"{job.finished_ts}: partition DDL is not replicated yet; the changefeed stops before it (its "
+                f"checkpoint stays below the job). Query: {job.query}")
+
+
 def decode_jobs(window: pa.Table) -> list[DDLJob]:
-    """The whitelisted DDL jobs in a bronze window, in commit order."""
+    """The whitelisted DDL jobs in a bronze window (and partition DDL, which the caller refuses), in commit order."""
     hist = window.filter(pc.equal(window["table_id"], ddl_history.JOB_TABLE_ID))
     jobs: dict[tuple[int, int], DDLJob] = {}
     for row in hist.to_pylist():
@@ -43,7 +62,7 @@ def decode_jobs(window: pa.Table) -> list[DDLJob]:
         except (ValueError, KeyError, TypeError) as exc:
             raise ChangefeedError(f"corrupt tidb_ddl_job row at commit ts {row['commit_ts']}: {exc}") from exc
         for job in parts:
-            if job.job_type not in JOB_TYPES:
+            if job.job_type not in JOB_TYPES and job.job_type not in PARTITION_JOB_TYPES:
                 log.warning("DDL discarded: not on the whitelist", job_id=job.job_id, job_type=job.job_type,
                             query=job.query)
                 continue

@@ -40,7 +40,7 @@ from . import rebuild as rebuildmod
 from . import snapshot as snapshotmod
 from .barriers import DmlStep, plan_steps, relevant
 from .config import ChangefeedConfig, load_config
-from .ddl_puller import SchemaLog, decode_jobs
+from .ddl_puller import PARTITION_JOB_TYPES, SchemaLog, decode_jobs, unsupported_partition_ddl
 from .schema_loader import load_schema_jobs
 from .state import ChangefeedState, advance_checkpoint, load_state, locked_state, set_error
 from .steps import apply_steps, changed, replicated_at
@@ -215,7 +215,7 @@ def wait_spec(p: dict[str, Any]) -> dict[str, Any]:
     cfg = load_config(p["changefeed_id"])
     target = p["target_ts"]
     tables = _replicated_tables(cfg, p["checkpoint_ts"])
-    spans = [key.table_span(ddl_history.JOB_TABLE_ID), *(key.table_span(t.id) for t in tables)]
+    spans = [key.table_span(ddl_history.JOB_TABLE_ID), *(key.table_span(pid) for t in tables for pid in t.physical_ids)]
     return {
         "pd_addr": resolve_pd_addr(cfg.upstream),
         "spans": [[s.hex(), e.hex()] for s, e in spans],
@@ -271,14 +271,19 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     ddl_events, _ = asyncio.run(collect_window(pd_addr, ddl_span, checkpoint, target, options=cfg.puller))
     slog = _schema_log(cfg, checkpoint)
     jobs = decode_jobs(ddl_events)
+    unsupported_partition_ddl(jobs, cfg.table_filter.match)
+    jobs = [j for j in jobs if j.job_type not in PARTITION_JOB_TYPES]  # of tables not replicated
     slog.advance(jobs, target)
     slog.save()
     storage = slog.storage()
     flt = cfg.table_filter
-    ids = {t.id for t in _replicated_at(cfg, storage, checkpoint)}
-    ids |= {j.table_info.id for j in jobs if j.table_info and flt.match(j.table_info.db_name, j.table_info.name)}
-    # 2. The row changes of every table replicated at some point of the window.
-    spans = {tid: key.table_span(tid) for tid in sorted(ids)}
+    replicated = {t.id: t for t in _replicated_at(cfg, storage, checkpoint)}
+    replicated.update({j.table_info.id: j.table_info for j in jobs
+                       if j.table_info and flt.match(j.table_info.db_name, j.table_info.name)})
+    ids = set(replicated)
+    # 2. The row changes of every table replicated at some point of the window (a partitioned table's under each
+    #    of its partitions' ids: TiKV keys its rows by them).
+    spans = {pid: key.table_span(pid) for pid in sorted({p for t in replicated.values() for p in t.physical_ids})}
     rows, resolved = asyncio.run(collect_window(pd_addr, spans, checkpoint, target, options=cfg.puller))
     events = pa.concat_tables([ddl_events, rows])
     path = changelog.write_window(cfg.sink_uri, cfg.changefeed_id, target, events, after_ts=checkpoint)

@@ -75,12 +75,13 @@ def encode_key(items: Sequence[tuple[mt.FieldType, Any]]) -> bytes:
     return b"".join(encode_datum(ft, v) for ft, v in items)
 
 
-def index_entry_key(info: TableInfo, ix: Index, values: Mapping[str, Any]) -> bytes | None:
+def index_entry_key(info: TableInfo, ix: Index, values: Mapping[str, Any], physical_id: int = 0) -> bytes | None:
     """The key ``t{table}_i{index id}{datums}`` of a row's entry in a unique index (``values`` by column name), or
-    None when a column is NULL (no entry: MySQL lets NULLs repeat)."""
+    None when a column is NULL (no entry: MySQL lets NULLs repeat). A partitioned table's indexes are local: under
+    the row's partition id (``physical_id``)."""
     cols = [info.column(c) for c in ix.columns]
     vals = [values.get(c.name) for c in cols]
     if any(v is None for v in vals):
         return None
     encoded = encode_key([(c.field_type(), c.to_stored(v)) for c, v in zip(cols, vals, strict=True)])
-    return keycodec.index_key(info.id, ix.id, encoded)
+    return keycodec.index_key(physical_id or info.id, ix.id, encoded)

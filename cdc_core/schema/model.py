@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.value_text import json_value
 from cdc_core.schema import column_type as ct
+from cdc_core.schema.partition import PartitionInfo
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -152,6 +153,8 @@ class TableInfo:
     # Clustered non-integer or composite PK (TiDB's common handle): the row key holds the PK's memcomparable datums
     # (``t{id}_r{datums}``), the row value every column, and the PK has an index id but no index entries.
     is_common_handle: bool = False
+    # A partitioned table: its rows live under each partition's own id, never under ``id``.
+    partition: PartitionInfo | None = None
     schema_version: int = 0
     db_id: int = 0
     max_column_id: int = 0
@@ -196,6 +199,11 @@ class TableInfo:
             if ix.primary:
                 return ix.columns
         return ()
+
+    @property
+    def physical_ids(self) -> tuple[int, ...]:
+        """The ids its rows are keyed by (``t{id}_r...``): its partitions' ids, or its own."""
+        return self.partition.ids if self.partition is not None else (self.id,)
 
     @property
     def clustered(self) -> bool:
@@ -244,6 +252,7 @@ class TableInfo:
         for c in d["columns"]:
             c["elems"] = list(c["elems"])
         d["indexes"] = [{**asdict(ix), "columns": list(ix.columns)} for ix in self.indexes]
+        d["partition"] = self.partition.to_dict() if self.partition is not None else None
         return d
 
     def to_json(self) -> str:
@@ -270,6 +279,7 @@ class TableInfo:
                 schema_version=int(d.get("schema_version", 0)), db_id=int(d.get("db_id", 0)),
                 max_column_id=int(d.get("max_column_id", max((c.id for c in cols), default=0))),
                 extra=dict(d.get("extra", {})),
+                partition=PartitionInfo.from_dict(d["partition"]) if d.get("partition") else None,
             )
         except (KeyError, TypeError) as exc:
             raise SchemaError(f"malformed table info: {exc}") from exc

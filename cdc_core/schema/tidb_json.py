@@ -40,6 +40,7 @@ from cdc_core.codec.value_text import format_duration
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE
 from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
+from cdc_core.schema.partition import PartitionError, PartitionInfo
 
 # model.ActionType (pkg/meta/model/job.go) of cdcflow's job types; RENAME COLUMN runs as ActionModifyColumn.
 ACTION_TYPES: dict[str, int] = {
@@ -223,7 +224,8 @@ def table_to_tidb(info: TableInfo) -> dict[str, Any]:
         "max_col_id": max(info.max_column_id, max((c.id for c in info.columns), default=0)),
         "max_idx_id": max((ix.id for ix in info.indexes), default=0), "max_fk_id": 0, "max_cst_id": 0,
         "update_timestamp": 0, "ShardRowIDBits": 0, "max_shard_row_id_bits": 0, "auto_random_bits": 0,
-        "auto_random_range_bits": 0, "pre_split_regions": 0, "partition": None, "compression": "",
+        "auto_random_range_bits": 0, "pre_split_regions": 0,
+        "partition": info.partition.to_tidb() if info.partition is not None else None, "compression": "",
         "view": None, "sequence": None, "Lock": None, "version": TABLE_INFO_VERSION, "tiflash_replica": None,
         "is_columnar": False, "temp_table_type": 0, "cache_table_status": 0, "policy_ref_info": None,
         "stats_options": None, "exchange_partition_info": None, "ttl_info": None, "revision": 0,
@@ -273,8 +275,6 @@ def table_from_tidb(d: dict[str, Any], *, db_name: str, db_id: int, schema_versi
         raise SchemaError(f"table info is not a JSON object: {d!r}")
     name = _name(d.get("name"), "table info")
     where = f"table info {db_name}.{name}"
-    if d.get("partition"):
-        raise SchemaError(f"{where}: partitioned tables are not supported yet")
     columns: list[Column] = []
     auto_inc = None
     handle: str | None = None
@@ -309,7 +309,10 @@ def table_from_tidb(d: dict[str, Any], *, db_name: str, db_id: int, schema_versi
             schema_version=schema_version, db_id=db_id,
             max_column_id=int(d.get("max_col_id") or max(c.id for c in columns)),
             extra={"auto_increment": auto_inc} if auto_inc else {},
+            partition=PartitionInfo.from_tidb(d["partition"], where) if d.get("partition") else None,
         )
+    except PartitionError as exc:
+        raise SchemaError(str(exc)) from None
     except (KeyError, TypeError, ValueError) as exc:
         raise SchemaError(f"{where}: {exc}") from None
 

@@ -23,12 +23,14 @@ from cdc_core.schema import column_type as ct
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
+from cdc_core.schema.partition import PartitionDef, PartitionError, PartitionInfo
 from cdc_core.upstream import ddl_alter
 from cdc_core.upstream.catalog import Catalog, DatabaseInfo
 from cdc_core.upstream.column_def import ColumnSpec, build_column, parse_column_def
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name
 from cdc_core.upstream.mvcc import MvccStore
+from cdc_core.upstream.partition_clause import PartitionSpec
 from cdc_core.upstream.regions import RegionManager, table_split_keys
 from cdc_core.upstream.table_writer import AUTO_INCREMENT_KEY, StoredRow, index_value, read_rows
 from cdc_core.upstream.tso import TsoAllocator
@@ -50,14 +52,38 @@ def _move_index_entries(txn: Transaction, before: TableInfo, after: TableInfo, o
             continue
         if not any(c.lower() == old.name.lower() for c in ix.columns):
             continue
-        old_key = index_entry_key(before, ix, row.values)
-        new_key = index_entry_key(after, after.indexes[pos], new_values)
+        old_key = index_entry_key(before, ix, row.values, row.physical_id)
+        new_key = index_entry_key(after, after.indexes[pos], new_values, row.physical_id)
         if old_key is not None:
             txn.delete(old_key)
         if new_key is not None:
             if txn.get(new_key) is not None and new_key != old_key:
                 raise SqlError(f"Duplicate entry '{converted}' for key '{before.name}.{ix.name}'", ErrorKind.CONSTRAINT)
             txn.put(new_key, index_value(row.handle))
+
+
+def partition_info(info: TableInfo, spec: PartitionSpec, ids: list[int]) -> PartitionInfo:
+    """The partitions of ``info`` as ``spec`` defines them, with ``ids``; TiDB's rules checked: the column is an
+    integer one, and every unique key includes it (MySQL error 1503)."""
+    try:
+        column = info.column(spec.column)
+    except SchemaError as exc:
+        raise SqlError(f"Unknown column '{spec.column}' in 'partition function'") from exc
+    if column.kind != "int":
+        raise SqlError(f"partitioning column {column.name!r} must be an integer type here ({column.sql_type})")
+    for ix in info.indexes:
+        if (ix.unique or ix.primary) and column.name.lower() not in (c.lower() for c in ix.columns):
+            kind = "PRIMARY KEY" if ix.primary else "UNIQUE INDEX"
+            raise SqlError(f"A {kind} must include all columns in the table's partitioning function")
+    defs = tuple(PartitionDef(pid, name, spec.less_than[i] if spec.less_than else None,
+                              spec.in_values[i] if spec.in_values else ())
+                 for i, (pid, name) in enumerate(zip(ids, spec.names, strict=True)))
+    part = PartitionInfo(spec.type, column.name, defs)
+    try:
+        part.validate(info.name)
+    except PartitionError as exc:
+        raise SqlError(str(exc)) from exc
+    return part
 
 
 def _next_index_id(indexes: list[Index]) -> int:
@@ -267,7 +293,8 @@ class DdlExecutor:
         job = self._job("drop schema", query, schema_id=db.id, schema_name=db.name)
         return self._commit_job(job, lambda: self.catalog.drop_database(db.name))
 
-    def create_table(self, node: exp.Create, db_name: str, query: str, clustered: bool | None) -> int:
+    def create_table(self, node: exp.Create, db_name: str, query: str, clustered: bool | None,
+                     partition: PartitionSpec | None = None) -> int:
         self._check_user_db(db_name)
         db = self._db(db_name)
         schema = node.this
@@ -278,17 +305,23 @@ class DdlExecutor:
             if node.args.get("exists"):
                 return 0
             raise SqlError(f"Table '{db.name}.{name}' already exists", ErrorKind.EXISTS)
+        # Validate before allocating ids and a schema version so that a bad definition leaves no trace.
+        checked = table_info_from_create(node, table_id=0, db=db, schema_version=0, clustered=clustered)
+        if partition is not None:
+            partition_info(checked, partition, list(range(len(partition.names))))
         table_id = self.catalog.alloc_id()
-        # Validate before allocating a schema version so that a bad definition leaves no trace.
-        table_info_from_create(node, table_id=table_id, db=db, schema_version=0, clustered=clustered)
+        ids = [self.catalog.alloc_id() for _ in partition.names] if partition is not None else []
         job = self._job("create table", query, schema_id=db.id, table_id=table_id, schema_name=db.name,
                         table_name=name)
         info = table_info_from_create(node, table_id=table_id, db=db, schema_version=job.schema_version,
                                       clustered=clustered)
+        if partition is not None:
+            info = replace(info, partition=partition_info(info, partition, ids))
         job = replace(job, table_info=info)
 
         def apply() -> None:
-            self.regions.split(table_split_keys(table_id, self.regions_per_table))
+            for physical_id in info.physical_ids:
+                self.regions.split(table_split_keys(physical_id, self.regions_per_table))
             self.catalog.add_table(info)
 
         return self._commit_job(job, apply)
@@ -313,13 +346,18 @@ class DdlExecutor:
         if info is None:
             raise SqlError(f"Table '{db_name}.{name}' doesn't exist", ErrorKind.NOT_FOUND)
         new_id = self.catalog.alloc_id()
+        # A partitioned table's partitions get new ids too (TiDB's truncate table: every physical table is new).
+        part = info.partition
+        if part is not None:
+            part = replace(part, definitions=tuple(replace(d, id=self.catalog.alloc_id()) for d in part.definitions))
         job = self._job("truncate table", query, schema_id=info.db_id, table_id=new_id,
                         schema_name=info.db_name, table_name=info.name, old_table_id=info.id)
-        new_info = replace(info, id=new_id, schema_version=job.schema_version)
+        new_info = replace(info, id=new_id, schema_version=job.schema_version, partition=part)
         job = replace(job, table_info=new_info)
 
         def apply() -> None:
-            self.regions.split(table_split_keys(new_id, self.regions_per_table))
+            for physical_id in new_info.physical_ids:
+                self.regions.split(table_split_keys(physical_id, self.regions_per_table))
             self.catalog.replace_table(info.id, new_info)
 
         return self._commit_job(job, apply)
@@ -434,7 +472,7 @@ class DdlExecutor:
                                        ErrorKind.CONSTRAINT) from exc
                 if reorg:
                     # TiDB's backfill of the changing column: the row keeps every old id and gains the new one.
-                    backfill.put(keycodec.record_key(info.id, row.handle),
+                    backfill.put(keycodec.record_key(row.physical_id or info.id, row.handle),
                                  encode_values(both, {**row.values, "\0changing": converted}))
                     _move_index_entries(txn, info, after, old, new, row, converted)
             # The backfill commits before the job (no row change may share a DDL's commit ts), in the same
@@ -454,7 +492,7 @@ class DdlExecutor:
             if unique:  # backfill the index entries in the job's transaction; a duplicate fails the job
                 seen: dict[bytes, int | bytes] = {}
                 for row in read_rows(txn, info):
-                    k = index_entry_key(after, ix, row.values)
+                    k = index_entry_key(after, ix, row.values, row.physical_id)
                     if k is None:
                         continue
                     if k in seen:

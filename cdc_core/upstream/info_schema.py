@@ -4,7 +4,7 @@ mysql-mimic executes ``information_schema`` queries (and the SHOW statements it 
 over tables built from a schema; this module builds them from the SQL-front session's tables, at its
 ``tidb_snapshot`` when one is set, as TiDB does. TiDB's additions that cdcflow and TiCDC's users rely on:
 ``TABLES.TIDB_TABLE_ID`` (the table's physical id, the one in its row keys) and ``TIDB_PK_TYPE`` (CLUSTERED or
-NONCLUSTERED), and ``PARTITIONS`` with ``TIDB_PARTITION_ID`` (empty: no partitioned tables yet). TiDB's engine
+NONCLUSTERED), and ``PARTITIONS`` with ``TIDB_PARTITION_ID`` (each partition's physical id). TiDB's engine
 is reported as InnoDB and tables' collation as utf8mb4_bin, as TiDB reports them (``pkg/infoschema/tables.go``).
 
 Cost: the tables are built per query, O(columns of every table the session sees).
@@ -47,6 +47,15 @@ def system_tables_rows() -> list[tuple[Any, ...]]:
              None, None, None) for db, tables in sorted(INFO_SCHEMA.items()) for name in sorted(tables)]
 
 
+def partitions_rows(info: TableInfo) -> list[tuple[Any, ...]]:
+    """A partitioned table's ``information_schema.PARTITIONS`` rows, with TiDB's ``TIDB_PARTITION_ID``."""
+    part = info.partition
+    if part is None:
+        return []
+    return [("def", info.db_name, info.name, d.name, i, part.method, f"`{part.column}`", part.description(d), None,
+             d.id) for i, d in enumerate(part.definitions, 1)]
+
+
 class TidbInfoSchema(BaseInfoSchema):
     """The ``information_schema`` of a list of tables."""
 
@@ -58,7 +67,8 @@ class TidbInfoSchema(BaseInfoSchema):
         ]
         data: dict[str, dict[str, Any]] = info_schema_tables(columns)
         data["information_schema"]["tables"] = Table(TABLES_COLUMNS, [*map(tables_row, tables), *system_tables_rows()])
-        data["information_schema"]["partitions"] = Table(tuple(SCHEMA["information_schema"]["partitions"]))
+        data["information_schema"]["partitions"] = Table(tuple(SCHEMA["information_schema"]["partitions"]),
+                                                         [r for t in tables for r in partitions_rows(t)])
         self.tables = data
 
     async def query(self, expression: exp.Expression) -> AllowedResult:

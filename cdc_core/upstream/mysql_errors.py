@@ -44,6 +44,8 @@ ER_DATA_TOO_LONG = MysqlCode(1406, b"22001")
 ER_INVALID_JSON_TEXT = MysqlCode(3140, b"22032")
 ER_NOT_SUPPORTED_YET = MysqlCode(1235, b"42000")  # "This version of TiDB doesn't yet support ..."
 ER_UNSUPPORTED_DDL = MysqlCode(8200, b"HY000")  # TiDB's ErrUnsupportedDDLOperation / ErrUnsupportedModifyColumn
+ER_NO_PARTITION_FOR_GIVEN_VALUE = MysqlCode(1526, b"HY000")
+ER_UNIQUE_KEY_NEED_ALL_FIELDS_IN_PF = MysqlCode(1503, b"HY000")
 # TiDB's ErrMemoryExceedForQuery (pkg/errno/errcode.go): a query over its memory quota; here a listing refused by
 # the upstream-catalog limiter.
 TIDB_MEM_QUOTA_EXCEEDED = MysqlCode(8175, b"HY000")
@@ -73,6 +75,9 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^invalid DEFAULT", ER_INVALID_DEFAULT),
         (r"^unsupported (statement|SQL)", ER_NOT_SUPPORTED_YET),
         (r"^Data truncated for column", ER_WARN_DATA_TRUNCATED),
+        (r"^Table has no partition for value", ER_NO_PARTITION_FOR_GIVEN_VALUE),
+        (r"^A (PRIMARY KEY|UNIQUE INDEX) must include all columns in the table's partitioning function",
+         ER_UNIQUE_KEY_NEED_ALL_FIELDS_IN_PF),
         # A value that does not fit its column (cdc_core.schema.column_type's messages), as strict mode refuses it.
         (r"^column '.*' \(.*\): .*(out of range|outside .*range|does not fit)", ER_WARN_DATA_OUT_OF_RANGE),
         (r"^column '.*' \(.*\): .*too long", ER_DATA_TOO_LONG),

@@ -48,6 +48,7 @@ from cdc_core.upstream.ddl import AlterChange, DdlExecutor
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name, compare, evaluate, literal_value, truthy
 from cdc_core.upstream.mvcc import MvccStore
+from cdc_core.upstream.partition_clause import PartitionSpec, cut_partition_clause, parse_partition_clause
 from cdc_core.upstream.regions import split_values
 from cdc_core.upstream.table_writer import (
     AUTO_INCREMENT_KEY,
@@ -92,7 +93,7 @@ class ParsedStatement:
     text: str
     node: exp.Expression
     clustered: bool | None  # CLUSTERED / NONCLUSTERED given (CREATE TABLE)
-
+    partition: PartitionSpec | None = None  # CREATE TABLE ... PARTITION BY
 
 def _short(text: str, n: int = 80) -> str:
     one = " ".join(text.split())
@@ -135,6 +136,10 @@ def split_script(sql: str) -> list[ParsedStatement]:
         pieces.append(sql[pos:end])
         text = " ".join("".join(pieces).split()) if cut else sql[start:end].strip()
         original = sql[start:end].strip()
+        partition = None
+        if re.match(r"^\s*CREATE\s+TABLE\b", text, re.IGNORECASE):
+            text, clause = cut_partition_clause(text)
+            partition = parse_partition_clause(clause) if clause is not None else None
         if re.match(r"^\s*SPLIT\b", text, re.IGNORECASE):
             out.append(ParsedStatement(original, exp.Command(this="SPLIT", expression=exp.Literal.string(text)), None))
             continue
@@ -149,7 +154,7 @@ def split_script(sql: str) -> list[ParsedStatement]:
             raise SqlError(f"statement {n} `{_short(original)}`: syntax error: {exc}") from exc
         if node is None:
             continue
-        out.append(ParsedStatement(original, cast(exp.Expression, node), clustered))
+        out.append(ParsedStatement(original, cast(exp.Expression, node), clustered, partition))
     return out
 
 
@@ -383,7 +388,7 @@ class Session:
             if not isinstance(schema, exp.Schema):
                 raise SqlError("unsupported CREATE TABLE form (CREATE TABLE ... LIKE / without columns)")
             db = self._current_db(_table_ref(schema.this, "CREATE TABLE"))
-            action = lambda: [ddl.create_table(node, db, st.text, st.clustered)]  # noqa: E731
+            action = lambda: [ddl.create_table(node, db, st.text, st.clustered, st.partition)]  # noqa: E731
         elif isinstance(node, exp.Drop) and str(node.args.get("kind", "")).upper() in ("DATABASE", "SCHEMA"):
             tables = node.args.get("tables") or [node.this]
             name = str(tables[0].name)
@@ -497,9 +502,10 @@ class Session:
                 if first.kind != "int":
                     raise ValueError(f"the common handle of {info.qualified_name} leads with {first.sql_type}; only "
                                      "integer values are supported here")
-                keys = [keycodec.common_row_key(info.id, encode_key([(first.field_type(), v)])) for v in values]
-            else:
-                keys = [keycodec.row_key(info.id, v) for v in values]
+                datums = [encode_key([(first.field_type(), v)]) for v in values]
+                keys = [keycodec.common_row_key(pid, d) for pid in info.physical_ids for d in datums]
+            else:  # a partitioned table splits each partition at the values, as TiDB's SPLIT TABLE does
+                keys = [keycodec.row_key(pid, v) for pid in info.physical_ids for v in values]
         except ValueError as exc:
             raise SqlError(f"SPLIT TABLE: {exc}") from exc
         before = len(regions)

@@ -9,7 +9,9 @@ a ``CommonHandle`` builds it) and a hidden ``_tidb_rowid`` otherwise. Every uniq
 uniqueness is a point read and two transactions inserting the same key conflict in prewrite. Index ids are
 ``Index.id`` (TiDB's ``IndexInfo.ID``: stable across ADD/DROP INDEX).
 Index entries lie outside the row span, so the change feed of a table's row span carries rows only. A NULL in a
-unique index column means "no entry" (MySQL allows many).
+unique index column means "no entry" (MySQL allows many). A partitioned table's rows and index entries live under
+the id of the partition its partitioning column puts them in (``schema.partition``); a row whose update moves it to
+another partition is deleted from one and put into the other, as TiDB does.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from cdc_core.codec import key as keycodec
 from cdc_core.codec.datum_key import encode_key, index_entry_key
 from cdc_core.codec.row import decode_row, encode_values
 from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
+from cdc_core.schema.partition import PartitionError
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.txn import Transaction
@@ -33,15 +36,17 @@ AUTO_INCREMENT_KEY = "auto_increment"  # TableInfo.extra: the name of the AUTO_I
 class StoredRow:
     handle: int | bytes  # the integer handle, or a common handle's datums
     values: dict[str, Any]  # column name -> typed value (schema's column names)
+    physical_id: int = 0  # the partition's id of a partitioned table's row (0: the table's own id)
 
 
 def read_rows(txn: Transaction, info: TableInfo) -> list[StoredRow]:
-    """Every row of the table as the transaction sees it, in handle order."""
-    start, end = keycodec.table_span(info.id)
+    """Every row of the table as the transaction sees it, in handle order (partition after partition)."""
     out = []
-    for k, v in txn.scan(start, end):
-        handle = keycodec.record_handle(k, info.is_common_handle)
-        out.append(StoredRow(handle, info.decode_values(decode_row(info, v))))
+    for physical_id in info.physical_ids:
+        start, end = keycodec.table_span(physical_id)
+        for k, v in txn.scan(start, end):
+            handle = keycodec.record_handle(k, info.is_common_handle)
+            out.append(StoredRow(handle, info.decode_values(decode_row(info, v)), physical_id))
     return out
 
 
@@ -79,21 +84,31 @@ class TableWriter:
         assert col is not None
         return int(values[self.info.column(col).name])
 
-    def _key(self, handle: int | bytes) -> bytes:
-        return keycodec.record_key(self.info.id, handle)
+    def _key(self, handle: int | bytes, physical_id: int) -> bytes:
+        return keycodec.record_key(physical_id, handle)
 
-    def _put_index_entries(self, values: Mapping[str, Any], handle: int | bytes) -> None:
+    def physical_id(self, values: Mapping[str, Any]) -> int:
+        """The id a row with ``values`` is keyed under: its partition's, or the table's."""
+        part = self.info.partition
+        if part is None:
+            return self.info.id
+        try:
+            return part.locate(values.get(self.info.column(part.column).name)).id
+        except PartitionError as exc:
+            raise SqlError(str(exc), ErrorKind.CONSTRAINT) from exc
+
+    def _put_index_entries(self, values: Mapping[str, Any], handle: int | bytes, physical_id: int) -> None:
         for ix in self._unique:
-            k = index_entry_key(self.info, ix, values)
+            k = index_entry_key(self.info, ix, values, physical_id)
             if k is None:
                 continue
             if self.txn.get(k) is not None:
                 raise self._dup(ix, values)
             self.txn.put(k, index_value(handle))
 
-    def _delete_index_entries(self, values: Mapping[str, Any]) -> None:
+    def _delete_index_entries(self, values: Mapping[str, Any], physical_id: int) -> None:
         for ix in self._unique:
-            k = index_entry_key(self.info, ix, values)
+            k = index_entry_key(self.info, ix, values, physical_id)
             if k is not None:
                 self.txn.delete(k)
 
@@ -112,22 +127,24 @@ class TableWriter:
         self.fill_auto_increment(values)
         self.check_not_null(values)
         handle: int | bytes
+        pid = self.physical_id(values)
         if self.info.clustered:
             handle = self._handle_of(values)
-            rk = self._key(handle)
+            rk = self._key(handle, pid)
             if self.txn.get(rk) is not None:
                 pk = next(ix for ix in self.info.indexes if ix.primary)
                 raise self._dup(pk, values)
         else:
             handle = self.catalog.alloc_row_ids(self.info.id)
-            rk = self._key(handle)
-        self._put_index_entries(values, handle)
+            rk = self._key(handle, pid)
+        self._put_index_entries(values, handle, pid)
         self.txn.put(rk, encode_values(self.info, values))
         return handle
 
     def delete(self, row: StoredRow) -> None:
-        self._delete_index_entries(row.values)
-        self.txn.delete(self._key(row.handle))
+        pid = row.physical_id or self.info.id
+        self._delete_index_entries(row.values, pid)
+        self.txn.delete(self._key(row.handle, pid))
 
     def update(self, row: StoredRow, new_values: dict[str, Any]) -> bool:
         """Update one row; False when nothing changed.
@@ -138,14 +155,17 @@ class TableWriter:
         if new_values == row.values:
             return False
         self.check_not_null(new_values)
-        if self.info.clustered and self._handle_of(new_values) != row.handle:
+        pid = row.physical_id or self.info.id
+        new_pid = self.physical_id(new_values)
+        moved = new_pid != pid or (self.info.clustered and self._handle_of(new_values) != row.handle)
+        if moved:  # another row key (a new handle, or another partition): delete, then put
             self.delete(row)
-            new_handle = self._handle_of(new_values)
-            if self.txn.get(self._key(new_handle)) is not None:
+            new_handle = self._handle_of(new_values) if self.info.clustered else row.handle
+            if self.txn.get(self._key(new_handle, new_pid)) is not None:
                 pk = next(ix for ix in self.info.indexes if ix.primary)
                 raise self._dup(pk, new_values)
-            self._put_index_entries(new_values, new_handle)
-            self.txn.put(self._key(new_handle), encode_values(self.info, new_values))
+            self._put_index_entries(new_values, new_handle, new_pid)
+            self.txn.put(self._key(new_handle, new_pid), encode_values(self.info, new_values))
             return True
         changed = [
             ix for ix in self._unique
@@ -153,17 +173,17 @@ class TableWriter:
                    for c in ix.columns)
         ]
         for ix in changed:
-            k = index_entry_key(self.info, ix, row.values)
+            k = index_entry_key(self.info, ix, row.values, pid)
             if k is not None:
                 self.txn.delete(k)
         for ix in changed:
-            k = index_entry_key(self.info, ix, new_values)
+            k = index_entry_key(self.info, ix, new_values, pid)
             if k is None:
                 continue
             if self.txn.get(k) is not None:
                 raise self._dup(ix, new_values)
             self.txn.put(k, index_value(row.handle))
-        self.txn.put(self._key(row.handle), encode_values(self.info, new_values))
+        self.txn.put(self._key(row.handle, pid), encode_values(self.info, new_values))
         return True
 
 

@@ -1,10 +1,10 @@
 """A seeded random workload for the differential tests: transactions over several tables (clustered by an integer
-handle, clustered by a common handle -- a composite VARCHAR + INT primary key -- and non-clustered) that insert,
-update, move primary and unique keys (seed 002's swap included), delete, span tables, with DDL sprinkled in (add
-column of any type with a default, rename / drop / widen a column, truncate, rename a table, create a table). Tables
-carry columns of random MySQL types besides INT and VARCHAR. It keeps a model of the schema only -- rows are never
-predicted: the tests compare Delta with the upstream's own snapshot. Statements that collide on a key fail upstream
-and their transaction rolls back, as in MySQL; that is part of the workload, not an error.
+handle; clustered by a common handle, a composite VARCHAR + INT primary key; non-clustered; RANGE-partitioned) that
+insert, update, move primary and unique keys (seed 002's swap included), delete, span tables, with DDL sprinkled in
+(add column of any type with a default, rename / drop / widen a column, truncate, rename a table, create a table).
+Tables carry columns of random MySQL types besides INT and VARCHAR. It keeps a model of the schema only -- rows are
+never predicted: the tests compare Delta with the upstream's own snapshot. Statements that collide on a key fail
+upstream and their transaction rolls back, as in MySQL; that is part of the workload, not an error.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from cdc_core.client.upstream import UpstreamClient
 from cdc_core.errors import UpstreamError
 
 ID_RANGE = 40  # small, so that keys collide, move onto freed keys and come back
-MAX_TABLES = 4
+MAX_TABLES = 5
 # Column types beyond INT/VARCHAR that tables and ADD COLUMN draw from, each with a random SQL literal.
 TYPED: dict[str, Callable[[random.Random], str]] = {
     "TINYINT UNSIGNED": lambda r: str(r.randrange(256)),
@@ -44,7 +44,9 @@ WIDER = {"INT": "BIGINT", "TINYINT UNSIGNED": "SMALLINT", "FLOAT": "DOUBLE", "DE
          "ENUM('a','b','c')": "ENUM('a','b','c','d')", "CHAR(3)": "CHAR(8)"}
 
 
-HANDLES = ("int", "common", "rowid")  # how rows are keyed: the INT PK, the (grp, id) PK's datums, _tidb_rowid
+# How rows are keyed: the INT PK, the (grp, id) PK's datums, _tidb_rowid, and the INT PK of a table RANGE-partitioned
+# on it (rows move between partitions when the PK moves).
+HANDLES = ("int", "common", "rowid", "partitioned")
 
 
 @dataclass
@@ -58,6 +60,11 @@ class Table:
         if self.handle == "common":  # every row takes grp's default: the statements address rows by id alone
             return (f"CREATE TABLE {db}.{self.name} (grp VARCHAR(4) NOT NULL DEFAULT 'ab', id INT NOT NULL, "
                     f"u INT NULL, {cols}, PRIMARY KEY (grp, id) CLUSTERED, UNIQUE KEY uk (u))")
+        if self.handle == "partitioned":  # a unique key must include the partitioning column (MySQL error 1503)
+            third = ID_RANGE // 3
+            return (f"CREATE TABLE {db}.{self.name} (id INT NOT NULL, u INT NULL, {cols}, PRIMARY KEY (id), "
+                    f"UNIQUE KEY uk (u, id)) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN ({third}), "
+                    f"PARTITION p1 VALUES LESS THAN ({2 * third}), PARTITION p2 VALUES LESS THAN MAXVALUE)")
         pk = "PRIMARY KEY (id)" if self.handle == "int" else "PRIMARY KEY (id) NONCLUSTERED"
         return f"CREATE TABLE {db}.{self.name} (id INT NOT NULL, u INT NULL, {cols}, {pk}, UNIQUE KEY uk (u))"
 

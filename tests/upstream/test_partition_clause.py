@@ -1,0 +1,70 @@
+"""``CREATE TABLE ... PARTITION BY`` read apart from the statement, and the partitioned tables it makes: rows keyed
+by their partition's id, a row moving between partitions, TiDB's errors 1503 / 1526, PARTITIONS in
+information_schema, TRUNCATE giving every partition a new id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cdc_core.codec import key as keycodec
+from cdc_core.errors import UpstreamError
+from cdc_core.schema import tidb_json
+from cdc_core.schema.ddl_history import jobs_from_sql
+from cdc_core.schema.partition import HASH, LIST, RANGE
+from cdc_core.upstream.errors import SqlError
+from cdc_core.upstream.partition_clause import PartitionSpec, cut_partition_clause, parse_partition_clause
+
+
+def test_the_clause_is_cut_at_depth_zero_outside_literals() -> None:
+    text = ("CREATE TABLE t (a INT COMMENT 'PARTITION BY x', b INT) ENGINE=InnoDB "
+            "PARTITION BY RANGE (a) (PARTITION p0 VALUES LESS THAN (5), PARTITION p1 VALUES LESS THAN MAXVALUE)")
+    head, clause = cut_partition_clause(text)
+    assert head == "CREATE TABLE t (a INT COMMENT 'PARTITION BY x', b INT) ENGINE=InnoDB"
+    assert parse_partition_clause(clause or "") == PartitionSpec(RANGE, "a", ("p0", "p1"), less_than=(5, None))
+    assert cut_partition_clause("CREATE TABLE t (a INT)") == ("CREATE TABLE t (a INT)", None)
+    assert parse_partition_clause("PARTITION BY HASH (`a`) PARTITIONS 3") == PartitionSpec(HASH, "a", ("p0", "p1",
+                                                                                                     "p2"))
+    assert parse_partition_clause("partition by list (k) (partition x values in (1, NULL), partition y values in "
+                                  "(2))") == PartitionSpec(LIST, "k", ("x", "y"), in_values=((1, None), (2,)))
+    for bad in ("PARTITION BY RANGE COLUMNS (a, b) (PARTITION p VALUES LESS THAN (1, 2))",
+                "PARTITION BY HASH (YEAR(d)) PARTITIONS 2", "PARTITION BY KEY (a) PARTITIONS 2",
+                "PARTITION BY RANGE (a) (PARTITION p VALUES IN (1))"):
+        with pytest.raises(SqlError, match="unsupported"):
+            parse_partition_clause(bad)
+
+
+def test_partitioned_rows_live_under_their_partition_ids(upstream_cluster: Any, upstream_client: Any,
+                                                         fresh_db: str) -> None:
+    c = upstream_client
+    c.execute(f"USE {fresh_db}; CREATE TABLE p (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id) "
+              "(PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (20))")
+    c.execute(f"INSERT INTO {fresh_db}.p VALUES (1, 1), (15, 2)")
+    info = upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.table(fresh_db, "p"))
+    p0, p1 = info.physical_ids
+    assert info.id not in (p0, p1)
+
+    def keys(pid: int) -> list[bytes]:
+        start, end = keycodec.table_span(pid)
+        cluster = upstream_cluster.cluster
+        return [k for k, _ in upstream_cluster.call(lambda: cluster.store.scan(start, end, cluster.tso.next()))]
+
+    assert keys(p0) == [keycodec.row_key(p0, 1)] and keys(p1) == [keycodec.row_key(p1, 15)] and keys(info.id) == []
+    c.execute(f"UPDATE {fresh_db}.p SET id = 11 WHERE id = 1")  # p0 -> p1
+    assert keys(p0) == [] and keys(p1) == [keycodec.row_key(p1, 11), keycodec.row_key(p1, 15)]
+    with pytest.raises(UpstreamError, match=r"Table has no partition for value 20 \(MySQL error 1526\)"):
+        c.execute(f"INSERT INTO {fresh_db}.p VALUES (20, 3)")
+    with pytest.raises(UpstreamError, match="A PRIMARY KEY must include all columns"):
+        c.execute(f"CREATE TABLE {fresh_db}.bad (id INT PRIMARY KEY, k INT) PARTITION BY HASH (k) PARTITIONS 2")
+    rows = c.query("SELECT PARTITION_NAME, PARTITION_METHOD, PARTITION_DESCRIPTION, TIDB_PARTITION_ID FROM "
+                   f"information_schema.PARTITIONS WHERE TABLE_SCHEMA = '{fresh_db}' AND TABLE_NAME = 'p'")
+    assert [tuple(r.values()) for r in rows] == [("p0", "RANGE", "10", p0), ("p1", "RANGE", "20", p1)]
+    c.execute(f"TRUNCATE TABLE {fresh_db}.p")
+    after = upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.table(fresh_db, "p"))
+    assert not set(after.physical_ids) & {p0, p1} and len(after.physical_ids) == 2
+    rows = c.query("SELECT job_meta FROM mysql.tidb_ddl_history ORDER BY job_id DESC LIMIT 1")
+    (job,) = jobs_from_sql(rows, 0)  # the truncate's job, read back from TiDB's job JSON
+    assert job.table_info is not None and job.table_info.physical_ids == after.physical_ids
+    part = tidb_json.table_to_tidb(after)["partition"]
+    assert part["type"] == RANGE and [d["id"] for d in part["definitions"]] == list(after.physical_ids)
