@@ -16,6 +16,10 @@ drop table             the directory moves to ``<sink>/_cdcflow/dropped/<db>/<ta
                        users trust is never deleted here (a maintenance job expires it)
 truncate table         every row is deleted in one commit (the table id changes upstream; the
                        silver table stays where it is)
+add partition          nothing (the new partition's rows come under its own id)
+drop / truncate        the rows the dropped (truncated) partitions held are deleted in one commit,
+partition              by the partitioning rule before the job (``PartitionInfo.rows_predicate``):
+                       upstream they leave without a row event
 rename table           the directory moves to the new ``<db>/<table>`` (``os.replace``; Delta logs
                        use relative paths, so the table stays valid)
 add column             NULL origin default (or an empty table): a metadata-only commit that adds
@@ -131,6 +135,10 @@ def apply_ddl(
         "drop table": lambda: _drop_table(ctx, before),
         "truncate table": lambda: _truncate_table(ctx, _need(ctx, after, "after")),
         "rename table": lambda: _rename_table(ctx, before, _need(ctx, after, "after")),
+        "add partition": lambda: _result("nothing to write (the new partitions' rows come under their own ids)", []),
+        "drop partition": lambda: _remove_partitions(ctx, _need(ctx, before, "before"), _need(ctx, after, "after")),
+        "truncate partition": lambda: _remove_partitions(ctx, _need(ctx, before, "before"),
+                                                         _need(ctx, after, "after")),
     }.get(job.job_type)
     if handler is not None:
         out = handler()
@@ -283,6 +291,34 @@ def _truncate_table(ctx: _Ctx, after: TableInfo) -> dict[str, Any]:
     if dt.version() == before_version:  # nothing to delete: delta-rs makes no commit
         _record_txn(ctx, dt)
     return _committed(ctx, "truncated", path)
+
+
+def _remove_partitions(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[str, Any]:
+    """DROP / TRUNCATE PARTITION: the rows of every partition whose id left the table are deleted, in one commit.
+    Upstream they go without a row event (TiDB removes the partition's key range), so the barrier deletes them by
+    the partitioning rule of the table before the job."""
+    part = before.partition
+    if part is None:
+        raise ChangefeedError(f"{ctx.job.job_type} (job {ctx.job.job_id}) on {before.qualified_name}, which was not "
+                              "partitioned before it")
+    kept = set(after.physical_ids)
+    gone = [d for d in part.definitions if d.id not in kept]
+    path = table_path(ctx.sink, after)
+    dt = _open(path)
+    if dt is None:
+        _create(ctx, path, after)
+        return _committed(ctx, "created empty (the table was never written)", path)
+    done = _done(ctx, dt, path)
+    if done is not None:
+        return done
+    before_version = dt.version()
+    if gone:
+        dt.delete(" OR ".join(part.rows_predicate(d) for d in gone), commit_properties=ctx.props())
+    dt = _open(path)
+    if dt.version() == before_version:  # nothing to delete: delta-rs makes no commit
+        _record_txn(ctx, dt)
+    names = ", ".join(d.name for d in gone)
+    return _committed(ctx, f"deleted the rows of partition(s) {names}", path)
 
 
 def _rename_table(ctx: _Ctx, before: TableInfo | None, after: TableInfo) -> dict[str, Any]:

@@ -277,13 +277,12 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     slog.save()
     storage = slog.storage()
     flt = cfg.table_filter
-    replicated = {t.id: t for t in _replicated_at(cfg, storage, checkpoint)}
-    replicated.update({j.table_info.id: j.table_info for j in jobs
-                       if j.table_info and flt.match(j.table_info.db_name, j.table_info.name)})
-    ids = set(replicated)
-    # 2. The row changes of every table replicated at some point of the window (a partitioned table's under each
-    #    of its partitions' ids: TiKV keys its rows by them).
-    spans = {pid: key.table_span(pid) for pid in sorted({p for t in replicated.values() for p in t.physical_ids})}
+    versions = [*_replicated_at(cfg, storage, checkpoint),
+                *(j.table_info for j in jobs if j.table_info and flt.match(j.table_info.db_name, j.table_info.name))]
+    ids = {t.id for t in versions}
+    # 2. The row changes of every table replicated at some point of the window, a partitioned table's under the id
+    #    of every partition it had in the window (TiKV keys its rows by them; ADD / DROP PARTITION change them).
+    spans = {pid: key.table_span(pid) for pid in sorted({p for t in versions for p in t.physical_ids})}
     rows, resolved = asyncio.run(collect_window(pd_addr, spans, checkpoint, target, options=cfg.puller))
     events = pa.concat_tables([ddl_events, rows])
     path = changelog.write_window(cfg.sink_uri, cfg.changefeed_id, target, events, after_ts=checkpoint)

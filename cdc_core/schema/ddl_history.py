@@ -69,6 +69,9 @@ JOB_TYPES = (
     "add index",
     "drop index",
     MULTI_SCHEMA_CHANGE,
+    "add partition",
+    "drop partition",
+    "truncate partition",
 )
 
 

@@ -91,6 +91,29 @@ class PartitionInfo:
                 return d
         raise PartitionError(f"Table has no partition for value {'NULL' if value is None else value}")
 
+    def rows_predicate(self, d: PartitionDef) -> str:
+        """A SQL predicate (DataFusion's, as delta-rs takes it) true of exactly the rows :meth:`locate` puts in
+        ``d``: what leaves a Delta table when the partition is dropped or truncated upstream."""
+        col = '"' + self.column.replace('"', '""') + '"'
+        i = self.definitions.index(d)
+        if self.type == HASH:  # DataFusion's % keeps the dividend's sign, as Go's does
+            test = f"abs({col} % {len(self.definitions)}) = {i}"
+            return f"({test} OR {col} IS NULL)" if i == 0 else test
+        if self.type == RANGE:
+            parts = []
+            lo = self.definitions[i - 1].less_than if i > 0 else None
+            if lo is not None:
+                parts.append(f"{col} >= {lo}")
+            if d.less_than is not None:
+                parts.append(f"{col} < {d.less_than}")
+            test = " AND ".join(parts) or "true"
+            return f"({test} OR {col} IS NULL)" if i == 0 else f"({test})"
+        values = [v for v in d.in_values if v is not None]
+        tests = [f"{col} IN ({', '.join(map(str, values))})"] if values else []
+        if None in d.in_values:
+            tests.append(f"{col} IS NULL")
+        return "(" + " OR ".join(tests or ["false"]) + ")"
+
     def description(self, d: PartitionDef) -> str | None:
         """``information_schema.PARTITIONS.PARTITION_DESCRIPTION``."""
         if self.type == RANGE:

@@ -55,13 +55,16 @@ ACTION_TYPES: dict[str, int] = {
     "truncate table": 11,
     "modify column": 12,
     "rename table": 14,
+    "add partition": 19,  # ActionAddTablePartition
+    "drop partition": 20,  # ActionDropTablePartition
+    "truncate partition": 23,  # ActionTruncateTablePartition
     MULTI_SCHEMA_CHANGE: 61,
 }
 # TiDB's names (``actionMap``) of the action types cdcflow does not replicate, for errors and logs.
 OTHER_ACTIONS: dict[int, str] = {
     9: "add foreign key", 10: "drop foreign key", 13: "rebase auto_increment ID", 15: "set default value",
-    16: "shard row ID", 17: "modify table comment", 18: "rename index", 19: "add partition",
-    20: "drop partition", 21: "create view", 22: "modify table charset and collate", 23: "truncate partition",
+    16: "shard row ID", 17: "modify table comment", 18: "rename index",
+    21: "create view", 22: "modify table charset and collate",
     24: "drop view", 25: "recover table", 26: "modify schema charset and collate", 27: "lock table",
     28: "unlock table", 29: "repair table", 30: "set tiflash replica", 31: "update tiflash replica status",
     32: "add primary key", 33: "drop primary key", 34: "create sequence", 35: "alter sequence",

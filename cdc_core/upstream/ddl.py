@@ -23,7 +23,7 @@ from cdc_core.schema import column_type as ct
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
-from cdc_core.schema.partition import PartitionDef, PartitionError, PartitionInfo
+from cdc_core.schema.partition import HASH, PartitionDef, PartitionError, PartitionInfo
 from cdc_core.upstream import ddl_alter
 from cdc_core.upstream.catalog import Catalog, DatabaseInfo
 from cdc_core.upstream.column_def import ColumnSpec, build_column, parse_column_def
@@ -425,6 +425,50 @@ class DdlExecutor:
         after = replace(after, schema_version=job.schema_version)
         job = replace(job, table_info=after)
         return self._commit_job(job, lambda: self.catalog.replace_table(info.id, after), txn)
+
+    def partition_change(self, op: str, names: tuple[str, ...], spec: PartitionSpec | None = None) -> AlterChange:
+        """``ADD PARTITION (...)`` / ``DROP PARTITION p, ...`` / ``TRUNCATE PARTITION p, ...``: TiDB's
+        ActionAddTablePartition / ActionDropTablePartition / ActionTruncateTablePartition. A dropped or truncated
+        partition's rows are not deleted row by row: its id just leaves the table (TiDB removes the range later, and
+        TiKV's change feed sees no row event for it); a truncated partition comes back under a new id."""
+
+        def make(info: TableInfo, _txn: Transaction) -> TableInfo:
+            part = info.partition
+            if part is None:
+                raise SqlError("Partition management on a not partitioned table is not possible")
+            defs = list(part.definitions)
+            known = {d.name.lower() for d in defs}
+            for n in names:
+                if n.lower() not in known:
+                    raise SqlError(f"Unknown partition '{n}' in table '{info.name}'")
+            if op == "add":
+                assert spec is not None
+                if part.type == HASH or spec.type != part.type:
+                    raise SqlError(f"unsupported ADD PARTITION: the new partitions must be {part.method} "
+                                   f"definitions (HASH partitions are reorganized, not added, by TiDB)")
+                defs += [PartitionDef(self.catalog.alloc_id(), n, spec.less_than[i] if spec.less_than else None,
+                                      spec.in_values[i] if spec.in_values else ())
+                         for i, n in enumerate(spec.names)]
+            elif op == "drop":
+                if part.type == HASH:
+                    raise SqlError("DROP PARTITION can only be used on RANGE/LIST partitions")
+                lowered = {n.lower() for n in names}
+                defs = [d for d in defs if d.name.lower() not in lowered]
+                if not defs:
+                    raise SqlError("Cannot remove all partitions, use DROP TABLE instead")
+            else:
+                lowered = {n.lower() for n in names}
+                defs = [replace(d, id=self.catalog.alloc_id()) if d.name.lower() in lowered else d for d in defs]
+            new_part = replace(part, definitions=tuple(defs))
+            try:
+                new_part.validate(info.name)
+            except PartitionError as exc:
+                raise SqlError(str(exc)) from exc
+            for pid in set(new_part.ids) - set(part.ids):
+                self.regions.split(table_split_keys(pid, self.regions_per_table))
+            return replace(info, partition=new_part)
+
+        return AlterChange(f"{op} partition", make)
 
     def add_column_change(self, spec: ColumnSpec) -> AlterChange:
         return AlterChange("add column", lambda info, _txn: ddl_alter.add_column(info, spec), columns=(spec.name,))

@@ -66,6 +66,10 @@ log = get_logger("cdcflow.upstream.sql")
 _DIALECT = MySQL()
 _CLUSTER_WORDS = {"CLUSTERED": True, "NONCLUSTERED": False}
 _AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Sum)
+# ALTER TABLE t ADD PARTITION (<definitions>) / DROP PARTITION p[, q] / TRUNCATE PARTITION p[, q]; the ADD body is read
+# as the definitions of the table's partitioning method (group 3, prefixed with the method by the caller).
+_PARTITION_OP_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+(ADD|DROP|TRUNCATE)\s+PARTITION\b\s*(.*)$",
+                              re.IGNORECASE | re.DOTALL)
 _RENAME_RE = re.compile(r"^\s*RENAME\s+TABLE\s+(.+)$", re.IGNORECASE | re.DOTALL)
 _RENAME_PAIR_RE = re.compile(r"^\s*([`\w.]+)\s+TO\s+([`\w.]+)\s*$", re.IGNORECASE)
 # TiDB's SPLIT TABLE (sqlglot cannot parse it): BETWEEN (lo) AND (hi) REGIONS n, or BY (v1), (v2)...
@@ -140,6 +144,10 @@ def split_script(sql: str) -> list[ParsedStatement]:
         if re.match(r"^\s*CREATE\s+TABLE\b", text, re.IGNORECASE):
             text, clause = cut_partition_clause(text)
             partition = parse_partition_clause(clause) if clause is not None else None
+        if _PARTITION_OP_RE.match(text):  # sqlglot cannot parse these: the SQL front reads them itself
+            command = exp.Command(this="ALTER_PARTITION", expression=exp.Literal.string(text))
+            out.append(ParsedStatement(original, command, None))
+            continue
         if re.match(r"^\s*SPLIT\b", text, re.IGNORECASE):
             out.append(ParsedStatement(original, exp.Command(this="SPLIT", expression=exp.Literal.string(text)), None))
             continue
@@ -423,6 +431,20 @@ class Session:
             ref = _table_ref(on.this, "DROP INDEX")
             d, ix_name = self._current_db(ref), str((node.args.get("tables") or [node.this])[0].name)
             action = lambda: [ddl.drop_index(d, str(ref.name), ix_name, st.text)]  # noqa: E731
+        elif isinstance(node, exp.Command) and str(node.this).upper() == "ALTER_PARTITION":
+            m = _PARTITION_OP_RE.match(st.text)
+            assert m is not None
+            d, tname = self._split_name(m.group(1))
+            op = m.group(2).lower()
+            if op == "add":  # the definitions are of the table's own method and column
+                target = self.catalog.table(d, tname)
+                scheme = target.partition if target is not None else None
+                spec = None if scheme is None else parse_partition_clause(
+                    f"PARTITION BY {scheme.method} (`{scheme.column}`) {m.group(3).strip()}")
+                change = ddl.partition_change("add", (), spec)
+            else:
+                change = ddl.partition_change(op, tuple(n.strip().strip("`") for n in m.group(3).split(",")))
+            action = lambda: [ddl.alter(d, tname, [change], st.text)]  # noqa: E731
         elif isinstance(node, exp.Command) and _RENAME_RE.match(st.text):
             body = _RENAME_RE.match(st.text).group(1)  # type: ignore[union-attr]
             pairs = []

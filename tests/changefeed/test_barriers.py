@@ -77,9 +77,10 @@ def _job_row(jid: int, ts: int, meta: bytes | None, op: str = "put") -> dict:
 
 def test_decode_jobs_from_a_bronze_window_deduplicates_and_keeps_partition_ddl_for_refusal():
     a, b = _job(1, "create table", 10, _t(101)), _job(2, "add column", 20, _t(101))
-    # An ADD PARTITION job (ActionAddTablePartition = 19) as TiDB writes it: not on the whitelist.
-    odd = json.dumps({"id": 3, "type": 19, "schema_id": 100, "table_id": 101, "schema_name": "db",
-                      "table_name": "t", "state": ddl_history.JOB_STATE_DONE, "query": "ALTER TABLE t ADD PARTITION",
+    # An EXCHANGE PARTITION job (ActionExchangeTablePartition = 42) as TiDB writes it: not replicated yet.
+    odd = json.dumps({"id": 3, "type": 42, "schema_id": 100, "table_id": 101, "schema_name": "db",
+                      "table_name": "t", "state": ddl_history.JOB_STATE_DONE,
+                      "query": "ALTER TABLE t EXCHANGE PARTITION p WITH TABLE u",
                       "binlog": {"SchemaVersion": 3, "TableInfo": None, "FinishedTS": 0}}).encode()
     window = pa.concat_tables([_bronze([b, a, a], extra_rows=3),
                                pa.Table.from_pylist([_job_row(3, 30, odd)], schema=changelog.SCHEMA)])
@@ -89,9 +90,9 @@ def test_decode_jobs_from_a_bronze_window_deduplicates_and_keeps_partition_ddl_f
     assert got[0].table_info == replace(a.table_info, schema_version=1) and got[0].finished_ts == 10
     # Partition DDL is kept for the caller, which refuses it on a replicated table: the rows of a dropped or
     # truncated partition go without row events, and an added partition's rows come under a new id.
-    assert got[2].job_type == "add partition"
-    with pytest.raises(ChangefeedError, match=r"DDL job 3 \(add partition\) on db\.t at commit ts 30: partition DDL "
-                                              r"is not replicated yet"):
+    assert got[2].job_type == "exchange partition"
+    with pytest.raises(ChangefeedError, match=r"DDL job 3 \(exchange partition\) on db\.t at commit ts 30: "
+                                              r"partition DDL is not replicated yet"):
         ddl_puller.unsupported_partition_ddl(got, TableFilter(["db.*"]).match)
     ddl_puller.unsupported_partition_ddl(got, TableFilter(["other.*"]).match)  # a table not replicated: fine
 

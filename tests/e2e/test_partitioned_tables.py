@@ -1,7 +1,9 @@
 """End to end: partitioned tables (RANGE, HASH, LIST) replicate into one Delta table each. TiKV keys each
 partition's rows by the partition's own id; the puller subscribes to every partition, the mount takes them all as
 the logical table's. Rows that move between partitions (a delete in one, a put in another, at one commit ts),
-a TRUNCATE (new ids for every partition) and an initial snapshot all end in the same rows as the upstream's."""
+a TRUNCATE (new ids for every partition), ADD / DROP / TRUNCATE PARTITION at their barriers (a dropped or truncated
+partition's rows leave without a row event: the barrier deletes them by the partitioning rule) and an initial
+snapshot all end in the same rows as the upstream's."""
 
 from __future__ import annotations
 
@@ -78,3 +80,22 @@ def test_partitioned_tables_replicate_into_one_delta_table_each(cdc_home: Path, 
         assert load_state("part").checkpoint_ts == t2
         _same(c, sink, db, t2)
         assert [row["id"] for row in delta_rows(sink, db, "h", "id")] == [9]
+
+        c.execute(f"""
+            USE {db};
+            ALTER TABLE l ADD PARTITION (PARTITION c VALUES IN (5, 6));
+            INSERT INTO l VALUES (5, 50), (1, 11), (NULL, 41);
+            ALTER TABLE l DROP PARTITION a;         -- k IN (1, 2, NULL): gone without row events
+            INSERT INTO l VALUES (6, 60);
+            ALTER TABLE r TRUNCATE PARTITION p1;    -- 100 <= id < 1000
+            INSERT INTO r VALUES (150, 'back', 1);
+            INSERT INTO h VALUES (10, 'y', 10), (11, 'y', 11), (-1, 'y', 1);
+            ALTER TABLE h TRUNCATE PARTITION p2;    -- abs(id % 4) = 2: id 10
+        """)
+        t3 = c.get_ts()
+        (r3,) = runner.run_until("part", t3)
+        assert r3["check"]["passed"] and load_state("part").checkpoint_ts == t3
+        _same(c, sink, db, t3)
+        assert sorted(row["k"] for row in delta_rows(sink, db, "l", "v")) == [4, 5, 6]
+        assert sorted(row["id"] for row in delta_rows(sink, db, "h", "id")) == [-1, 9, 11]
+        assert [row["v"] for row in delta_rows(sink, db, "r", "id") if 100 <= row["id"] < 1000] == ["back"]

@@ -59,3 +59,11 @@ def test_bad_definitions_are_refused() -> None:
     with pytest.raises(PartitionError, match="same constant"):
         PartitionInfo(LIST, "k", (PartitionDef(1, "a", in_values=(1,)), PartitionDef(2, "b", in_values=(1,)))
                       ).validate("t")
+
+
+def test_rows_predicate_selects_what_locate_puts_there() -> None:
+    assert [RANGE_P.rows_predicate(d) for d in RANGE_P.definitions] == [
+        '("id" < 10 OR "id" IS NULL)', '("id" >= 10 AND "id" < 100)', '("id" >= 100)']
+    assert [HASH_P.rows_predicate(d) for d in HASH_P.definitions] == [
+        '(abs("id" % 3) = 0 OR "id" IS NULL)', 'abs("id" % 3) = 1', 'abs("id" % 3) = 2']
+    assert [LIST_P.rows_predicate(d) for d in LIST_P.definitions] == ['("k" IN (1) OR "k" IS NULL)', '("k" IN (3))']

@@ -68,3 +68,30 @@ def test_partitioned_rows_live_under_their_partition_ids(upstream_cluster: Any, 
     assert job.table_info is not None and job.table_info.physical_ids == after.physical_ids
     part = tidb_json.table_to_tidb(after)["partition"]
     assert part["type"] == RANGE and [d["id"] for d in part["definitions"]] == list(after.physical_ids)
+
+
+def test_partition_ddl_jobs_and_their_errors(upstream_cluster: Any, upstream_client: Any, fresh_db: str) -> None:
+    c = upstream_client
+    c.execute(f"USE {fresh_db}; CREATE TABLE r (id INT PRIMARY KEY) PARTITION BY RANGE (id) "
+              "(PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (20)); "
+              "CREATE TABLE h (id INT) PARTITION BY HASH (id) PARTITIONS 2; CREATE TABLE n (id INT)")
+    c.execute(f"USE {fresh_db}; INSERT INTO r VALUES (1), (15); ALTER TABLE r ADD PARTITION "
+              "(PARTITION p2 VALUES LESS THAN (30)); INSERT INTO r VALUES (25)")
+    c.execute(f"USE {fresh_db}; ALTER TABLE r DROP PARTITION p0; ALTER TABLE r TRUNCATE PARTITION p2")
+    assert c.query(f"SELECT id FROM {fresh_db}.r") == [{"id": 15}]  # p0's and p2's rows are gone
+    rows = c.query("SELECT job_meta FROM mysql.tidb_ddl_history ORDER BY job_id DESC LIMIT 3")
+    jobs = sorted(jobs_from_sql(rows, 0), key=lambda j: j.job_id)
+    assert [j.job_type for j in jobs] == ["add partition", "drop partition", "truncate partition"]
+    assert [[d.name for d in j.table_info.partition.definitions] for j in jobs if j.table_info and
+            j.table_info.partition] == [["p0", "p1", "p2"], ["p1", "p2"], ["p1", "p2"]]
+    assert jobs[1].table_info and jobs[2].table_info and jobs[1].table_info.physical_ids[1] not in \
+        jobs[2].table_info.physical_ids  # a truncated partition comes back under a new id
+    for sql, message in (
+            ("ALTER TABLE r DROP PARTITION nope", "Unknown partition 'nope' in table 'r'"),
+            ("ALTER TABLE r DROP PARTITION p1, p2", "Cannot remove all partitions, use DROP TABLE instead"),
+            ("ALTER TABLE r ADD PARTITION (PARTITION p3 VALUES LESS THAN (5))", "strictly increasing"),
+            ("ALTER TABLE h DROP PARTITION p0", "DROP PARTITION can only be used on RANGE/LIST partitions"),
+            ("ALTER TABLE h ADD PARTITION PARTITIONS 2", "HASH partitions are reorganized"),
+            ("ALTER TABLE n TRUNCATE PARTITION p0", "Partition management on a not partitioned table")):
+        with pytest.raises(UpstreamError, match=message):
+            c.execute(f"USE {fresh_db}; {sql}")
