@@ -277,6 +277,11 @@ def _drop_schema(ctx: _Ctx) -> dict[str, Any]:
 
 
 def _truncate_table(ctx: _Ctx, after: TableInfo) -> dict[str, Any]:
+    return _delete_rows(ctx, after, None, "truncated")
+
+
+def _delete_rows(ctx: _Ctx, after: TableInfo, predicate: str | None, action: str) -> dict[str, Any]:
+    """Delete the rows ``predicate`` selects (every row: None) in one commit with the app transaction."""
     path = table_path(ctx.sink, after)
     dt = _open(path)
     if dt is None:
@@ -286,11 +291,11 @@ def _truncate_table(ctx: _Ctx, after: TableInfo) -> dict[str, Any]:
     if done is not None:
         return done
     before_version = dt.version()
-    dt.delete(commit_properties=ctx.props())
+    dt.delete(predicate, commit_properties=ctx.props())
     dt = _open(path)
     if dt.version() == before_version:  # nothing to delete: delta-rs makes no commit
         _record_txn(ctx, dt)
-    return _committed(ctx, "truncated", path)
+    return _committed(ctx, action, path)
 
 
 def _remove_partitions(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[str, Any]:
@@ -303,22 +308,8 @@ def _remove_partitions(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[s
                               "partitioned before it")
     kept = set(after.physical_ids)
     gone = [d for d in part.definitions if d.id not in kept]
-    path = table_path(ctx.sink, after)
-    dt = _open(path)
-    if dt is None:
-        _create(ctx, path, after)
-        return _committed(ctx, "created empty (the table was never written)", path)
-    done = _done(ctx, dt, path)
-    if done is not None:
-        return done
-    before_version = dt.version()
-    if gone:
-        dt.delete(" OR ".join(part.rows_predicate(d) for d in gone), commit_properties=ctx.props())
-    dt = _open(path)
-    if dt.version() == before_version:  # nothing to delete: delta-rs makes no commit
-        _record_txn(ctx, dt)
-    names = ", ".join(d.name for d in gone)
-    return _committed(ctx, f"deleted the rows of partition(s) {names}", path)
+    predicate = " OR ".join(part.rows_predicate(d) for d in gone) or "false"
+    return _delete_rows(ctx, after, predicate, f"deleted the rows of partition(s) {', '.join(d.name for d in gone)}")
 
 
 def _rename_table(ctx: _Ctx, before: TableInfo | None, after: TableInfo) -> dict[str, Any]:
