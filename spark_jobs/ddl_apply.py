@@ -81,6 +81,7 @@ from cdc_core.errors import ChangefeedError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.ddl_history import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
+from cdc_core.schema.partition import PartitionError
 from spark_jobs.delta_writer import app_id_for, check_schema, create_silver_table, table_path
 from spark_jobs.job_io import args_file_main
 from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_move
@@ -308,7 +309,11 @@ def _remove_partitions(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[s
                               "partitioned before it")
     kept = set(after.physical_ids)
     gone = [d for d in part.definitions if d.id not in kept]
-    predicate = " OR ".join(part.rows_predicate(d) for d in gone) or "false"
+    try:
+        predicate = " OR ".join(part.rows_predicate(d) for d in gone) or "false"
+    except PartitionError as exc:
+        raise ChangefeedError(f"{ctx.job.job_type} (job {ctx.job.job_id}, ts {ctx.job.finished_ts}) on "
+                              f"{before.qualified_name}: {exc}") from exc
     return _delete_rows(ctx, after, predicate, f"deleted the rows of partition(s) {', '.join(d.name for d in gone)}")
 
 

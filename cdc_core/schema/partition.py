@@ -8,7 +8,9 @@ back to the logical table, and so does cdcflow: one Delta table per logical tabl
 
 Supported here: RANGE, HASH and LIST over one integer column (``PARTITION BY RANGE (a)``, ``HASH (a) PARTITIONS n``,
 ``LIST (a)``), which is what :meth:`PartitionInfo.locate` evaluates for the embedded upstream's writes. Readers
-(the schema storage, the puller, the mount) only need the ids, whatever the expression.
+(the schema storage, the puller, the mount) only need the ids, whatever the expression: a table partitioned by an
+expression or by RANGE/LIST COLUMNS of other types (dates, strings) is read with ``rules_known`` false, and only
+what needs the rule (the rows a dropped partition held) refuses it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class PartitionInfo:
     type: int
     column: str  # the partitioning column (its expression is the column itself)
     definitions: tuple[PartitionDef, ...] = field(default_factory=tuple)
+    rules_known: bool = True  # False: an expression or bounds this module cannot evaluate (ids only)
 
     @property
     def ids(self) -> tuple[int, ...]:
@@ -75,6 +78,8 @@ class PartitionInfo:
 
     def locate(self, value: Any) -> PartitionDef:
         """The partition a row whose partitioning column is ``value`` goes to (as TiDB's ``locatePartition``)."""
+        if not self.rules_known:
+            raise PartitionError(f"cannot evaluate the partitioning of column {self.column!r} here")
         if self.type == HASH:
             if value is None:
                 return self.definitions[0]
@@ -94,6 +99,9 @@ class PartitionInfo:
     def rows_predicate(self, d: PartitionDef) -> str:
         """A SQL predicate (DataFusion's, as delta-rs takes it) true of exactly the rows :meth:`locate` puts in
         ``d``: what leaves a Delta table when the partition is dropped or truncated upstream."""
+        if not self.rules_known:
+            raise PartitionError(f"partitioning by {self.method} on {self.column!r} with bounds other than integers: "
+                                 f"the rows of partition {d.name!r} cannot be told apart here")
         col = '"' + self.column.replace('"', '""') + '"'
         i = self.definitions.index(d)
         if self.type == HASH:  # DataFusion's % keeps the dividend's sign, as Go's does
@@ -154,24 +162,28 @@ class PartitionInfo:
                 column = str(columns[0].get("O") if isinstance(columns[0], dict) else columns[0])
             else:
                 column = expr.strip("`")
+            known = len(columns) <= 1 and (bool(columns) or column.replace("_", "").isalnum())
             defs = []
             for pd in d.get("definitions") or ():
                 name = pd["name"]["O"] if isinstance(pd.get("name"), dict) else str(pd.get("name"))
                 less = None
-                if tp == RANGE and pd.get("less_than"):
-                    text = str(pd["less_than"][0])
-                    less = None if text.upper() == MAXVALUE else _int_or_none(text)
                 values: tuple[int | None, ...] = ()
-                if tp == LIST:
-                    values = tuple(_int_or_none(str(v[0])) for v in pd.get("in_values") or ())
+                try:
+                    if tp == RANGE and pd.get("less_than"):
+                        text = str(pd["less_than"][0])
+                        less = None if text.upper() == MAXVALUE else _int_or_none(text)
+                    if tp == LIST:
+                        values = tuple(_int_or_none(str(v[0])) for v in pd.get("in_values") or ())
+                except ValueError:  # a date, a string, an expression: the ids are what readers need
+                    known, less, values = False, None, ()
                 defs.append(PartitionDef(int(pd["id"]), name, less, values))
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise PartitionError(f"{where}: malformed partition info: {exc}") from exc
-        return cls(tp, column, tuple(defs))
+        return cls(tp, column, tuple(defs), known)
 
     # --- cdcflow's TableInfo JSON ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "column": self.column,
+        return {"type": self.type, "column": self.column, "rules_known": self.rules_known,
                 "definitions": [{"id": d.id, "name": d.name, "less_than": d.less_than, "in_values": list(d.in_values)}
                                 for d in self.definitions]}
 
@@ -179,7 +191,7 @@ class PartitionInfo:
     def from_dict(cls, d: dict[str, Any]) -> PartitionInfo:
         return cls(int(d["type"]), str(d["column"]), tuple(
             PartitionDef(int(x["id"]), str(x["name"]), x.get("less_than"), tuple(x.get("in_values") or ()))
-            for x in d["definitions"]))
+            for x in d["definitions"]), bool(d.get("rules_known", True)))
 
 
 def _int_or_none(text: str) -> int | None:

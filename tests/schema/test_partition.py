@@ -67,3 +67,17 @@ def test_rows_predicate_selects_what_locate_puts_there() -> None:
     assert [HASH_P.rows_predicate(d) for d in HASH_P.definitions] == [
         '(abs("id" % 3) = 0 OR "id" IS NULL)', 'abs("id" % 3) = 1', 'abs("id" % 3) = 2']
     assert [LIST_P.rows_predicate(d) for d in LIST_P.definitions] == ['("k" IN (1) OR "k" IS NULL)', '("k" IN (3))']
+
+
+def test_a_rule_it_cannot_evaluate_still_gives_the_ids() -> None:
+    # RANGE COLUMNS over a DATE, as a real cluster's sales tables are often cut: the ids are all a reader needs.
+    raw = {"type": RANGE, "expr": "", "columns": [{"O": "day", "L": "day"}], "enable": True, "definitions": [
+        {"id": 71, "name": {"O": "p2024", "L": "p2024"}, "less_than": ["'2025-01-01'"], "in_values": None},
+        {"id": 72, "name": {"O": "pmax", "L": "pmax"}, "less_than": ["MAXVALUE"], "in_values": None}]}
+    part = PartitionInfo.from_tidb(raw, "sales.orders")
+    assert part.ids == (71, 72) and not part.rules_known
+    assert PartitionInfo.from_dict(part.to_dict()) == part
+    with pytest.raises(PartitionError, match="cannot be told apart"):
+        part.rows_predicate(part.definitions[0])
+    expr = PartitionInfo.from_tidb({**HASH_P.to_tidb(), "expr": "YEAR(`d`)"}, "t")
+    assert expr.ids == HASH_P.ids and not expr.rules_known
