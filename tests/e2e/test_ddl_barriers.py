@@ -1,6 +1,7 @@
 """End to end, issue 6: a DDL sequence with DML between every step, several DDLs per window so that
 barriers split the windows; after every window each replicated Delta table equals the upstream
-snapshot at the window end, and tables that were truncated, renamed or dropped followed."""
+snapshot at the window end, and tables that were truncated, renamed or dropped followed. The last window runs the
+sequence on a common-handle table and a partitioned one (partition DDL included)."""
 
 from __future__ import annotations
 
@@ -134,3 +135,33 @@ def test_ddl_sequence_applies_at_barriers(cdc_home: Path, upstream_cluster: Any)
         assert kinds - {"delta_key_unique", "row_count_equals", "checksum_equals", "schema_equals"} == {
             "not_null:id", "not_null:price"}  # the NOT NULL columns the tables had (price: NOT NULL DEFAULT 9.99)
         _cli("verify", "ddl")
+
+        # Window 6: the same kinds of DDL on a common-handle table (a composite VARCHAR + INT primary key, clustered
+        # as TiDB clusters it by default) and on a RANGE-partitioned table: ADD COLUMN, a moved key, MODIFY COLUMN
+        # reorganized (its backfill rewrites common-handle rows), ADD PARTITION, a multi-schema change, a row moved
+        # across partitions, DROP PARTITION (its rows leave without row events: the barrier deletes them).
+        c.execute(f"""
+            USE {db};
+            CREATE TABLE ch (k VARCHAR(8), id INT, v INT, PRIMARY KEY (k, id));
+            INSERT INTO ch VALUES ('a', 1, 1), ('b', 2, 2), ('b', 3, 3);
+            ALTER TABLE ch ADD COLUMN w VARCHAR(4) DEFAULT 'w';
+            UPDATE ch SET k = 'c' WHERE id = 2;
+            ALTER TABLE ch MODIFY COLUMN v BIGINT;
+            UPDATE ch SET v = 9000000000 WHERE id = 3;
+            CREATE TABLE pt (id INT PRIMARY KEY, v INT) PARTITION BY RANGE (id)
+                (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (20));
+            INSERT INTO pt VALUES (1, 1), (11, 11), (12, 12);
+            ALTER TABLE pt ADD PARTITION (PARTITION p2 VALUES LESS THAN (30));
+            INSERT INTO pt VALUES (21, 21);
+            ALTER TABLE pt ADD COLUMN w INT DEFAULT 5, DROP COLUMN v;
+            UPDATE pt SET id = 25 WHERE id = 1;
+            ALTER TABLE pt DROP PARTITION p1;
+            INSERT INTO pt (id) VALUES (2);
+        """)
+        t6 = _run("ddl", c)
+        _same(c, sink, db, "ch", t6)
+        _same(c, sink, db, "pt", t6)
+        assert [(r["k"], r["id"], r["w"]) for r in delta_rows(sink, db, "ch", "id")] == [
+            ("a", 1, "w"), ("c", 2, "w"), ("b", 3, "w")]
+        assert [r["id"] for r in delta_rows(sink, db, "pt", "id")] == [2, 21, 25]
+        assert load_state("ddl").state == "normal"
