@@ -1,1 +1,2 @@
-"""Table schemas: the table-info model, the DDL history system table, and schema storage."""
+"""Table schemas: the table-info model (``model``; ``partition``: partitioned tables' partitions), TiDB's DDL job
+tables and job JSON (``ddl_history``, ``tidb_json``), and schema storage."""

@@ -8,7 +8,8 @@ One concept per module:
 * ``gc`` - service GC safe points, the cluster safe point and the GC worker;
 * ``catalog`` - databases, tables, ids and schema versions; ``ddl`` - DDL jobs and their history rows;
 * ``txn`` - optimistic transactions over ``mvcc``; ``expr`` - SQL expression evaluation;
-* ``sql_front`` - parsing and executing SQL scripts in a session; ``mysql_front`` - the SQL front over the
+* ``sql_front`` - parsing and executing SQL scripts in a session (``partition_clause``: ``PARTITION BY`` of
+  CREATE TABLE, read apart); ``table_writer`` - rows and their keys; ``mysql_front`` - the SQL front over the
   MySQL protocol (``mysql_errors``: MySQL's error codes; ``info_schema``: ``information_schema``;
   ``table_listing``: listings of ``information_schema.TABLES`` streamed under the ``upstream-catalog`` limiter);
 * ``pd_service`` / ``etcd_service`` (PD's embedded etcd: TiDB's topology keys) / ``cdc_service`` /
