@@ -44,8 +44,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cdc_core.codec import changelog, rowcodec
+from cdc_core.client.tidb_sql import sql_literal
+from cdc_core.codec import changelog, memcomparable, rowcodec
 from cdc_core.codec import key as keycodec
+from cdc_core.codec import mysql_type as mt
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from spark_jobs.delta_writer import app_id_for, create_silver_table, table_path
@@ -65,47 +67,91 @@ HISTORY_LOOKBACK = 50  # commits searched for a load id already committed
 # --- chunks -------------------------------------------------------------------------------------
 
 
+Bound = int | str | None
+
+
 @dataclass(frozen=True)
 class Chunk:
-    """Handles ``[lo, hi)`` of a table (None: unbounded on that side)."""
+    """Values ``[lo, hi)`` of the range column (an integer handle, or the leading column of a common handle: an
+    integer or a string); None: unbounded on that side."""
 
-    lo: int | None
-    hi: int | None
+    lo: Bound
+    hi: Bound
 
     def where(self, column: str) -> str:
         parts = []
         if self.lo is not None:
-            parts.append(f"`{column}` >= {self.lo}")
+            parts.append(f"`{column}` >= {_literal(self.lo)}")
         if self.hi is not None:
-            parts.append(f"`{column}` < {self.hi}")
+            parts.append(f"`{column}` < {_literal(self.hi)}")
         return " AND ".join(parts)
+
+    def spec(self) -> tuple[str, str]:
+        """The chunk as the two JSON strings a Spark row carries (an int or a str each side, or null)."""
+        return json.dumps(self.lo), json.dumps(self.hi)
+
+    @classmethod
+    def from_spec(cls, lo: str, hi: str) -> Chunk:
+        return cls(json.loads(lo), json.loads(hi))
+
+
+def _literal(v: int | str) -> str:
+    return sql_literal(v) if isinstance(v, str) else str(int(v))
+
+
+# Collations whose order is the UTF-8 bytes' (PAD SPACE aside): a string cut from a region boundary's key bytes
+# sorts among the others as the server compares them. A case- or accent-insensitive collation keys rows by weight
+# strings, whose decoded bytes are no such cut.
+_BIN_COLLATIONS = frozenset({"", "utf8mb4_bin", "utf8_bin", "ascii_bin", "latin1_bin"})
 
 
 def range_column(table: TableInfo) -> str | None:
-    """The integer column that orders a table's row keys and that SQL can filter on: the clustered integer PK, the
-    first PK column of a common handle when it is a signed integer (its datum leads every row key), else the hidden
-    ``_tidb_rowid``; None (one chunk) for a common handle led by any other type."""
+    """The column that orders a table's row keys and that SQL can filter on: the clustered integer PK, the first PK
+    column of a common handle when it is a signed integer or a string of a binary-ordered collation (its datum leads
+    every row key), else the hidden ``_tidb_rowid``; None (one chunk) for a common handle led by any other type."""
     if table.handle_column is not None:
         col = table.column(table.handle_column)
         return col.name if col.kind == "int" else None
     if table.is_common_handle:
         col = table.column(table.primary_key[0])
-        return col.name if col.kind == "int" and not col.field_type().unsigned else None
+        ft = col.field_type()
+        if col.kind == "int" and not ft.unsigned:
+            return col.name
+        if ft.tp in mt.STRING_TYPES and not ft.binary and ft.collate in _BIN_COLLATIONS:
+            return col.name
+        return None
     return ROWID_COLUMN
 
 
-def common_handle_lower_bound(table_id: int, boundary: bytes) -> int | None:
-    """The leading signed-integer datum (``intFlag`` + 8 bytes) of a region boundary inside a common-handle table's
-    span, as a cut between chunks of that column's values; None when the boundary carries none (at the span start,
-    or another datum kind). Any cut is exact: every row falls in the one range ``[lo, hi)`` of its first PK value."""
+def common_handle_lower_bound(table_id: int, boundary: bytes) -> int | str | None:
+    """The leading datum of a region boundary inside a common-handle table's span, as a cut between chunks of that
+    column's values: a signed integer (``intFlag`` + 8 bytes) or a string (``bytesFlag`` + memcomparable groups,
+    as many whole groups as the boundary holds); None when the boundary carries none (at the span start, another
+    datum kind). Any cut is exact: every row falls in the one range ``[lo, hi)`` of its first PK value."""
     start, end = keycodec.table_span(table_id)
     if boundary <= start or boundary >= end:
         return None
     rest = boundary[len(start):]
-    if rest[:1] != bytes([rowcodec.INT_FLAG]):
-        return None
-    payload = rest[1:9]
-    return keycodec.decode_int(payload + b"\x00" * (8 - len(payload)))
+    if rest[:1] == bytes([rowcodec.INT_FLAG]):
+        payload = rest[1:9]
+        return keycodec.decode_int(payload + b"\x00" * (8 - len(payload)))
+    if rest[:1] == bytes([rowcodec.BYTES_FLAG]):
+        text = _group_prefix(rest[1:]).decode("utf-8", errors="ignore").rstrip(" ")
+        # Below U+0020 the server's PAD SPACE order and the code-point order differ; such a cut is dropped.
+        return text if text and min(text) >= " " else None
+    return None
+
+
+def _group_prefix(data: bytes) -> bytes:
+    """The bytes of a memcomparable-encoded string (``memcomparable.encode_bytes``), from its whole groups."""
+    out = bytearray()
+    for pos in range(0, len(data) - memcomparable.GROUP, memcomparable.GROUP + 1):
+        group, marker = data[pos:pos + memcomparable.GROUP], data[pos + memcomparable.GROUP]
+        pad = memcomparable.MARKER - marker
+        out += group[:memcomparable.GROUP - max(0, min(pad, memcomparable.GROUP))]
+        if pad:
+            break
+    return bytes(out)
 
 
 def handle_lower_bound(table_id: int, boundary: bytes) -> int | None:
@@ -134,7 +180,7 @@ def chunks_from_boundaries(table_id: int, boundaries: Sequence[bytes], max_chunk
                            ) -> list[Chunk]:
     """Handle ranges between region boundary keys (``common``: ranges of a common handle's leading integer); at
     most ``max_chunks`` (adjacent ranges merged evenly)."""
-    bounds: set[int] = set()
+    bounds: set[Any] = set()
     for b in boundaries:
         try:
             h = common_handle_lower_bound(table_id, b) if common else handle_lower_bound(table_id, b)
@@ -148,14 +194,14 @@ def chunks_from_boundaries(table_id: int, boundaries: Sequence[bytes], max_chunk
     if len(cuts) + 1 > max_chunks:  # keep max_chunks - 1 cuts, spread evenly
         step = len(cuts) / (max_chunks - 1) if max_chunks > 1 else 0
         cuts = sorted({cuts[int(i * step)] for i in range(max_chunks - 1)}) if max_chunks > 1 else []
-    edges: list[int | None] = [None, *cuts, None]
+    edges: list[Bound] = [None, *cuts, None]
     return [Chunk(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
 
 
 def plan_chunks(pd_addr: str, table: TableInfo, max_chunks: int = DEFAULT_MAX_CHUNKS) -> tuple[list[Chunk], str]:
     """The chunks of a table (by its regions) and how they were made."""
     if range_column(table) is None:
-        return [Chunk(None, None)], "one chunk: the table's row keys are not an integer the SQL front can range"
+        return [Chunk(None, None)], "one chunk: the table's row keys lead with no value SQL can range on here"
     from cdc_core.puller.pd_client import PDClient
 
     async def regions() -> list[bytes]:
@@ -222,7 +268,7 @@ def fetch_chunk_batches(pd_addr: str, tidb: str | None, ts: int, table_json: str
                         specs: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body (a Spark Python worker): chunk specs (``lo``, ``hi``) in, their rows out as batches
     of ``schema`` (what Spark expects for the table's image columns), ``LOAD_BATCH_ROWS`` rows at most."""
-    chunks = (Chunk(lo, hi) for b in specs
+    chunks = (Chunk.from_spec(lo, hi) for b in specs
               for lo, hi in zip(b.column("lo").to_pylist(), b.column("hi").to_pylist(), strict=True))
     rows: list[tuple[Any, ...]] = []
     for row in fetch_partition(pd_addr, tidb, ts, table_json, chunks):
@@ -247,7 +293,7 @@ def upstream_frame(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo,
 
     if chunks is None:
         chunks, _ = plan_chunks(pd_addr, table)
-    spec = spark.createDataFrame([(c.lo, c.hi) for c in chunks], "lo BIGINT, hi BIGINT").repartition(len(chunks))
+    spec = spark.createDataFrame([c.spec() for c in chunks], "lo STRING, hi STRING").repartition(len(chunks))
     target = spark.createDataFrame([], spark_schema(table)).schema
     arrow_target = to_arrow_schema(target, timezone="UTC")  # the session's time zone (spark_jobs.session)
     fetch = functools.partial(fetch_chunk_batches, pd_addr, tidb, ts, table.to_json(), arrow_target)

@@ -75,7 +75,7 @@ _RENAME_PAIR_RE = re.compile(r"^\s*([`\w.]+)\s+TO\s+([`\w.]+)\s*$", re.IGNORECAS
 # TiDB's SPLIT TABLE (sqlglot cannot parse it): BETWEEN (lo) AND (hi) REGIONS n, or BY (v1), (v2)...
 _SPLIT_RE = re.compile(
     r"^\s*SPLIT\s+TABLE\s+([`\w.]+)\s+(?:BETWEEN\s*\(\s*(-?\d+)\s*\)\s*AND\s*\(\s*(-?\d+)\s*\)"
-    r"\s*REGIONS\s+(\d+)|BY\s+((?:\(\s*-?\d+\s*\)\s*,?\s*)+))\s*$",
+    r"\s*REGIONS\s+(\d+)|BY\s+((?:\(\s*(?:-?\d+|'[^'\\]*')\s*\)\s*,?\s*)+))\s*$",
     re.IGNORECASE | re.DOTALL,
 )
 
@@ -503,7 +503,8 @@ class Session:
         """``SPLIT TABLE t BETWEEN (lo) AND (hi) REGIONS n`` / ``SPLIT TABLE t BY (v1), (v2)``.
 
         Splits the table's row regions at integer handles (the clustered integer PK, else the
-        hidden ``_tidb_rowid``); answers TiDB's result row (TOTAL_SPLIT_REGION, SCATTER_FINISH_RATIO).
+        hidden ``_tidb_rowid``), or at values of a common handle's leading column (integers, or quoted strings
+        for a string one); answers TiDB's result row (TOTAL_SPLIT_REGION, SCATTER_FINISH_RATIO).
         """
         m = _SPLIT_RE.match(st.text)
         if m is None:
@@ -515,18 +516,22 @@ class Session:
             raise SqlError(f"Table '{db}.{name}' doesn't exist", ErrorKind.NOT_FOUND)
         regions = self.engine.ddl.regions
         try:
+            values: list[Any]
             if m.group(4) is not None:
                 values = split_values(int(m.group(2)), int(m.group(3)), int(m.group(4)))
             else:
-                values = [int(v) for v in re.findall(r"-?\d+", m.group(5))]
+                values = [v[1:-1] if v.startswith("'") else int(v)
+                          for v in re.findall(r"-?\d+|'[^'\\]*'", m.group(5))]
             if info.is_common_handle:  # keys led by the first PK column's datum (TiDB splits on PK value tuples)
                 first = info.column(info.primary_key[0])
-                if first.kind != "int":
-                    raise ValueError(f"the common handle of {info.qualified_name} leads with {first.sql_type}; only "
-                                     "integer values are supported here")
-                datums = [encode_key([(first.field_type(), v)]) for v in values]
+                if first.kind == "int" and any(isinstance(v, str) for v in values):
+                    raise ValueError(f"the common handle of {info.qualified_name} leads with {first.sql_type}: "
+                                     "split it at integers")
+                datums = [encode_key([(first.field_type(), first.to_stored(first.convert(v)))]) for v in values]
                 keys = [keycodec.common_row_key(pid, d) for pid in info.physical_ids for d in datums]
             else:  # a partitioned table splits each partition at the values, as TiDB's SPLIT TABLE does
+                if any(isinstance(v, str) for v in values):
+                    raise ValueError(f"{info.qualified_name} is keyed by an integer handle: split it at integers")
                 keys = [keycodec.row_key(pid, v) for pid in info.physical_ids for v in values]
         except ValueError as exc:
             raise SqlError(f"SPLIT TABLE: {exc}") from exc

@@ -48,7 +48,7 @@ def _versions(sink: Path, db: str, tables: dict[str, str]) -> dict[str, int]:
 
 
 def test_initial_snapshot_loads_rows_from_before_start_in_chunks(cdc_home: Path, upstream_cluster: Any) -> None:
-    db, tables = "e2e_snap", {"big": "id", "nokey": "a", "multi": "v"}
+    db, tables = "e2e_snap", {"big": "id", "nokey": "a", "multi": "v", "named": "v"}
     with UpstreamClient(upstream_cluster.pd_addr) as c:
         c.execute(f"""
             CREATE DATABASE {db}; USE {db};
@@ -59,6 +59,10 @@ def test_initial_snapshot_loads_rows_from_before_start_in_chunks(cdc_home: Path,
         """)
         multi = ", ".join(f"({i // 10}, 'k{i % 10}', {i})" for i in range(600))  # a common handle (tenant, k)
         c.execute(f"USE {db}; INSERT INTO multi VALUES {multi}; SPLIT TABLE multi BETWEEN (0) AND (60) REGIONS 3")
+        # A common handle led by a string (a VARCHAR key, clustered by default): chunked at its leading bytes.
+        c.execute(f"USE {db}; CREATE TABLE named (name VARCHAR(16) PRIMARY KEY, v INT NOT NULL); "
+                  "INSERT INTO named VALUES " + ", ".join(f"('user-{i:04d}', {i})" for i in range(300)) + "; "
+                  "SPLIT TABLE named BY ('user-0100'), ('user-0200')")
         rows = ", ".join(f"({i}, 'v{i}', {i}.25, '2024-01-0{1 + i % 9} 10:00:00')" for i in range(600))
         c.execute(f"USE {db}; INSERT INTO big VALUES {rows}; SPLIT TABLE big BETWEEN (0) AND (600) REGIONS 3")
         start = c.get_ts()
@@ -80,6 +84,7 @@ def test_initial_snapshot_loads_rows_from_before_start_in_chunks(cdc_home: Path,
         assert fetched[f"{db}.big"]["rows"] == 600 and fetched[f"{db}.big"]["chunks"] == 4, fetched  # 4 regions
         assert fetched[f"{db}.nokey"]["rows"] == 3
         assert fetched[f"{db}.multi"]["rows"] == 600 and fetched[f"{db}.multi"]["chunks"] == 4, fetched
+        assert fetched[f"{db}.named"]["rows"] == 300 and fetched[f"{db}.named"]["chunks"] == 3, fetched
         assert r["check"]["passed"] and load_state("snap").checkpoint_ts == t1
         _same(c, sink, db, tables, t1)
         st = load_state("snap")

@@ -49,9 +49,10 @@ def test_a_common_handle_led_by_an_integer_is_chunked_by_that_column():
     pk = (Index("PRIMARY", ("tenant", "k"), unique=True, primary=True, id=1),)
     common = TableInfo(id=TID, db_name="d", name="c", is_common_handle=True, indexes=pk,
                        columns=(Column(1, "tenant", "int", nullable=False), Column(2, "k", "text", nullable=False)))
-    by_string = TableInfo(id=TID, db_name="d", name="s", is_common_handle=True, indexes=(
-        Index("PRIMARY", ("k", "tenant"), unique=True, primary=True, id=1),), columns=common.columns)
-    assert range_column(common) == "tenant" and range_column(by_string) is None  # a VARCHAR lead: one chunk
+    by_decimal = TableInfo(id=TID, db_name="d", name="s", is_common_handle=True, indexes=(
+        Index("PRIMARY", ("amt", "tenant"), unique=True, primary=True, id=1),),
+        columns=(*common.columns, Column(3, "amt", "decimal", precision=10, scale=2, nullable=False)))
+    assert range_column(common) == "tenant" and range_column(by_decimal) is None  # a DECIMAL lead: one chunk
     start, _ = key.table_span(TID)
 
     def boundary(tenant: int, k: bytes) -> bytes:
@@ -64,3 +65,26 @@ def test_a_common_handle_led_by_an_integer_is_chunked_by_that_column():
     assert chunks_from_boundaries(TID, bounds, 64, common=True) == [Chunk(None, -3), Chunk(-3, 0), Chunk(0, 10),
                                                                     Chunk(10, None)]
     assert select_sql(common, Chunk(-3, 0)) == "SELECT * FROM `d`.`c` WHERE `tenant` >= -3 AND `tenant` < 0"
+
+
+def test_a_common_handle_led_by_a_string_is_chunked_by_its_leading_bytes():
+    pk = (Index("PRIMARY", ("k", "n"), unique=True, primary=True, id=1),)
+    cols = (Column(1, "k", "text", nullable=False), Column(2, "n", "int", nullable=False))
+    common = TableInfo(id=TID, db_name="d", name="s", is_common_handle=True, indexes=pk, columns=cols)
+    assert range_column(common) == "k"
+    start, _ = key.table_span(TID)
+
+    def boundary(k: str, n: int = 0) -> bytes:
+        return key.common_row_key(TID, encode_key([(cols[0].field_type(), k), (cols[1].field_type(), n)]))
+
+    long = boundary("user-00042-with-a-long-name")
+    bounds = [start, boundary("apple"), long[:len(start) + 1 + 9 * 2], boundary("pear ", 3), boundary("\x01x")]
+    # Cuts at the leading string (a boundary cut inside it: its whole groups; trailing spaces dropped, as a PAD
+    # SPACE collation compares; a cut with a character below U+0020, where that order differs, dropped).
+    assert chunks_from_boundaries(TID, bounds, 64, common=True) == [
+        Chunk(None, "apple"), Chunk("apple", "pear"), Chunk("pear", "user-00042-with-"),
+        Chunk("user-00042-with-", None)]
+    assert select_sql(common, Chunk("apple", "it's")) == \
+        "SELECT * FROM `d`.`s` WHERE `k` >= 'apple' AND `k` < 'it\\'s'"
+    assert Chunk.from_spec(*Chunk("a", None).spec()) == Chunk("a", None)
+    assert Chunk.from_spec(*Chunk(-3, 7).spec()) == Chunk(-3, 7)
