@@ -81,10 +81,37 @@ def _result_column(name: str, col: Column) -> ResultColumn:
     """A table column as the result set describes it: TiDB's type code is the protocol's (``ColumnType``), and
     binary strings carry the ``binary`` character set so that clients keep them as bytes."""
     ft = col.field_type()
+    if ft.tp in _FSP_TYPES:  # before the binary test: TiDB flags time types BinaryFlag, but they print as text
+        return ResultColumn(name=name, type=ColumnType(ft.tp), text_encoder=_fsp_text(col.fsp or 0))
     if ft.binary or ft.tp == mt.TypeBit:
         return ResultColumn(name=name, type=ColumnType(ft.tp), character_set=CharacterSet.binary,
                             text_encoder=_bytes_text, binary_encoder=_bytes_text)
     return ResultColumn(name=name, type=ColumnType(ft.tp))
+
+
+_FSP_TYPES = frozenset({mt.TypeDatetime, mt.TypeTimestamp, mt.TypeDuration})
+
+
+def _is_fsp(col: Column | None) -> bool:
+    return col is not None and col.field_type().tp in _FSP_TYPES
+
+
+def _fsp_text(fsp: int) -> Callable[[ResultColumn, Any], bytes]:
+    """The text-protocol encoder of a DATETIME / TIMESTAMP / TIME(fsp) column: exactly ``fsp`` fractional digits,
+    as MySQL and TiDB print them (``DATETIME(3)`` '... 03:04:05.100', ``DATETIME`` without a fraction)."""
+
+    def encode(column: ResultColumn, value: Any) -> bytes:
+        if isinstance(value, datetime):
+            text, micros = value.strftime("%Y-%m-%d %H:%M:%S"), value.microsecond
+        elif isinstance(value, timedelta):
+            whole = format_duration(value)
+            text = whole.split(".")[0]
+            micros = int(whole.split(".")[1]) if "." in whole else 0
+        else:
+            return str(value).encode()
+        return (text + (f".{micros:06d}"[:fsp + 1] if fsp else "")).encode()
+
+    return encode
 
 
 def _listing_column(i: int, name: str, sample: list[tuple[Any, ...]]) -> ResultColumn:
@@ -224,7 +251,11 @@ class FrontSession(Session):
             for i, col in enumerate(res.column_defs):
                 if col is not None:
                     columns[i] = _result_column(res.columns[i], col)
-            return [tuple(_wire_value(row.get(c)) for c in res.columns) for row in res.rows], columns
+            native = [_is_fsp(col) for col in res.column_defs]
+            native += [False] * (len(res.columns) - len(native))  # a computed column has no definition
+            # Values of time columns go as they are: their encoders print them (and the binary protocol takes them).
+            return [tuple(row.get(c) if native[i] else _wire_value(row.get(c)) for i, c in enumerate(res.columns))
+                    for row in res.rows], columns
         if res.affected_rows:
             self._report_affected_rows(res.affected_rows)
         return None

@@ -224,5 +224,15 @@ def test_every_type_reaches_a_mysql_client_typed(ec: EmbeddedCluster) -> None:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[1].split("\t") == [
-        "1", "18446744073709551615", "123.4568", "2024-02-29", "2030-05-06 07:08:09.500000", "-12:34:56", "y", "a,c",
-        '{"k": [1, "two", null]}']
+        "1", "18446744073709551615", "123.4568", "2024-02-29", "2030-05-06 07:08:09.500", "-12:34:56", "y", "a,c",
+        '{"k": [1, "two", null]}']  # TIMESTAMP(3): three fractional digits, as MySQL and TiDB print them
+    # Exactly fsp digits: none for DATETIME, padded zeros for a whole second, TIME(2) of a negative duration.
+    raw = _connect(ec, conv={})  # the text the server sent, unconverted
+    with raw.cursor() as cur:
+        cur.execute("CREATE TABLE my.fsp (id INT PRIMARY KEY, a DATETIME, b DATETIME(3), c TIME(2), d TIMESTAMP(6))")
+        cur.execute("INSERT INTO my.fsp VALUES (1, '2024-01-02 03:04:05.9', '2024-01-02 03:04:05', '-01:02:03.456', "
+                    "'2024-01-02 03:04:05.1')")
+        cur.execute("SELECT a, b, c, d FROM my.fsp")
+        assert cur.fetchall() == (("2024-01-02 03:04:06", "2024-01-02 03:04:05.000", "-01:02:03.46",
+                                   "2024-01-02 03:04:05.100000"),)
+    raw.close()
