@@ -136,22 +136,14 @@ def common_handle_lower_bound(table_id: int, boundary: bytes) -> int | str | Non
         payload = rest[1:9]
         return keycodec.decode_int(payload + b"\x00" * (8 - len(payload)))
     if rest[:1] == bytes([rowcodec.BYTES_FLAG]):
-        text = _group_prefix(rest[1:]).decode("utf-8", errors="ignore").rstrip(" ")
+        try:
+            raw, _ = memcomparable.decode_bytes(rest[1:], partial=True)
+        except memcomparable.KeyDecodeError:
+            return None
+        text = raw.decode("utf-8", errors="ignore").rstrip(" ")
         # Below U+0020 the server's PAD SPACE order and the code-point order differ; such a cut is dropped.
         return text if text and min(text) >= " " else None
     return None
-
-
-def _group_prefix(data: bytes) -> bytes:
-    """The bytes of a memcomparable-encoded string (``memcomparable.encode_bytes``), from its whole groups."""
-    out = bytearray()
-    for pos in range(0, len(data) - memcomparable.GROUP, memcomparable.GROUP + 1):
-        group, marker = data[pos:pos + memcomparable.GROUP], data[pos + memcomparable.GROUP]
-        pad = memcomparable.MARKER - marker
-        out += group[:memcomparable.GROUP - max(0, min(pad, memcomparable.GROUP))]
-        if pad:
-            break
-    return bytes(out)
 
 
 def handle_lower_bound(table_id: int, boundary: bytes) -> int | None:

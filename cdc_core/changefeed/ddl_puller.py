@@ -38,18 +38,17 @@ PARTITION_JOB_TYPES = frozenset({"exchange partition", "alter table reorganize p
                                  "alter table remove partitioning"})
 
 
-def unsupported_partition_ddl(jobs: list[DDLJob], replicated: Callable[[str, str], bool]) -> None:
-    """Raise ``ChangefeedError`` for the first partition DDL job on a table ``replicated(schema, table)`` keeps."""
-    for job in jobs:
-        if job.job_type in PARTITION_JOB_TYPES and replicated(job.schema_name or "", job.table_name or ""):
-            raise ChangefeedError(
-                f"DDL job {job.job_id} ({job.job_type}) on {job.schema_name}.{job.table_name} at commit ts "
-                f"{job.finished_ts}: partition DDL is not replicated yet; the changefeed stops before it (its "
-                f"checkpoint stays below the job). Query: {job.query}")
+def _refuse(job: DDLJob) -> ChangefeedError:
+    return ChangefeedError(
+        f"DDL job {job.job_id} ({job.job_type}) on {job.schema_name}.{job.table_name} at commit ts "
+        f"{job.finished_ts}: partition DDL is not replicated yet; the changefeed stops before it (its "
+        f"checkpoint stays below the job). Query: {job.query}")
 
 
-def decode_jobs(window: pa.Table) -> list[DDLJob]:
-    """The whitelisted DDL jobs in a bronze window (and partition DDL, which the caller refuses), in commit order."""
+def decode_jobs(window: pa.Table, replicated: Callable[[str, str], bool] | None = None) -> list[DDLJob]:
+    """The whitelisted DDL jobs in a bronze window, in commit order. A partition DDL job not replicated yet
+    (:data:`PARTITION_JOB_TYPES`) on a table ``replicated(schema, table)`` keeps raises ``ChangefeedError``; on
+    any other table it is dropped like every job off the whitelist."""
     hist = window.filter(pc.equal(window["table_id"], ddl_history.JOB_TABLE_ID))
     jobs: dict[tuple[int, int], DDLJob] = {}
     for row in hist.to_pylist():
@@ -61,7 +60,10 @@ def decode_jobs(window: pa.Table) -> list[DDLJob]:
         except (ValueError, KeyError, TypeError) as exc:
             raise ChangefeedError(f"corrupt tidb_ddl_job row at commit ts {row['commit_ts']}: {exc}") from exc
         for job in parts:
-            if job.job_type not in JOB_TYPES and job.job_type not in PARTITION_JOB_TYPES:
+            if (job.job_type in PARTITION_JOB_TYPES and replicated is not None
+                    and replicated(job.schema_name or "", job.table_name or "")):
+                raise _refuse(job)
+            if job.job_type not in JOB_TYPES:
                 log.warning("DDL discarded: not on the whitelist", job_id=job.job_id, job_type=job.job_type,
                             query=job.query)
                 continue

@@ -69,7 +69,7 @@ from cdc_core.schema.storage import SchemaStorage
 from . import spark_engine
 from .barriers import plan_steps, relevant
 from .config import ChangefeedConfig
-from .ddl_puller import PARTITION_JOB_TYPES, SchemaLog, decode_jobs
+from .ddl_puller import SchemaLog, decode_jobs
 from .state import ChangefeedState, locked_state
 from .steps import StepsResult, apply_steps, replicated_at
 
@@ -159,8 +159,7 @@ def window_jobs(sink_uri: str, changefeed_id: str, ends: list[int]) -> list[DDLJ
         parts = [pq.read_table(f, schema=changelog.SCHEMA, filters=[("table_id", "=", ddl_history.JOB_TABLE_ID)])
                  for f in files]
         for j in decode_jobs(pa.concat_tables(parts)):
-            if j.job_type not in PARTITION_JOB_TYPES:  # a window that holds one on a replicated table never ran
-                jobs[j.key] = j
+            jobs[j.key] = j
     return sorted(jobs.values(), key=ddl_history.sort_key)
 
 

@@ -40,7 +40,7 @@ from . import rebuild as rebuildmod
 from . import snapshot as snapshotmod
 from .barriers import DmlStep, plan_steps, relevant
 from .config import ChangefeedConfig, load_config
-from .ddl_puller import PARTITION_JOB_TYPES, SchemaLog, decode_jobs, unsupported_partition_ddl
+from .ddl_puller import SchemaLog, decode_jobs
 from .schema_loader import load_schema_jobs
 from .state import ChangefeedState, advance_checkpoint, load_state, locked_state, set_error
 from .steps import apply_steps, changed, replicated_at
@@ -270,9 +270,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     ddl_span = {ddl_history.JOB_TABLE_ID: key.table_span(ddl_history.JOB_TABLE_ID)}
     ddl_events, _ = asyncio.run(collect_window(pd_addr, ddl_span, checkpoint, target, options=cfg.puller))
     slog = _schema_log(cfg, checkpoint)
-    jobs = decode_jobs(ddl_events)
-    unsupported_partition_ddl(jobs, cfg.table_filter.match)
-    jobs = [j for j in jobs if j.job_type not in PARTITION_JOB_TYPES]  # of tables not replicated
+    jobs = decode_jobs(ddl_events, cfg.table_filter.match)
     slog.advance(jobs, target)
     slog.save()
     storage = slog.storage()

@@ -43,15 +43,19 @@ def encode_bytes(raw: bytes) -> bytes:
     return bytes(out)
 
 
-def decode_bytes(data: bytes) -> tuple[bytes, int]:
+def decode_bytes(data: bytes, *, partial: bool = False) -> tuple[bytes, int]:
     """The raw bytes of the encoded key at the start of ``data`` and how many bytes it took.
 
-    Raises ``KeyDecodeError`` on a truncated group, a marker below 247 or non-zero padding."""
+    ``partial``: ``data`` may stop inside the key (a region boundary cut within a row key's datum); what its whole
+    groups hold is returned. Raises ``KeyDecodeError`` on a truncated group (unless ``partial``), a marker below 247
+    or non-zero padding."""
     out = bytearray()
     pos = 0
     while True:
         group = data[pos:pos + GROUP + 1]
         if len(group) < GROUP + 1:
+            if partial:
+                return bytes(out), pos
             raise KeyDecodeError(f"memcomparable key truncated at byte {pos} of {len(data)}: {data.hex()}")
         pos += GROUP + 1
         marker = group[GROUP]

@@ -15,9 +15,17 @@ from typing import Any
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
-def format_datetime(v: datetime) -> str:
+def format_datetime(v: datetime, fsp: int | None = None) -> str:
+    """``YYYY-MM-DD HH:MM:SS`` and the fraction: exactly ``fsp`` digits (DATETIME(fsp) as MySQL prints it), or six
+    when there is one and ``fsp`` is None."""
     s = f"{v.year:04d}-{v.month:02d}-{v.day:02d} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
-    return f"{s}.{v.microsecond:06d}" if v.microsecond else s
+    return _fraction(s, v.microsecond, fsp)
+
+
+def _fraction(text: str, micros: int, fsp: int | None) -> str:
+    if fsp is None:
+        return f"{text}.{micros:06d}" if micros else text
+    return f"{text}.{micros:06d}"[: len(text) + 1 + fsp] if fsp else text
 
 
 def json_value(v: Any) -> Any:
@@ -35,10 +43,11 @@ def json_value(v: Any) -> Any:
         return {"$binary": base64.b64encode(bytes(v)).decode()}
     return v
 
-def format_duration(v: timedelta) -> str:
-    """A TIME value as MySQL prints it: ``[-]HH:MM:SS[.ffffff]``, hours past 24 as they are (up to 838)."""
+def format_duration(v: timedelta, fsp: int | None = None) -> str:
+    """A TIME value as MySQL prints it: ``[-]HH:MM:SS[.ffffff]``, hours past 24 as they are (up to 838); the fraction
+    as :func:`format_datetime`'s."""
     total = v // timedelta(microseconds=1)
     sign, total = ("-", -total) if total < 0 else ("", total)
     secs, micros = divmod(total, 1_000_000)
     text = f"{sign}{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
-    return f"{text}.{micros:06d}" if micros else text
+    return _fraction(text, micros, fsp)

@@ -77,7 +77,9 @@ class PartitionInfo:
                 seen |= set(d.in_values)
 
     def locate(self, value: Any) -> PartitionDef:
-        """The partition a row whose partitioning column is ``value`` goes to (as TiDB's ``locatePartition``)."""
+        """The partition a row whose partitioning column is ``value`` goes to, as TiDB's ``locateRangePartition`` /
+        ``locateHashPartition`` / ``locateListPartition`` (``pkg/table/tables/partition.go``): NULL to the first
+        RANGE partition and to HASH partition 0, HASH by ``|v % n|`` with Go's signed remainder."""
         if not self.rules_known:
             raise PartitionError(f"cannot evaluate the partitioning of column {self.column!r} here")
         if self.type == HASH:

@@ -36,7 +36,7 @@ from decimal import Decimal
 from typing import Any
 
 from cdc_core.codec import mysql_type as mt
-from cdc_core.codec.value_text import format_duration
+from cdc_core.codec.value_text import format_datetime, format_duration
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE
 from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
@@ -132,15 +132,11 @@ def default_text(col: Column, value: Any) -> str | None:
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("utf-8", "surrogateescape")
     if isinstance(value, dt.datetime):
-        text = value.strftime("%Y-%m-%d %H:%M:%S")
-        fsp = col.fsp or 0
-        return f"{text}.{value.microsecond:06d}"[: len(text) + 1 + fsp] if fsp else text
+        return format_datetime(value, col.fsp or 0)
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
-        whole, _, frac = format_duration(value).partition(".")
-        fsp = col.fsp or 0
-        return f"{whole}.{frac.ljust(6, '0')[:fsp]}" if fsp else whole
+        return format_duration(value, col.fsp or 0)
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, float):

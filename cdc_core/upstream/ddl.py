@@ -23,7 +23,7 @@ from cdc_core.schema import column_type as ct
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
-from cdc_core.schema.partition import HASH, PartitionDef, PartitionError, PartitionInfo
+from cdc_core.schema.partition import HASH, PartitionError, PartitionInfo
 from cdc_core.upstream import ddl_alter
 from cdc_core.upstream.catalog import Catalog, DatabaseInfo
 from cdc_core.upstream.column_def import ColumnSpec, build_column, parse_column_def
@@ -75,12 +75,12 @@ def partition_info(info: TableInfo, spec: PartitionSpec, ids: list[int]) -> Part
         if (ix.unique or ix.primary) and column.name.lower() not in (c.lower() for c in ix.columns):
             kind = "PRIMARY KEY" if ix.primary else "UNIQUE INDEX"
             raise SqlError(f"A {kind} must include all columns in the table's partitioning function")
-    defs = tuple(PartitionDef(pid, name, spec.less_than[i] if spec.less_than else None,
-                              spec.in_values[i] if spec.in_values else ())
-                 for i, (pid, name) in enumerate(zip(ids, spec.names, strict=True)))
-    part = PartitionInfo(spec.type, column.name, defs)
+    return _validated(PartitionInfo(spec.type, column.name, spec.definitions(ids)), info.name)
+
+
+def _validated(part: PartitionInfo, table: str) -> PartitionInfo:
     try:
-        part.validate(info.name)
+        part.validate(table)
     except PartitionError as exc:
         raise SqlError(str(exc)) from exc
     return part
@@ -446,9 +446,7 @@ class DdlExecutor:
                 if part.type == HASH or spec.type != part.type:
                     raise SqlError(f"unsupported ADD PARTITION: the new partitions must be {part.method} "
                                    f"definitions (HASH partitions are reorganized, not added, by TiDB)")
-                defs += [PartitionDef(self.catalog.alloc_id(), n, spec.less_than[i] if spec.less_than else None,
-                                      spec.in_values[i] if spec.in_values else ())
-                         for i, n in enumerate(spec.names)]
+                defs += spec.definitions([self.catalog.alloc_id() for _ in spec.names])
             elif op == "drop":
                 if part.type == HASH:
                     raise SqlError("DROP PARTITION can only be used on RANGE/LIST partitions")
@@ -459,11 +457,7 @@ class DdlExecutor:
             else:
                 lowered = {n.lower() for n in names}
                 defs = [replace(d, id=self.catalog.alloc_id()) if d.name.lower() in lowered else d for d in defs]
-            new_part = replace(part, definitions=tuple(defs))
-            try:
-                new_part.validate(info.name)
-            except PartitionError as exc:
-                raise SqlError(str(exc)) from exc
+            new_part = _validated(replace(part, definitions=tuple(defs)), info.name)
             for pid in set(new_part.ids) - set(part.ids):
                 self.regions.split(table_split_keys(pid, self.regions_per_table))
             return replace(info, partition=new_part)

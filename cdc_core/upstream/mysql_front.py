@@ -48,7 +48,7 @@ from sqlglot import exp
 
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.tso import parse_ts_or_datetime
-from cdc_core.codec.value_text import format_duration
+from cdc_core.codec.value_text import format_datetime, format_duration
 from cdc_core.log import get_logger
 from cdc_core.memory import MemoryLimitExceeded
 from cdc_core.schema.model import Column, SchemaError, TableInfo
@@ -102,14 +102,10 @@ def _fsp_text(fsp: int) -> Callable[[ResultColumn, Any], bytes]:
 
     def encode(column: ResultColumn, value: Any) -> bytes:
         if isinstance(value, datetime):
-            text, micros = value.strftime("%Y-%m-%d %H:%M:%S"), value.microsecond
-        elif isinstance(value, timedelta):
-            whole = format_duration(value)
-            text = whole.split(".")[0]
-            micros = int(whole.split(".")[1]) if "." in whole else 0
-        else:
-            return str(value).encode()
-        return (text + (f".{micros:06d}"[:fsp + 1] if fsp else "")).encode()
+            return format_datetime(value, fsp).encode()
+        if isinstance(value, timedelta):
+            return format_duration(value, fsp).encode()
+        return str(value).encode()
 
     return encode
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cdc_core.schema.partition import HASH, LIST, RANGE
+from cdc_core.schema.partition import HASH, LIST, RANGE, PartitionDef
 from cdc_core.upstream.errors import SqlError
 
 __all__ = ["PartitionSpec", "cut_partition_clause", "parse_partition_clause"]
@@ -27,6 +27,12 @@ class PartitionSpec:
     names: tuple[str, ...]
     less_than: tuple[int | None, ...] = ()  # RANGE, per partition (None: MAXVALUE)
     in_values: tuple[tuple[int | None, ...], ...] = ()  # LIST, per partition
+
+    def definitions(self, ids: list[int]) -> tuple[PartitionDef, ...]:
+        """The partitions this clause defines, with ``ids`` (one per name, in order)."""
+        return tuple(PartitionDef(pid, name, self.less_than[i] if self.less_than else None,
+                                  self.in_values[i] if self.in_values else ())
+                     for i, (pid, name) in enumerate(zip(ids, self.names, strict=True)))
 
 
 def cut_partition_clause(text: str) -> tuple[str, str | None]:

@@ -102,7 +102,7 @@ def plan_listing(expression: exp.Expression, current_db: str = "") -> ListingPla
         return None
     where = expression.args.get("where")
     positions = _direct_projection(expression)
-    predicate = _direct_predicate(where.this) if where is not None else None
+    predicate = _term(where.this) if where is not None else None
     direct = positions is not None and (where is None or predicate is not None)
     columns = _output_names(expression) if positions is not None else ()
     return ListingPlan(columns=columns, positions=positions if direct else None,
@@ -188,10 +188,6 @@ def _term(e: exp.Expression) -> Predicate | None:
         return None
     allowed = frozenset(values)
     return lambda row: row[pos] in allowed
-
-
-def _direct_predicate(where: exp.Expression) -> Predicate | None:
-    return _term(where)
 
 
 def _schema_term(where: exp.Expression) -> str | None:
@@ -293,9 +289,8 @@ class TableListing:
     @staticmethod
     def _rows(plan: ListingPlan, walked: list[TableInfo]) -> Iterator[tuple[list[Row], tuple[str, ...]]]:
         """Chunks of result rows (``(rows, columns)``) over the tables walked, then the system tables."""
-        sources = (tables_row(t) for t in walked)
         for lo in range(0, len(walked) + 1, CHUNK):
-            built = [r for _, r in zip(range(CHUNK), sources, strict=False)]
+            built = [tables_row(t) for t in walked[lo:lo + CHUNK]]
             if lo + CHUNK > len(walked):
                 built += system_tables_rows()
             if plan.positions is not None:

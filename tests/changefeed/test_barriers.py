@@ -75,7 +75,7 @@ def _job_row(jid: int, ts: int, meta: bytes | None, op: str = "put") -> dict:
             "op": op, "start_ts": ts - 1, "commit_ts": ts, "value": value, "old_value": None}
 
 
-def test_decode_jobs_from_a_bronze_window_deduplicates_and_keeps_partition_ddl_for_refusal():
+def test_decode_jobs_deduplicates_whitelists_and_refuses_partition_ddl_on_replicated_tables():
     a, b = _job(1, "create table", 10, _t(101)), _job(2, "add column", 20, _t(101))
     # An EXCHANGE PARTITION job (ActionExchangeTablePartition = 42) as TiDB writes it: not replicated yet.
     odd = json.dumps({"id": 3, "type": 42, "schema_id": 100, "table_id": 101, "schema_name": "db",
@@ -85,16 +85,14 @@ def test_decode_jobs_from_a_bronze_window_deduplicates_and_keeps_partition_ddl_f
     window = pa.concat_tables([_bronze([b, a, a], extra_rows=3),
                                pa.Table.from_pylist([_job_row(3, 30, odd)], schema=changelog.SCHEMA)])
     got = ddl_puller.decode_jobs(window)
-    assert [j.job_id for j in got] == [1, 2, 3]  # a's duplicate collapses
+    assert [j.job_id for j in got] == [1, 2]  # a's duplicate collapses; odd is not replicated
     # The table as TiDB's job carries it, at the job's schema version.
     assert got[0].table_info == replace(a.table_info, schema_version=1) and got[0].finished_ts == 10
-    # Partition DDL is kept for the caller, which refuses it on a replicated table: the rows of a dropped or
-    # truncated partition go without row events, and an added partition's rows come under a new id.
-    assert got[2].job_type == "exchange partition"
+    # On a replicated table it stops the changefeed: the rows it moves between tables go without row events.
     with pytest.raises(ChangefeedError, match=r"DDL job 3 \(exchange partition\) on db\.t at commit ts 30: "
                                               r"partition DDL is not replicated yet"):
-        ddl_puller.unsupported_partition_ddl(got, TableFilter(["db.*"]).match)
-    ddl_puller.unsupported_partition_ddl(got, TableFilter(["other.*"]).match)  # a table not replicated: fine
+        ddl_puller.decode_jobs(window, TableFilter(["db.*"]).match)
+    assert [j.job_id for j in ddl_puller.decode_jobs(window, TableFilter(["other.*"]).match)] == [1, 2]
 
 
 def test_decode_takes_jobs_when_done_at_the_row_commit_ts():

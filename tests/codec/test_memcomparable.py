@@ -52,3 +52,11 @@ def test_round_trip_and_order(a: bytes, b: bytes) -> None:
     ea, eb = encode_bytes(a), encode_bytes(b)
     assert decode_key(ea) == a
     assert (a < b) == (ea < eb) and (a == b) == (ea == eb)
+
+
+def test_a_key_cut_inside_is_read_to_its_last_whole_group() -> None:
+    encoded = encode_bytes(b"user-00042-with-a-long-name")
+    assert decode_bytes(encoded[:20], partial=True) == (b"user-00042-with-", 18)
+    assert decode_bytes(encoded, partial=True)[0] == b"user-00042-with-a-long-name"
+    with pytest.raises(KeyDecodeError, match="truncated"):
+        decode_bytes(encoded[:20])
