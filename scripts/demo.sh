@@ -116,16 +116,20 @@ import sys
 from deltalake import DeltaTable
 from rich.console import Console
 from rich.table import Table
-sink = sys.argv[1]
-for name in ("demo/accounts", "demo/t"):
-    dt = DeltaTable(f"{sink}/{name}")
-    data = dt.to_pyarrow_table().sort_by([(dt.schema().fields[0].name, "ascending")])
-    t = Table(title=f"{name} (Delta version {dt.version()})")
-    for c in data.column_names:
-        t.add_column(c)
-    for row in data.to_pylist():
-        t.add_row(*["NULL" if v is None else str(v) for v in row.values()])
-    Console().print(t)
+from cdc_core.process_exit import run_and_exit
+def show() -> None:
+    sink = sys.argv[1]
+    for name in ("demo/accounts", "demo/t"):
+        dt = DeltaTable(f"{sink}/{name}")
+        data = dt.to_pyarrow_table().sort_by([(dt.schema().fields[0].name, "ascending")])
+        t = Table(title=f"{name} (Delta version {dt.version()})")
+        for c in data.column_names:
+            t.add_column(c)
+        for row in data.to_pylist():
+            t.add_row(*["NULL" if v is None else str(v) for v in row.values()])
+        Console().print(t)
+# Arrow's thread pool can abort a finished reader at interpreter shutdown (see cdc_core/process_exit.py).
+run_and_exit(show)
 PY
 
 say "data-quality results at the last barrier"

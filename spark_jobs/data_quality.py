@@ -623,4 +623,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from cdc_core.process_exit import run_and_exit
+
+    run_and_exit(main)

@@ -34,7 +34,6 @@ import functools
 import json
 import logging
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -459,4 +458,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from cdc_core.process_exit import run_and_exit
+
+    run_and_exit(main)

@@ -46,6 +46,14 @@ def _placeholder() -> None:  # pragma: no cover - never invoked: a command is re
 
 
 def main() -> None:
+    """The ``cdcflow`` console script: :func:`run`, then an exit without native teardown (see process_exit)."""
+    from cdc_core.process_exit import run_and_exit
+
+    run_and_exit(run)
+
+
+def run() -> None:
+    """Parse ``sys.argv`` and run the command; a user's error is one line on stderr, its traceback in the log."""
     log.configure()
     app = build_app(sys.argv[1:])
     logger = log.get_logger("cdcflow.cli")

@@ -21,11 +21,12 @@ def run(tmp_path: Path, *args: str, code: str | None = None) -> subprocess.Compl
 
 
 def test_a_command_imports_its_group_only(tmp_path: Path) -> None:
-    probe = ("import sys; sys.argv = ['cdcflow', 'tso', 'decode', '470661621350662143'];"
+    # main() ends the process itself (cdc_core.process_exit): the probe reports from an atexit handler, which it runs.
+    probe = ("import atexit, sys; sys.argv = ['cdcflow', 'tso', 'decode', '470661621350662143'];"
              "from cdc_core.cli.main import main\n"
-             "try:\n    main()\nfinally:\n"
-             "    print(sorted(m for m in sys.modules if m.startswith('cdc_core.cli.') or m in ('pyarrow', 'sqlglot',"
-             " 'pyspark', 'changefeed')), file=sys.stderr)")
+             "atexit.register(lambda: print(sorted(m for m in sys.modules if m.startswith('cdc_core.cli.')"
+             " or m in ('pyarrow', 'sqlglot', 'pyspark', 'changefeed')), file=sys.stderr))\n"
+             "main()")
     proc = run(tmp_path, code=probe)
     assert proc.returncode == 0, proc.stderr
     assert '"physical_ms"' in proc.stdout
