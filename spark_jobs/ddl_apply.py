@@ -20,6 +20,13 @@ add partition          nothing (the new partition's rows come under its own id)
 drop / truncate        the rows the dropped (truncated) partitions held are deleted in one commit,
 partition              by the partitioning rule before the job (``PartitionInfo.rows_predicate``):
                        upstream they leave without a row event
+exchange partition     upstream no row moves: the partition's key range becomes the normal table's and
+                       the normal table's the partition's (ids swapped), so the rows that change sides
+                       are read from the upstream at the barrier. Partitioned table (if replicated):
+                       the partition's rows deleted by its rule, then the normal table's rows at
+                       ``b - 1`` appended (the commit with the app transaction; a re-run before it
+                       deletes and appends again). Normal table (if replicated): overwritten with its
+                       rows at ``b`` (the partition's), one commit.
 rename table           the directory moves to the new ``<db>/<table>`` (``os.replace``; Delta logs
                        use relative paths, so the table stays valid)
 add column             NULL origin default (or an empty table): a metadata-only commit that adds
@@ -116,12 +123,34 @@ class _Ctx:
         return f"{self.job.job_type.upper()} on {table} (job {self.job.job_id}, ts {self.ts})"
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """The other side of an EXCHANGE PARTITION: the normal table just before and after the job (by its upstream
+    names), the table whose names give its Delta path, whether it is replicated, and where the upstream is."""
+
+    normal_before: TableInfo
+    normal_after: TableInfo
+    normal_target: TableInfo
+    replicate_normal: bool
+    pd_addr: str
+    tidb: str | None = None
+
+    @classmethod
+    def from_args(cls, d: dict[str, Any]) -> Exchange:
+        after = _need_info(d.get("normal_after"), "normal_after")
+        return cls(_need_info(d.get("normal_before"), "normal_before"), after,
+                   _info(d.get("normal_target")) or after, bool(d.get("replicate_normal")), str(d["pd_addr"]),
+                   d.get("tidb"))
+
+
 def apply_ddl(
-    sink: str, changefeed_id: str, job: DDLJob, before: TableInfo | None, after: TableInfo | None
+    sink: str, changefeed_id: str, job: DDLJob, before: TableInfo | None, after: TableInfo | None,
+    exchange: Exchange | None = None,
 ) -> dict[str, Any]:
     """Apply ``job`` (``before``/``after``: the table just before / after it, None where there is
-    none) to the silver tables of ``changefeed_id``; returns ``{"job_id", "job_type", "ts",
-    "action", "skipped", "reason", "paths", "applied_version", "delta_version", "seconds"}``."""
+    none; ``exchange``: the normal table of an EXCHANGE PARTITION) to the silver tables of ``changefeed_id``;
+    returns ``{"job_id", "job_type", "ts", "action", "skipped", "reason", "paths", "applied_version",
+    "delta_version", "seconds"}``."""
     if job.job_type not in JOB_TYPES:
         raise ChangefeedError(
             f"unsupported DDL {job.job_type!r} (job {job.job_id}, ts {job.finished_ts}): {job.query!r}"
@@ -140,7 +169,11 @@ def apply_ddl(
         "truncate partition": lambda: _remove_partitions(ctx, _need(ctx, before, "before"),
                                                          _need(ctx, after, "after")),
     }.get(job.job_type)
-    if handler is not None:
+    if job.job_type == "exchange partition":
+        if exchange is None:
+            raise ChangefeedError(f"{ctx.where(str(job.table_name))}: the normal table and the upstream are required")
+        out = _exchange_partition(ctx, before, after, exchange)
+    elif handler is not None:
         out = handler()
     else:  # column and index jobs
         out = _alter(ctx, _need(ctx, before, "before"), _need(ctx, after, "after"))
@@ -314,6 +347,74 @@ def _remove_partitions(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[s
         raise ChangefeedError(f"{ctx.job.job_type} (job {ctx.job.job_id}, ts {ctx.job.finished_ts}) on "
                               f"{before.qualified_name}: {exc}") from exc
     return _delete_rows(ctx, after, predicate, f"deleted the rows of partition(s) {', '.join(d.name for d in gone)}")
+
+
+def _exchange_partition(ctx: _Ctx, before: TableInfo | None, after: TableInfo | None, ex: Exchange) -> dict[str, Any]:
+    """EXCHANGE PARTITION on whichever of its two tables the changefeed replicates (see the module docstring)."""
+    parts = []
+    if before is not None and after is not None:
+        parts.append(_exchange_into_partitioned(ctx, before, after, ex))
+    if ex.replicate_normal:
+        parts.append(_exchange_into_normal(ctx, ex))
+    if not parts:
+        return _result("nothing to write (neither table is replicated)", [], skipped=True, reason="not replicated")
+    out = dict(parts[-1])
+    out.update(action="; ".join(p["action"] for p in parts), paths=[x for p in parts for x in p["paths"]],
+               skipped=all(p["skipped"] for p in parts))
+    return out
+
+
+def _open_or_create(path: str, table: TableInfo) -> Any:
+    """The DeltaTable at ``path``, created empty (no app transaction) when there is none."""
+    dt = _open(path)
+    if dt is None:
+        create_silver_table(path, table, mode="ignore")
+        dt = _open(path)
+    return dt
+
+
+def _exchange_into_partitioned(ctx: _Ctx, before: TableInfo, after: TableInfo, ex: Exchange) -> dict[str, Any]:
+    from deltalake import write_deltalake
+
+    from spark_jobs.snapshot_load import upstream_reader
+
+    where = ctx.where(after.qualified_name)
+    path = table_path(ctx.sink, after)
+    dt = _open_or_create(path, after)
+    done = _done(ctx, dt, path)
+    if done is not None:
+        return done
+    part = before.partition
+    gone = [d for d in part.definitions if d.id == ctx.job.partition_id] if part is not None else []
+    if part is None or not gone:
+        raise ChangefeedError(f"{where}: partition id {ctx.job.partition_id} is not a partition of the table before "
+                              "the job")
+    try:
+        predicate = part.rows_predicate(gone[0])
+    except PartitionError as exc:
+        raise ChangefeedError(f"{where}: {exc}") from exc
+    # No app transaction on the delete: the append records the job, so a re-run that finds it unrecorded
+    # deletes the partition's rows again (the appended ones too, had an append landed: it did not) and appends.
+    dt.delete(predicate)
+    rows = upstream_reader(ex.pd_addr, ex.tidb, ctx.ts - 1, ex.normal_before, after)
+    write_deltalake(path, rows, mode="append", commit_properties=ctx.props())
+    return _committed(ctx, f"partition {gone[0].name} now holds {ex.normal_before.qualified_name}'s rows", path)
+
+
+def _exchange_into_normal(ctx: _Ctx, ex: Exchange) -> dict[str, Any]:
+    from deltalake import write_deltalake
+
+    from spark_jobs.snapshot_load import upstream_reader
+
+    target = ex.normal_target
+    path = table_path(ctx.sink, target)
+    dt = _open_or_create(path, target)
+    done = _done(ctx, dt, path)
+    if done is not None:
+        return done
+    rows = upstream_reader(ex.pd_addr, ex.tidb, ctx.ts, ex.normal_after, target)
+    write_deltalake(path, rows, mode="overwrite", commit_properties=ctx.props())
+    return _committed(ctx, f"{target.qualified_name} now holds the exchanged partition's rows", path)
 
 
 def _rename_table(ctx: _Ctx, before: TableInfo | None, after: TableInfo) -> dict[str, Any]:
@@ -530,6 +631,13 @@ def _info(v: Any) -> TableInfo | None:
     return TableInfo.from_json(v) if isinstance(v, str | bytes) else TableInfo.from_dict(v)
 
 
+def _need_info(v: Any, which: str) -> TableInfo:
+    info = _info(v)
+    if info is None:
+        raise ChangefeedError(f"ddl_apply: exchange argument {which!r} is missing")
+    return info
+
+
 def _job(v: Any) -> DDLJob:
     if isinstance(v, DDLJob):
         return v
@@ -538,9 +646,12 @@ def _job(v: Any) -> DDLJob:
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
     """The ``cdc_core.changefeed.spark_engine`` entry point: ``sink_uri``, ``changefeed_id``, ``job``
-    (``DDLJob.to_json()``), ``before`` / ``after`` (``TableInfo`` JSON or null)."""
+    (``DDLJob.to_json()``), ``before`` / ``after`` (``TableInfo`` JSON or null), and for EXCHANGE PARTITION
+    ``exchange`` (:class:`Exchange`'s fields, table infos as JSON)."""
+    ex = args.get("exchange")
     return apply_ddl(
-        args["sink_uri"], args["changefeed_id"], _job(args["job"]), _info(args.get("before")), _info(args.get("after"))
+        args["sink_uri"], args["changefeed_id"], _job(args["job"]), _info(args.get("before")), _info(args.get("after")),
+        Exchange.from_args(ex) if ex else None,
     )
 
 

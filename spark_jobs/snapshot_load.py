@@ -245,6 +245,15 @@ def fetch_partition(pd_addr: str, tidb: str | None, ts: int, table_json: str, ch
                 yield _typed_row(table, row)
 
 
+def upstream_reader(pd_addr: str, tidb: str | None, ts: int, source: TableInfo,
+                    target: TableInfo | None = None) -> pa.RecordBatchReader:
+    """``source``'s rows at ``ts``, streamed off one MySQL connection as batches of ``LOAD_BATCH_ROWS`` rows at
+    most, typed with ``target``'s Arrow schema (default: the source's; a table of the same columns)."""
+    schema = (target or source).arrow_schema()
+    rows = fetch_partition(pd_addr, tidb, ts, source.to_json(), iter([Chunk(None, None)]))
+    return pa.RecordBatchReader.from_batches(schema, _batched(rows, schema))
+
+
 def spark_schema(table: TableInfo) -> str:
     return ", ".join(f"`{n}` {t}" for n, t in image_columns(table))
 
@@ -255,20 +264,25 @@ def _rows_batch(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatc
         [pa.array(list(c), type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
 
 
+def _batched(rows: Iterator[tuple[Any, ...]], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """``rows`` as batches of ``schema``, ``LOAD_BATCH_ROWS`` rows at most (none for no rows)."""
+    batch: list[tuple[Any, ...]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= LOAD_BATCH_ROWS:
+            yield _rows_batch(batch, schema)
+            batch = []
+    if batch:
+        yield _rows_batch(batch, schema)
+
+
 def fetch_chunk_batches(pd_addr: str, tidb: str | None, ts: int, table_json: str, schema: pa.Schema,
                         specs: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body (a Spark Python worker): chunk specs (``lo``, ``hi``) in, their rows out as batches
     of ``schema`` (what Spark expects for the table's image columns), ``LOAD_BATCH_ROWS`` rows at most."""
     chunks = (Chunk.from_spec(lo, hi) for b in specs
               for lo, hi in zip(b.column("lo").to_pylist(), b.column("hi").to_pylist(), strict=True))
-    rows: list[tuple[Any, ...]] = []
-    for row in fetch_partition(pd_addr, tidb, ts, table_json, chunks):
-        rows.append(row)
-        if len(rows) >= LOAD_BATCH_ROWS:
-            yield _rows_batch(rows, schema)
-            rows = []
-    if rows:
-        yield _rows_batch(rows, schema)
+    yield from _batched(fetch_partition(pd_addr, tidb, ts, table_json, chunks), schema)
 
 
 def upstream_frame(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo, *, tidb: str | None = None,
@@ -334,14 +348,8 @@ def _write_arrow(d: Path, table: TableInfo, rows: Iterator[tuple[Any, ...]]) -> 
     d.mkdir(parents=True)
     schema = table.arrow_schema()
     with pq.ParquetWriter(d / "part-00000.parquet", schema) as writer:
-        batch: list[tuple[Any, ...]] = []
-        for row in rows:
-            batch.append(row)
-            if len(batch) >= LOAD_BATCH_ROWS:
-                writer.write_batch(_rows_batch(batch, schema))
-                batch = []
-        if batch:
-            writer.write_batch(_rows_batch(batch, schema))
+        for batch in _batched(rows, schema):
+            writer.write_batch(batch)
 
 
 def _count_rows(d: Path) -> int:

@@ -34,7 +34,7 @@ log = get_logger("cdcflow.ddl")
 # TiDB's partition DDL not replicated yet (model.ActionType names, cdc_core.schema.tidb_json.OTHER_ACTIONS): they
 # move rows between partitions and tables without row events. One on a replicated table stops the changefeed
 # before it (checkpoint unmoved). ADD / DROP / TRUNCATE PARTITION are replicated (spark_jobs/ddl_apply.py).
-PARTITION_JOB_TYPES = frozenset({"exchange partition", "alter table reorganize partition", "alter table partition by",
+PARTITION_JOB_TYPES = frozenset({"alter table reorganize partition", "alter table partition by",
                                  "alter table remove partitioning"})
 
 
@@ -126,9 +126,24 @@ class SchemaLog:
         for j in self.jobs:
             if j.finished_ts > checkpoint_ts:
                 keep.append(j)
-            elif j.table_info is not None and j.table_info.id in alive:
-                latest_defining[j.table_info.id] = j
-            elif j.job_type == "create schema" and j.schema_id is not None:
-                schema_jobs[j.schema_id] = j
-        kept_old = sorted([*latest_defining.values(), *schema_jobs.values()], key=ddl_history.sort_key)
+            else:
+                if j.table_info is not None and j.table_info.id in alive:
+                    latest_defining[j.table_info.id] = j
+                if j.job_type == "exchange partition" and j.partition_id in alive:
+                    latest_defining[j.partition_id] = j  # the normal table, under the partition's id since
+                elif j.job_type == "create schema" and j.schema_id is not None:
+                    schema_jobs[j.schema_id] = j
+        defining = [j if j.job_type != "exchange partition" else _as_create(j, tid, storage, checkpoint_ts)
+                    for tid, j in latest_defining.items()]
+        kept_old = sorted([*defining, *schema_jobs.values()], key=ddl_history.sort_key)
         self.jobs = [*kept_old, *keep]
+
+
+def _as_create(job: DDLJob, table_id: int, storage: SchemaStorage, ts: int) -> DDLJob:
+    """A table that an EXCHANGE PARTITION defined last, as a CREATE TABLE at that job's ts: the exchange replays only
+    after both of its tables' earlier jobs, which GC drops (part 0: the partitioned table, 1: the normal one)."""
+    info = storage.table_at(table_id, ts)
+    assert info is not None  # alive at ts
+    return DDLJob(job_id=job.job_id, job_type="create table", schema_id=info.db_id, table_id=table_id,
+                  schema_name=info.db_name, table_name=info.name, query=job.query, schema_version=job.schema_version,
+                  table_info=info, finished_ts=job.finished_ts, sub_index=0 if table_id == job.table_id else 1)

@@ -186,7 +186,8 @@ def lineage(storage: SchemaStorage, table_id: int, after_ts: int, upto_ts: int) 
 
 
 def concerns(job: DDLJob, ids: set[int]) -> bool:
-    tids = {job.table_id, job.old_table_id, job.table_info.id if job.table_info else None}
+    # EXCHANGE PARTITION: the normal table is old_table_id before the job and partition_id after it.
+    tids = {job.table_id, job.old_table_id, job.partition_id, job.table_info.id if job.table_info else None}
     return bool(tids & ids)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cdc_core import failpoint
+from cdc_core.errors import ChangefeedError
 from cdc_core.log import get_logger
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import TableInfo
@@ -94,25 +95,65 @@ def apply_steps(
                          job_id=job.job_id, query=job.query)
                 out.barriers.append({"ts": job.finished_ts, "job": job.job_type, "applied": False})
             else:
-                before_id = job.old_table_id if job.old_table_id is not None else job.table_id
-                before = storage.table_at(before_id, job.finished_ts - 1) if before_id is not None else None
-                if before is not None and job.job_type == "rename table" and job.old_table_name:
-                    # One part of a RENAME TABLES: the parts apply in order at one ts, and a table renamed twice
-                    # (``a TO tmp, b TO a, tmp TO b``) starts this part from the name the last one gave it.
-                    before = replace(before, name=job.old_table_name, db_name=job.old_schema_name or before.db_name,
-                                     db_id=job.old_schema_id if job.old_schema_id is not None else before.db_id)
-                res = spark_engine.run_job("ddl_apply", {
-                    "sink_uri": cfg.sink_uri,
-                    "changefeed_id": cfg.changefeed_id,
-                    "job": job.to_json(),
-                    "before": target_of(before).to_json() if before else None,
-                    "after": target_of(job.table_info).to_json() if job.table_info else None,
-                })
+                res = spark_engine.run_job("ddl_apply", _ddl_args(cfg, storage, job, target_of))
                 out.barriers.append({"ts": job.finished_ts, "job": job.job_type, "applied": True, "result": res})
                 failpoint.hit("apply.ddl_applied")
             if after_ddl is not None:
                 after_ddl(job)
     return out
+
+
+def _ddl_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,
+              target_of: Callable[[TableInfo], TableInfo]) -> dict[str, Any]:
+    """The ``ddl_apply`` job's arguments: the job and its table just before and after it."""
+    if job.job_type == "exchange partition":
+        return _exchange_args(cfg, storage, job, target_of)
+    before_id = job.old_table_id if job.old_table_id is not None else job.table_id
+    before = storage.table_at(before_id, job.finished_ts - 1) if before_id is not None else None
+    if before is not None and job.job_type == "rename table" and job.old_table_name:
+        # One part of a RENAME TABLES: the parts apply in order at one ts, and a table renamed twice
+        # (``a TO tmp, b TO a, tmp TO b``) starts this part from the name the last one gave it.
+        before = replace(before, name=job.old_table_name, db_name=job.old_schema_name or before.db_name,
+                         db_id=job.old_schema_id if job.old_schema_id is not None else before.db_id)
+    return {
+        "sink_uri": cfg.sink_uri,
+        "changefeed_id": cfg.changefeed_id,
+        "job": job.to_json(),
+        "before": target_of(before).to_json() if before else None,
+        "after": target_of(job.table_info).to_json() if job.table_info else None,
+    }
+
+
+def _exchange_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,
+                   target_of: Callable[[TableInfo], TableInfo]) -> dict[str, Any]:
+    """EXCHANGE PARTITION touches two tables, each only where the table filter replicates it: ``before`` /
+    ``after`` are the partitioned table's (null when it is not replicated), ``exchange`` the normal table's and
+    the upstream's addresses (the rows that change sides are read there, at the barrier)."""
+    from cdc_core.client.upstream import resolve_pd_addr
+
+    b, flt = job.finished_ts, cfg.table_filter
+    pt_before = storage.table_at(job.table_id, b - 1) if job.table_id is not None else None
+    nt_before = storage.table_at(job.old_table_id, b - 1) if job.old_table_id is not None else None
+    nt_after = storage.table_at(job.partition_id, b) if job.partition_id is not None else None
+    if pt_before is None or nt_before is None or nt_after is None or job.table_info is None:
+        raise ChangefeedError(f"EXCHANGE PARTITION (job {job.job_id}, ts {b}): its tables are not in the schema "
+                              f"storage (partitioned {job.table_id}, normal {job.old_table_id})")
+    pt_on = flt.match(pt_before.db_name, pt_before.name)
+    return {
+        "sink_uri": cfg.sink_uri,
+        "changefeed_id": cfg.changefeed_id,
+        "job": job.to_json(),
+        "before": target_of(pt_before).to_json() if pt_on else None,
+        "after": target_of(job.table_info).to_json() if pt_on else None,
+        "exchange": {
+            "normal_before": nt_before.to_json(),
+            "normal_after": nt_after.to_json(),  # read upstream by its names then
+            "normal_target": target_of(nt_after).to_json(),  # whose names give the Delta path
+            "replicate_normal": flt.match(nt_before.db_name, nt_before.name),
+            "pd_addr": resolve_pd_addr(cfg.upstream),
+            "tidb": cfg.tidb,
+        },
+    }
 
 
 def changed(result: dict[str, Any], table: TableInfo) -> bool:

@@ -275,8 +275,12 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     slog.save()
     storage = slog.storage()
     flt = cfg.table_filter
+    # Each table as the window's jobs leave it, from the schema storage (which names an exchanged partitioned table,
+    # and holds the normal table under the partition's id: neither is a job's own TableInfo).
+    touched = (storage.table_at(tid, j.finished_ts) for j in jobs
+               for tid in (j.table_info.id if j.table_info else None, j.partition_id) if tid is not None)
     versions = [*_replicated_at(cfg, storage, checkpoint),
-                *(j.table_info for j in jobs if j.table_info and flt.match(j.table_info.db_name, j.table_info.name))]
+                *(t for t in touched if t is not None and flt.match(t.db_name, t.name))]
     ids = {t.id for t in versions}
     # 2. The row changes of every table replicated at some point of the window, a partitioned table's under the id
     #    of every partition it had in the window (TiKV keys its rows by them; ADD / DROP PARTITION change them).

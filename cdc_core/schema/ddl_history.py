@@ -72,6 +72,7 @@ JOB_TYPES = (
     "add partition",
     "drop partition",
     "truncate partition",
+    "exchange partition",
 )
 
 
@@ -96,6 +97,13 @@ class DDLJob:
     sub_index: int = 0
     # A multi-schema change (one ALTER TABLE of several changes, one job): its sub-jobs' types, in order.
     sub_job_types: tuple[str, ...] = ()
+    # EXCHANGE PARTITION: the partition swapped out (its id before the job, which the normal table takes; the
+    # partition takes the normal table's), its name and WITH/WITHOUT VALIDATION. The job is the partitioned
+    # table's (table_id, schema_id, table_info); the normal table is old_table_id / old_schema_id / ... (TiDB's
+    # job names the normal table, args the partitioned one: pkg/ddl/executor.go ExchangeTablePartition).
+    partition_id: int | None = None
+    partition_name: str | None = None
+    with_validation: bool = True
 
     @property
     def key(self) -> tuple[int, int]:
@@ -121,6 +129,9 @@ class DDLJob:
             "old_schema_id": self.old_schema_id,
             "sub_index": self.sub_index,
             "sub_job_types": list(self.sub_job_types),
+            "partition_id": self.partition_id,
+            "partition_name": self.partition_name,
+            "with_validation": self.with_validation,
         }
 
     @classmethod
@@ -143,6 +154,9 @@ class DDLJob:
             old_schema_id=_opt_int(row.get("old_schema_id")),
             sub_index=int(row.get("sub_index") or 0),
             sub_job_types=tuple(row.get("sub_job_types") or ()),
+            partition_id=_opt_int(row.get("partition_id")),
+            partition_name=row.get("partition_name"),
+            with_validation=bool(row.get("with_validation", True)),
         )
 
     def to_json(self) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cdc_core.schema.ddl_history import DDLJob, sort_key
-from cdc_core.schema.model import TableInfo
+from cdc_core.schema.model import SchemaError, TableInfo
 
 
 @dataclass
@@ -34,10 +34,13 @@ class SchemaStorage:
             s.apply(job)
         return s
 
-    def apply(self, job: DDLJob) -> None:
-        """Record a finished job; jobs must arrive in commit-ts order."""
+    def apply(self, job: DDLJob) -> DDLJob:
+        """Record a finished job; jobs must arrive in commit-ts order. Returns the job as recorded (an EXCHANGE
+        PARTITION gains the names TiDB's job leaves out, see :meth:`_exchange`)."""
         if job.finished_ts < self.resolved_ts:
             raise ValueError(f"DDL job {job.job_id} at ts {job.finished_ts} arrived after ts {self.resolved_ts}")
+        if job.job_type == "exchange partition":
+            job = self._exchange(job)
         self._jobs.append(job)
         self.resolved_ts = job.finished_ts
         if job.job_type == "truncate table" and job.old_table_id is not None:
@@ -51,6 +54,28 @@ class SchemaStorage:
                     self._put(tid, job.finished_ts, None)
         if job.table_info is not None:
             self._put(job.table_info.id, job.finished_ts, job.table_info)
+        return job
+
+    def _exchange(self, job: DDLJob) -> DDLJob:
+        """EXCHANGE PARTITION: the partition's id passes to the normal table and the normal table's id to the
+        partition; no row moves (TiDB swaps the ids of the two key ranges). The job's TableInfo is the partitioned
+        table's after the swap, under the database name the table had (TiDB's job names only the normal table's,
+        pingcap/tidb#43819); the normal table continues under the partition's id with its own schema, as TiCDC's
+        schema snapshot does (``exchangePartition``, cdc/entry/schema/snapshot.go)."""
+        info, nt_id, part_id = job.table_info, job.old_table_id, job.partition_id
+        if info is None or nt_id is None or part_id is None:
+            raise SchemaError(f"DDL job {job.job_id} (exchange partition) without its tables and partition")
+        pt_before, nt_before = self._latest(info.id), self._latest(nt_id)
+        if pt_before is None or nt_before is None:
+            raise SchemaError(f"DDL job {job.job_id} (exchange partition) at ts {job.finished_ts}: table "
+                              f"{info.id if pt_before is None else nt_id} is not in the schema")
+        info = replace(info, db_name=pt_before.db_name, db_id=pt_before.db_id)
+        nt_after = replace(nt_before, id=part_id, schema_version=job.schema_version)
+        self._put(nt_id, job.finished_ts, None)
+        self._put(part_id, job.finished_ts, nt_after)
+        return replace(job, table_info=info, schema_id=pt_before.db_id, schema_name=pt_before.db_name,
+                       table_name=info.name, old_schema_name=nt_before.db_name, old_table_name=nt_before.name,
+                       old_schema_id=nt_before.db_id)
 
     def _put(self, table_id: int, ts: int, info: TableInfo | None) -> None:
         v = self._tables.setdefault(table_id, _Versions())

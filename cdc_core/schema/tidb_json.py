@@ -58,6 +58,7 @@ ACTION_TYPES: dict[str, int] = {
     "add partition": 19,  # ActionAddTablePartition
     "drop partition": 20,  # ActionDropTablePartition
     "truncate partition": 23,  # ActionTruncateTablePartition
+    "exchange partition": 42,  # ActionExchangeTablePartition
     MULTI_SCHEMA_CHANGE: 61,
 }
 # TiDB's names (``actionMap``) of the action types cdcflow does not replicate, for errors and logs.
@@ -69,7 +70,7 @@ OTHER_ACTIONS: dict[int, str] = {
     28: "unlock table", 29: "repair table", 30: "set tiflash replica", 31: "update tiflash replica status",
     32: "add primary key", 33: "drop primary key", 34: "create sequence", 35: "alter sequence",
     36: "drop sequence", 37: "add multi-columns", 38: "drop multi-columns", 39: "modify auto id cache",
-    40: "rebase auto_random ID", 41: "alter index visibility", 42: "exchange partition",
+    40: "rebase auto_random ID", 41: "alter index visibility",
     43: "add check constraint", 44: "drop check constraint", 45: "alter check constraint",
     47: "rename tables", 48: "drop multi-indexes", 49: "alter table attributes",
     50: "alter table partition attributes", 51: "create placement policy", 52: "alter placement policy",
@@ -328,10 +329,16 @@ def db_to_tidb(db_id: int, name: str) -> dict[str, Any]:
 def job_to_tidb(job: Any, *, finished: bool = True) -> dict[str, Any]:
     """``model.Job`` JSON of a ``DDLJob`` (state left to the caller). ``finished``: whether ``binlog.FinishedTS``
     is set (TiDB sets it when the job is moved to the history table, not in the done row)."""
-    table_id = job.table_id
-    table_name = job.table_name
+    table_id, table_name = job.table_id, job.table_name
+    schema_id, schema_name = job.schema_id, job.schema_name
     args: list[Any] = []
-    if job.job_type == "truncate table":
+    if job.job_type == "exchange partition":
+        # TiDB's job is the normal table's; the partitioned table is in the args (ExchangeTablePartitionArgs,
+        # positional in JobVersion1) and its TableInfo after the swap is the binlog's.
+        schema_id, table_id, schema_name = job.old_schema_id, job.old_table_id, job.old_schema_name
+        table_name = job.old_table_name
+        args = [job.partition_id, job.schema_id, job.table_id, job.partition_name, job.with_validation]
+    elif job.job_type == "truncate table":
         table_id = job.old_table_id if job.old_table_id is not None else job.table_id
         args = [None, []]  # GetTruncateTableArgsAfterRun: [start key, old partition ids]
     elif job.job_type == "rename table":
@@ -348,8 +355,8 @@ def job_to_tidb(job: Any, *, finished: bool = True) -> dict[str, Any]:
     if action is None:
         raise SchemaError(f"job {job.job_id}: no TiDB action type for {job.job_type!r}")
     return {
-        "id": job.job_id, "type": action, "schema_id": job.schema_id or 0, "table_id": table_id or 0,
-        "schema_name": job.schema_name or "", "table_name": table_name or "", "state": 0, "warning": None,
+        "id": job.job_id, "type": action, "schema_id": schema_id or 0, "table_id": table_id or 0,
+        "schema_name": schema_name or "", "table_name": table_name or "", "state": 0, "warning": None,
         "err": None, "err_count": 0, "row_count": 0, "raw_args": args,
         "schema_state": STATE_NONE if job.job_type in _DROPS else STATE_PUBLIC, "snapshot_ver": 0,
         "real_start_ts": 0, "start_ts": 0, "dependency_id": 0, "query": job.query, "binlog": binlog,
@@ -406,10 +413,13 @@ def job_from_tidb(d: dict[str, Any]) -> Any:
     version = int(binlog.get("SchemaVersion") or 0)
     table_info = None
     ti = binlog.get("TableInfo")
+    exchange = _exchange_args(d.get("raw_args"), where) if job_type == "exchange partition" else None
     if ti and job_type not in _DROPS and action in _JOB_TYPE_OF:
+        # An exchange's TableInfo is the partitioned table's, whose database the job does not name (its names
+        # are the normal table's): schema storage gives it the name it has (as TiCDC does, tidb#43819).
+        db_name, db_id = (("", exchange[1]) if exchange is not None else (schema_name or "", int(schema_id or 0)))
         try:
-            table_info = table_from_tidb(ti, db_name=schema_name or "", db_id=int(schema_id or 0),
-                                         schema_version=version)
+            table_info = table_from_tidb(ti, db_name=db_name, db_id=db_id, schema_version=version)
         except SchemaError as exc:
             raise SchemaError(f"{where} ({job_type}): {exc}") from None
     table_id = d.get("table_id") or None
@@ -420,6 +430,12 @@ def job_from_tidb(d: dict[str, Any]) -> Any:
     elif job_type == "rename table" and table_info is not None:
         old_schema_id, old_schema_name = _rename_args(d.get("raw_args"))
         old_table_id, old_table_name, table_name = table_id, table_name, table_info.name
+    elif exchange is not None:
+        if table_info is None or table_info.id != exchange[2] or table_info.partition is None:
+            raise SchemaError(f"{where} (exchange partition): the binlog's TableInfo is not the partitioned table "
+                              f"{exchange[2]} of the args")
+        old_schema_id, old_table_id, old_schema_name, old_table_name = schema_id, table_id, schema_name, table_name
+        schema_id, table_id, schema_name = exchange[1], exchange[2], None
     if table_info is not None:
         table_name = table_info.name
     msi = d.get("multi_schema_info") or {}
@@ -430,7 +446,27 @@ def job_from_tidb(d: dict[str, Any]) -> Any:
         table_name=table_name, query=str(d.get("query") or ""), schema_version=version, table_info=table_info,
         finished_ts=int(binlog.get("FinishedTS") or 0), old_table_id=old_table_id,
         old_schema_name=old_schema_name, old_table_name=old_table_name, old_schema_id=old_schema_id,
+        partition_id=exchange[0] if exchange else None, partition_name=exchange[3] if exchange else None,
+        with_validation=exchange[4] if exchange else True,
     )
+
+
+def _exchange_args(raw: Any, where: str) -> tuple[int, int, int, str, bool]:
+    """(partition id, partitioned table's schema id, its table id, partition name, with validation) of an
+    EXCHANGE PARTITION job's ``raw_args``: JobVersion1's positional list or JobVersion2's struct
+    (``ExchangeTablePartitionArgs``, pkg/meta/model/job_args.go)."""
+    try:
+        if isinstance(raw, list) and raw and isinstance(raw[0], dict):
+            a = raw[0]
+            return (int(a["partition_id"]), int(a["pt_schema_id"]), int(a["pt_table_id"]),
+                    str(a.get("partition_name") or ""), bool(a.get("with_validation", False)))
+        if isinstance(raw, list) and len(raw) >= 4:
+            name = raw[3]
+            return (int(raw[0]), int(raw[1]), int(raw[2]), _name(name, where) if isinstance(name, dict) else str(name),
+                    bool(raw[4]) if len(raw) > 4 else False)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SchemaError(f"{where} (exchange partition): bad args {raw!r}: {exc}") from None
+    raise SchemaError(f"{where} (exchange partition): bad args {raw!r}")
 
 
 # --- jobs of several tables -------------------------------------------------------------------------------------

@@ -55,6 +55,10 @@ class Catalog:
         self._row_ids[table_id] = first + n
         return first
 
+    def next_row_id(self, table_id: int) -> int:
+        """The value the table's allocator hands out next."""
+        return self._row_ids.get(table_id, 1)
+
     def rebase_row_id(self, table_id: int, used: int) -> None:
         """An explicit auto-increment value was inserted: later allocations go above it."""
         if used + 1 > self._row_ids.get(table_id, 1):

@@ -46,6 +46,10 @@ ER_NOT_SUPPORTED_YET = MysqlCode(1235, b"42000")  # "This version of TiDB doesn'
 ER_UNSUPPORTED_DDL = MysqlCode(8200, b"HY000")  # TiDB's ErrUnsupportedDDLOperation / ErrUnsupportedModifyColumn
 ER_NO_PARTITION_FOR_GIVEN_VALUE = MysqlCode(1526, b"HY000")
 ER_UNIQUE_KEY_NEED_ALL_FIELDS_IN_PF = MysqlCode(1503, b"HY000")
+ER_PARTITION_MGMT_ON_NONPARTITIONED = MysqlCode(1505, b"HY000")
+ER_PARTITION_EXCHANGE_PART_TABLE = MysqlCode(1732, b"HY000")
+ER_TABLES_DIFFERENT_METADATA = MysqlCode(1736, b"HY000")
+ER_ROW_DOES_NOT_MATCH_PARTITION = MysqlCode(1737, b"HY000")
 # TiDB's ErrMemoryExceedForQuery (pkg/errno/errcode.go): a query over its memory quota; here a listing refused by
 # the upstream-catalog limiter.
 TIDB_MEM_QUOTA_EXCEEDED = MysqlCode(8175, b"HY000")
@@ -78,6 +82,10 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^Table has no partition for value", ER_NO_PARTITION_FOR_GIVEN_VALUE),
         (r"^A (PRIMARY KEY|UNIQUE INDEX) must include all columns in the table's partitioning function",
          ER_UNIQUE_KEY_NEED_ALL_FIELDS_IN_PF),
+        (r"^Partition management on a not partitioned table", ER_PARTITION_MGMT_ON_NONPARTITIONED),
+        (r"^Table to exchange with partition is partitioned", ER_PARTITION_EXCHANGE_PART_TABLE),
+        (r"^Tables have different definitions", ER_TABLES_DIFFERENT_METADATA),
+        (r"^Found a row that does not match the partition", ER_ROW_DOES_NOT_MATCH_PARTITION),
         # A value that does not fit its column (cdc_core.schema.column_type's messages), as strict mode refuses it.
         (r"^column '.*' \(.*\): .*(out of range|outside .*range|does not fit)", ER_WARN_DATA_OUT_OF_RANGE),
         (r"^column '.*' \(.*\): .*too long", ER_DATA_TOO_LONG),

@@ -26,7 +26,7 @@ import functools
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import sqlglot
@@ -70,6 +70,8 @@ _AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Sum)
 # as the definitions of the table's partitioning method (group 3, prefixed with the method by the caller).
 _PARTITION_OP_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+(ADD|DROP|TRUNCATE)\s+PARTITION\b\s*(.*)$",
                               re.IGNORECASE | re.DOTALL)
+_EXCHANGE_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+EXCHANGE\s+PARTITION\s+`?(\w+)`?\s+WITH\s+TABLE\s+"
+                          r"([`\w.]+)(?:\s+(WITH|WITHOUT)\s+VALIDATION)?\s*$", re.IGNORECASE | re.DOTALL)
 _RENAME_RE = re.compile(r"^\s*RENAME\s+TABLE\s+(.+)$", re.IGNORECASE | re.DOTALL)
 _RENAME_PAIR_RE = re.compile(r"^\s*([`\w.]+)\s+TO\s+([`\w.]+)\s*$", re.IGNORECASE)
 # TiDB's SPLIT TABLE (sqlglot cannot parse it): BETWEEN (lo) AND (hi) REGIONS n, or BY (v1), (v2)...
@@ -144,7 +146,7 @@ def split_script(sql: str) -> list[ParsedStatement]:
         if re.match(r"^\s*CREATE\s+TABLE\b", text, re.IGNORECASE):
             text, clause = cut_partition_clause(text)
             partition = parse_partition_clause(clause) if clause is not None else None
-        if _PARTITION_OP_RE.match(text):  # sqlglot cannot parse these: the SQL front reads them itself
+        if _PARTITION_OP_RE.match(text) or _EXCHANGE_RE.match(text):  # sqlglot cannot parse these: read here
             command = exp.Command(this="ALTER_PARTITION", expression=exp.Literal.string(text))
             out.append(ParsedStatement(original, command, None))
             continue
@@ -431,6 +433,12 @@ class Session:
             ref = _table_ref(on.this, "DROP INDEX")
             d, ix_name = self._current_db(ref), str((node.args.get("tables") or [node.this])[0].name)
             action = lambda: [ddl.drop_index(d, str(ref.name), ix_name, st.text)]  # noqa: E731
+        elif (isinstance(node, exp.Command) and str(node.this).upper() == "ALTER_PARTITION"
+              and (x := _EXCHANGE_RE.match(st.text)) is not None):
+            (d, tname), (nd, nname) = self._split_name(x.group(1)), self._split_name(x.group(3))
+            checked, part_name = (x.group(4) or "WITH").upper() == "WITH", x.group(2)
+            action = lambda: [ddl.exchange_partition(d, tname, part_name, nd, nname, checked,  # noqa: E731
+                                                     st.text)]
         elif isinstance(node, exp.Command) and str(node.this).upper() == "ALTER_PARTITION":
             m = _PARTITION_OP_RE.match(st.text)
             assert m is not None
@@ -560,7 +568,8 @@ class Session:
                 start, end = keycodec.table_span(table_id)
                 for _, v in self.engine.store.scan(start, end, self.at_ts):
                     for job in ddl_history.history_from_value(table_id, v):
-                        jobs.setdefault(job.key, job)
+                        # A done job not yet moved carries no finished ts: it finished at or before the read ts.
+                        jobs.setdefault(job.key, job if job.finished_ts else replace(job, finished_ts=self.at_ts))
             tables = SchemaStorage.from_jobs(jobs.values())
             self._snapshot_schema = {(t.db_name.lower(), t.name.lower()): t for t in tables.tables_at(self.at_ts)}
             # System tables are not DDL jobs themselves.

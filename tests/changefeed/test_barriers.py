@@ -77,10 +77,10 @@ def _job_row(jid: int, ts: int, meta: bytes | None, op: str = "put") -> dict:
 
 def test_decode_jobs_deduplicates_whitelists_and_refuses_partition_ddl_on_replicated_tables():
     a, b = _job(1, "create table", 10, _t(101)), _job(2, "add column", 20, _t(101))
-    # An EXCHANGE PARTITION job (ActionExchangeTablePartition = 42) as TiDB writes it: not replicated yet.
-    odd = json.dumps({"id": 3, "type": 42, "schema_id": 100, "table_id": 101, "schema_name": "db",
+    # A REORGANIZE PARTITION job (ActionReorganizePartition = 64) as TiDB writes it: not replicated yet.
+    odd = json.dumps({"id": 3, "type": 64, "schema_id": 100, "table_id": 101, "schema_name": "db",
                       "table_name": "t", "state": ddl_history.JOB_STATE_DONE,
-                      "query": "ALTER TABLE t EXCHANGE PARTITION p WITH TABLE u",
+                      "query": "ALTER TABLE t REORGANIZE PARTITION p INTO (PARTITION p1 VALUES LESS THAN (10))",
                       "binlog": {"SchemaVersion": 3, "TableInfo": None, "FinishedTS": 0}}).encode()
     window = pa.concat_tables([_bronze([b, a, a], extra_rows=3),
                                pa.Table.from_pylist([_job_row(3, 30, odd)], schema=changelog.SCHEMA)])
@@ -89,8 +89,8 @@ def test_decode_jobs_deduplicates_whitelists_and_refuses_partition_ddl_on_replic
     # The table as TiDB's job carries it, at the job's schema version.
     assert got[0].table_info == replace(a.table_info, schema_version=1) and got[0].finished_ts == 10
     # On a replicated table it stops the changefeed: the rows it moves between tables go without row events.
-    with pytest.raises(ChangefeedError, match=r"DDL job 3 \(exchange partition\) on db\.t at commit ts 30: "
-                                              r"partition DDL is not replicated yet"):
+    with pytest.raises(ChangefeedError, match=r"DDL job 3 \(alter table reorganize partition\) on db\.t at commit "
+                                              r"ts 30: partition DDL is not replicated yet"):
         ddl_puller.decode_jobs(window, TableFilter(["db.*"]).match)
     assert [j.job_id for j in ddl_puller.decode_jobs(window, TableFilter(["other.*"]).match)] == [1, 2]
 
@@ -126,3 +126,30 @@ def test_schema_log_persists_advances_and_gcs(tmp_path, monkeypatch):
     assert s.table_at(101, 22) == t1 and s.table_at(101, 25).schema_version == 4
     with pytest.raises(ChangefeedError, match="no schema storage"):
         ddl_puller.SchemaLog.load("nope")
+
+
+def test_schema_log_gc_keeps_both_tables_an_exchange_partition_defined(tmp_path, monkeypatch):
+    from cdc_core.schema.partition import RANGE, PartitionDef, PartitionInfo
+
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
+
+    def parts(*ids: int) -> PartitionInfo:
+        return PartitionInfo(RANGE, "id", (PartitionDef(ids[0], "p0", 10), PartitionDef(ids[1], "p1", None)))
+
+    pt, nt = replace(_t(101, "pt"), partition=parts(102, 103)), _t(104, "nt")
+    exchange = _job(3, "exchange partition", 20, replace(pt, partition=parts(104, 103), schema_version=3),
+                    old_table_id=104, old_schema_id=100, old_schema_name="db", old_table_name="nt", partition_id=102,
+                    partition_name="p0")
+    altered = _job(4, "add column", 30, replace(pt, schema_version=4, partition=parts(104, 103)))
+    log = ddl_puller.SchemaLog("cf", [_job(1, "create table", 10, pt), _job(2, "create table", 11, nt), exchange,
+                                      altered], 30)
+    before = log.storage()
+    log.gc(25)
+    # The exchange alone cannot replay (it needs both tables' earlier jobs): each table it defined is kept as a
+    # CREATE TABLE at its ts, the later job as it is.
+    assert [(j.job_id, j.sub_index, j.job_type) for j in log.jobs] == [
+        (3, 0, "create table"), (3, 1, "create table"), (4, 0, "add column")]
+    after = log.storage()
+    for tid in (101, 102, 104):
+        assert after.table_at(tid, 25) == before.table_at(tid, 25)
+    assert after.table_at(102, 25).name == "nt" and after.table_at(101, 30).schema_version == 4

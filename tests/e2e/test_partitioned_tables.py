@@ -99,3 +99,69 @@ def test_partitioned_tables_replicate_into_one_delta_table_each(cdc_home: Path, 
         assert sorted(row["k"] for row in delta_rows(sink, db, "l", "v")) == [4, 5, 6]
         assert sorted(row["id"] for row in delta_rows(sink, db, "h", "id")) == [-1, 9, 11]
         assert [row["v"] for row in delta_rows(sink, db, "r", "id") if 100 <= row["id"] < 1000] == ["back"]
+
+
+STAGED = 200_000  # rows of a table the changefeed does not replicate, exchanged into a partition
+
+
+def test_exchange_partition_swaps_rows_between_tables_at_its_barrier(cdc_home: Path, upstream_cluster: Any) -> None:
+    """EXCHANGE PARTITION moves no row upstream (the two key ranges swap table ids), so no row event says which
+    rows changed tables: at the barrier the partition's rows leave the partitioned table's Delta table and the
+    normal table's (read upstream just before the job) arrive, and the normal table's Delta table takes the
+    partition's. Once with both tables replicated, once with a 200,000-row staging table outside the filter."""
+    db, out = "e2e_exch", "e2e_exch_out"
+    sink = cdc_home / "lake-exch"
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"""
+            CREATE DATABASE {db}; CREATE DATABASE {out}; USE {db};
+            CREATE TABLE x (id INT PRIMARY KEY, v VARCHAR(16))
+                PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (1000), PARTITION p1 VALUES LESS THAN
+                                         (1000000), PARTITION p2 VALUES LESS THAN MAXVALUE);
+            CREATE TABLE xn (id INT PRIMARY KEY, v VARCHAR(16));
+            CREATE TABLE {out}.stage (id INT PRIMARY KEY, v VARCHAR(16));
+        """)
+        for lo in range(0, STAGED, 10_000):  # ids 1000..200999: all in p1's range
+            c.execute(f"INSERT INTO {out}.stage VALUES " + ", ".join(
+                f"({1000 + i}, 's{i}')" for i in range(lo, min(lo + 10_000, STAGED))))
+        start = c.get_ts()
+        cfg = cdc_home / "exch.toml"
+        cfg.write_text(f'changefeed-id = "exch"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                       f'[filter]\nrules = ["{db}.*"]\n[data-quality]\nmode = "count"\n')
+        assert '"matched_tables": 2' in _cli("changefeed", "create", "--config", str(cfg))
+
+        def same(ts: int) -> None:
+            for table in ("x", "xn"):
+                assert delta_rows(sink, db, table, "id") == upstream_rows(c, db, table, "id", ts), f"{table} at {ts}"
+
+        # x: ids 0, 5, ..., 1995 (200 in p0, 200 in p1) and one in p2; xn: odd ids below 100 (p0's range).
+        c.execute(f"USE {db}; INSERT INTO x VALUES " + ", ".join(f"({i * 5}, 'x{i}')" for i in range(400)) +
+                  ", (2000000, 'top'); INSERT INTO xn VALUES " + ", ".join(f"({i * 2 + 1}, 'n{i}')" for i in range(50)))
+        t1 = c.get_ts()
+        runner.run_until("exch", t1)
+        same(t1)
+
+        c.execute(f"""
+            USE {db};
+            INSERT INTO x VALUES (101, 'p0 before');
+            ALTER TABLE x EXCHANGE PARTITION p0 WITH TABLE xn;   -- both replicated
+            INSERT INTO xn VALUES (103, 'xn after');             -- under p0's old id now
+            INSERT INTO x VALUES (105, 'x p0 after');            -- under xn's old id now
+            UPDATE xn SET v = 'was x' WHERE id = 0;
+        """)
+        t2 = c.get_ts()
+        (r2,) = runner.run_until("exch", t2)
+        assert r2["check"]["passed"] and load_state("exch").checkpoint_ts == t2
+        same(t2)
+        assert len(delta_rows(sink, db, "xn", "id")) == 200 + 2  # p0's rows (id < 1000), 101 and 103
+        assert [r["id"] for r in delta_rows(sink, db, "x", "id") if r["id"] < 1000] == [*range(1, 100, 2), 105]
+
+        c.execute(f"""
+            USE {db};
+            ALTER TABLE x EXCHANGE PARTITION p1 WITH TABLE {out}.stage;   -- 200,000 rows in, p1's 200 out
+            UPDATE x SET v = 'staged, updated' WHERE id = 1000;
+        """)
+        t3 = c.get_ts()
+        (r3,) = runner.run_until("exch", t3)
+        assert r3["check"]["passed"] and load_state("exch").checkpoint_ts == t3
+        same(t3)
+        assert sum(1 for r in delta_rows(sink, db, "x", "id") if 1000 <= r["id"] < 1000000) == STAGED

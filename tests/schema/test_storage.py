@@ -61,3 +61,29 @@ def test_out_of_order_jobs_are_rejected():
     s.apply(_job(1, "create table", 10, _t(101)))
     with pytest.raises(ValueError, match="arrived after"):
         s.apply(_job(2, "create table", 5, _t(102)))
+
+
+def test_exchange_partition_swaps_the_partition_and_the_normal_table_ids():
+    from cdc_core.schema.partition import RANGE, PartitionDef, PartitionInfo
+
+    def parts(*ids: int) -> PartitionInfo:
+        return PartitionInfo(RANGE, "c1", (PartitionDef(ids[0], "p0", 10), PartitionDef(ids[1], "p1", None)))
+
+    pt = replace(_t(101, "pt"), partition=parts(102, 103))
+    nt = replace(_t(104, "nt"), db_name="stage", db_id=200)
+    # The job as parsed from TiDB's JSON: the partitioned table's TableInfo after the swap, under no database name
+    # (TiDB's job names the normal table's); the normal table as old_*; the partition swapped out.
+    pt_after = replace(pt, db_name="", partition=parts(104, 103), schema_version=3)
+    job = DDLJob(3, "exchange partition", 100, 101, None, "pt", "ALTER TABLE pt EXCHANGE PARTITION p0 WITH TABLE "
+                 "stage.nt", 3, pt_after, 30, old_table_id=104, old_schema_id=200, old_schema_name="stage",
+                 old_table_name="nt", partition_id=102, partition_name="p0")
+    s = SchemaStorage.from_jobs([_job(1, "create table", 10, pt), _job(2, "create table", 11, nt), job])
+    assert s.table_at(101, 29).physical_ids == (102, 103) and s.table_at(104, 29) == nt
+    after = s.table_at(101, 30)
+    assert after.physical_ids == (104, 103) and after.qualified_name == "db.pt"
+    assert s.table_at(104, 30) is None
+    assert s.table_at(102, 30) == replace(nt, id=102, schema_version=3)
+    [recorded] = s.jobs_between(29, 30)
+    assert (recorded.schema_name, recorded.table_info.db_name, recorded.old_schema_name) == ("db", "db", "stage")
+    with pytest.raises(Exception, match="table 104 is not in the schema"):
+        SchemaStorage.from_jobs([_job(1, "create table", 10, pt), job])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -303,3 +304,38 @@ def test_create_tables_and_rename_tables_split_into_a_job_per_table() -> None:
                for i, p in enumerate(tidb_json.jobs_from_tidb(v1))]
     meta_bytes = ddl_history.job_meta(written, ddl_history.JOB_STATE_SYNCED)
     assert json.loads(meta_bytes)["type"] == 47 and ddl_history.jobs_from_meta(meta_bytes) == written
+
+
+def _partitioned(ids: list[int], table_id: int = 80) -> dict[str, Any]:
+    """GOLDEN_CLUSTERED as a RANGE-partitioned table (col01 < 10, < MAXVALUE) with partition ids ``ids``."""
+    defs = [{"id": ids[0], "name": {"O": "p0", "L": "p0"}, "less_than": ["10"]},
+            {"id": ids[1], "name": {"O": "p1", "L": "p1"}, "less_than": ["MAXVALUE"]}]
+    return {**GOLDEN_CLUSTERED, "id": table_id, "partition": {
+        "type": 1, "expr": "`col01`", "columns": None, "enable": True, "num": 2, "definitions": defs}}
+
+
+def test_exchange_partition_jobs_name_the_normal_table_and_carry_the_partitioned_one() -> None:
+    # As TiDB writes it (pkg/ddl/executor.go ExchangeTablePartition): the job is the normal table's (schema 5,
+    # table 77), the args [partition id, pt schema id, pt id, partition name, with validation] name the partitioned
+    # table, whose TableInfo after the swap (partition p0 now under id 77) is the binlog's.
+    v1 = _meta(type=42, schema_id=5, table_id=77, schema_name="stage", table_name="nt",
+               raw_args=[81, 2, 80, "p0", True], query="ALTER TABLE t EXCHANGE PARTITION p0 WITH TABLE stage.nt",
+               binlog={"SchemaVersion": 60, "TableInfo": _partitioned([77, 82])})
+    v2 = {**v1, "version": 2, "raw_args": [{"partition_id": 81, "pt_schema_id": 2, "pt_table_id": 80,
+                                            "partition_name": "p0", "with_validation": True}]}
+    for meta in (v1, v2):
+        job = tidb_json.job_from_tidb(meta)
+        assert (job.job_type, job.table_id, job.schema_id, job.partition_id, job.partition_name) == (
+            "exchange partition", 80, 2, 81, "p0")
+        assert (job.old_table_id, job.old_schema_id, job.old_schema_name, job.old_table_name) == (77, 5, "stage", "nt")
+        assert job.with_validation and job.table_info is not None and job.table_info.physical_ids == (77, 82)
+        # Written back as TiDB writes it, and read back the same.
+        back = json.loads(job.job_meta(ddl_history.JOB_STATE_SYNCED))
+        assert (back["type"], back["schema_id"], back["table_id"], back["schema_name"], back["table_name"],
+                back["raw_args"]) == (42, 5, 77, "stage", "nt", [81, 2, 80, "p0", True])
+        assert ddl_history.jobs_from_meta(job.job_meta(ddl_history.JOB_STATE_SYNCED)) == [
+            replace(job, finished_ts=0)]
+    with pytest.raises(SchemaError, match=r"DDL job 90 \(exchange partition\): bad args"):
+        tidb_json.job_from_tidb({**v1, "raw_args": [81]})
+    with pytest.raises(SchemaError, match="TableInfo is not the partitioned table 99 of the args"):
+        tidb_json.job_from_tidb({**v1, "raw_args": [81, 2, 99, "p0", True]})

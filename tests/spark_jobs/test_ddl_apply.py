@@ -435,3 +435,49 @@ def test_multi_schema_change_pairs_reorganized_columns_by_name_and_refuses_what_
     only = replace(t, max_column_id=5, columns=(t.columns[0], Column(5, "q", "decimal", precision=9, scale=3),
                                                 replace(t.columns[2], name="b2")))  # fmt: skip
     assert swapped_column_ids(replace(job, sub_job_types=("modify column", "modify column")), t, only) == {5: 2}
+
+
+def test_exchange_partition_survives_a_crash_between_its_commits_and_applies_once(sink, upstream_client,
+                                                                                   fresh_db, pd_addr):
+    """Both sides read upstream; the partitioned side deletes, then appends with the app transaction: a re-run
+    after the delete alone (a crash between them) ends the same, a re-run after both changes nothing."""
+    from deltalake import write_deltalake
+
+    from cdc_core.changefeed.schema_loader import load_schema
+    from spark_jobs.ddl_apply import Exchange
+    from spark_jobs.delta_writer import create_silver_table
+    from spark_jobs.snapshot_load import upstream_reader
+
+    c = upstream_client
+    c.execute(f"""USE {fresh_db};
+        CREATE TABLE x (id INT PRIMARY KEY, v VARCHAR(8))
+            PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN MAXVALUE);
+        CREATE TABLE n (id INT PRIMARY KEY, v VARCHAR(8));
+        INSERT INTO x VALUES (1, 'x1'), (2, 'x2'), (20, 'x20'); INSERT INTO n VALUES (3, 'n3'), (2, 'n2')""")
+    before_ts = c.get_ts()
+    c.execute(f"USE {fresh_db}; ALTER TABLE x EXCHANGE PARTITION p0 WITH TABLE n")
+    after_ts = c.get_ts()
+    storage = load_schema(c, after_ts)
+    (job,) = storage.jobs_between(before_ts, after_ts)
+    b = job.finished_ts
+    pt_before, pt_after = storage.table_at(job.table_id, b - 1), storage.table_at(job.table_id, b)
+    nt_before, nt_after = storage.table_at(job.old_table_id, b - 1), storage.table_at(job.partition_id, b)
+    for t in (pt_before, nt_before):  # the Delta tables as the barrier finds them: the upstream at b - 1
+        create_silver_table(table_path(sink, t), t, mode="error")
+        write_deltalake(table_path(sink, t), upstream_reader(pd_addr, None, b - 1, t), mode="append")
+    ex = Exchange(nt_before, nt_after, nt_after, True, pd_addr)
+
+    def rows(name: str) -> list[tuple[int, str]]:
+        return sorted((r["id"], r["v"]) for r in DeltaTable(os.path.join(sink, fresh_db, name)).to_pyarrow_table()
+                      .to_pylist())
+
+    DeltaTable(table_path(sink, pt_after)).delete("id < 10")  # the first commit of a run that then crashed
+    out = apply_ddl(sink, CF, job, pt_before, pt_after, ex)
+    assert not out["skipped"] and "partition p0 now holds" in out["action"]
+    assert rows("x") == [(2, "n2"), (3, "n3"), (20, "x20")] and rows("n") == [(1, "x1"), (2, "x2")]
+    assert applied_version(table_path(sink, pt_after), APP) == b == applied_version(table_path(sink, nt_after), APP)
+    again = apply_ddl(sink, CF, job, pt_before, pt_after, ex)
+    assert again["skipped"] and rows("x") == [(2, "n2"), (3, "n3"), (20, "x20")] and len(rows("n")) == 2
+    # Without its other side (the normal table, the upstream) the job cannot run.
+    with pytest.raises(ChangefeedError, match="the normal table and the upstream are required"):
+        apply_ddl(sink, CF, job, pt_before, pt_after)

@@ -4,6 +4,7 @@ information_schema, TRUNCATE giving every partition a new id."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from cdc_core.codec import key as keycodec
 from cdc_core.errors import UpstreamError
 from cdc_core.schema import tidb_json
 from cdc_core.schema.ddl_history import jobs_from_sql
+from cdc_core.schema.model import Column
 from cdc_core.schema.partition import HASH, LIST, RANGE
 from cdc_core.upstream.errors import SqlError
 from cdc_core.upstream.partition_clause import PartitionSpec, cut_partition_clause, parse_partition_clause
@@ -95,3 +97,58 @@ def test_partition_ddl_jobs_and_their_errors(upstream_cluster: Any, upstream_cli
             ("ALTER TABLE n TRUNCATE PARTITION p0", "Partition management on a not partitioned table")):
         with pytest.raises(UpstreamError, match=message):
             c.execute(f"USE {fresh_db}; {sql}")
+
+
+def test_exchange_partition_swaps_ids_without_moving_a_row(upstream_cluster: Any, upstream_client: Any,
+                                                          fresh_db: str) -> None:
+    c = upstream_client
+    c.execute(f"""USE {fresh_db};
+        CREATE TABLE r (id INT PRIMARY KEY, v VARCHAR(8), UNIQUE KEY uv (id, v))
+            PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN (20));
+        CREATE TABLE n (id INT PRIMARY KEY, v VARCHAR(8), UNIQUE KEY uv (id, v));
+        CREATE TABLE wide (id INT PRIMARY KEY, v VARCHAR(8), w INT, UNIQUE KEY uv (id, v));
+        INSERT INTO r VALUES (1, 'r1'), (2, 'r2'), (15, 'r15'); INSERT INTO n VALUES (3, 'n3'), (4, 'n4')""")
+    before = upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.table(fresh_db, "r"))
+    nt_id = upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.table(fresh_db, "n")).id
+    p0, p1 = before.physical_ids
+
+    def keys(physical_id: int) -> list[bytes]:
+        start, end = keycodec.table_span(physical_id)
+        cluster = upstream_cluster.cluster
+        return [k for k, _ in upstream_cluster.call(lambda: cluster.store.scan(start, end, cluster.tso.next()))
+                if k[9:11] == b"_r"]  # row keys (t{id}_r...), not index entries
+
+    held = {p0: keys(p0), nt_id: keys(nt_id)}
+    c.execute(f"USE {fresh_db}; ALTER TABLE r EXCHANGE PARTITION p0 WITH TABLE n")
+    assert {p0: keys(p0), nt_id: keys(nt_id)} == held  # no row moved
+    after = upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.table(fresh_db, "r"))
+    assert after.physical_ids == (nt_id, p1)
+    assert upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.table(fresh_db, "n")).id == p0
+    assert sorted(r["id"] for r in c.query(f"SELECT id FROM {fresh_db}.r")) == [3, 4, 15]
+    assert sorted(r["id"] for r in c.query(f"SELECT id FROM {fresh_db}.n")) == [1, 2]
+    # Rows written after it go where the tables now are; the unique index follows the rows.
+    c.execute(f"USE {fresh_db}; INSERT INTO r VALUES (5, 'r5'); INSERT INTO n VALUES (7, 'n7')")
+    assert keycodec.row_key(nt_id, 5) in keys(nt_id) and keycodec.row_key(p0, 7) in keys(p0)
+    with pytest.raises(UpstreamError, match="Duplicate entry"):
+        c.execute(f"INSERT INTO {fresh_db}.r VALUES (3, 'x')")
+    # The job as TiDB writes it: the normal table's, the partitioned table in its args and binlog.
+    (row,) = c.query("SELECT job_meta FROM mysql.tidb_ddl_history ORDER BY job_id DESC LIMIT 1")
+    meta = json.loads(Column(1, "job_meta", "longblob").convert(row["job_meta"]))
+    assert (meta["type"], meta["table_id"], meta["table_name"], meta["raw_args"]) == (
+        42, nt_id, "n", [p0, before.db_id, before.id, "p0", True])
+    assert [d["id"] for d in meta["binlog"]["TableInfo"]["partition"]["definitions"]] == [nt_id, p1]
+    (job,) = jobs_from_sql([row], 0)
+    assert (job.job_type, job.table_id, job.old_table_id, job.partition_id) == ("exchange partition", before.id,
+                                                                                 nt_id, p0)
+    for sql, message in (
+            ("ALTER TABLE r EXCHANGE PARTITION p1 WITH TABLE n", "Found a row that does not match the partition"),
+            ("ALTER TABLE r EXCHANGE PARTITION p0 WITH TABLE wide", "Tables have different definitions"),
+            ("ALTER TABLE r EXCHANGE PARTITION nope WITH TABLE n", "Unknown partition 'nope' in table 'r'"),
+            ("ALTER TABLE n EXCHANGE PARTITION p0 WITH TABLE r", "Partition management on a not partitioned"),
+            ("ALTER TABLE r EXCHANGE PARTITION p0 WITH TABLE r", "Table to exchange with partition is partitioned")):
+        with pytest.raises(UpstreamError, match=message):
+            c.execute(f"USE {fresh_db}; {sql}")
+    # WITHOUT VALIDATION takes the rows as they are (n's ids 1, 2, 7 now sit in p1, whose range is 10..19).
+    c.execute(f"USE {fresh_db}; ALTER TABLE r EXCHANGE PARTITION p1 WITH TABLE n WITHOUT VALIDATION")
+    assert sorted(r["id"] for r in c.query(f"SELECT id FROM {fresh_db}.r")) == [1, 2, 3, 4, 5, 7]
+    assert [r["id"] for r in c.query(f"SELECT id FROM {fresh_db}.n")] == [15]
