@@ -20,6 +20,9 @@ add partition          nothing (the new partition's rows come under its own id)
 drop / truncate        the rows the dropped (truncated) partitions held are deleted in one commit,
 partition              by the partitioning rule before the job (``PartitionInfo.rows_predicate``):
                        upstream they leave without a row event
+reorganize partition,  nothing: the rows are copied to new partitions (and, for the last two, a new
+partition by, remove   table id) upstream, the logical table's rows unchanged; the schema storage
+partitioning           follows the ids
 exchange partition     upstream no row moves: the partition's key range becomes the normal table's and
                        the normal table's the partition's (ids swapped), so the rows that change sides
                        are read from the upstream at the barrier. Partitioned table (if replicated):
@@ -123,6 +126,13 @@ class _Ctx:
         return f"{self.job.job_type.upper()} on {table} (job {self.job.job_id}, ts {self.ts})"
 
 
+# Jobs that copy a table's rows to new physical ids (new partitions; PARTITION BY / REMOVE PARTITIONING a new table
+# id too) and leave the rows as SQL sees them unchanged: the backfill's puts are under ids the table has only from
+# the barrier on, and the old ranges go by delete-range, neither a change of the logical table.
+_RELAYOUT = ("alter table reorganize partition", "alter table partition by", "alter table remove partitioning")
+_RELAYOUT_NOTE = "nothing to write (the rows stay; only the physical ids that hold them changed)"
+
+
 @dataclass(frozen=True)
 class Exchange:
     """The other side of an EXCHANGE PARTITION: the normal table just before and after the job (by its upstream
@@ -168,6 +178,7 @@ def apply_ddl(
         "drop partition": lambda: _remove_partitions(ctx, _need(ctx, before, "before"), _need(ctx, after, "after")),
         "truncate partition": lambda: _remove_partitions(ctx, _need(ctx, before, "before"),
                                                          _need(ctx, after, "after")),
+        **dict.fromkeys(_RELAYOUT, lambda: _result(_RELAYOUT_NOTE, [])),
     }.get(job.job_type)
     if job.job_type == "exchange partition":
         if exchange is None:

@@ -31,24 +31,27 @@ from cdc_core.schema.storage import SchemaStorage
 log = get_logger("cdcflow.ddl")
 
 
-# TiDB's partition DDL not replicated yet (model.ActionType names, cdc_core.schema.tidb_json.OTHER_ACTIONS): they
-# move rows between partitions and tables without row events. One on a replicated table stops the changefeed
-# before it (checkpoint unmoved). ADD / DROP / TRUNCATE PARTITION are replicated (spark_jobs/ddl_apply.py).
-PARTITION_JOB_TYPES = frozenset({"alter table reorganize partition", "alter table partition by",
-                                 "alter table remove partitioning"})
+# TiDB's jobs that change a table's rows without row events and that cdcflow does not replicate (model.ActionType
+# names, cdc_core.schema.tidb_json.OTHER_ACTIONS): RECOVER / FLASHBACK TABLE brings a dropped table back with its
+# rows, FLASHBACK DATABASE a database, FLASHBACK CLUSTER every table to an earlier ts. A RECOVER of a replicated
+# table, and any flashback of a database or the cluster, stops the changefeed before it (checkpoint unmoved)
+# instead of leaving the lake wrong.
+# Every partition DDL is replicated (spark_jobs/ddl_apply.py).
+UNREPLICATED_DATA_JOB_TYPES = frozenset({"recover table", "flashback schema", "flashback cluster"})
 
 
 def _refuse(job: DDLJob) -> ChangefeedError:
+    where = f"{job.schema_name}.{job.table_name}" if job.table_name else (job.schema_name or "the cluster")
     return ChangefeedError(
-        f"DDL job {job.job_id} ({job.job_type}) on {job.schema_name}.{job.table_name} at commit ts "
-        f"{job.finished_ts}: partition DDL is not replicated yet; the changefeed stops before it (its "
-        f"checkpoint stays below the job). Query: {job.query}")
+        f"DDL job {job.job_id} ({job.job_type}) on {where} at commit ts {job.finished_ts}: it changes rows without "
+        f"row events and is not replicated; the changefeed stops before it (its checkpoint stays below the job). "
+        f"Query: {job.query}")
 
 
 def decode_jobs(window: pa.Table, replicated: Callable[[str, str], bool] | None = None) -> list[DDLJob]:
-    """The whitelisted DDL jobs in a bronze window, in commit order. A partition DDL job not replicated yet
-    (:data:`PARTITION_JOB_TYPES`) on a table ``replicated(schema, table)`` keeps raises ``ChangefeedError``; on
-    any other table it is dropped like every job off the whitelist."""
+    """The whitelisted DDL jobs in a bronze window, in commit order. With ``replicated(schema, table)``, a job that
+    changes rows without row events (:data:`UNREPLICATED_DATA_JOB_TYPES`) raises ``ChangefeedError`` when it may
+    touch a replicated table; any other job off the whitelist is dropped."""
     hist = window.filter(pc.equal(window["table_id"], ddl_history.JOB_TABLE_ID))
     jobs: dict[tuple[int, int], DDLJob] = {}
     for row in hist.to_pylist():
@@ -60,9 +63,9 @@ def decode_jobs(window: pa.Table, replicated: Callable[[str, str], bool] | None 
         except (ValueError, KeyError, TypeError) as exc:
             raise ChangefeedError(f"corrupt tidb_ddl_job row at commit ts {row['commit_ts']}: {exc}") from exc
         for job in parts:
-            if (job.job_type in PARTITION_JOB_TYPES and replicated is not None
-                    and replicated(job.schema_name or "", job.table_name or "")):
-                raise _refuse(job)
+            if job.job_type in UNREPLICATED_DATA_JOB_TYPES and replicated is not None and (
+                    job.job_type != "recover table" or replicated(job.schema_name or "", job.table_name or "")):
+                raise _refuse(job)  # a flashback of a database or the cluster: whatever the filter
             if job.job_type not in JOB_TYPES:
                 log.warning("DDL discarded: not on the whitelist", job_id=job.job_id, job_type=job.job_type,
                             query=job.query)

@@ -73,7 +73,12 @@ JOB_TYPES = (
     "drop partition",
     "truncate partition",
     "exchange partition",
+    "alter table reorganize partition",
+    "alter table partition by",
+    "alter table remove partitioning",
 )
+# Jobs that rebuild a table under a new table id (old_table_id -> table_id), its rows unchanged.
+REPARTITION_JOB_TYPES = frozenset({"alter table partition by", "alter table remove partitioning"})
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,9 @@ class DDLJob:
     partition_id: int | None = None
     partition_name: str | None = None
     with_validation: bool = True
+    # REORGANIZE PARTITION, PARTITION BY, REMOVE PARTITIONING: the physical tables the job left behind (TiDB's
+    # finished args, which its delete-range reads: ``TablePartitionArgs.OldPhysicalTblIDs``).
+    old_physical_ids: tuple[int, ...] = ()
 
     @property
     def key(self) -> tuple[int, int]:
@@ -132,6 +140,7 @@ class DDLJob:
             "partition_id": self.partition_id,
             "partition_name": self.partition_name,
             "with_validation": self.with_validation,
+            "old_physical_ids": list(self.old_physical_ids),
         }
 
     @classmethod
@@ -157,6 +166,7 @@ class DDLJob:
             partition_id=_opt_int(row.get("partition_id")),
             partition_name=row.get("partition_name"),
             with_validation=bool(row.get("with_validation", True)),
+            old_physical_ids=tuple(int(i) for i in row.get("old_physical_ids") or ()),
         )
 
     def to_json(self) -> str:

@@ -11,7 +11,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from cdc_core.schema.ddl_history import DDLJob, sort_key
+from cdc_core.schema.ddl_history import REPARTITION_JOB_TYPES, DDLJob, sort_key
 from cdc_core.schema.model import SchemaError, TableInfo
 
 
@@ -43,7 +43,7 @@ class SchemaStorage:
             job = self._exchange(job)
         self._jobs.append(job)
         self.resolved_ts = job.finished_ts
-        if job.job_type == "truncate table" and job.old_table_id is not None:
+        if (job.job_type == "truncate table" or job.job_type in REPARTITION_JOB_TYPES) and job.old_table_id is not None:
             self._put(job.old_table_id, job.finished_ts, None)
         if job.job_type == "drop table" and job.table_id is not None:
             self._put(job.table_id, job.finished_ts, None)

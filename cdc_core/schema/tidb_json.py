@@ -38,7 +38,7 @@ from typing import Any
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.value_text import format_datetime, format_duration
 from cdc_core.schema import column_type as ct
-from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE
+from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE, REPARTITION_JOB_TYPES
 from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
 from cdc_core.schema.partition import PartitionError, PartitionInfo
 
@@ -59,6 +59,9 @@ ACTION_TYPES: dict[str, int] = {
     "drop partition": 20,  # ActionDropTablePartition
     "truncate partition": 23,  # ActionTruncateTablePartition
     "exchange partition": 42,  # ActionExchangeTablePartition
+    "alter table reorganize partition": 64,  # ActionReorganizePartition
+    "alter table partition by": 71,  # ActionAlterTablePartitioning
+    "alter table remove partitioning": 72,  # ActionRemovePartitioning
     MULTI_SCHEMA_CHANGE: 61,
 }
 # TiDB's names (``actionMap``) of the action types cdcflow does not replicate, for errors and logs.
@@ -77,9 +80,8 @@ OTHER_ACTIONS: dict[int, str] = {
     53: "drop placement policy", 54: "alter table partition placement", 55: "modify schema default placement",
     56: "alter table placement", 57: "alter table cache", 58: "alter table statistics options",
     59: "alter table nocache", 60: "create tables", 62: "flashback cluster", 63: "flashback schema",
-    64: "alter table reorganize partition", 65: "alter table ttl", 67: "alter table no_ttl",
+    65: "alter table ttl", 67: "alter table no_ttl",
     68: "create resource group", 69: "alter resource group", 70: "drop resource group",
-    71: "alter table partition by", 72: "alter table remove partitioning",
 }
 _JOB_TYPE_OF = {v: k for k, v in ACTION_TYPES.items()}
 # Jobs of several tables, which TiCDC splits into one DDL event per table: cdcflow's job type of each part.
@@ -93,6 +95,7 @@ COLUMN_INFO_VERSION = 2  # model.ColumnInfoVersion2
 COMMON_HANDLE_VERSION = 1  # model.CurrentCommonHandleVersion
 INDEX_TYPE_BTREE = 1  # ast.IndexTypeBtree
 _DROPS = ("drop table", "drop schema")
+_REPARTITION_ACTIONS = REPARTITION_JOB_TYPES | {"alter table reorganize partition"}
 _UTF8 = ("utf8mb4", "utf8mb4_bin")
 # TiDB's own type name of each TEXT/BLOB code, by whether the column holds bytes.
 _NAME_OF: dict[tuple[int, bool], str] = {(f.tp, f.binary): name for name, f in ct.TYPES.items()}
@@ -338,6 +341,10 @@ def job_to_tidb(job: Any, *, finished: bool = True) -> dict[str, Any]:
         schema_id, table_id, schema_name = job.old_schema_id, job.old_table_id, job.old_schema_name
         table_name = job.old_table_name
         args = [job.partition_id, job.schema_id, job.table_id, job.partition_name, job.with_validation]
+    elif job.job_type in _REPARTITION_ACTIONS:
+        # TablePartitionArgs as a finished job carries them (JobVersion1): the old physical tables, for delete-range.
+        table_id = job.old_table_id if job.old_table_id is not None else job.table_id
+        args = [list(job.old_physical_ids)]
     elif job.job_type == "truncate table":
         table_id = job.old_table_id if job.old_table_id is not None else job.table_id
         args = [None, []]  # GetTruncateTableArgsAfterRun: [start key, old partition ids]
@@ -425,8 +432,13 @@ def job_from_tidb(d: dict[str, Any]) -> Any:
     table_id = d.get("table_id") or None
     table_name = d.get("table_name") or None
     old_table_id = old_schema_id = old_schema_name = old_table_name = None
+    old_physical_ids: tuple[int, ...] = ()
     if job_type == "truncate table" and table_info is not None:
         old_table_id, table_id = table_id, table_info.id
+    elif job_type in _REPARTITION_ACTIONS and table_info is not None:
+        old_physical_ids = _old_physical_ids(d.get("raw_args"), where)
+        if table_info.id != table_id:  # PARTITION BY / REMOVE PARTITIONING: a new table id (NewTableID)
+            old_table_id, table_id = table_id, table_info.id
     elif job_type == "rename table" and table_info is not None:
         old_schema_id, old_schema_name = _rename_args(d.get("raw_args"))
         old_table_id, old_table_name, table_name = table_id, table_name, table_info.name
@@ -447,8 +459,21 @@ def job_from_tidb(d: dict[str, Any]) -> Any:
         finished_ts=int(binlog.get("FinishedTS") or 0), old_table_id=old_table_id,
         old_schema_name=old_schema_name, old_table_name=old_table_name, old_schema_id=old_schema_id,
         partition_id=exchange[0] if exchange else None, partition_name=exchange[3] if exchange else None,
-        with_validation=exchange[4] if exchange else True,
+        with_validation=exchange[4] if exchange else True, old_physical_ids=old_physical_ids,
     )
+
+
+def _old_physical_ids(raw: Any, where: str) -> tuple[int, ...]:
+    """``OldPhysicalTblIDs`` of a finished partition-reorganizing job's ``raw_args`` (JobVersion1 ``[ids]``,
+    JobVersion2 ``[{"old_physical_tbl_ids": ids}]``); () when TiDB wrote none."""
+    try:
+        if isinstance(raw, list) and raw and isinstance(raw[0], dict):
+            return tuple(int(i) for i in raw[0].get("old_physical_tbl_ids") or ())
+        if isinstance(raw, list) and raw and isinstance(raw[0], list):
+            return tuple(int(i) for i in raw[0])
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"{where}: bad finished args {raw!r}: {exc}") from None
+    return ()
 
 
 def _exchange_args(raw: Any, where: str) -> tuple[int, int, int, str, bool]:

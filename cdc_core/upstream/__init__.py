@@ -6,7 +6,9 @@ One concept per module:
 * ``regions`` - the region map (contiguous key ranges, epochs, leaders; split / merge / transfer);
 * ``split_checker`` - automatic split of regions past a key-count or size limit;
 * ``gc`` - service GC safe points, the cluster safe point and the GC worker;
-* ``catalog`` - databases, tables, ids and schema versions; ``ddl`` - DDL jobs and their history rows;
+* ``catalog`` - databases, tables, ids and schema versions; ``ddl`` - DDL jobs and their history rows
+  (``partition_ddl``: EXCHANGE / REORGANIZE PARTITION, PARTITION BY, REMOVE PARTITIONING, which change the key
+  ranges that hold a table's rows);
 * ``txn`` - optimistic transactions over ``mvcc``; ``expr`` - SQL expression evaluation;
 * ``sql_front`` - parsing and executing SQL scripts in a session (``partition_clause``: ``PARTITION BY`` of
   CREATE TABLE, read apart); ``table_writer`` - rows and their keys; ``mysql_front`` - the SQL front over the

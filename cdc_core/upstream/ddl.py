@@ -75,24 +75,16 @@ def partition_info(info: TableInfo, spec: PartitionSpec, ids: list[int]) -> Part
         if (ix.unique or ix.primary) and column.name.lower() not in (c.lower() for c in ix.columns):
             kind = "PRIMARY KEY" if ix.primary else "UNIQUE INDEX"
             raise SqlError(f"A {kind} must include all columns in the table's partitioning function")
-    return _validated(PartitionInfo(spec.type, column.name, spec.definitions(ids)), info.name)
+    return validated_partitions(PartitionInfo(spec.type, column.name, spec.definitions(ids)), info.name)
 
 
-def _validated(part: PartitionInfo, table: str) -> PartitionInfo:
+def validated_partitions(part: PartitionInfo, table: str) -> PartitionInfo:
+    """``part`` once it passes TiDB's partition rules (else the rule's error as a ``SqlError``)."""
     try:
         part.validate(table)
     except PartitionError as exc:
         raise SqlError(str(exc)) from exc
     return part
-
-
-def _shape(info: TableInfo) -> tuple[object, ...]:
-    """What two tables must share to exchange a partition: columns (ids, names, types, nullability, order) and
-    indexes (ids, columns, kinds), and the handle (TiDB's ``checkTableDefCompatible``; ids too, since the rows and
-    index entries that change tables are read by them)."""
-    cols = tuple((c.id, c.name.lower(), c.sql_type.lower(), c.nullable) for c in info.columns)
-    ixs = tuple(sorted((ix.id, tuple(c.lower() for c in ix.columns), ix.unique, ix.primary) for ix in info.indexes))
-    return cols, ixs, info.pk_is_handle, info.is_common_handle
 
 
 def _next_index_id(indexes: list[Index]) -> int:
@@ -466,61 +458,12 @@ class DdlExecutor:
             else:
                 lowered = {n.lower() for n in names}
                 defs = [replace(d, id=self.catalog.alloc_id()) if d.name.lower() in lowered else d for d in defs]
-            new_part = _validated(replace(part, definitions=tuple(defs)), info.name)
+            new_part = validated_partitions(replace(part, definitions=tuple(defs)), info.name)
             for pid in set(new_part.ids) - set(part.ids):
                 self.regions.split(table_split_keys(pid, self.regions_per_table))
             return replace(info, partition=new_part)
 
         return AlterChange(f"{op} partition", make)
-
-    def exchange_partition(self, db_name: str, name: str, partition: str, nt_db: str, nt_name: str,
-                           with_validation: bool, query: str) -> int:
-        """``ALTER TABLE pt EXCHANGE PARTITION p WITH TABLE nt [WITH | WITHOUT VALIDATION]``, TiDB's
-        ActionExchangeTablePartition (``pkg/ddl/partition.go`` onExchangeTablePartition): no row moves, the two
-        key ranges swap owners -- the partition takes the normal table's id and the normal table the partition's.
-        The tables must have the same columns and indexes (ids included: rows and index entries are read by
-        them); WITH VALIDATION (the default) refuses a normal-table row the partition could not hold. The job is
-        the normal table's, the partitioned table in its args (``pkg/ddl/executor.go`` ExchangeTablePartition)."""
-        for db in (db_name, nt_db):
-            self._check_user_db(db)
-        pt, nt = self._table(db_name, name), self._table(nt_db, nt_name)
-        for info, (d, n) in ((pt, (db_name, name)), (nt, (nt_db, nt_name))):
-            if info is None:
-                raise SqlError(f"Table '{d}.{n}' doesn't exist", ErrorKind.NOT_FOUND)
-        assert pt is not None and nt is not None
-        part = pt.partition
-        if part is None:
-            raise SqlError("Partition management on a not partitioned table is not possible")
-        if nt.partition is not None:
-            raise SqlError(f"Table to exchange with partition is partitioned: '{nt.name}'")
-        found = [d for d in part.definitions if d.name.lower() == partition.lower()]
-        if not found:
-            raise SqlError(f"Unknown partition '{partition}' in table '{pt.name}'")
-        gone = found[0]
-        if _shape(pt) != _shape(nt):
-            raise SqlError("Tables have different definitions")
-        txn = Transaction(self.store, self.tso)
-        if with_validation:
-            for row in read_rows(txn, nt):
-                if part.locate(row.values.get(part.column)).id != gone.id:
-                    raise SqlError("Found a row that does not match the partition", ErrorKind.CONSTRAINT)
-        job = self._job("exchange partition", query, schema_id=pt.db_id, table_id=pt.id, schema_name=pt.db_name,
-                        table_name=pt.name, old_schema_id=nt.db_id, old_table_id=nt.id, old_schema_name=nt.db_name,
-                        old_table_name=nt.name, partition_id=gone.id, partition_name=gone.name,
-                        with_validation=with_validation)
-        defs = tuple(replace(d, id=nt.id) if d.id == gone.id else d for d in part.definitions)
-        pt_after = replace(pt, partition=replace(part, definitions=defs), schema_version=job.schema_version)
-        nt_after = replace(nt, id=gone.id, schema_version=job.schema_version)
-        job = replace(job, table_info=pt_after)
-        # Both tables' rows now come from both allocators: later _tidb_rowids go above all of them.
-        next_row = max(self.catalog.next_row_id(pt.id), self.catalog.next_row_id(nt.id))
-
-        def apply() -> None:
-            self.catalog.replace_tables([(pt.id, pt_after), (nt.id, nt_after)])
-            for table_id in (pt.id, nt_after.id):
-                self.catalog.rebase_row_id(table_id, next_row - 1)
-
-        return self._commit_job(job, apply, txn)
 
     def add_column_change(self, spec: ColumnSpec) -> AlterChange:
         return AlterChange("add column", lambda info, _txn: ddl_alter.add_column(info, spec), columns=(spec.name,))

@@ -42,6 +42,7 @@ from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, SchemaError, TableInfo
 from cdc_core.schema.storage import SchemaStorage
+from cdc_core.upstream import partition_ddl
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.column_def import parse_column_def
 from cdc_core.upstream.ddl import AlterChange, DdlExecutor
@@ -70,8 +71,14 @@ _AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Sum)
 # as the definitions of the table's partitioning method (group 3, prefixed with the method by the caller).
 _PARTITION_OP_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+(ADD|DROP|TRUNCATE)\s+PARTITION\b\s*(.*)$",
                               re.IGNORECASE | re.DOTALL)
+# Partition DDL that changes which key ranges hold a table's rows (cdc_core.upstream.partition_ddl).
+_REORGANIZE_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+REORGANIZE\s+PARTITION\s+(.+?)\s+INTO\s*(\(.*\))\s*$",
+                            re.IGNORECASE | re.DOTALL)
+_PARTITION_BY_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+(PARTITION\s+BY\b.*)$", re.IGNORECASE | re.DOTALL)
+_REMOVE_PARTITIONING_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+REMOVE\s+PARTITIONING\s*$", re.IGNORECASE)
 _EXCHANGE_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+EXCHANGE\s+PARTITION\s+`?(\w+)`?\s+WITH\s+TABLE\s+"
                           r"([`\w.]+)(?:\s+(WITH|WITHOUT)\s+VALIDATION)?\s*$", re.IGNORECASE | re.DOTALL)
+_PARTITION_LAYOUT_RES = (_PARTITION_OP_RE, _EXCHANGE_RE, _REORGANIZE_RE, _PARTITION_BY_RE, _REMOVE_PARTITIONING_RE)
 _RENAME_RE = re.compile(r"^\s*RENAME\s+TABLE\s+(.+)$", re.IGNORECASE | re.DOTALL)
 _RENAME_PAIR_RE = re.compile(r"^\s*([`\w.]+)\s+TO\s+([`\w.]+)\s*$", re.IGNORECASE)
 # TiDB's SPLIT TABLE (sqlglot cannot parse it): BETWEEN (lo) AND (hi) REGIONS n, or BY (v1), (v2)...
@@ -146,7 +153,7 @@ def split_script(sql: str) -> list[ParsedStatement]:
         if re.match(r"^\s*CREATE\s+TABLE\b", text, re.IGNORECASE):
             text, clause = cut_partition_clause(text)
             partition = parse_partition_clause(clause) if clause is not None else None
-        if _PARTITION_OP_RE.match(text) or _EXCHANGE_RE.match(text):  # sqlglot cannot parse these: read here
+        if any(r.match(text) for r in _PARTITION_LAYOUT_RES):  # sqlglot cannot parse these: read here
             command = exp.Command(this="ALTER_PARTITION", expression=exp.Literal.string(text))
             out.append(ParsedStatement(original, command, None))
             continue
@@ -434,11 +441,8 @@ class Session:
             d, ix_name = self._current_db(ref), str((node.args.get("tables") or [node.this])[0].name)
             action = lambda: [ddl.drop_index(d, str(ref.name), ix_name, st.text)]  # noqa: E731
         elif (isinstance(node, exp.Command) and str(node.this).upper() == "ALTER_PARTITION"
-              and (x := _EXCHANGE_RE.match(st.text)) is not None):
-            (d, tname), (nd, nname) = self._split_name(x.group(1)), self._split_name(x.group(3))
-            checked, part_name = (x.group(4) or "WITH").upper() == "WITH", x.group(2)
-            action = lambda: [ddl.exchange_partition(d, tname, part_name, nd, nname, checked,  # noqa: E731
-                                                     st.text)]
+              and (layout := self._partition_layout(ddl, st.text)) is not None):
+            action = layout
         elif isinstance(node, exp.Command) and str(node.this).upper() == "ALTER_PARTITION":
             m = _PARTITION_OP_RE.match(st.text)
             assert m is not None
@@ -471,6 +475,30 @@ class Session:
         if commit_ts:
             self.last_start_ts = 0  # a DDL job's transactions are the DDL owner's, not this session's
         return StatementResult(statement=st.text, commit_ts=commit_ts[-1] if commit_ts else 0)
+
+    def _partition_layout(self, ddl: DdlExecutor, text: str) -> Callable[[], list[int]] | None:
+        """EXCHANGE / REORGANIZE PARTITION, PARTITION BY, REMOVE PARTITIONING; None for any other statement."""
+        if (m := _EXCHANGE_RE.match(text)) is not None:
+            (d, t), (nd, nt) = self._split_name(m.group(1)), self._split_name(m.group(3))
+            checked, part = (m.group(4) or "WITH").upper() == "WITH", m.group(2)
+            return lambda: [partition_ddl.exchange_partition(ddl, d, t, part, nd, nt, checked, text)]
+        if (m := _REORGANIZE_RE.match(text)) is not None:
+            d, t = self._split_name(m.group(1))
+            target = self.catalog.table(d, t)
+            scheme = target.partition if target is not None else None
+            if scheme is None:
+                raise SqlError("Partition management on a not partitioned table is not possible")
+            spec = parse_partition_clause(f"PARTITION BY {scheme.method} (`{scheme.column}`) {m.group(3)}")
+            names = tuple(n.strip().strip("`") for n in m.group(2).split(","))
+            return lambda: [partition_ddl.reorganize_partition(ddl, d, t, names, spec, text)]
+        if (m := _PARTITION_BY_RE.match(text)) is not None:
+            d, t = self._split_name(m.group(1))
+            by = parse_partition_clause(m.group(2).strip())
+            return lambda: [partition_ddl.partition_by(ddl, d, t, by, text)]
+        if (m := _REMOVE_PARTITIONING_RE.match(text)) is not None:
+            d, t = self._split_name(m.group(1))
+            return lambda: [partition_ddl.partition_by(ddl, d, t, None, text)]
+        return None
 
     def _alter_action(self, node: exp.Alter, text: str) -> Callable[[], list[int]]:
         """ALTER TABLE: one change is its own job; several are TiDB's multi-schema change, one job."""

@@ -75,12 +75,11 @@ def _job_row(jid: int, ts: int, meta: bytes | None, op: str = "put") -> dict:
             "op": op, "start_ts": ts - 1, "commit_ts": ts, "value": value, "old_value": None}
 
 
-def test_decode_jobs_deduplicates_whitelists_and_refuses_partition_ddl_on_replicated_tables():
+def test_decode_jobs_deduplicates_whitelists_and_refuses_unreplicated_data_jobs_on_replicated_tables():
     a, b = _job(1, "create table", 10, _t(101)), _job(2, "add column", 20, _t(101))
-    # A REORGANIZE PARTITION job (ActionReorganizePartition = 64) as TiDB writes it: not replicated yet.
-    odd = json.dumps({"id": 3, "type": 64, "schema_id": 100, "table_id": 101, "schema_name": "db",
-                      "table_name": "t", "state": ddl_history.JOB_STATE_DONE,
-                      "query": "ALTER TABLE t REORGANIZE PARTITION p INTO (PARTITION p1 VALUES LESS THAN (10))",
+    # A RECOVER TABLE job (ActionRecoverTable = 25) as TiDB writes it: it brings rows back without row events.
+    odd = json.dumps({"id": 3, "type": 25, "schema_id": 100, "table_id": 101, "schema_name": "db",
+                      "table_name": "t", "state": ddl_history.JOB_STATE_DONE, "query": "RECOVER TABLE t",
                       "binlog": {"SchemaVersion": 3, "TableInfo": None, "FinishedTS": 0}}).encode()
     window = pa.concat_tables([_bronze([b, a, a], extra_rows=3),
                                pa.Table.from_pylist([_job_row(3, 30, odd)], schema=changelog.SCHEMA)])
@@ -89,8 +88,8 @@ def test_decode_jobs_deduplicates_whitelists_and_refuses_partition_ddl_on_replic
     # The table as TiDB's job carries it, at the job's schema version.
     assert got[0].table_info == replace(a.table_info, schema_version=1) and got[0].finished_ts == 10
     # On a replicated table it stops the changefeed: the rows it moves between tables go without row events.
-    with pytest.raises(ChangefeedError, match=r"DDL job 3 \(alter table reorganize partition\) on db\.t at commit "
-                                              r"ts 30: partition DDL is not replicated yet"):
+    with pytest.raises(ChangefeedError, match=r"DDL job 3 \(recover table\) on db\.t at commit ts 30: it changes "
+                                              r"rows without row events and is not replicated"):
         ddl_puller.decode_jobs(window, TableFilter(["db.*"]).match)
     assert [j.job_id for j in ddl_puller.decode_jobs(window, TableFilter(["other.*"]).match)] == [1, 2]
 

@@ -101,6 +101,21 @@ def test_partitioned_tables_replicate_into_one_delta_table_each(cdc_home: Path, 
         assert [row["v"] for row in delta_rows(sink, db, "r", "id") if 100 <= row["id"] < 1000] == ["back"]
 
 
+def _create(cdc_home: Path, cid: str, sink: Path, db: str, start: int, *, matched: int,
+            initial_snapshot: bool = False) -> None:
+    """A changefeed over ``db.*`` from ``start``, checked by count at its barriers."""
+    cfg = cdc_home / f"{cid}.toml"
+    cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                   f'initial-snapshot = {str(initial_snapshot).lower()}\n[filter]\nrules = ["{db}.*"]\n'
+                   '[data-quality]\nmode = "count"\n')
+    assert f'"matched_tables": {matched}' in _cli("changefeed", "create", "--config", str(cfg))
+
+
+def _same_tables(c: UpstreamClient, sink: Path, db: str, tables: tuple[str, ...], ts: int) -> None:
+    for table in tables:
+        assert delta_rows(sink, db, table, "id") == upstream_rows(c, db, table, "id", ts), f"{db}.{table} at {ts}"
+
+
 STAGED = 200_000  # rows of a table the changefeed does not replicate, exchanged into a partition
 
 
@@ -124,14 +139,10 @@ def test_exchange_partition_swaps_rows_between_tables_at_its_barrier(cdc_home: P
             c.execute(f"INSERT INTO {out}.stage VALUES " + ", ".join(
                 f"({1000 + i}, 's{i}')" for i in range(lo, min(lo + 10_000, STAGED))))
         start = c.get_ts()
-        cfg = cdc_home / "exch.toml"
-        cfg.write_text(f'changefeed-id = "exch"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
-                       f'[filter]\nrules = ["{db}.*"]\n[data-quality]\nmode = "count"\n')
-        assert '"matched_tables": 2' in _cli("changefeed", "create", "--config", str(cfg))
+        _create(cdc_home, "exch", sink, db, start, matched=2)
 
         def same(ts: int) -> None:
-            for table in ("x", "xn"):
-                assert delta_rows(sink, db, table, "id") == upstream_rows(c, db, table, "id", ts), f"{table} at {ts}"
+            _same_tables(c, sink, db, ("x", "xn"), ts)
 
         # x: ids 0, 5, ..., 1995 (200 in p0, 200 in p1) and one in p2; xn: odd ids below 100 (p0's range).
         c.execute(f"USE {db}; INSERT INTO x VALUES " + ", ".join(f"({i * 5}, 'x{i}')" for i in range(400)) +
@@ -165,3 +176,59 @@ def test_exchange_partition_swaps_rows_between_tables_at_its_barrier(cdc_home: P
         assert r3["check"]["passed"] and load_state("exch").checkpoint_ts == t3
         same(t3)
         assert sum(1 for r in delta_rows(sink, db, "x", "id") if 1000 <= r["id"] < 1000000) == STAGED
+
+
+def test_reorganize_partition_by_and_remove_partitioning_leave_the_rows_as_they_are(
+        cdc_home: Path, upstream_cluster: Any) -> None:
+    """REORGANIZE PARTITION, PARTITION BY and REMOVE PARTITIONING copy rows to new physical ids before their commit
+    ts (puts the puller sees under ids the table does not have yet) and drop the old ranges without row events: the
+    Delta table keeps its rows, and row changes after the barrier come under the new ids."""
+    db = "e2e_relayout"
+    sink = cdc_home / "lake-relayout"
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"""
+            CREATE DATABASE {db}; USE {db};
+            CREATE TABLE r (id INT PRIMARY KEY, v VARCHAR(16)) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN
+                (100), PARTITION p1 VALUES LESS THAN (1000), PARTITION pmax VALUES LESS THAN MAXVALUE);
+            CREATE TABLE f (id INT PRIMARY KEY, v VARCHAR(16));
+            INSERT INTO r VALUES {", ".join(f"({i * 5}, 'r{i}')" for i in range(300))};
+            INSERT INTO f VALUES {", ".join(f"({i}, 'f{i}')" for i in range(50))};
+        """)
+        start = c.get_ts()
+        _create(cdc_home, "relayout", sink, db, start, matched=2, initial_snapshot=True)
+
+        def same(ts: int) -> None:
+            _same_tables(c, sink, db, ("r", "f"), ts)
+
+        c.execute(f"""
+            USE {db};
+            UPDATE r SET v = 'before' WHERE id = 5;
+            ALTER TABLE r REORGANIZE PARTITION p0, p1 INTO
+                (PARTITION a VALUES LESS THAN (500), PARTITION b VALUES LESS THAN (1000));
+            UPDATE r SET v = 'after' WHERE id = 10;   -- under a's id now
+            DELETE FROM r WHERE id = 700;             -- under b's id now
+            ALTER TABLE f PARTITION BY HASH (id) PARTITIONS 3;
+            INSERT INTO f VALUES (1000, 'new');
+            UPDATE f SET v = 'hashed' WHERE id = 3;
+        """)
+        t1 = c.get_ts()
+        (r1,) = runner.run_until("relayout", t1)
+        assert r1["check"]["passed"] and load_state("relayout").checkpoint_ts == t1
+        same(t1)
+        assert len(delta_rows(sink, db, "r", "id")) == 299 and len(delta_rows(sink, db, "f", "id")) == 51
+
+        c.execute(f"""
+            USE {db};
+            ALTER TABLE r REMOVE PARTITIONING;
+            INSERT INTO r VALUES (99999, 'flat');
+            DELETE FROM r WHERE id = 0;
+            ALTER TABLE f REMOVE PARTITIONING;
+            ALTER TABLE f PARTITION BY RANGE (id) (PARTITION lo VALUES LESS THAN (10), PARTITION hi VALUES LESS THAN
+                MAXVALUE);
+            UPDATE f SET v = 'ranged' WHERE id < 20;
+        """)
+        t2 = c.get_ts()
+        (r2,) = runner.run_until("relayout", t2)
+        assert r2["check"]["passed"] and load_state("relayout").checkpoint_ts == t2
+        same(t2)
+        assert sum(1 for r in delta_rows(sink, db, "f", "id") if r["v"] == "ranged") == 20

@@ -152,3 +152,65 @@ def test_exchange_partition_swaps_ids_without_moving_a_row(upstream_cluster: Any
     c.execute(f"USE {fresh_db}; ALTER TABLE r EXCHANGE PARTITION p1 WITH TABLE n WITHOUT VALIDATION")
     assert sorted(r["id"] for r in c.query(f"SELECT id FROM {fresh_db}.r")) == [1, 2, 3, 4, 5, 7]
     assert [r["id"] for r in c.query(f"SELECT id FROM {fresh_db}.n")] == [15]
+
+
+def test_reorganize_partition_by_and_remove_partitioning_copy_rows_under_new_ids(
+        upstream_cluster: Any, upstream_client: Any, fresh_db: str) -> None:
+    c = upstream_client
+    cluster = upstream_cluster.cluster
+    c.execute(f"""USE {fresh_db};
+        CREATE TABLE r (id INT PRIMARY KEY, v VARCHAR(8)) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (10),
+            PARTITION p1 VALUES LESS THAN (20), PARTITION p2 VALUES LESS THAN MAXVALUE);
+        CREATE TABLE n (id INT PRIMARY KEY, k INT, UNIQUE KEY uk (k));
+        INSERT INTO r VALUES (1, 'a'), (5, 'b'), (15, 'c'), (25, 'd')""")
+
+    def table(name: str) -> Any:
+        return upstream_cluster.call(lambda: cluster.catalog.table(fresh_db, name))
+
+    def handles(physical_id: int) -> list[int]:
+        start, end = keycodec.table_span(physical_id)
+        return [keycodec.record_handle(k, False) for k, _ in
+                upstream_cluster.call(lambda: cluster.store.scan(start, end, cluster.tso.next())) if k[9:11] == b"_r"]
+
+    def last_job() -> dict[str, Any]:
+        (row,) = c.query("SELECT job_meta FROM mysql.tidb_ddl_history ORDER BY job_id DESC LIMIT 1")
+        return json.loads(Column(1, "job_meta", "longblob").convert(row["job_meta"]))
+
+    before = table("r")
+    c.execute(f"USE {fresh_db}; ALTER TABLE r REORGANIZE PARTITION p0, p1 INTO "
+              "(PARTITION a VALUES LESS THAN (3), PARTITION b VALUES LESS THAN (20))")
+    after = table("r")
+    a, b, p2 = after.physical_ids
+    assert after.id == before.id and p2 == before.physical_ids[2] and not {a, b} & set(before.physical_ids)
+    assert [d.name for d in after.partition.definitions] == ["a", "b", "p2"]
+    assert handles(a) == [1] and handles(b) == [5, 15] and handles(p2) == [25]  # copied; p2 untouched
+    assert sorted(r["id"] for r in c.query(f"SELECT id FROM {fresh_db}.r")) == [1, 5, 15, 25]
+    meta = last_job()
+    assert (meta["type"], meta["table_id"], meta["raw_args"]) == (64, before.id, [list(before.physical_ids[:2])])
+    (job,) = jobs_from_sql(c.query("SELECT job_meta FROM mysql.tidb_ddl_history ORDER BY job_id DESC LIMIT 1"), 0)
+    assert job.job_type == "alter table reorganize partition" and job.old_physical_ids == before.physical_ids[:2]
+
+    c.execute(f"USE {fresh_db}; ALTER TABLE r REMOVE PARTITIONING")
+    flat = table("r")
+    assert flat.partition is None and flat.id not in (before.id, a, b, p2) and handles(flat.id) == [1, 5, 15, 25]
+    meta = last_job()
+    assert (meta["type"], meta["table_id"], meta["binlog"]["TableInfo"]["id"]) == (72, before.id, flat.id)
+    c.execute(f"USE {fresh_db}; ALTER TABLE r PARTITION BY HASH (id) PARTITIONS 2; INSERT INTO r VALUES (8, 'e')")
+    hashed = table("r")
+    h0, h1 = hashed.physical_ids
+    assert hashed.id != flat.id and handles(h0) == [8] and handles(h1) == [1, 5, 15, 25]
+    assert last_job()["type"] == 71
+    (job,) = jobs_from_sql(c.query("SELECT job_meta FROM mysql.tidb_ddl_history ORDER BY job_id DESC LIMIT 1"), 0)
+    assert (job.job_type, job.old_table_id, job.table_id) == ("alter table partition by", flat.id, hashed.id)
+    c.execute(f"USE {fresh_db}; ALTER TABLE r REMOVE PARTITIONING; ALTER TABLE r PARTITION BY RANGE (id) "
+              "(PARTITION lo VALUES LESS THAN (10), PARTITION hi VALUES LESS THAN MAXVALUE)")
+    for sql, message in (
+            ("ALTER TABLE r REORGANIZE PARTITION lo INTO (PARTITION x VALUES LESS THAN (3))",
+             "Table has no partition for value 5"),
+            ("ALTER TABLE r REORGANIZE PARTITION nope INTO (PARTITION x VALUES LESS THAN (3))",
+             "Unknown partition 'nope'"),
+            ("ALTER TABLE n PARTITION BY HASH (id) PARTITIONS 2", "A UNIQUE INDEX must include all columns"),
+            ("ALTER TABLE n REMOVE PARTITIONING", "Partition management on a not partitioned table")):
+        with pytest.raises(UpstreamError, match=message):
+            c.execute(f"USE {fresh_db}; {sql}")
+    assert sorted(r["id"] for r in c.query(f"SELECT id FROM {fresh_db}.r")) == [1, 5, 8, 15, 25]
