@@ -26,10 +26,10 @@ partitioning           follows the ids
 exchange partition     upstream no row moves: the partition's key range becomes the normal table's and
                        the normal table's the partition's (ids swapped), so the rows that change sides
                        are read from the upstream at the barrier. Partitioned table (if replicated):
-                       the partition's rows deleted by its rule, then the normal table's rows at
-                       ``b - 1`` appended (the commit with the app transaction; a re-run before it
-                       deletes and appends again). Normal table (if replicated): overwritten with its
-                       rows at ``b`` (the partition's), one commit.
+                       the partition's rows (the normal table's at ``b``) deleted by key, then the
+                       normal table's rows at ``b - 1`` appended (the commit with the app transaction;
+                       a re-run before it deletes and appends again). Normal table (if replicated):
+                       overwritten with its rows at ``b`` (the partition's), one commit.
 rename table           the directory moves to the new ``<db>/<table>`` (``os.replace``; Delta logs
                        use relative paths, so the table stays valid)
 add column             NULL origin default (or an empty table): a metadata-only commit that adds
@@ -91,7 +91,7 @@ from cdc_core.schema import column_type as ct
 from cdc_core.schema.ddl_history import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.schema.partition import PartitionError
-from spark_jobs.delta_writer import app_id_for, check_schema, create_silver_table, table_path
+from spark_jobs.delta_writer import app_id_for, check_schema, create_silver_table, merge_predicate, table_path
 from spark_jobs.job_io import args_file_main
 from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_move
 
@@ -397,16 +397,15 @@ def _exchange_into_partitioned(ctx: _Ctx, before: TableInfo, after: TableInfo, e
         return done
     part = before.partition
     gone = [d for d in part.definitions if d.id == ctx.job.partition_id] if part is not None else []
-    if part is None or not gone:
+    if not gone:
         raise ChangefeedError(f"{where}: partition id {ctx.job.partition_id} is not a partition of the table before "
                               "the job")
-    try:
-        predicate = part.rows_predicate(gone[0])
-    except PartitionError as exc:
-        raise ChangefeedError(f"{where}: {exc}") from exc
-    # No app transaction on the delete: the append records the job, so a re-run that finds it unrecorded
-    # deletes the partition's rows again (the appended ones too, had an append landed: it did not) and appends.
-    dt.delete(predicate)
+    # The partition's rows are the normal table's at b (no row moved): deleted by their keys, so that no rule is
+    # needed (RANGE COLUMNS on dates, expressions) and rows an earlier WITHOUT VALIDATION put there go too. No app
+    # transaction on this commit: the append records the job, so a re-run that finds it unrecorded knows no append
+    # landed, deletes again (nothing left, or the same rows) and appends.
+    leaving = upstream_reader(ex.pd_addr, ex.tidb, ctx.ts, ex.normal_after, after)
+    dt.merge(leaving, merge_predicate(after), source_alias="s", target_alias="t").when_matched_delete().execute()
     rows = upstream_reader(ex.pd_addr, ex.tidb, ctx.ts - 1, ex.normal_before, after)
     write_deltalake(path, rows, mode="append", commit_properties=ctx.props())
     return _committed(ctx, f"partition {gone[0].name} now holds {ex.normal_before.qualified_name}'s rows", path)

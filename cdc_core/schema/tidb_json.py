@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -105,13 +106,16 @@ _NAME_OF: dict[tuple[int, bool], str] = {(f.tp, f.binary): name for name, f in c
 # else non-ASCII it writes as raw UTF-8 (encode.go, encodeState.string with escapeHTML).
 _GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 _GO_ESCAPE_TABLE = str.maketrans(_GO_ESCAPES)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def go_json(value: Any) -> bytes:
     """``value`` as Go's ``json.Marshal`` writes it, byte for byte for the JSON TiDB stores (objects in the order
     given, no spaces, UTF-8 unescaped but for ``<``, ``>``, ``&``, U+2028 and U+2029). The escaped characters
     can only occur inside strings, so translating the whole text is exact."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).translate(_GO_ESCAPE_TABLE).encode()
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False).translate(_GO_ESCAPE_TABLE)
+    # Bytes that are not UTF-8 (a BINARY default, carried as surrogate escapes): Go writes each as \ufffd.
+    return _SURROGATE.sub(r"\\ufffd", text).encode()
 
 
 def _cistr(name: str) -> dict[str, str]:

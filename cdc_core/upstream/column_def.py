@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from cdc_core.schema.column_type import BIT
 from cdc_core.schema.model import Column, SchemaError
 from cdc_core.upstream.errors import SqlError
 from cdc_core.upstream.expr import literal_value
@@ -155,4 +156,13 @@ def build_column(spec: ColumnSpec, col_id: int) -> Column:
         raise SqlError(f"invalid DEFAULT for {exc}") from exc
     if spec.has_default and conv is None and not col.nullable:
         raise SqlError(f"invalid DEFAULT NULL for NOT NULL column {col.name!r}")
+    if isinstance(conv, bytes) and col.kind != BIT:
+        try:
+            conv.decode("utf-8")
+        except UnicodeDecodeError:
+            # TiDB keeps a BINARY/BLOB default as a JSON string (only BIT has default_bit), and Go's encoder writes
+            # U+FFFD for each byte that is not UTF-8: the schema TiDB loads back has another default than was
+            # given. The stand-in refuses what it could not keep rather than diverge from its own job JSON.
+            raise SqlError(f"invalid DEFAULT for column {col.name!r}: {conv.hex()} is not UTF-8, which TiDB's "
+                           "schema JSON cannot keep") from None
     return replace(col, default=conv, origin_default=conv)

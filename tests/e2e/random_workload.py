@@ -49,11 +49,20 @@ WIDER = {"INT": "BIGINT", "TINYINT UNSIGNED": "SMALLINT", "FLOAT": "DOUBLE", "DE
 HANDLES = ("int", "common", "rowid", "partitioned")
 
 
+def range_clause(ranges: list[tuple[str, int | None]]) -> str:
+    return "PARTITION BY RANGE (id) (" + ", ".join(
+        f"PARTITION {n} VALUES LESS THAN ({'MAXVALUE' if b is None else b})" for n, b in ranges) + ")"
+
+
 @dataclass
 class Table:
     name: str
     handle: str  # one of HANDLES
     payload: dict[str, str] = field(default_factory=dict)  # column -> SQL type (INT, VARCHAR(16), TYPED's)
+    # A "partitioned" table's RANGE partitions now (names, upper bounds; None: MAXVALUE), [] when it is HASH
+    # partitioned (hashed) or not partitioned (PARTITION BY / REMOVE PARTITIONING / REORGANIZE PARTITION change it).
+    ranges: list[tuple[str, int | None]] = field(default_factory=list)
+    hashed: bool = False
 
     def create_sql(self, db: str) -> str:
         cols = ", ".join(f"{c} {t}" for c, t in self.payload.items())
@@ -62,9 +71,9 @@ class Table:
                     f"u INT NULL, {cols}, PRIMARY KEY (grp, id) CLUSTERED, UNIQUE KEY uk (u))")
         if self.handle == "partitioned":  # a unique key must include the partitioning column (MySQL error 1503)
             third = ID_RANGE // 3
+            self.ranges = [("p0", third), ("p1", 2 * third), ("p2", None)]
             return (f"CREATE TABLE {db}.{self.name} (id INT NOT NULL, u INT NULL, {cols}, PRIMARY KEY (id), "
-                    f"UNIQUE KEY uk (u, id)) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN ({third}), "
-                    f"PARTITION p1 VALUES LESS THAN ({2 * third}), PARTITION p2 VALUES LESS THAN MAXVALUE)")
+                    f"UNIQUE KEY uk (u, id)) {range_clause(self.ranges)}")
         pk = "PRIMARY KEY (id)" if self.handle == "int" else "PRIMARY KEY (id) NONCLUSTERED"
         return f"CREATE TABLE {db}.{self.name} (id INT NOT NULL, u INT NULL, {cols}, {pk}, UNIQUE KEY uk (u))"
 
@@ -160,12 +169,20 @@ class RandomWorkload:
             kinds.append("drop_col")
         if len(self.tables) >= MAX_TABLES:
             kinds.remove("create")
-        kind = self.rng.choice(kinds)
+        # One table in four or five is partitioned: its partition DDL is made likelier than one kind in eight.
+        kind = "repartition" if t.handle == "partitioned" and self.rng.random() < 0.4 else self.rng.choice(kinds)
         self._cols += 1
+        if kind == "repartition":
+            sql = f"ALTER TABLE {q} {self._repartition(t)}"
+            self.c.execute(sql)
+            self.stats.ddl.append(sql)
+            return sql
         if kind == "add":
             name = f"c{self._cols}"
             typ = self.rng.choice(["INT", *(ty for ty in sorted(TYPED) if ty != "JSON")])  # JSON takes no DEFAULT
             default = str(self.rng.randrange(100)) if typ == "INT" else TYPED[typ](self.rng)
+            if typ.startswith("VARBINARY"):  # a default that is not UTF-8 cannot be kept in TiDB's schema JSON
+                default = "x'" + bytes(self.rng.randrange(32, 127) for _ in range(self.rng.randrange(7))).hex() + "'"
             sql = f"ALTER TABLE {q} ADD COLUMN {name} {typ} DEFAULT {default}"
             t.payload[name] = typ
         elif kind == "rename_col":
@@ -196,6 +213,27 @@ class RandomWorkload:
         self.c.execute(sql)
         self.stats.ddl.append(sql)
         return sql
+
+    def _repartition(self, t: Table) -> str:
+        """A partition DDL that moves the rows to new physical ids (TiDB's actions 64, 71, 72)."""
+        self._names += 1
+        if len(t.ranges) >= 2 and self.rng.random() < 0.5:  # merge two neighbouring RANGE partitions
+            i = self.rng.randrange(len(t.ranges) - 1)
+            (a, _), (b, bound) = t.ranges[i], t.ranges[i + 1]
+            merged = f"m{self._names}"
+            t.ranges[i:i + 2] = [(merged, bound)]
+            return (f"REORGANIZE PARTITION {a}, {b} INTO (PARTITION {merged} VALUES LESS THAN "
+                    f"({'MAXVALUE' if bound is None else bound}))")
+        choices = ["range", "hash", "remove"] if (t.ranges or t.hashed) else ["range", "hash"]
+        choice = self.rng.choice(choices)
+        t.hashed = choice == "hash"
+        if choice == "range":
+            cuts = sorted(self.rng.sample(range(1, ID_RANGE), self.rng.randint(1, 3)))
+            t.ranges = [(f"r{self._names}_{i}", c) for i, c in enumerate(cuts)] + [(f"r{self._names}_max", None)]
+            return range_clause(t.ranges)
+        t.ranges = []
+        return f"PARTITION BY HASH (id) PARTITIONS {self.rng.randint(2, 4)}" if choice == "hash" else \
+            "REMOVE PARTITIONING"
 
     def steps(self, n: int, ddl_share: float = 0.12) -> None:
         for _ in range(n):

@@ -256,6 +256,9 @@ def test_job_json_is_written_as_go_writes_it() -> None:
     raw UTF-8, and <, >, &, U+2028 and U+2029 escaped."""
     assert tidb_json.go_json({"query": "a<b && c>d, caf\u00e9 \u2028\u2029 \"q\"\\"}) == (
         b'{"query":"a\\u003cb \\u0026\\u0026 c\\u003ed, caf\xc3\xa9 \\u2028\\u2029 \\"q\\"\\\\"}')
+    # Bytes that are not UTF-8 (a BINARY value carried as surrogate escapes): Go writes \ufffd for each.
+    assert tidb_json.go_json({"d": b"?<\xa6\xb4".decode("utf-8", "surrogateescape")}) == (
+        b'{"d":"?\\u003c\\ufffd\\ufffd"}')
     job = DDLJob(7, "create schema", 6, None, "caf\u00e9", None, "CREATE DATABASE `caf\u00e9` /* a<b */", 11, None, 540)
     meta = job.job_meta(ddl_history.JOB_STATE_SYNCED)
     assert b"caf\xc3\xa9" in meta and b"a\\u003cb" in meta and b"\\u00e9" not in meta

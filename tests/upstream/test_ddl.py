@@ -117,3 +117,18 @@ def test_if_not_exists_and_if_exists_write_no_job(upstream_client: Any, fresh_db
                                   f"DROP TABLE IF EXISTS {fresh_db}.nope; CREATE DATABASE IF NOT EXISTS {fresh_db}")
     assert [r.commit_ts for r in res] == [0, 0, 0]
     assert last_job_id(upstream_client) == before
+
+
+def test_a_binary_default_that_is_not_utf8_is_refused(upstream_client: Any, fresh_db: str) -> None:
+    """TiDB keeps a BINARY default as a JSON string; Go writes U+FFFD for bytes that are not UTF-8, so the schema
+    TiDB loads back would hold another default. The stand-in refuses it instead of diverging from its job JSON."""
+    import pytest
+
+    from cdc_core.errors import UpstreamError
+
+    c = upstream_client
+    c.execute(f"CREATE TABLE {fresh_db}.t (a INT PRIMARY KEY, b VARBINARY(6) DEFAULT x'616263')")
+    with pytest.raises(UpstreamError, match=r"invalid DEFAULT for column 'c': 3fa6b4 is not UTF-8"):
+        c.execute(f"ALTER TABLE {fresh_db}.t ADD COLUMN c VARBINARY(6) DEFAULT x'3fa6b4'")
+    c.execute(f"INSERT INTO {fresh_db}.t (a) VALUES (1)")
+    assert c.query(f"SELECT b FROM {fresh_db}.t WHERE b = x'616263'") != []
