@@ -32,6 +32,7 @@ Daily, for every changefeed in `$CDCFLOW_HOME/changefeeds`:
 | `list_changefeeds` | reads the changefeed configs and states |
 | `find_silver_tables` | finds the Delta tables `<sink>/<db>/<table>` of their sinks |
 | `maintain_table` (mapped, one per table) | delta-rs `optimize.compact()`, then `vacuum(retention_hours)` |
+| `maintain_dq_results` | per sink, compacts, checkpoints and vacuums the data-quality result log (rows kept) |
 | `prune_bronze` | drops bronze changelog windows older than `checkpoint - retention` that no rebuild needs |
 | `remove_rebuild_trash` | deletes the tables rebuilds moved aside more than `trash_retention_days` ago |
 | `refresh_gc_safe_points` | refreshes each changefeed's PD service GC safe point (`cdcflow-<id>`) at its \
@@ -85,6 +86,13 @@ with DAG(
                                           enforce_retention_duration=bool(params["enforce_retention_duration"]))
 
     @task
+    def maintain_dq_results(changefeeds: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
+        params = context["params"]
+        return maintenance.maintain_dq_results(
+            changefeeds, maintenance.retention_hours(params.get("retention_hours")),
+            enforce_retention_duration=bool(params["enforce_retention_duration"]))
+
+    @task
     def prune_bronze(changefeeds: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
         params = context["params"]
         return maintenance.prune_bronze(changefeeds, maintenance.retention_hours(params.get("retention_hours")))
@@ -99,6 +107,7 @@ with DAG(
 
     changefeeds = list_changefeeds()
     maintain_table.expand(table=find_silver_tables(changefeeds))
+    maintain_dq_results(changefeeds)
     prune_bronze(changefeeds)
     remove_rebuild_trash(changefeeds)
     refresh_gc_safe_points(changefeeds)

@@ -6,6 +6,8 @@
   cdcflow ts (``spark_jobs.data_quality.version_as_of``, ``cdcflow verify --at-ts``) must keep finding the
   version of each window. Vacuuming drops time travel to versions older than the retention. A table is
   maintained under the window lease of its changefeeds, so a compaction never races a window's MERGE.
+* **data-quality result log** ``<sink>/_cdcflow/dq_results``: compacted, checkpointed and vacuumed like a silver
+  table (every barrier appends a small commit to it); its rows, the checks' history, are kept.
 * **bronze changelog**: windows older than ``checkpoint - retention`` that no rebuild can need go
   (``cdc_core.changefeed.retention.prune_changelog``); the silver tables rebuilds moved aside go after some days
   (``retention.remove_trash``). Both are skipped, and say so, where that module is not installed.
@@ -187,6 +189,39 @@ def maintain_table(table: Mapping[str, Any], retention_hours: int, *,
         }
     out["seconds"] = round(time.monotonic() - started, 3)
     return out
+
+
+# --- the data-quality result log --------------------------------------------------------------------------
+
+
+def maintain_dq_results(changefeeds: Iterable[Mapping[str, Any]], retention_hours: int, *,
+                        enforce_retention_duration: bool = True) -> dict[str, Any]:
+    """Per sink, the data-quality result log ``<sink>/_cdcflow/dq_results`` (a commit of a few rows at every
+    barrier of every changefeed on the sink): compacted, checkpointed (a reader replays one checkpoint and the
+    commits after it, not every commit since the first) and vacuumed, holding the window leases of the sink's
+    changefeeds (their checks append to it). No result row is deleted: the log is the checks' history."""
+    from deltalake import DeltaTable
+
+    from cdc_core.changefeed.dq_results import results_path
+
+    by_sink: dict[str, list[str]] = {}
+    for cf in changefeeds:
+        by_sink.setdefault(str(cf["sink_uri"]), []).append(str(cf["changefeed_id"]))
+    done: dict[str, Any] = {}
+    for sink, ids in sorted(by_sink.items()):
+        path = results_path(sink)
+        if not DeltaTable.is_deltatable(path):
+            done[sink] = {"skipped": True, "reason": "no data-quality results yet"}
+            continue
+        started = time.monotonic()
+        with window_leases(ids) as held:
+            out: dict[str, Any] = {"path": path, "leases": held, "compact": compact_table(path)}
+            DeltaTable(path).create_checkpoint()
+            out["checkpoint_version"] = DeltaTable(path).version()
+            out["vacuum"] = vacuum_table(path, retention_hours, enforce_retention_duration=enforce_retention_duration)
+        out["seconds"] = round(time.monotonic() - started, 3)
+        done[sink] = out
+    return {"sinks": done}
 
 
 # --- bronze changelog retention ---------------------------------------------------------------------------

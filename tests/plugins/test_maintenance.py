@@ -4,6 +4,7 @@ cleanup go through the guarded retention import; GC safe points against the sess
 
 from __future__ import annotations
 
+import shutil
 import types
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,30 @@ def test_compaction_and_vacuum_keep_the_data_and_time_travel(lake: dict) -> None
     from cdc_core.changefeed import lease
 
     assert lease.holder("orders") is None  # released
+
+
+def test_the_dq_result_log_is_compacted_checkpointed_and_keeps_its_rows(lake: dict) -> None:
+    from deltalake import DeltaTable
+
+    from cdc_core.changefeed import dq_results
+
+    path = dq_results.results_path(lake["sink_uri"])
+    shutil.rmtree(path)  # the fixture's stand-in, another schema
+    for ts in range(1, 13):  # a dozen barriers, a commit each
+        dq_results.append(lake["sink_uri"], "orders", ts, "barrier", "count", {
+            "shop.orders": {"results": [{"expectation": "row_count", "success": True, "observed": ts}]}})
+    assert len(DeltaTable(path).file_uris()) == 12
+    out = maintenance.maintain_dq_results(maintenance.list_changefeeds(), 0, enforce_retention_duration=False)
+    rep = out["sinks"][lake["sink_uri"]]
+    assert rep["leases"] == ["orders"] and rep["compact"]["files_after"] == 1
+    assert rep["vacuum"]["files_deleted"] == 12
+    dt = DeltaTable(path)
+    assert sorted(dt.to_pyarrow_table().column("ts").to_pylist()) == list(range(1, 13))
+    assert (Path(path) / "_delta_log" / f"{rep['checkpoint_version']:020d}.checkpoint.parquet").is_file()
+    # A sink without results yet is said so.
+    shutil.rmtree(path)
+    assert maintenance.maintain_dq_results(maintenance.list_changefeeds(), 0)["sinks"][lake["sink_uri"]] == {
+        "skipped": True, "reason": "no data-quality results yet"}
 
 
 def test_vacuum_enforces_the_tables_retention_unless_told_not_to(lake: dict) -> None:
@@ -216,7 +241,8 @@ def test_the_dag(cdcflow_home: Path) -> None:
     assert dag.timetable.expression == "0 0 * * *"  # @daily
     up = {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
     assert up == {"list_changefeeds": [], "find_silver_tables": ["list_changefeeds"],
-                  "maintain_table": ["find_silver_tables"], "prune_bronze": ["list_changefeeds"],
+                  "maintain_table": ["find_silver_tables"], "maintain_dq_results": ["list_changefeeds"],
+                  "prune_bronze": ["list_changefeeds"],
                   "remove_rebuild_trash": ["list_changefeeds"], "refresh_gc_safe_points": ["list_changefeeds"]}
     assert dag.params["retention_hours"] is None and dag.params["gc_ttl_hours"] == 48
     from airflow.serialization.serialized_objects import DagSerialization
