@@ -29,11 +29,6 @@ def start(
         1, "--pd-members",
         help="PD members: member 1 on --pd-addr leads, the others follow on free ports (clients must follow the "
              "leader; `cdcflow upstream fault pd-leader` moves it)."),
-    data_dir: Path | None = typer.Option(
-        None, "--data-dir",
-        help="Accepted for forward compatibility. Data is kept in memory only: it is NOT persisted "
-             "across restarts yet.",
-    ),
     detach: bool = typer.Option(False, "--detach", help="Run in the background; return once it serves."),
     regions_per_table: int = typer.Option(2, "--regions-per-table", help="Regions each new table's rows get."),
     min_ts_interval_ms: int = typer.Option(200, "--min-ts-interval-ms", help="Resolved-ts interval of the feed."),
@@ -88,7 +83,7 @@ def start(
                            regions_per_table=regions_per_table,
                            min_ts_interval_ms=min_ts_interval_ms, split_region_keys=split_region_keys,
                            split_region_bytes=split_region_bytes, gc_life_time_s=gc_life_time_s,
-                           gc_interval_s=gc_interval_s, data_dir=data_dir, catalog_memory=catalog_memory,
+                           gc_interval_s=gc_interval_s, catalog_memory=catalog_memory,
                            txn_heartbeat_interval_ms=txn_heartbeat_ms, incremental_scan_concurrency_limit=scan_limit,
                            sink_memory_quota_bytes=sink_memory_quota)
     try:
@@ -105,8 +100,6 @@ def start(
                 "--incremental-scan-concurrency-limit", str(scan_limit),
                 "--sink-memory-quota-bytes", str(sink_memory_quota)]
         args += [arg for key, value in memory_flags.items() for arg in (f"--catalog-{key}", str(value))]
-        if data_dir is not None:
-            args += ["--data-dir", str(data_dir.resolve())]
         info = process.spawn_detached(args)
         typer.echo(json.dumps(info))
         return
@@ -114,8 +107,6 @@ def start(
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
         logging.getLogger().addHandler(handler)
-    if data_dir is not None:
-        data_dir.mkdir(parents=True, exist_ok=True)
     process.run_foreground(config)
 
 

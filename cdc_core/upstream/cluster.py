@@ -21,7 +21,6 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import grpc
 from prometheus_client import CollectorRegistry
@@ -85,7 +84,6 @@ class ClusterConfig:
     # GC: versions older than now - gc_life_time (held back by service safe points) go at each pass.
     gc_life_time_s: float = 600.0
     gc_interval_s: float = 0.0  # seconds between GC passes; 0: no periodic GC (tests run passes)
-    data_dir: Path | None = None  # accepted; data is kept in memory only for now
     # 0: made up at start as PD makes one (unix seconds << 32 | random), so no two clusters share it.
     cluster_id: int = 0
     # Fake prewrites of locks held longer than this (a transaction's TTL heartbeat, as TiKV reports it); 0: off.
