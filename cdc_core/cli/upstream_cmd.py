@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from cdc_core.client.tidb_sql import iter_statements, split_statements
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec.tso import parse_ts_or_datetime
 from cdc_core.errors import ConfigError, UpstreamError
 from cdc_core.memory import MIB, MemoryLimitConfig
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run and drive the embedded upstream cluster.")
+SCRIPT_PIECE_CHARS = 1 << 20  # `sql -f` reads its script a MiB at a time
 
 
 @app.command()
@@ -151,27 +155,32 @@ def sql(
     """Run SQL: SELECT rows print as JSON lines on stdout, a summary of other statements on stderr."""
     if (execute is None) == (file is None):
         raise typer.BadParameter("give exactly one of -e SQL or -f FILE")
-    if file is not None:
-        try:
-            script = file.read_text()
-        except OSError as exc:
-            raise UpstreamError(f"cannot read {file}: {exc}") from exc
-    else:
-        script = execute or ""
     try:
         ts = parse_ts_or_datetime(at_ts) if at_ts else 0
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--at-ts") from exc
-    with UpstreamClient(resolve_pd_addr(pd)) as client:
-        results = client.execute(script, at_ts=ts)
-    for r in results:
-        if r.columns:
-            for row in r.rows:
-                sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
-            typer.echo(f"{_short(r.statement)}: {len(r.rows)} row(s)", err=True)
+
+    def print_row(row: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    # A script of any size: statements read from the file as they come, each run once read, rows printed as
+    # they arrive (nothing holds the script or a result whole).
+    with contextlib.ExitStack() as stack:
+        if file is not None:
+            try:
+                f = stack.enter_context(file.open(encoding="utf-8"))
+            except OSError as exc:
+                raise UpstreamError(f"cannot read {file}: {exc}") from exc
+            statements: Iterable[str] = iter_statements(iter(lambda: f.read(SCRIPT_PIECE_CHARS), ""))
         else:
-            extra = f", commit ts {r.commit_ts}" if r.commit_ts else ""
-            typer.echo(f"{_short(r.statement)}: {r.affected_rows} row(s) affected{extra}", err=True)
+            statements = split_statements(execute or "")
+        client = stack.enter_context(UpstreamClient(resolve_pd_addr(pd)))
+        for r in client.sql().stream(statements, ts, on_row=print_row):
+            if r.columns:
+                typer.echo(f"{_short(r.statement)}: {r.row_count} row(s)", err=True)
+            else:
+                extra = f", commit ts {r.commit_ts}" if r.commit_ts else ""
+                typer.echo(f"{_short(r.statement)}: {r.affected_rows} row(s) affected{extra}", err=True)
     sys.stdout.flush()
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -48,6 +48,7 @@ class StatementResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
     affected_rows: int = 0
     commit_ts: int = 0  # commit ts of the transaction the statement committed (0: none)
+    row_count: int = 0  # rows a SELECT returned (with TidbSql.stream's on_row: handed out, not kept in rows)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,12 @@ def sql_literal(text: str) -> str:
 
 def split_statements(script: str) -> list[str]:
     """A script's statements: split on ``;`` outside literals, identifiers and comments (MySQL's tokens)."""
+    done, _, tail = _split(script)
+    return done + ([tail] if tail is not None else [])
+
+
+def _split(script: str) -> tuple[list[str], int, str | None]:
+    """The statements a ``;`` ends, the offset just after the last ``;`` (0: none), and the statement after it."""
     from sqlglot import Dialect  # here: commands that never run SQL start without sqlglot
     from sqlglot.errors import TokenError
     from sqlglot.tokens import TokenType
@@ -101,19 +108,37 @@ def split_statements(script: str) -> list[str]:
         tokens = Dialect.get_or_raise("mysql").tokenize(script)
     except TokenError as exc:
         raise UpstreamError(f"cannot split the SQL script: {exc}") from exc
-    out, start, last_end = [], None, None
+    out, start, last_end, cut = [], None, None, 0
     for t in tokens:
         if t.token_type == TokenType.SEMICOLON:
             if start is not None:
                 out.append(script[start:last_end])
             start = last_end = None
+            cut = t.end + 1
             continue
         if start is None:
             start = t.start
         last_end = t.end + 1
-    if start is not None:
-        out.append(script[start:last_end])
-    return out
+    return out, cut, script[start:last_end] if start is not None else None
+
+
+def iter_statements(pieces: Iterable[str]) -> Iterator[str]:
+    """The statements of a script read piece by piece (a file of any size), split as :func:`split_statements`
+    splits, each as soon as its ``;`` is read. What follows the last ``;`` read so far waits for the next piece
+    (a piece may end inside a literal or a comment: such a text waits until it tokenizes); the text after the
+    script's last ``;`` is its last statement."""
+    pending = ""
+    for piece in pieces:
+        pending += piece
+        if ";" not in piece:
+            continue
+        try:
+            done, cut, _ = _split(pending)
+        except UpstreamError:
+            continue  # a token cut by the piece's end (or a bad one, which the end of the script reports)
+        yield from done
+        pending = pending[cut:]
+    yield from split_statements(pending)
 
 
 def connect(addresses: list[TidbAddress], timeout: float = 60.0) -> tuple[pymysql.connections.Connection[Any], str]:
@@ -197,23 +222,49 @@ class TidbSql:
 
     def _run_script(self, script: str, results: list[StatementResult]) -> None:
         for n, text in enumerate(split_statements(script), 1):
-            conn = self._connect()
-            try:
-                with conn.cursor(pymysql.cursors.DictCursor) as cur:
-                    affected = cur.execute(text)
-                    columns = [d[0] for d in cur.description or ()]
-                    rows = [{k: json_value(v) for k, v in row.items()} for row in cur.fetchall()] if columns else []
-                    commit_ts = 0
-                    if not columns:
-                        cur.execute("SELECT @@tidb_last_txn_info")
-                        info = (cur.fetchone() or {}).get("@@tidb_last_txn_info") or ""
-                        commit_ts = int(json.loads(info)["commit_ts"]) if info else 0
-            except pymysql.err.MySQLError as exc:
-                raise self._fail(exc, text, n) from exc
-            # tidb_last_txn_info names the session's last commit: it is this statement's only if it changed.
-            own = commit_ts if commit_ts and commit_ts != self._last_commit_ts else 0
-            self._last_commit_ts = commit_ts or self._last_commit_ts
-            results.append(StatementResult(text, columns, rows, 0 if columns else affected, own))
+            results.append(self._run_one(n, text, None))
+
+    def stream(self, statements: Iterable[str], at_ts: int = 0,
+               on_row: Callable[[dict[str, Any]], object] | None = None) -> Iterator[StatementResult]:
+        """:meth:`execute` for a script of any size: ``statements`` taken one at a time (:func:`iter_statements`
+        reads a file so), each result yielded once its statement ran, a SELECT's rows handed to ``on_row`` as they
+        arrive off the connection (its result then carries ``row_count`` and no rows)."""
+        try:
+            if at_ts:
+                self._set_snapshot(at_ts)
+            for n, text in enumerate(statements, 1):
+                yield self._run_one(n, text, on_row)
+        finally:
+            self._end_script(at_ts)
+
+    def _run_one(self, n: int, text: str, on_row: Callable[[dict[str, Any]], object] | None) -> StatementResult:
+        conn = self._connect()
+        rows: list[dict[str, Any]] = []
+        count = 0
+        try:
+            cursor = pymysql.cursors.SSDictCursor if on_row is not None else pymysql.cursors.DictCursor
+            with conn.cursor(cursor) as cur:
+                affected = cur.execute(text)
+                columns = [d[0] for d in cur.description or ()]
+                if columns:
+                    for row in cur.fetchall_unbuffered() if on_row is not None else cur.fetchall():
+                        value = {k: json_value(v) for k, v in row.items()}
+                        count += 1
+                        if on_row is not None:
+                            on_row(value)
+                        else:
+                            rows.append(value)
+                commit_ts = 0
+                if not columns:
+                    cur.execute("SELECT @@tidb_last_txn_info")
+                    info = (cur.fetchone() or {}).get("@@tidb_last_txn_info") or ""
+                    commit_ts = int(json.loads(info)["commit_ts"]) if info else 0
+        except pymysql.err.MySQLError as exc:
+            raise self._fail(exc, text, n) from exc
+        # tidb_last_txn_info names the session's last commit: it is this statement's only if it changed.
+        own = commit_ts if commit_ts and commit_ts != self._last_commit_ts else 0
+        self._last_commit_ts = commit_ts or self._last_commit_ts
+        return StatementResult(text, columns, rows, 0 if columns else affected, own, count)
 
     def iter_rows(self, sql: str, at_ts: int = 0) -> Iterator[dict[str, Any]]:
         """The rows of one SELECT, streamed (JSON values by column name); at ``at_ts`` (a tso) when given."""

@@ -60,6 +60,19 @@ def test_start_sql_tso_stop(home: Path) -> None:
                       "INSERT INTO t VALUES (1, 'x'), (2, NULL);\n")
     out = cdcflow(home, "upstream", "sql", "-f", str(script))
     assert out.stdout == "" and "2 row(s) affected" in out.stderr
+    # A script of several MiB (the size that once hit gRPC's 4 MiB cap): read, run and printed piece by piece.
+    big = home / "big.sql"
+    with big.open("w") as f:
+        f.write("CREATE TABLE d.big (id INT PRIMARY KEY, pad VARCHAR(100));\n")
+        for lo in range(0, 50_000, 1000):
+            f.write("INSERT INTO d.big VALUES " + ", ".join(f"({i}, '{'p' * 96}')" for i in range(lo, lo + 1000))
+                    + ";\n")
+        f.write("SELECT id FROM d.big WHERE id % 1000 = 7 ORDER BY id;\nSELECT * FROM d.big;\n")
+    assert big.stat().st_size > 5_000_000
+    out = cdcflow(home, "upstream", "sql", "-f", str(big))
+    lines = out.stdout.splitlines()
+    assert len(lines) == 50 + 50_000 and [json.loads(x)["id"] for x in lines[:3]] == [7, 1007, 2007]
+    assert out.stderr.count("1000 row(s) affected") == 50 and "SELECT * FROM d.big: 50000 row(s)" in out.stderr
     before = int(cdcflow(home, "tso", "now").stdout)
     cdcflow(home, "upstream", "sql", "-e", "UPDATE d.t SET b = 'y' WHERE a = 1")
     rows = cdcflow(home, "upstream", "sql", "-e", "SELECT * FROM d.t ORDER BY a").stdout.splitlines()

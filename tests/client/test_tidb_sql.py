@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import pytest
 
-from cdc_core.client.tidb_sql import TidbAddress, TidbSql, parse_addresses, split_statements
+from cdc_core.client.tidb_sql import TidbAddress, TidbSql, iter_statements, parse_addresses, split_statements
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.errors import ConfigError, UpstreamError
 from cdc_core.proto import etcdserverpb_pb2, etcdserverpb_pb2_grpc
@@ -82,6 +82,37 @@ def test_snapshot_reads_stream_and_leave_the_session_at_the_latest(upstream_clie
     next(gen)
     gen.close()
     assert upstream_client.query(f"SELECT COUNT(*) AS n FROM {fresh_db}.t") == [{"n": 100}]
+
+
+TRICKY_SCRIPTS = (
+    "CREATE TABLE t (a INT); INSERT INTO t VALUES (1), (2);\nSELECT 'a;b', `x;y` FROM t -- c;omment\n; "
+    "/* block ; */ UPDATE t SET a = 1",
+    "INSERT INTO t VALUES ('it''s; ok', \"d;q\");;; SELECT 1",
+    "SELECT 1; -- only a comment after",
+    "SELECT 'x\\';y'; SELECT 2;",
+)
+
+
+@pytest.mark.parametrize("script", TRICKY_SCRIPTS)
+def test_a_script_read_in_pieces_splits_as_a_whole_one(script: str) -> None:
+    want = split_statements(script)
+    for n in (1, 2, 3, 5, 7, 13, 1 << 20):  # pieces ending inside literals, identifiers and comments
+        assert list(iter_statements(script[i:i + n] for i in range(0, len(script), n))) == want, n
+
+
+def test_a_streamed_script_hands_rows_out_as_they_arrive(upstream_client: Any, fresh_db: str) -> None:
+    statements = iter_statements(iter([f"CREATE TABLE {fresh_db}.t (a INT PRIMARY KEY); INSERT INTO {fresh_db}.t ",
+                                       "VALUES " + ", ".join(f"({i})" for i in range(3000)) + "; SELECT a FROM ",
+                                       f"{fresh_db}.t ORDER BY a; DELETE FROM {fresh_db}.t WHERE a > 5"]))
+    seen: list[dict[str, Any]] = []
+    results = list(upstream_client.sql().stream(statements, on_row=seen.append))
+    assert [r.affected_rows for r in results] == [0, 3000, 0, 2994]
+    assert results[2].rows == [] and results[2].row_count == 3000 and seen == [{"a": i} for i in range(3000)]
+    assert results[1].commit_ts < results[3].commit_ts
+    with pytest.raises(UpstreamError, match=r"statement 2 `SELECT nope FROM .*`: .*unknown column .nope. "
+                                            r"\(MySQL error 1054\)"):
+        list(upstream_client.sql().stream(iter_statements([f"SELECT 1; SELECT nope FROM {fresh_db}.t"]),
+                                          on_row=seen.append))
 
 
 def test_one_connection_per_thread(upstream_client: Any, fresh_db: str) -> None:
