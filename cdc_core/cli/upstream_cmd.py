@@ -171,7 +171,9 @@ def sql(
                 f = stack.enter_context(file.open(encoding="utf-8"))
             except OSError as exc:
                 raise UpstreamError(f"cannot read {file}: {exc}") from exc
-            statements: Iterable[str] = iter_statements(iter(lambda: f.read(SCRIPT_PIECE_CHARS), ""))
+            # Whole lines, about a MiB at a time: a piece then rarely ends inside a literal (which would make it
+            # wait for the next), as dumps put a statement's end at a line's.
+            statements: Iterable[str] = iter_statements(iter(lambda: "".join(f.readlines(SCRIPT_PIECE_CHARS)), ""))
         else:
             statements = split_statements(execute or "")
         client = stack.enter_context(UpstreamClient(resolve_pd_addr(pd)))
