@@ -123,6 +123,7 @@ class SchemaLog:
         """Drop jobs no read at or above ``checkpoint_ts`` needs (TiCDC GCs schema versions the same way)."""
         storage = self.storage()
         alive = {t.id for t in storage.tables_at(checkpoint_ts)}
+        resolved = {j.key: j for j in storage.jobs_between(-1, checkpoint_ts)}
         keep: list[DDLJob] = []
         latest_defining: dict[int, DDLJob] = {}
         schema_jobs: dict[int, DDLJob] = {}
@@ -132,8 +133,11 @@ class SchemaLog:
             else:
                 if j.table_info is not None and j.table_info.id in alive:
                     latest_defining[j.table_info.id] = j
-                if j.job_type == "exchange partition" and j.partition_id in alive:
-                    latest_defining[j.partition_id] = j  # the normal table, under the partition's id since
+                # The normal table, under the partition's id since (as the storage resolved the job: TiDB's args
+                # may not name the partition).
+                part_id = resolved.get(j.key, j).partition_id
+                if j.job_type == "exchange partition" and part_id in alive:
+                    latest_defining[part_id] = j
                 elif j.job_type == "create schema" and j.schema_id is not None:
                     schema_jobs[j.schema_id] = j
         defining = [j if j.job_type != "exchange partition" else _as_create(j, tid, storage, checkpoint_ts)

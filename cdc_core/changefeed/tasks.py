@@ -277,7 +277,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     flt = cfg.table_filter
     # Each table as the window's jobs leave it, from the schema storage (which names an exchanged partitioned table,
     # and holds the normal table under the partition's id: neither is a job's own TableInfo).
-    touched = (storage.table_at(tid, j.finished_ts) for j in jobs
+    touched = (storage.table_at(tid, j.finished_ts) for j in storage.jobs_between(checkpoint, target)
                for tid in (j.table_info.id if j.table_info else None, j.partition_id) if tid is not None)
     versions = [*_replicated_at(cfg, storage, checkpoint),
                 *(t for t in touched if t is not None and flt.match(t.db_name, t.name))]

@@ -62,20 +62,30 @@ class SchemaStorage:
         table's after the swap, under the database name the table had (TiDB's job names only the normal table's,
         pingcap/tidb#43819); the normal table continues under the partition's id with its own schema, as TiCDC's
         schema snapshot does (``exchangePartition``, cdc/entry/schema/snapshot.go)."""
-        info, nt_id, part_id = job.table_info, job.old_table_id, job.partition_id
-        if info is None or nt_id is None or part_id is None:
-            raise SchemaError(f"DDL job {job.job_id} (exchange partition) without its tables and partition")
+        info, nt_id = job.table_info, job.old_table_id
+        where = f"DDL job {job.job_id} (exchange partition) at ts {job.finished_ts}"
+        if info is None or nt_id is None:
+            raise SchemaError(f"{where}: without its two tables")
         pt_before, nt_before = self._latest(info.id), self._latest(nt_id)
         if pt_before is None or nt_before is None:
-            raise SchemaError(f"DDL job {job.job_id} (exchange partition) at ts {job.finished_ts}: table "
-                              f"{info.id if pt_before is None else nt_id} is not in the schema")
+            raise SchemaError(f"{where}: table {info.id if pt_before is None else nt_id} is not in the schema")
+        # TiCDC's rule (getSourceTable): the one id the partitions lost is the partition swapped out, the one
+        # they gained the normal table's; the job's args, when readable, must say the same.
+        lost, gained = set(pt_before.physical_ids) - set(info.physical_ids), set(info.physical_ids) - set(
+            pt_before.physical_ids)
+        if len(lost) != 1 or gained != {nt_id} or (job.partition_id is not None and lost != {job.partition_id}):
+            raise SchemaError(f"{where}: the partitions of table {info.id} lost {sorted(lost)} and gained "
+                              f"{sorted(gained)}, not one partition for table {nt_id}")
+        (part_id,) = lost
+        part_name = next(d.name for d in pt_before.partition.definitions if d.id == part_id) \
+            if pt_before.partition is not None else None
         info = replace(info, db_name=pt_before.db_name, db_id=pt_before.db_id)
         nt_after = replace(nt_before, id=part_id, schema_version=job.schema_version)
         self._put(nt_id, job.finished_ts, None)
         self._put(part_id, job.finished_ts, nt_after)
         return replace(job, table_info=info, schema_id=pt_before.db_id, schema_name=pt_before.db_name,
                        table_name=info.name, old_schema_name=nt_before.db_name, old_table_name=nt_before.name,
-                       old_schema_id=nt_before.db_id)
+                       old_schema_id=nt_before.db_id, partition_id=part_id, partition_name=part_name)
 
     def _put(self, table_id: int, ts: int, info: TableInfo | None) -> None:
         v = self._tables.setdefault(table_id, _Versions())

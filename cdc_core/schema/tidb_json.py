@@ -424,11 +424,13 @@ def job_from_tidb(d: dict[str, Any]) -> Any:
     version = int(binlog.get("SchemaVersion") or 0)
     table_info = None
     ti = binlog.get("TableInfo")
-    exchange = _exchange_args(d.get("raw_args"), where) if job_type == "exchange partition" else None
+    is_exchange = job_type == "exchange partition"
+    exchange = _exchange_args(d.get("raw_args")) if is_exchange else None
     if ti and job_type not in _DROPS and action in _JOB_TYPE_OF:
         # An exchange's TableInfo is the partitioned table's, whose database the job does not name (its names
         # are the normal table's): schema storage gives it the name it has (as TiCDC does, tidb#43819).
-        db_name, db_id = (("", exchange[1]) if exchange is not None else (schema_name or "", int(schema_id or 0)))
+        db_name, db_id = (("", exchange[1] if exchange else 0) if is_exchange
+                          else (schema_name or "", int(schema_id or 0)))
         try:
             table_info = table_from_tidb(ti, db_name=db_name, db_id=db_id, schema_version=version)
         except SchemaError as exc:
@@ -446,12 +448,12 @@ def job_from_tidb(d: dict[str, Any]) -> Any:
     elif job_type == "rename table" and table_info is not None:
         old_schema_id, old_schema_name = _rename_args(d.get("raw_args"))
         old_table_id, old_table_name, table_name = table_id, table_name, table_info.name
-    elif exchange is not None:
-        if table_info is None or table_info.id != exchange[2] or table_info.partition is None:
-            raise SchemaError(f"{where} (exchange partition): the binlog's TableInfo is not the partitioned table "
-                              f"{exchange[2]} of the args")
+    elif is_exchange:
+        if table_info is None or table_info.partition is None or (exchange and table_info.id != exchange[2]):
+            raise SchemaError(f"{where} (exchange partition): the binlog's TableInfo is not the partitioned table"
+                              + (f" {exchange[2]} of the args" if exchange else ""))
         old_schema_id, old_table_id, old_schema_name, old_table_name = schema_id, table_id, schema_name, table_name
-        schema_id, table_id, schema_name = exchange[1], exchange[2], None
+        schema_id, table_id, schema_name = exchange[1] if exchange else None, table_info.id, None
     if table_info is not None:
         table_name = table_info.name
     msi = d.get("multi_schema_info") or {}
@@ -480,10 +482,11 @@ def _old_physical_ids(raw: Any, where: str) -> tuple[int, ...]:
     return ()
 
 
-def _exchange_args(raw: Any, where: str) -> tuple[int, int, int, str, bool]:
+def _exchange_args(raw: Any) -> tuple[int, int, int, str, bool] | None:
     """(partition id, partitioned table's schema id, its table id, partition name, with validation) of an
     EXCHANGE PARTITION job's ``raw_args``: JobVersion1's positional list or JobVersion2's struct
-    (``ExchangeTablePartitionArgs``, pkg/meta/model/job_args.go)."""
+    (``ExchangeTablePartitionArgs``, pkg/meta/model/job_args.go). None when they are not readable so: TiCDC does
+    not read them either, and the schema storage finds the partition from the ids the job swapped."""
     try:
         if isinstance(raw, list) and raw and isinstance(raw[0], dict):
             a = raw[0]
@@ -491,11 +494,11 @@ def _exchange_args(raw: Any, where: str) -> tuple[int, int, int, str, bool]:
                     str(a.get("partition_name") or ""), bool(a.get("with_validation", False)))
         if isinstance(raw, list) and len(raw) >= 4:
             name = raw[3]
-            return (int(raw[0]), int(raw[1]), int(raw[2]), _name(name, where) if isinstance(name, dict) else str(name),
-                    bool(raw[4]) if len(raw) > 4 else False)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SchemaError(f"{where} (exchange partition): bad args {raw!r}: {exc}") from None
-    raise SchemaError(f"{where} (exchange partition): bad args {raw!r}")
+            text = name.get("O") if isinstance(name, dict) else name
+            return int(raw[0]), int(raw[1]), int(raw[2]), str(text), bool(raw[4]) if len(raw) > 4 else False
+    except (KeyError, TypeError, ValueError):
+        pass
+    return None
 
 
 # --- jobs of several tables -------------------------------------------------------------------------------------

@@ -152,3 +152,17 @@ def test_schema_log_gc_keeps_both_tables_an_exchange_partition_defined(tmp_path,
     for tid in (101, 102, 104):
         assert after.table_at(tid, 25) == before.table_at(tid, 25)
     assert after.table_at(102, 25).name == "nt" and after.table_at(101, 30).schema_version == 4
+
+
+def test_schema_log_gc_finds_the_exchanged_partition_when_the_args_do_not_say(tmp_path, monkeypatch):
+    from cdc_core.schema.partition import RANGE, PartitionDef, PartitionInfo
+
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
+    parts = PartitionInfo(RANGE, "id", (PartitionDef(102, "p0", 10), PartitionDef(103, "p1", None)))
+    pt, nt = replace(_t(101, "pt"), partition=parts), _t(104, "nt")
+    swapped = replace(parts, definitions=(replace(parts.definitions[0], id=104), parts.definitions[1]))
+    blind = _job(3, "exchange partition", 20, replace(pt, partition=swapped), old_table_id=104)  # no partition_id
+    log = ddl_puller.SchemaLog("cf", [_job(1, "create table", 10, pt), _job(2, "create table", 11, nt), blind], 20)
+    log.gc(25)
+    assert [(j.job_id, j.sub_index, j.table_id) for j in log.jobs] == [(3, 0, 101), (3, 1, 102)]
+    assert log.storage().table_at(102, 25).name == "nt"

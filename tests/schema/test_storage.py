@@ -87,3 +87,11 @@ def test_exchange_partition_swaps_the_partition_and_the_normal_table_ids():
     assert (recorded.schema_name, recorded.table_info.db_name, recorded.old_schema_name) == ("db", "db", "stage")
     with pytest.raises(Exception, match="table 104 is not in the schema"):
         SchemaStorage.from_jobs([_job(1, "create table", 10, pt), job])
+    # Without readable args the partition is the one id the partitions lost (TiCDC's getSourceTable).
+    blind = replace(job, partition_id=None, partition_name=None)
+    [found] = SchemaStorage.from_jobs([_job(1, "create table", 10, pt), _job(2, "create table", 11, nt),
+                                       blind]).jobs_between(29, 30)
+    assert (found.partition_id, found.partition_name) == (102, "p0")
+    odd = replace(job, table_info=replace(pt_after, partition=parts(104, 105)))  # two partitions changed
+    with pytest.raises(Exception, match=r"lost \[102, 103\] and gained \[104, 105\], not one partition"):
+        SchemaStorage.from_jobs([_job(1, "create table", 10, pt), _job(2, "create table", 11, nt), odd])
