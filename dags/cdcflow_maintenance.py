@@ -35,6 +35,8 @@ Daily, for every changefeed in `$CDCFLOW_HOME/changefeeds`:
 | `maintain_dq_results` | per sink, compacts, checkpoints and vacuums the data-quality result log (rows kept) |
 | `prune_bronze` | drops bronze changelog windows older than `checkpoint - retention` that no rebuild needs |
 | `remove_rebuild_trash` | deletes the tables rebuilds moved aside more than `trash_retention_days` ago |
+| `reconcile` | per running changefeed whose last full reconciliation is older than `reconcile_interval_hours`: \
+every table compared whole with the upstream at the checkpoint; a difference puts the changefeed in error |
 | `refresh_gc_safe_points` | refreshes each changefeed's PD service GC safe point (`cdcflow-<id>`) at its \
 checkpoint; removes those of finished changefeeds |
 
@@ -65,6 +67,13 @@ with DAG(
         "trash_retention_days": Param(maintenance.DEFAULT_TRASH_RETENTION_DAYS, type="number", minimum=0,
                                       title="Rebuild trash retention (days)",
                                       description="Tables a rebuild moved aside are deleted after this long."),
+        "reconcile_interval_hours": Param(None, type=["null", "number"], minimum=0,
+                                          title="Reconciliation interval (hours)",
+                                          description="How often each changefeed is reconciled whole. Empty: "
+                                                      f"the Variable {maintenance.RECONCILE_INTERVAL_VARIABLE}, "
+                                                      "else a week."),
+        "reconcile_now": Param(False, type="boolean", title="Reconcile now",
+                               description="Reconcile every running changefeed in this run, due or not."),
         "gc_ttl_hours": Param(maintenance.DEFAULT_GC_TTL_HOURS, type="integer", minimum=1, title="GC safe point TTL",
                               description="How long a refreshed GC safe point holds if nothing refreshes it again."),
     },
@@ -102,6 +111,13 @@ with DAG(
         return maintenance.remove_rebuild_trash(changefeeds, float(context["params"]["trash_retention_days"]))
 
     @task
+    def reconcile(changefeeds: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
+        params = context["params"]
+        return maintenance.reconcile_changefeeds(
+            changefeeds, maintenance.reconcile_interval_hours(params.get("reconcile_interval_hours")),
+            force=bool(params.get("reconcile_now")))
+
+    @task
     def refresh_gc_safe_points(changefeeds: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
         return maintenance.refresh_gc_safe_points(changefeeds, int(context["params"]["gc_ttl_hours"]))
 
@@ -110,4 +126,5 @@ with DAG(
     maintain_dq_results(changefeeds)
     prune_bronze(changefeeds)
     remove_rebuild_trash(changefeeds)
+    reconcile(changefeeds)
     refresh_gc_safe_points(changefeeds)

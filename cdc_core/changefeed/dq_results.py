@@ -56,3 +56,15 @@ def append(sink_uri: str, changefeed_id: str, ts: int, where: str, mode: str, re
     if rows:
         write_deltalake(results_path(sink_uri), pa.Table.from_pylist(rows, schema=SCHEMA), mode="append")
     return len(rows)
+
+
+def failure_message(failed: dict[str, Any], ts: int) -> str:
+    """The error of failed reports (``{table: report}``): each failed expectation with its details and sample keys."""
+    parts = []
+    for name, r in failed.items():
+        for e in r.get("results", []):
+            if not e.get("success", True):
+                sample = e.get("sample_keys") or []
+                parts.append(f"{name} at ts {ts}: {e.get('expectation')} failed {e.get('details', '')}"
+                             + (f" (sample keys: {sample[:5]})" if sample else ""))
+    return "data-quality check failed: " + "; ".join(parts or [f"{n} at ts {ts}" for n in failed])

@@ -45,6 +45,7 @@ rebuilt tables, so they need no second rebuild).
 
 from __future__ import annotations
 
+import heapq
 import os
 import time
 from collections.abc import Callable
@@ -132,16 +133,30 @@ def window_ranges(sink_uri: str, changefeed_id: str, start_ts: int, upto_ts: int
         a = changelog.window_after_ts(sink_uri, changefeed_id, e)
         after[e] = a if a is not None else prev
         prev = e
+    return cover(after, start_ts, upto_ts, changefeed_id)
+
+
+def cover(after: dict[int, int], start_ts: int, upto_ts: int, changefeed_id: str = "") -> list[tuple[int, int, int]]:
+    """:func:`window_ranges` of windows ``{end: after}``: at each point the covering window reaching furthest."""
     out: list[tuple[int, int, int]] = []
     cur = start_ts
+    # A sweep in O(W log W): windows enter a max-heap of ends once ``cur`` reaches their start, and leave it once
+    # ``cur`` passes their end (``cur`` only grows, so a window that stopped covering never covers again).
+    by_after = sorted(after, key=lambda e: after[e])
+    reaching: list[int] = []  # -end
+    i = 0
     while cur < upto_ts:
-        covering = [e for e in ends if after[e] <= cur < e]
-        if not covering:
+        while i < len(by_after) and after[by_after[i]] <= cur:
+            heapq.heappush(reaching, -by_after[i])
+            i += 1
+        while reaching and -reaching[0] <= cur:
+            heapq.heappop(reaching)
+        if not reaching:
             raise ChangefeedError(
                 f"changefeed {changefeed_id!r}: no bronze window covers ts {cur} (needed to rebuild up to {upto_ts}); "
                 "the changelog was pruned past the latest snapshot base, or a window is missing"
             )
-        end = max(covering)
+        end = -reaching[0]
         upto = min(end, upto_ts)
         out.append((end, cur, upto))
         cur = upto

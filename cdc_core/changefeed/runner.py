@@ -22,10 +22,12 @@ def run_window(
     mode: str = "incremental",
     tables: list[str] | None = None,
     run_tag: str | None = None,
+    full_check: bool = False,
 ) -> dict[str, Any]:
     """Plan, pull, apply, check and publish one window ending at ``target_ts`` (None = now).
 
-    ``mode`` / ``tables`` / ``run_tag``: as ``tasks.plan`` takes them (a snapshot or rebuild window).
+    ``mode`` / ``tables`` / ``run_tag`` / ``full_check``: as ``tasks.plan`` takes them (a snapshot or rebuild
+    window; a full reconciliation at the window end).
     """
     say = progress or (lambda step, info: None)
     owner = lease.process_owner()
@@ -36,15 +38,16 @@ def run_window(
         lease.release(changefeed_id, owner)  # do not stay queued: this process does not wait
         raise
     try:
-        return _run_window(changefeed_id, target_ts, say, mode=mode, tables=tables, run_tag=run_tag)
+        return _run_window(changefeed_id, target_ts, say, mode=mode, tables=tables, run_tag=run_tag,
+                           full_check=full_check)
     finally:
         lease.release(changefeed_id, owner)
 
 
 def _run_window(changefeed_id: str, target_ts: int | None, say: Progress, *, mode: str, tables: list[str] | None,
-                run_tag: str | None) -> dict[str, Any]:
+                run_tag: str | None, full_check: bool) -> dict[str, Any]:
     p = tasks.plan(changefeed_id, interval_end_ts=None, target_ts=target_ts, mode=mode, tables=tables,
-                   run_tag=run_tag)
+                   run_tag=run_tag, full_check=full_check)
     say("plan", p)
     if p["skip"]:
         return {"plan": p, "skipped": True}
@@ -67,16 +70,18 @@ def run_until(
     mode: str = "incremental",
     tables: list[str] | None = None,
     run_tag: str | None = None,
+    full_check: bool = False,
 ) -> list[dict[str, Any]]:
     """Run windows until the checkpoint is at or past ``until_ts`` (None = the upstream's now).
 
-    The first window runs in ``mode`` (with ``tables`` / ``run_tag``), the ones after it incrementally.
+    The first window runs in ``mode`` (with ``tables`` / ``run_tag``), the ones after it incrementally; each ends
+    with a full reconciliation when ``full_check``.
     """
     results: list[dict[str, Any]] = []
     while True:
         first = not results
         r = run_window(changefeed_id, until_ts, progress, mode=mode if first else "incremental",
-                       tables=tables if first else None, run_tag=run_tag if first else None)
+                       tables=tables if first else None, run_tag=run_tag if first else None, full_check=full_check)
         results.append(r)
         st = load_state(changefeed_id)
         if r["skipped"] or until_ts is None or st.checkpoint_ts >= until_ts:

@@ -26,6 +26,7 @@ JOBS = {
     "data_quality": "spark_jobs.data_quality:run_job",
     "ddl_apply": "spark_jobs.ddl_apply:run_job",
     "snapshot_load": "spark_jobs.snapshot_load:run_job",
+    "window_checks": "spark_jobs.window_checks:run_job",
 }
 
 

@@ -42,6 +42,8 @@ class ChangefeedState:
     # The latest rebuild (cdc_core.changefeed.rebuild): {"id", "ts", "tag", "tables", "trash", "moved", "done",
     # "replayed_to", "started_at", "finished_at"}; an unfinished one is resumed by the next window.
     rebuild: dict[str, Any] | None = None
+    # The latest full reconciliation (cdc_core.changefeed.reconcile): {"ts", "at", "passed", "failed": [names]}.
+    last_reconciliation: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

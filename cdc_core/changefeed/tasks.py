@@ -23,14 +23,12 @@ import time
 import uuid
 from typing import Any
 
-import pyarrow as pa
-
 from cdc_core import failpoint
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec import changelog, key, tso
 from cdc_core.errors import ChangefeedError, ConfigError, DataQualityError
 from cdc_core.log import get_logger
-from cdc_core.puller.window_collector import collect_window
+from cdc_core.puller.window_collector import collect_window, stream_window
 from cdc_core.schema import ddl_history
 from cdc_core.schema.model import TableInfo
 from cdc_core.schema.storage import SchemaStorage
@@ -80,6 +78,7 @@ def plan(
     mode: str = "incremental",
     tables: list[str] | None = None,
     run_tag: str | None = None,
+    full_check: bool = False,
 ) -> dict[str, Any]:
     """Fix the window ``(checkpoint, T]`` with ``T = min(interval end, changefeed target-ts, target_ts)``.
 
@@ -94,7 +93,8 @@ def plan(
     ``run_tag``, ``has_window`` (whether ``(checkpoint, T]`` is non-empty: when it is not, ``target_ts`` is the
     checkpoint and the window only snapshots / rebuilds and checks), ``snapshot`` (None or ``{"id", "ts",
     "tables", "all_tables", "initial"}``) and ``rebuild`` (None or ``{"id", "ts", "tag", "tables", "all_tables",
-    "noop", "reason", "resume"}``).
+    "noop", "reason", "resume"}``) and ``full_check`` (reconcile every replicated table whole at the window end,
+    besides the changed-key checks).
     """
     names = _check_mode(mode, tables)
     cfg = load_config(changefeed_id)
@@ -124,6 +124,7 @@ def plan(
         "has_window": target > st.checkpoint_ts,
         "snapshot": None,
         "rebuild": None,
+        "full_check": full_check,
     }
     if st.state not in ("paused", "finished", "removed"):
         _plan_mode(cfg, st, out)
@@ -285,9 +286,13 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     # 2. The row changes of every table replicated at some point of the window, a partitioned table's under the id
     #    of every partition it had in the window (TiKV keys its rows by them; ADD / DROP PARTITION change them).
     spans = {pid: key.table_span(pid) for pid in sorted({p for t in versions for p in t.physical_ids})}
-    rows, resolved = asyncio.run(collect_window(pd_addr, spans, checkpoint, target, options=cfg.puller))
-    events = pa.concat_tables([ddl_events, rows])
-    path = changelog.write_window(cfg.sink_uri, cfg.changefeed_id, target, events, after_ts=checkpoint)
+    #    They go to the bronze window as they arrive, a part at a time: the pull holds a part, not the window.
+    with changelog.WindowWriter(cfg.sink_uri, cfg.changefeed_id, target, after_ts=checkpoint) as writer:
+        writer.add(ddl_events)
+        resolved = asyncio.run(stream_window(pd_addr, spans, checkpoint, target, writer.add, writer=writer,
+                                             options=cfg.puller))
+        path = writer.commit()
+        events_pulled = writer.rows
     failpoint.hit("pull.bronze_written")
     with locked_state(cfg.changefeed_id) as st:
         st.resolved_ts = max(st.resolved_ts, min(resolved.values(), default=target))
@@ -296,7 +301,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "skipped": False,
         "bronze_path": str(path),
-        "events": events.num_rows,
+        "events": events_pulled,
         "ddl_jobs": len(jobs),
         "tables": names,
         "snapshot": fetched,
@@ -360,7 +365,7 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
     def after_dml(step: DmlStep, tables: list[TableInfo], result: dict[str, Any]) -> None:
         if step.upto_ts < target:  # a barrier: check the tables this step changed before the DDL
             _check_tables(cfg, [t for t in tables if changed(result, t)], step.upto_ts,
-                          where=f"barrier {step.upto_ts + 1}")
+                          where=f"barrier {step.upto_ts + 1}", plan=p, full=set())
 
     res = apply_steps(
         cfg, storage, steps, window_end_ts=target, tables_at=lambda ts: _replicated_at(cfg, storage, ts),
@@ -381,7 +386,8 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def check(p: dict[str, Any]) -> dict[str, Any]:
-    """Data-quality checks of every replicated table against the upstream snapshot at the window end."""
+    """Data-quality checks at the window end: the changed-key checks of every table the window changed, and the full
+    reconciliation of the tables a snapshot or rebuild replaced (of every table with the plan's ``full_check``)."""
     if p["skip"]:
         log.info("check skipped", reason=p["reason"])
         return {"skipped": True, "reason": p["reason"], "passed": True, "tables": {}}
@@ -391,47 +397,72 @@ def check(p: dict[str, Any]) -> dict[str, Any]:
 def _check(p: dict[str, Any]) -> dict[str, Any]:
     cfg = load_config(p["changefeed_id"])
     ts = p["target_ts"]
-    reports = _check_tables(cfg, _replicated_tables(cfg, ts), ts, where="window end")
+    tables = _replicated_tables(cfg, ts)
+    full = _fully_checked(p, tables)
+    touched = _changed_tables(cfg, p, tables, ts)
+    checked = [t for t in tables if t.qualified_name in full or t.qualified_name in touched]
+    reports = _check_tables(cfg, checked, ts, where="window end", plan=p, full=full)
     failpoint.hit("check.done")
-    return {"skipped": False, "passed": True, "tables": reports}
+    return {"skipped": False, "passed": True, "tables": reports,
+            "unchanged": sorted(t.qualified_name for t in tables if t not in checked)}
 
 
-def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, where: str) -> dict[str, Any]:
-    """Data-quality checks of ``tables`` against the upstream snapshot at ``ts``; a failure puts the
-    changefeed in error (the checkpoint stays) and raises ``DataQualityError``."""
+def _fully_checked(p: dict[str, Any], tables: list[TableInfo]) -> set[str]:
+    """The tables reconciled whole at the window end: those a snapshot or rebuild replaced (what they hold is new
+    as a whole), or all of them when the plan asks."""
+    if p.get("full_check"):
+        return {t.qualified_name for t in tables}
+    out: set[str] = set((p.get("snapshot") or {}).get("tables") or [])
+    rb = p.get("rebuild") or {}
+    if not rb.get("noop"):
+        out.update(rb.get("tables") or [])
+    return out
+
+
+def _changed_tables(cfg: ChangefeedConfig, p: dict[str, Any], tables: list[TableInfo], upto_ts: int) -> set[str]:
+    """The tables with row events in ``(checkpoint, upto_ts]`` of the window's bronze changelog, or touched by one of
+    its DDL jobs."""
+    if not _has_window(p):
+        return set()
+    ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, p["target_ts"], p["checkpoint_ts"], upto_ts)
+    storage = SchemaLog.load(cfg.changefeed_id).storage()
+    for j in storage.jobs_between(p["checkpoint_ts"], upto_ts):
+        ids.update(i for i in (j.table_info.id if j.table_info else None, j.partition_id, j.old_table_id)
+                   if i is not None)
+    return {t.qualified_name for t in tables if t.id in ids or ids.intersection(t.physical_ids)}
+
+
+def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, where: str, plan: dict[str, Any],
+                  full: set[str]) -> dict[str, Any]:
+    """Data-quality checks of ``tables`` against the upstream at ``ts``: whole (``data_quality``) for the names in
+    ``full``, by the keys the window changed (``window_checks``) for the others. A failure puts the changefeed in
+    error (the checkpoint stays) and raises ``DataQualityError``."""
     reports: dict[str, Any] = {}
     efilter = cfg.event_filter
+    pd_addr = resolve_pd_addr(cfg.upstream)
     for t in tables:
         # Event filters drop row changes on purpose: such a table cannot equal the upstream snapshot,
-        # so its count and checksum are not compared (key uniqueness, NOT NULL and schema still are).
+        # so its rows and count are not compared (key uniqueness, NOT NULL and schema still are).
         filtered = efilter.drops_rows_of(t.db_name, t.name)
-        # The job reads the upstream rows at ts itself, chunk by chunk over TiDB's SQL (never one list here).
-        reports[t.qualified_name] = spark_engine.run_job(
-            "data_quality",
-            {"sink_uri": cfg.sink_uri, "table": t.to_json(), "pd_addr": resolve_pd_addr(cfg.upstream),
-             "tidb": cfg.tidb, "mode": cfg.dq_mode, "ts": ts, "content": not filtered},
-        )
+        args = {"sink_uri": cfg.sink_uri, "table": t.to_json(), "pd_addr": pd_addr, "tidb": cfg.tidb,
+                "mode": cfg.dq_mode, "ts": ts, "content": not filtered}
+        if t.qualified_name in full or not _has_window(plan):
+            # The job reads the upstream rows at ts itself, chunk by chunk over TiDB's SQL (never one list here).
+            reports[t.qualified_name] = spark_engine.run_job("data_quality", args)
+        else:
+            reports[t.qualified_name] = spark_engine.run_job("window_checks", {
+                **args, "changefeed_id": cfg.changefeed_id, "window_end_ts": plan["target_ts"],
+                "after_ts": plan["checkpoint_ts"]})
     failed = {name: r for name, r in reports.items() if not r["passed"]}
     dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, reports)
     with locked_state(cfg.changefeed_id) as st:
         st.last_checks = {"ts": ts, "mode": cfg.dq_mode, "where": where, "tables": reports}
         if failed:
             st.state = "error"
-            st.error = {"message": _dq_message(failed, ts), "step": "check", "at": time.time(), "ts": ts}
+            st.error = {"message": dq_results.failure_message(failed, ts), "step": "check", "at": time.time(), "ts": ts}
     if failed:
-        raise DataQualityError(_dq_message(failed, ts))
+        raise DataQualityError(dq_results.failure_message(failed, ts))
     return reports
-
-
-def _dq_message(failed: dict[str, Any], ts: int) -> str:
-    parts = []
-    for name, r in failed.items():
-        for e in r.get("results", []):
-            if not e.get("success", True):
-                sample = e.get("sample_keys") or []
-                parts.append(f"{name} at ts {ts}: {e.get('expectation')} failed {e.get('details', '')}"
-                             + (f" (sample keys: {sample[:5]})" if sample else ""))
-    return "data-quality check failed: " + "; ".join(parts or [f"{n} at ts {ts}" for n in failed])
 
 
 def publish(p: dict[str, Any], applied: dict[str, Any], checked: dict[str, Any]) -> dict[str, Any]:

@@ -89,6 +89,78 @@ def write_window(
     return final
 
 
+PART_ROWS = 262_144  # events per Parquet part of a window written as it arrives
+
+
+class WindowWriter:
+    """A window written as its events arrive: parts of ``PART_ROWS`` events each (so a pull holds one part's
+    events, not the window), under a temporary name renamed to the window's on :meth:`commit`; a writer closed
+    without it leaves nothing behind. ``after_ts`` as :func:`write_window`'s."""
+
+    def __init__(self, sink_uri: str, changefeed_id: str, end_ts: int, *, after_ts: int | None = None,
+                 part_rows: int = PART_ROWS) -> None:
+        self.final = window_dir(sink_uri, changefeed_id, end_ts)
+        self.final.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.final.parent / f".tmp-{self.final.name}-{uuid.uuid4().hex}"
+        self.tmp.mkdir()
+        self.end_ts, self.after_ts, self.part_rows = end_ts, after_ts, part_rows
+        self.rows = 0
+        self.parts = 0
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+
+    def add(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Queue events (no I/O: an event loop's callbacks call this; :meth:`take_part` and :meth:`write_part`
+        write them)."""
+        for b in (batch.to_batches() if isinstance(batch, pa.Table) else [batch]):
+            if b.num_rows:
+                self._pending.append(b)
+                self._pending_rows += b.num_rows
+                self.rows += b.num_rows
+
+    @property
+    def full(self) -> bool:
+        return self._pending_rows >= self.part_rows
+
+    def take_part(self) -> tuple[Path, list[pa.RecordBatch]]:
+        """The queued events and the part file they go to (the queue starts over)."""
+        taken, self._pending, self._pending_rows = self._pending, [], 0
+        path = self.tmp / f"part-{self.parts:05d}.parquet"
+        self.parts += 1
+        return path, taken
+
+    @staticmethod
+    def write_part(path: Path, batches: list[pa.RecordBatch]) -> None:
+        pq.write_table(pa.Table.from_batches(batches, schema=SCHEMA) if batches else SCHEMA.empty_table(), path,
+                       compression="zstd")
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """:meth:`add`, then write a part once one is full."""
+        self.add(batch)
+        if self.full:
+            self.write_part(*self.take_part())
+
+    def commit(self) -> Path:
+        if self._pending or self.parts == 0:  # an empty window still has its (empty) part: readers take its schema
+            self.write_part(*self.take_part())
+        if self.after_ts is not None:
+            (self.tmp / WINDOW_META).write_text(json.dumps({"after_ts": self.after_ts, "end_ts": self.end_ts}))
+        if self.final.exists():
+            shutil.rmtree(self.final)
+        os.replace(self.tmp, self.final)
+        return self.final
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> WindowWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if self.tmp.exists():
+            self.abort()
+
+
 def read_window(sink_uri: str, changefeed_id: str, end_ts: int) -> pa.Table:
     d = window_dir(sink_uri, changefeed_id, end_ts)
     if not d.is_dir():
@@ -97,6 +169,20 @@ def read_window(sink_uri: str, changefeed_id: str, end_ts: int) -> pa.Table:
     if not files:
         return SCHEMA.empty_table()
     return pa.concat_tables([pq.read_table(f, schema=SCHEMA) for f in files])
+
+
+def window_table_ids(sink_uri: str, changefeed_id: str, end_ts: int, after_ts: int, upto_ts: int) -> set[int]:
+    """The physical table ids with row events in ``(after_ts, upto_ts]`` of a window (two columns read)."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+
+    files = sorted(str(f) for f in window_dir(sink_uri, changefeed_id, end_ts).glob("*.parquet"))
+    if not files:
+        return set()
+    ts = pads.field("commit_ts")
+    data = pads.dataset(files, schema=SCHEMA, format="parquet").to_table(
+        columns=["table_id"], filter=(ts > after_ts) & (ts <= upto_ts))
+    return {int(v) for v in pc.unique(data.column("table_id")).to_pylist()}
 
 
 def list_windows(sink_uri: str, changefeed_id: str) -> list[int]:

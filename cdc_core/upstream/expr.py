@@ -135,9 +135,18 @@ def _comparable(a: Any, b: Any) -> tuple[Any, Any]:
 
 
 def compare(a: Any, b: Any) -> int | None:
-    """-1/0/1, or None when either side is NULL."""
+    """-1/0/1, or None when either side is NULL; row constructors ``(a, b)`` compare element by element, the first
+    pair that differs deciding (MySQL's row comparison)."""
     if a is None or b is None:
         return None
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        if not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) != len(b):
+            raise SqlError(f"Operand should contain {len(a) if isinstance(a, tuple) else 1} column(s)")
+        for x, y in zip(a, b, strict=True):
+            c = compare(x, y)
+            if c != 0:
+                return c
+        return 0
     x, y = _comparable(a, b)
     return (x > y) - (x < y)
 
@@ -206,6 +215,10 @@ def _in(node: exp.Expression, row: Row | None) -> Any:
         elif c == 0:
             return True
     return None if saw_null else False
+
+
+def _tuple(node: exp.Expression, row: Row | None) -> Any:
+    return tuple(evaluate(e, row) for e in node.expressions)
 
 
 def _between(node: exp.Expression, row: Row | None) -> Any:
@@ -277,6 +290,7 @@ _DISPATCH: dict[type[exp.Expression], Any] = {
     exp.Null: _null,
     exp.Boolean: _boolean,
     exp.Paren: _paren,
+    exp.Tuple: _tuple,
     exp.Neg: _neg,
     exp.Not: _not,
     exp.And: _and,

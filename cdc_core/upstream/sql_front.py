@@ -42,7 +42,7 @@ from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, SchemaError, TableInfo
 from cdc_core.schema.storage import SchemaStorage
-from cdc_core.upstream import partition_ddl
+from cdc_core.upstream import access_path, partition_ddl
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.column_def import parse_column_def
 from cdc_core.upstream.ddl import AlterChange, DdlExecutor
@@ -56,7 +56,6 @@ from cdc_core.upstream.table_writer import (
     StoredRow,
     TableWriter,
     convert_value,
-    read_rows,
     row_with_rowid,
 )
 from cdc_core.upstream.tso import TsoAllocator
@@ -649,12 +648,16 @@ class Session:
             count += 1
         return count
 
-    def _matching(self, info: TableInfo, rows: list[StoredRow], where: exp.Expression | None
+    @staticmethod
+    def _matching(info: TableInfo, txn: Transaction, where: exp.Expression | None
                   ) -> list[tuple[StoredRow, dict[str, Any]]]:
+        """The rows ``WHERE`` matches, read by the access path it allows (point gets, a handle range, a scan)."""
+        cond = where.this if where is not None else None
         out = []
-        for row in rows:
+        for handle, pid, value in access_path.read(txn, info, access_path.plan(info, cond)):
+            row = StoredRow(handle, access_path.decoded(info, value), pid)
             ctx = row_with_rowid(info, row)
-            if where is None or truthy(evaluate(where.this, ctx)):
+            if cond is None or truthy(evaluate(cond, ctx)):
                 out.append((row, ctx))
         return out
 
@@ -669,7 +672,7 @@ class Session:
             assignments.append((info.column(column_name(a.this)), a.expression))
         writer = TableWriter(txn, info, self.catalog)
         changed = 0
-        for row, ctx in self._matching(info, writer.rows(), node.args.get("where")):
+        for row, ctx in self._matching(info, txn, node.args.get("where")):
             new = dict(row.values)
             for col, e in assignments:  # MySQL: left to right, later SETs see earlier ones
                 v = convert_value(info, col.name, evaluate(e, ctx))
@@ -684,7 +687,7 @@ class Session:
         _reject(node, "DELETE", "order", "limit", "using", "joins", "returning", "tables")
         info = self._writable(node.this, "DELETE")
         writer = TableWriter(txn, info, self.catalog)
-        matched = self._matching(info, writer.rows(), node.args.get("where"))
+        matched = self._matching(info, txn, node.args.get("where"))
         for row, _ in matched:
             writer.delete(row)
         return len(matched)
@@ -698,7 +701,10 @@ class Session:
         contexts: list[tuple[dict[str, Any], StoredRow | None]]
         if from_ is not None:
             info = self._table(from_.this, "SELECT ... FROM")
-            matched = self._matching(info, read_rows(txn, info), node.args.get("where"))
+            counted = self._count_star(node, info, txn)
+            if counted is not None:
+                return StatementResult(statement=st.text, columns=[counted[0]], rows=[{counted[0]: counted[1]}])
+            matched = self._matching(info, txn, node.args.get("where"))
             contexts = [(ctx, row) for row, ctx in matched]
         else:
             if node.args.get("where") and not truthy(evaluate(node.args["where"].this, {})):
@@ -753,6 +759,19 @@ class Session:
         defs = [info.column(c) if info is not None and c is not None and c != ROWID_COLUMN else None
                 for _, _, c in out]
         return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=rows, column_defs=defs)
+
+    @staticmethod
+    def _count_star(node: exp.Select, info: TableInfo, txn: Transaction) -> tuple[str, int] | None:
+        """``SELECT COUNT(*) FROM t`` (no WHERE): the live row keys counted, no row decoded or kept (TiDB pushes
+        it down to TiKV's coprocessor, which counts keys the same way)."""
+        if node.args.get("where") or len(node.expressions) != 1 or node.args.get("limit") or node.args.get("offset"):
+            return None
+        item = node.expressions[0]
+        inner = item.unalias() if isinstance(item, exp.Alias) else item
+        if not (isinstance(inner, exp.Count) and isinstance(inner.this, exp.Star)):
+            return None
+        name = item.alias if isinstance(item, exp.Alias) else inner.sql(dialect="mysql")
+        return name, sum(txn.count(*keycodec.table_span(pid)) for pid in info.physical_ids)
 
     @staticmethod
     def _aggregate(e: exp.Expression, contexts: list[tuple[dict[str, Any], StoredRow | None]]) -> Any:

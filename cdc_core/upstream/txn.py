@@ -49,6 +49,12 @@ class Transaction:
             merged[k] = self._buffer[k]
         return [(k, v) for k, v in sorted(merged.items()) if v is not None]
 
+    def count(self, start: bytes, end: bytes) -> int:
+        """How many live keys ``[start, end)`` holds as this transaction sees them, without keeping any."""
+        n = sum(1 for k, _ in self.store.iter_scan(start, end, self.start_ts) if k not in self._buffer)
+        return n + sum(1 for k in self._buffer.irange(start, end, inclusive=(True, False))
+                       if self._buffer[k] is not None)
+
     # --- writes -------------------------------------------------------------------------------
     def _write(self, key: bytes, value: bytes | None) -> None:
         if self.read_only:

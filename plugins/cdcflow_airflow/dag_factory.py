@@ -155,6 +155,16 @@ def build_params(tables: list[str] | None = None) -> dict[str, Param]:
             ),
             **table_choices,
         ),
+        "full_check": Param(
+            False,
+            type="boolean",
+            title="Full check",
+            description=(
+                "Also reconcile every replicated table whole against the upstream at the window end (every row "
+                "compared, chunk by chunk; it costs what the tables hold). Off: the checks cost what the window "
+                "changed (see the README's data-quality section)."
+            ),
+        ),
         "dry_run": Param(
             False,
             type="boolean",
@@ -336,7 +346,7 @@ def run_plan(changefeed_id: str, context: Mapping[str, Any]) -> dict:
     )
     try:
         plan = tasks.plan(changefeed_id, interval_end_ts=interval_end_ts, target_ts=target_ts, mode=mode, tables=tables,
-                          run_tag=run_tag_for(context))
+                          run_tag=run_tag_for(context), full_check=bool(params.get("full_check")))
     except BaseException:
         lease.release(changefeed_id, owner)
         raise

@@ -11,6 +11,9 @@
 * **bronze changelog**: windows older than ``checkpoint - retention`` that no rebuild can need go
   (``cdc_core.changefeed.retention.prune_changelog``); the silver tables rebuilds moved aside go after some days
   (``retention.remove_trash``). Both are skipped, and say so, where that module is not installed.
+* **full reconciliation**: every table of a running changefeed compared whole with the upstream at its checkpoint,
+  once per ``reconcile_interval_hours`` (weekly by default; the window checks cost only what each window changed,
+  so a difference nothing changed since is found here). A difference puts the changefeed in error.
 * **GC safe points**: refreshed for every changefeed that may still need its checkpoint's snapshot (normal,
   paused, in error: a changefeed that does not publish - paused, or its DAG paused - would otherwise lose its
   hold after the TTL), removed for finished ones. Running changefeeds also refresh theirs at each publish.
@@ -34,6 +37,7 @@ from typing import Any
 log = logging.getLogger("cdcflow.airflow.maintenance")
 
 DEFAULT_RETENTION_HOURS = 168
+RECONCILE_INTERVAL_VARIABLE = "cdcflow_reconcile_interval_hours"  # Airflow Variable overriding the interval
 RETENTION_VARIABLE = "cdcflow_retention_hours"  # Airflow Variable overriding the default retention
 DEFAULT_GC_TTL_HOURS = 48  # > the daily schedule, so one late run does not drop a paused changefeed's hold
 GC_REFRESH_STATES = ("normal", "paused", "error")
@@ -316,6 +320,39 @@ def refresh_gc_safe_points(changefeeds: Iterable[Mapping[str, Any]], ttl_hours: 
     return {"ttl_hours": ttl_hours, "changefeeds": done}
 
 
+# --- the full reconciliation ------------------------------------------------------------------------------
+
+RECONCILE_STATES = ("normal",)  # paused / finished changefeeds do not move; one in error waits for the operator
+
+
+def reconcile_changefeeds(changefeeds: Iterable[Mapping[str, Any]], interval_hours: float, *,
+                          force: bool = False) -> dict[str, Any]:
+    """The full reconciliation (``cdc_core.changefeed.reconcile``) of each running changefeed whose last one is
+    older than ``interval_hours`` (every one with ``force``), at its checkpoint under its window lease. A
+    difference puts that changefeed in error; the task then fails naming them, after trying the others."""
+    from cdc_core.changefeed import reconcile
+    from cdc_core.errors import DataQualityError
+
+    done: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    for cf in changefeeds:
+        cid = str(cf["changefeed_id"])
+        if cf.get("state") not in RECONCILE_STATES:
+            done[cid] = {"skipped": True, "reason": f"changefeed is {cf.get('state')}"}
+        elif not force and not reconcile.due(cid, interval_hours):
+            done[cid] = {"skipped": True, "reason": f"reconciled less than {interval_hours:g} h ago"}
+        else:
+            with window_leases([cid]):
+                try:
+                    done[cid] = reconcile.reconcile_and_record(cid)
+                except DataQualityError as exc:
+                    failed[cid] = str(exc)
+                    done[cid] = {"failed": str(exc)}
+    if failed:
+        raise DataQualityError("; ".join(f"changefeed {c}: {m}" for c, m in sorted(failed.items())))
+    return {"interval_hours": interval_hours, "changefeeds": done}
+
+
 # --- parameters -------------------------------------------------------------------------------------------
 
 
@@ -331,4 +368,21 @@ def retention_hours(value: Any) -> int:
     hours = int(value)
     if hours < 0:
         raise ValueError(f"retention must be >= 0 hours, got {hours}")
+    return hours
+
+
+def reconcile_interval_hours(value: Any) -> float:
+    """The reconciliation interval: ``value`` (a DAG param) if set, else the Airflow Variable
+    ``cdcflow_reconcile_interval_hours``, else ``reconcile.DEFAULT_INTERVAL_HOURS``."""
+    if value is None or value == "":
+        from airflow.sdk import Variable
+
+        value = Variable.get(RECONCILE_INTERVAL_VARIABLE, default=None)
+    if value is None or value == "":
+        from cdc_core.changefeed.reconcile import DEFAULT_INTERVAL_HOURS
+
+        return float(DEFAULT_INTERVAL_HOURS)
+    hours = float(value)
+    if hours < 0:
+        raise ValueError(f"the reconciliation interval must be >= 0 hours, got {hours:g}")
     return hours

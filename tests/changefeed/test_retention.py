@@ -80,3 +80,37 @@ def test_replay_ranges_cut_overlapping_windows_and_find_gaps(tmp_path):
                                                            schema=changelog.SCHEMA))
     assert changelog.window_after_ts(legacy, "cf", 20) is None
     assert rebuild.window_ranges(legacy, "cf", 10, 30) == [(20, 10, 20), (30, 20, 30)]
+
+
+def test_cover_equals_the_quadratic_rule_on_random_overlapping_windows():
+    """The O(W log W) sweep picks, at every point, the covering window reaching furthest (the rule it replaced)."""
+    import random
+
+    def quadratic(after: dict[int, int], cur: int, upto_ts: int) -> list[tuple[int, int, int]]:
+        out = []
+        while cur < upto_ts:
+            covering = [e for e in after if after[e] <= cur < e]
+            if not covering:
+                raise ChangefeedError(f"no bronze window covers ts {cur}")
+            end = max(covering)
+            out.append((end, cur, min(end, upto_ts)))
+            cur = min(end, upto_ts)
+        return out
+
+    rng = random.Random(5)
+    for _ in range(300):
+        after: dict[int, int] = {}
+        cur = 0
+        for _ in range(rng.randrange(1, 40)):
+            start = max(0, cur - rng.randrange(0, 30)) if rng.random() < 0.9 else cur + rng.randrange(1, 5)
+            end = max(start + 1, cur + rng.randrange(1, 40))
+            after[end] = min(after.get(end, start), start)
+            cur = end
+        lo, hi = rng.randrange(0, cur), rng.randrange(0, cur + 1)
+        try:
+            want = quadratic(after, lo, hi)
+        except ChangefeedError:
+            with pytest.raises(ChangefeedError, match="no bronze window covers"):
+                rebuild.cover(after, lo, hi)
+        else:
+            assert rebuild.cover(after, lo, hi) == want

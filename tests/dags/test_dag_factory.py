@@ -133,8 +133,8 @@ def test_params_defaults_and_schema(dag):
     assert params["target_ts"] is None
     assert params["mode"] == "incremental"
     assert params["tables"] is None
-    assert params["dry_run"] is False
-    for name in ("target_ts", "mode", "tables", "dry_run"):
+    assert params["dry_run"] is False and params["full_check"] is False
+    for name in ("target_ts", "mode", "tables", "full_check", "dry_run"):
         p = params.get_param(name)
         assert p.schema.get("title") and p.description
     assert params.get_param("mode").schema["enum"] == ["incremental", "snapshot", "rebuild"]
@@ -234,9 +234,10 @@ class FakeTasks(types.ModuleType):
         self.checkpoint_ts = checkpoint_ts
         self.calls: list[tuple] = []
 
-    def plan(self, changefeed_id, *, interval_end_ts, target_ts=None, mode="incremental", tables=None, run_tag=None):
+    def plan(self, changefeed_id, *, interval_end_ts, target_ts=None, mode="incremental", tables=None, run_tag=None,
+             full_check=False):
         self.calls.append(("plan", changefeed_id, interval_end_ts, target_ts))
-        self.plan_kwargs = {"mode": mode, "tables": tables, "run_tag": run_tag}
+        self.plan_kwargs = {"mode": mode, "tables": tables, "run_tag": run_tag, "full_check": full_check}
         t = min(b for b in (interval_end_ts, target_ts) if b)
         skip = t <= self.checkpoint_ts
         reason = f"window already covered by checkpoint {self.checkpoint_ts} >= target {t}" if skip else ""
@@ -315,14 +316,15 @@ def test_plan_passes_mode_tables_and_the_backfill_tag(dag, fake_tasks):
     ctx = _context(dag, end=datetime(2026, 1, 1, tzinfo=UTC), mode="rebuild", tables=["shop.orders"])
     ctx["dag_run"] = types.SimpleNamespace(run_after=None, backfill_id=7, dag_id="cdcflow__orders", run_id="bf1")
     plan = _call(dag, "plan", **ctx)
-    assert fake_tasks.plan_kwargs == {"mode": "rebuild", "tables": ["shop.orders"], "run_tag": "backfill-7"}
+    assert fake_tasks.plan_kwargs == {"mode": "rebuild", "tables": ["shop.orders"], "run_tag": "backfill-7",
+                                      "full_check": False}
     assert plan["lease_owner"] == "airflow:cdcflow__orders:bf1"
     from cdc_core.changefeed import lease
 
     lease.release("orders", plan["lease_owner"])
     # Not a backfill: no tag, so every rebuild run rebuilds.
-    _call(dag, "plan", **_context(dag, end=datetime(2026, 1, 1, tzinfo=UTC), mode="snapshot"))
-    assert fake_tasks.plan_kwargs == {"mode": "snapshot", "tables": None, "run_tag": None}
+    _call(dag, "plan", **_context(dag, end=datetime(2026, 1, 1, tzinfo=UTC), mode="snapshot", full_check=True))
+    assert fake_tasks.plan_kwargs == {"mode": "snapshot", "tables": None, "run_tag": None, "full_check": True}
 
 
 def test_a_backfill_run_is_tagged_by_its_conf_without_a_backfill_id():

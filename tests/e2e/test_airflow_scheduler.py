@@ -148,7 +148,7 @@ def test_dag_is_parsed_with_its_timetable_and_form(feed: Feed) -> None:
     assert "DeltaDataIntervalTimetable" in summary or str(timedelta(seconds=EVERY_S)) in summary, summary
     assert details["owners"] == ["cdcflow"] and {"cdcflow", "cdc"} <= {t["name"] for t in details["tags"]}
     params = details["params"]
-    assert set(params) == {"target_ts", "mode", "tables", "dry_run"}
+    assert set(params) == {"target_ts", "mode", "tables", "full_check", "dry_run"}
     assert params["mode"]["schema"]["enum"] == ["incremental", "snapshot", "rebuild"]
     assert all(p["schema"].get("title") and p.get("description") for p in params.values())
 

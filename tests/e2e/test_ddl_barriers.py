@@ -131,8 +131,8 @@ def test_ddl_sequence_applies_at_barriers(cdc_home: Path, upstream_cluster: Any)
         assert {r["ts"] for r in results if r["where"] == "window end"} == {t1, t2, t3, t4, t5}
         assert all(r["success"] for r in results)
         kinds = {r["expectation"] for r in results}
-        assert kinds >= {"delta_key_unique", "row_count_equals", "checksum_equals", "schema_equals", "not_null:id"}
-        assert kinds - {"delta_key_unique", "row_count_equals", "checksum_equals", "schema_equals"} == {
+        assert kinds >= {"delta_key_unique", "row_count_equals", "rows_equal", "schema_equals", "not_null:id"}
+        assert kinds - {"delta_key_unique", "row_count_equals", "rows_equal", "schema_equals"} == {
             "not_null:id", "not_null:price"}  # the NOT NULL columns the tables had (price: NOT NULL DEFAULT 9.99)
         _cli("verify", "ddl")
 

@@ -3,10 +3,11 @@
 * Event filters drop exactly the row changes they name (ignored deletes, inserts matching a SQL expression,
   a whole transaction by start ts); other tables are untouched and equal the upstream; the checks of a
   filtered table skip count and checksum (it differs from upstream on purpose) and pass.
-* A silver table changed behind cdcflow's back fails the next window's checks: the changefeed goes into
-  error with a report naming table, ts, expectation and sample keys, the checkpoint does not move, the results
-  are kept (Delta table and `changefeed query`), `cdcflow verify` exits non-zero, and runs refuse until
-  the operator resumes it.
+* A window whose changes never reached a silver table (its Delta log claims the window, as a broken exactly-once
+  record would) fails the window's changed-key checks: the changefeed goes into error with a report naming table,
+  ts, expectation and sample keys, the checkpoint does not move, the results are kept (Delta table and `changefeed
+  query`), `cdcflow verify` (the full reconciliation) exits non-zero naming also a row edited by hand that no
+  window touched, and runs refuse until the operator resumes it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from e2elib import cli as _cli
 from e2elib import cli_app, delta_rows, upstream_rows
 from typer.testing import CliRunner
@@ -28,6 +29,7 @@ from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
 from cdc_core.errors import ChangefeedError, DataQualityError
+from spark_jobs.delta_writer import app_id_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -113,35 +115,38 @@ def test_a_failed_check_stops_the_changefeed_with_a_report(cdc_home: Path, upstr
         runner.run_until("dq", t1)
         assert load_state("dq").checkpoint_ts == t1
 
-        # Someone "fixes" a balance in the lake by hand: row 2 now differs from the upstream.
+        # Someone "fixes" a balance in the lake by hand: row 2 now differs from the upstream; and the table's log
+        # claims the next window (t1, t2] while its change of row 1 never reaches it.
         path = str(sink / db / "acct")
         rows = DeltaTable(path).to_pyarrow_table().to_pylist()
         rows = [{**r, "bal": 999} if r["id"] == 2 else r for r in rows]
-        write_deltalake(path, pa.Table.from_pylist(rows, schema=pa.schema(DeltaTable(path).schema().to_arrow())),
-                        mode="overwrite")
         c.execute(f"UPDATE {db}.acct SET bal = 11 WHERE id = 1")
         t2 = c.get_ts()
+        write_deltalake(path, pa.Table.from_pylist(rows, schema=pa.schema(DeltaTable(path).schema().to_arrow())),
+                        mode="overwrite", commit_properties=CommitProperties(
+                            app_transactions=[Transaction(app_id=app_id_for("dq"), version=t2)]))
         with pytest.raises(DataQualityError) as ei:
             runner.run_until("dq", t2)
         msg = str(ei.value)
-        assert f"{db}.acct at ts {t2}" in msg and "checksum_equals failed" in msg and "'id': '2'" in msg, msg
+        assert f"{db}.acct at ts {t2}" in msg and "rows_equal failed" in msg and "'id': '1'" in msg, msg
+        assert "'id': '2'" not in msg  # the window's checks read the keys it changed, not the table
 
         st = load_state("dq")
         assert st.state == "error" and st.checkpoint_ts == t1  # the checkpoint did not move
-        assert st.error["step"] == "check" and st.error["ts"] == t2 and "checksum_equals" in st.error["message"]
+        assert st.error["step"] == "check" and st.error["ts"] == t2 and "rows_equal" in st.error["message"]
         # `changefeed query` shows the error and the last results, naming the failed expectation and keys.
         q = json.loads(_cli("changefeed", "query", "dq"))
         assert q["state"] == "error" and q["checkpoint_ts"] == t1
         failed = [r for r in q["last_checks"]["tables"][f"{db}.acct"]["results"] if not r["success"]]
-        assert [r["expectation"] for r in failed] == ["checksum_equals"]
-        assert failed[0]["sample_keys"] == [{"id": "2", "_problem": "differs"}]
+        assert [r["expectation"] for r in failed] == ["rows_equal"]
+        assert failed[0]["sample_keys"] == [{"id": "1", "_problem": "differs"}]
         # The results are kept in the Delta table under _cdcflow/.
         kept = [r for r in DeltaTable(results_path(f"file://{sink}")).to_pyarrow_table().to_pylist()
                 if r["changefeed_id"] == "dq" and r["ts"] == t2 and not r["success"]]
-        assert [(r["table"], r["expectation"]) for r in kept] == [(f"{db}.acct", "checksum_equals")]
-        # verify agrees, and exits non-zero.
+        assert [(r["table"], r["expectation"]) for r in kept] == [(f"{db}.acct", "rows_equal")]
+        # verify reconciles the whole table at the checkpoint (t1: row 1 was not changed yet) and finds row 2.
         code, out = _cli_exit("verify", "dq")
-        assert code == 1 and '"passed": false' in out
+        assert code == 1 and '"passed": false' in out and '{"_problem": "differs", "id": "2"}' in out, out
         # A changefeed in error does not run (nor move) until the operator resumes it.
         with pytest.raises(ChangefeedError, match="error"):
             runner.run_until("dq", c.get_ts())
@@ -178,3 +183,47 @@ def test_a_corrupt_row_value_stops_the_changefeed_naming_where(cdc_home: Path, u
         # Nothing of the window was written, not even row 1's good update.
         assert DeltaTable(path).version() == version
         assert delta_rows(sink, db, "t", "id") == upstream_rows(c, db, "t", "id", t1)
+
+
+def test_the_scheduled_reconciliation_finds_what_no_window_changed(cdc_home: Path, upstream_cluster: Any) -> None:
+    """The maintenance DAG's reconcile: due once per interval, at the checkpoint, recorded; a row edited in the lake
+    that no window touches passes every window's checks and fails the reconciliation, which stops the changefeed."""
+    import airflow_import  # noqa: F401  (plugins on sys.path, as Airflow puts them)
+    from cdcflow_airflow import maintenance
+
+    db, sink = "e2e_reconcile", cdc_home / "lake"
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.acct (id INT PRIMARY KEY, bal INT NOT NULL)")
+        start = c.get_ts()
+        c.execute(f"INSERT INTO {db}.acct VALUES " + ", ".join(f"({i}, {i * 10})" for i in range(1, 51)))
+        cfg = cdc_home / "rc.toml"
+        cfg.write_text(f'changefeed-id = "rc"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                       f'[filter]\nrules = ["{db}.*"]\n')
+        _cli("changefeed", "create", "--config", str(cfg))
+        runner.run_until("rc", c.get_ts())
+        mine = [cf for cf in maintenance.list_changefeeds() if cf["changefeed_id"] == "rc"]
+        out = maintenance.reconcile_changefeeds(mine, 24)
+        assert out["changefeeds"]["rc"]["failed"] == [] and out["changefeeds"]["rc"]["tables"] == 1
+        last = load_state("rc").last_reconciliation
+        assert last is not None and last["passed"] and last["ts"] == load_state("rc").checkpoint_ts
+        assert maintenance.reconcile_changefeeds(mine, 24)["changefeeds"]["rc"] == {
+            "skipped": True, "reason": "reconciled less than 24 h ago"}
+
+        path = str(sink / db / "acct")
+        rows = [{**r, "bal": -1} if r["id"] == 7 else r for r in DeltaTable(path).to_pyarrow_table().to_pylist()]
+        write_deltalake(path, pa.Table.from_pylist(rows, schema=pa.schema(DeltaTable(path).schema().to_arrow())),
+                        mode="overwrite")
+        c.execute(f"UPDATE {db}.acct SET bal = 0 WHERE id = 8")
+        runner.run_until("rc", c.get_ts())  # the window changed row 8 only: its checks pass
+        assert load_state("rc").state == "normal"
+        with pytest.raises(DataQualityError, match=r"changefeed rc: reconciliation: .*e2e_reconcile.acct at ts \d+: "
+                                                   r"checksum_equals failed .*'id': '7'"):
+            maintenance.reconcile_changefeeds(mine, 24, force=True)
+        st = load_state("rc")
+        assert st.state == "error" and st.error["step"] == "reconciliation"
+        assert st.last_reconciliation["failed"] == [f"{db}.acct"]
+        kept = [r for r in DeltaTable(results_path(f"file://{sink}")).to_pyarrow_table().to_pylist()
+                if r["changefeed_id"] == "rc" and r["where"] == "reconciliation" and not r["success"]]
+        assert [r["expectation"] for r in kept] == ["checksum_equals"]
+        assert maintenance.reconcile_changefeeds(
+            [{**mine[0], "state": "error"}], 24, force=True)["changefeeds"]["rc"]["reason"] == "changefeed is error"

@@ -243,7 +243,8 @@ def test_the_dag(cdcflow_home: Path) -> None:
     assert up == {"list_changefeeds": [], "find_silver_tables": ["list_changefeeds"],
                   "maintain_table": ["find_silver_tables"], "maintain_dq_results": ["list_changefeeds"],
                   "prune_bronze": ["list_changefeeds"],
-                  "remove_rebuild_trash": ["list_changefeeds"], "refresh_gc_safe_points": ["list_changefeeds"]}
+                  "remove_rebuild_trash": ["list_changefeeds"], "reconcile": ["list_changefeeds"],
+                  "refresh_gc_safe_points": ["list_changefeeds"]}
     assert dag.params["retention_hours"] is None and dag.params["gc_ttl_hours"] == 48
     from airflow.serialization.serialized_objects import DagSerialization
 

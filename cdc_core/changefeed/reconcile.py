@@ -1,0 +1,92 @@
+"""The full reconciliation: every replicated table of a changefeed compared whole with the upstream at one ts.
+
+The window checks cost what a window changed (``spark_jobs.window_checks``); this costs what the tables hold, so it
+runs apart from them: ``cdcflow verify`` (any ts at or below the checkpoint, nothing recorded), a window planned
+with ``full_check`` (its check step), and the maintenance DAG's ``reconcile`` task, per changefeed once its last
+reconciliation is older than the interval (``due``), at the checkpoint and under the window lease, recording the
+results and putting the changefeed in error on a difference (a lake that differs from the upstream at the
+checkpoint is not built on). Each table is the ``data_quality`` Spark job: the upstream read chunk by chunk over
+TiDB's SQL, every row hashed in Spark on both sides, sample keys of the rows that differ.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from cdc_core.changefeed import dq_results, spark_engine
+from cdc_core.changefeed.config import ChangefeedConfig, load_config
+from cdc_core.changefeed.schema_loader import load_schema
+from cdc_core.changefeed.state import load_state, locked_state
+from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
+from cdc_core.errors import ConfigError, DataQualityError
+from cdc_core.log import get_logger
+from cdc_core.schema.model import TableInfo
+
+log = get_logger(__name__)
+
+WHERE = "reconciliation"
+DEFAULT_INTERVAL_HOURS = 168  # weekly
+
+
+def tables_at(cfg: ChangefeedConfig, ts: int) -> list[TableInfo]:
+    """The changefeed's tables at ``ts``, from the upstream's DDL history."""
+    with UpstreamClient(resolve_pd_addr(cfg.upstream), tidb=cfg.tidb) as c:
+        return [t for t in load_schema(c, ts).tables_at(ts) if cfg.table_filter.match(t.db_name, t.name)]
+
+
+def check_table(cfg: ChangefeedConfig, table: TableInfo, ts: int, *, as_of_ts: int | None = None) -> dict[str, Any]:
+    """One table whole at ``ts`` (``as_of_ts``: the Delta table as of that ts, below the checkpoint)."""
+    # A table whose row changes event filters drop is not compared row by row (it differs on purpose).
+    content = not cfg.event_filter.drops_rows_of(table.db_name, table.name)
+    return spark_engine.run_job("data_quality", {
+        "sink_uri": cfg.sink_uri, "table": table.to_json(), "pd_addr": resolve_pd_addr(cfg.upstream),
+        "tidb": cfg.tidb, "mode": "checksum", "ts": ts, "content": content, "as_of_ts": as_of_ts})
+
+
+def reconcile(changefeed_id: str, ts: int | None = None, *,
+              on_table: Callable[[TableInfo, dict[str, Any]], object] | None = None) -> dict[str, Any]:
+    """Every replicated table at ``ts`` (default: the checkpoint) against its Delta table; ``{name: report}``."""
+    cfg = load_config(changefeed_id)
+    checkpoint = load_state(changefeed_id).checkpoint_ts
+    at = checkpoint if ts is None else ts
+    if at > checkpoint:
+        raise ConfigError(f"ts {at} is after the checkpoint {checkpoint}: Delta does not hold that yet")
+    reports: dict[str, Any] = {}
+    for t in tables_at(cfg, at):
+        reports[t.qualified_name] = rep = check_table(cfg, t, at, as_of_ts=at if at < checkpoint else None)
+        if on_table is not None:
+            on_table(t, rep)
+    return reports
+
+
+def due(changefeed_id: str, interval_hours: float, now: float | None = None) -> bool:
+    """Whether the changefeed's last recorded reconciliation is older than ``interval_hours`` (or absent)."""
+    last = load_state(changefeed_id).last_reconciliation
+    return last is None or (now or time.time()) - float(last.get("at") or 0) >= interval_hours * 3600
+
+
+def reconcile_and_record(changefeed_id: str) -> dict[str, Any]:
+    """:func:`reconcile` at the checkpoint (hold the window lease), recorded in the data-quality result log and
+    the state; a difference puts the changefeed in error and raises ``DataQualityError``."""
+    cfg = load_config(changefeed_id)
+    started = time.monotonic()
+    ts = load_state(changefeed_id).checkpoint_ts
+    reports = reconcile(changefeed_id, ts)
+    failed = sorted(n for n, r in reports.items() if not r["passed"])
+    dq_results.append(cfg.sink_uri, changefeed_id, ts, WHERE, "checksum", reports)
+    message = None
+    if failed:
+        message = "reconciliation: " + dq_results.failure_message({n: reports[n] for n in failed}, ts)
+    with locked_state(changefeed_id) as st:
+        st.last_reconciliation = {"ts": ts, "at": time.time(), "passed": not failed, "failed": failed}
+        if message is not None:
+            st.state = "error"
+            st.error = {"message": message, "step": WHERE, "at": time.time(), "ts": ts}
+    out = {"changefeed_id": changefeed_id, "ts": ts, "tables": len(reports), "failed": failed,
+           "seconds": round(time.monotonic() - started, 3)}
+    log.info("reconciled changefeed", **out)
+    if message is not None:
+        raise DataQualityError(message)
+    return out

@@ -1,0 +1,333 @@
+"""Data-quality checks of one table at a barrier, costing what the window changed, not what the table holds.
+
+At ``ts``, for a table whose rows the window ``(after_ts, ts]`` changed:
+
+1. **changed keys**: the Delta keys of the table's bronze events in ``(after_ts, ts]`` (both images of each event,
+   mounted as the apply mounts them; a delete without an old value by its row key);
+2. ``rows_equal`` (mode "checksum"): the upstream rows at those keys at ``ts`` -- batched point reads,
+   ``POINT_BATCH`` keys per ``SELECT ... WHERE (k) IN (...)`` (TiDB's BatchPointGet) -- equal the Delta rows at
+   those keys, compared by the row hash of :mod:`spark_jobs.data_quality`; a key the upstream no longer has must be
+   absent from Delta;
+3. ``delta_key_unique``, ``not_null:<column>``, ``unique:<index>`` (Great Expectations) on the Delta rows at those
+   keys;
+4. ``row_count_equals``: the row count in the Delta log's statistics (``numRecords`` of the live files, no data
+   read) against ``SELECT COUNT(*)`` at ``ts``, which the upstream answers itself (TiKV's coprocessor);
+5. ``schema_equals``: the Delta log's schema against the schema version's.
+
+The Delta side reads only the files committed since the table's version at ``after_ts`` (every row written in the
+window is in one of them: a merge rewrites the files it touches), filtered to the changed keys. A row the window
+should have removed and left in an older file is not seen by 2 and 3; the count (4) sees it. Whole-table
+comparisons -- every row, every unique index across all files -- are the full reconciliation's
+(:mod:`spark_jobs.data_quality`, ``cdcflow verify`` and the maintenance DAG).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from cdc_core.client.tidb_sql import sql_literal
+from cdc_core.errors import ChangefeedError
+from cdc_core.schema import column_type as ct
+from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
+from spark_jobs import data_quality as dq
+from spark_jobs.delta_writer import table_path
+from spark_jobs.job_io import args_file_main
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+POINT_BATCH = 1_000
+# Key column kinds whose values this job writes as SQL literals that select exactly the rows holding them.
+_LITERAL_KINDS = frozenset({ct.INT, ct.YEAR, ct.DECIMAL, ct.DATETIME, ct.TIMESTAMP, ct.DATE, ct.TEXT, ct.BINARY,
+                            ct.ENUM, ct.SET})
+
+
+# --- changed keys -------------------------------------------------------------------------------
+
+
+def changed_keys(spark: SparkSession, sink: str, changefeed_id: str, window_end_ts: int, table: TableInfo,
+                 after_ts: int, ts: int) -> DataFrame:
+    """The distinct Delta keys (one column per key column, Delta-typed) of ``table``'s events in
+    ``(after_ts, ts]`` of the bronze window ending at ``window_end_ts``."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.bronze import read_bronze
+    from spark_jobs.mount import HANDLE, NEW, OLD, key_only_image, mount
+
+    events = read_bronze(spark, sink, changefeed_id, window_end_ts, table_ids=list(table.physical_ids))
+    events = events.where((F.col("commit_ts") > after_ts) & (F.col("commit_ts") <= ts))
+    m = mount(events, table)
+    key = list(table.delta_key())
+    images = [m.select(F.col(NEW).alias("i")), m.select(F.col(OLD).alias("i"))]
+    by_key = key_only_image(table)
+    if by_key is not None:  # a delete without an old value is known by its row key alone
+        images.append(m.where(F.col(NEW).isNull() & F.col(OLD).isNull()).select(HANDLE).select(by_key.alias("i")))
+    out = images[0]
+    for more in images[1:]:
+        out = out.unionByName(more)
+    return out.where(F.col("i").isNotNull()).select(*[F.col(f"i.`{k}`").alias(k) for k in key]).distinct()
+
+
+# --- the upstream side: batched point reads ---------------------------------------------------
+
+
+def key_literal(col: Column, value: Any) -> str:
+    """A Delta key value as the SQL literal that selects the upstream rows holding it."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int | Decimal):
+        return str(value)
+    if isinstance(value, datetime):
+        return sql_literal(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
+    if isinstance(value, date):
+        return sql_literal(value.isoformat())
+    if isinstance(value, bytes | bytearray):
+        return f"X'{bytes(value).hex()}'"
+    if isinstance(value, str):
+        return sql_literal(value)
+    raise ChangefeedError(f"column {col.name!r}: no SQL literal for key value {value!r}")
+
+
+def point_select(table: TableInfo, key: Sequence[str], values: Sequence[tuple[Any, ...]]) -> str:
+    """``SELECT`` of the rows at ``values`` of the key columns ``key``."""
+    cols = "*, `_tidb_rowid`" if ROWID_COLUMN in table.arrow_schema().names else "*"
+    key_cols = [table.column(k) if k != ROWID_COLUMN else None for k in key]
+
+    def lit(c: Column | None, v: Any) -> str:
+        return str(int(v)) if c is None else key_literal(c, v)
+
+    if len(key) == 1:
+        where = f"`{key[0]}` IN ({', '.join(lit(key_cols[0], v[0]) for v in values)})"
+    else:
+        tuples = ", ".join("(" + ", ".join(lit(c, x) for c, x in zip(key_cols, v, strict=True)) + ")" for v in values)
+        where = f"({', '.join(f'`{k}`' for k in key)}) IN ({tuples})"
+    return f"SELECT {cols} FROM `{table.db_name}`.`{table.name}` WHERE {where}"
+
+
+def fetch_points(pd_addr: str, tidb: str | None, ts: int, table_json: str, key: Sequence[str], schema: pa.Schema,
+                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: batches of key values in, the upstream rows at them (at ``ts``) out, through one
+    MySQL connection per task, ``POINT_BATCH`` keys per statement."""
+    from cdc_core.client.upstream import UpstreamClient
+    from spark_jobs.snapshot_load import _batched, _typed_row
+
+    table = TableInfo.from_json(table_json)
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        with UpstreamClient(pd_addr, tidb=tidb) as client:
+            for b in batches:
+                values = list(zip(*(b.column(k).to_pylist() for k in key), strict=True))
+                for i in range(0, len(values), POINT_BATCH):
+                    for row in client.iter_rows(point_select(table, key, values[i:i + POINT_BATCH]), at_ts=ts):
+                        yield _typed_row(table, row)
+
+    yield from _batched(rows(), schema)
+
+
+def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
+                     keys: DataFrame) -> DataFrame:
+    """The upstream rows at ``keys`` at ``ts`` (image columns). Keys of a type written as no exact literal (TIME,
+    FLOAT, BIT, JSON) are matched against the table read chunk by chunk instead."""
+    import functools
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from spark_jobs.snapshot_load import spark_schema, upstream_frame
+
+    key = list(keys.columns)
+    if any(k != ROWID_COLUMN and table.column(k).kind not in _LITERAL_KINDS for k in key):
+        return upstream_frame(spark, pd_addr, ts, table, tidb=tidb).join(keys, on=key, how="left_semi")
+    target = spark.createDataFrame([], spark_schema(table)).schema
+    fetch = functools.partial(fetch_points, pd_addr, tidb, ts, table.to_json(), key,
+                              to_arrow_schema(target, timezone="UTC"))
+    return keys.mapInArrow(fetch, target)
+
+
+def upstream_count(pd_addr: str, tidb: str | None, ts: int, table: TableInfo) -> int:
+    from cdc_core.client.upstream import UpstreamClient
+
+    with UpstreamClient(pd_addr, tidb=tidb) as client:
+        rows = client.query(f"SELECT COUNT(*) AS n FROM `{table.db_name}`.`{table.name}`", at_ts=ts)
+    return int(rows[0]["n"])
+
+
+# --- the Delta side ---------------------------------------------------------------------------
+
+
+def _live_files(path: str, version: int | None = None) -> pa.Table:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    return pa.table(DeltaTable(path, version=version).get_add_actions(flatten=True))
+
+
+def delta_count(path: str) -> int:
+    """Rows of the Delta table from its log's file statistics (no data read); a file without ``numRecords``
+    is counted from its Parquet footer."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    actions = _live_files(path)
+    counts = actions.column("num_records")
+    if counts.null_count == 0:
+        return int(pc.sum(counts).as_py() or 0)
+    return int(DeltaTable(path).to_pyarrow_dataset().count_rows())
+
+
+def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_ts: int) -> tuple[DataFrame, int]:
+    """The rows of the files committed after the table's version at ``after_ts`` (all files when it had none), as
+    a DataFrame of the image columns, and the current Delta version."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path)
+    before = dq.version_as_of(path, after_ts)
+    old = set(_live_files(path, before).column("path").to_pylist()) if before is not None else set()
+    ds = dt.to_pyarrow_dataset()
+    fragments = [f for f in ds.get_fragments() if f.path not in old]
+    schema = table.arrow_schema()
+    names = [n for n in schema.names if n in ds.schema.names]
+    data = pads.FileSystemDataset(fragments, ds.schema, ds.format, ds.filesystem).to_table(columns=names)
+    cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
+            for f in schema]  # fmt: skip
+    frame = spark.createDataFrame(pa.Table.from_arrays(cols, schema=schema), schema=dq.spark_schema_ddl(table))
+    return frame, dt.version()
+
+
+# --- the checks -------------------------------------------------------------------------------
+
+
+def _rows_equal(spark: SparkSession, table: TableInfo, key: list[str], delta: DataFrame, upstream: DataFrame
+                ) -> dq.ExpectationResult:
+    """Per changed key, the Delta rows' hashes against the upstream rows'; sample keys of those that differ."""
+    from pyspark.sql import functions as F
+
+    key_cols = [table.column(k) if k != ROWID_COLUMN else Column(0, ROWID_COLUMN, "bigint") for k in key]
+
+    def keyed(d: DataFrame, name: str) -> DataFrame:
+        return (d.select(F.to_json(F.array(*[dq._canonical_col(c) for c in key_cols])).alias("k"),
+                         dq.spark_row_hash(table).cast("string").alias("h"))
+                .groupBy("k").agg(F.sort_array(F.collect_list("h")).alias(name)))
+
+    j = keyed(delta, "a").join(keyed(upstream, "e"), "k", "full_outer").where(~F.col("a").eqNullSafe(F.col("e")))
+    j = j.cache()
+    try:
+        bad = j.count()
+        samples = []
+        for row in j.orderBy("k").limit(dq.SAMPLE_KEYS).collect():
+            side = "missing in Delta" if row["a"] is None else "not upstream" if row["e"] is None else "differs"
+            samples.append({**dict(zip(key, json.loads(row["k"]), strict=True)), "_problem": side})
+    finally:
+        j.unpersist()
+    return dq.ExpectationResult(
+        expectation="rows_equal", success=bad == 0,
+        details="" if bad == 0 else f"{bad} changed key(s) hold other rows in Delta than upstream",
+        observed=bad, expected=0, sample_keys=samples)
+
+
+def run_checks(
+    sink: str, changefeed_id: str, window_end_ts: int, table: TableInfo, *, after_ts: int, ts: int, mode: dq.Mode,
+    pd_addr: str | None, tidb: str | None = None, content: bool = True, spark: SparkSession | None = None,
+) -> dq.CheckReport:
+    """The checks of the module docstring for ``table`` at ``ts``. ``content=False`` (event filters drop its
+    rows on purpose) leaves out ``rows_equal`` and ``row_count_equals``; mode "count" leaves out ``rows_equal``.
+    The report is returned, never raised."""
+    from deltalake import DeltaTable
+
+    from spark_jobs.session import get_spark
+
+    if mode not in dq.MODES:
+        raise ValueError(f"data-quality mode must be one of {dq.MODES}, got {mode!r}")
+    why = "changed keys" if content else "changed keys; no rows or count: event filters drop rows on purpose"
+    report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=f"{mode} ({why})", passed=True)
+    if mode == "off":
+        return report
+    if content and pd_addr is None:
+        raise ValueError("the changed-key checks need the upstream (pd_addr)")
+    spark = spark or get_spark()
+    path = table_path(sink, table)
+    if not DeltaTable.is_deltatable(path):
+        delta = spark.createDataFrame([], dq.spark_schema_ddl(table))
+        report.delta_version, report.row_count = None, 0
+    else:
+        delta, report.delta_version = delta_written_since(spark, path, table, after_ts)
+        report.row_count = delta_count(path)
+    key = list(table.delta_key())
+    keys = changed_keys(spark, sink, changefeed_id, window_end_ts, table, after_ts, ts).cache()
+    at_keys = delta.join(keys, on=key, how="left_semi").cache()
+    try:
+        if content:
+            assert pd_addr is not None
+            want = upstream_count(pd_addr, tidb, ts, table)
+            ok = want == report.row_count
+            report.results.append(dq.ExpectationResult(
+                expectation="row_count_equals", success=ok, observed=report.row_count, expected=want,
+                details="" if ok else f"Delta's log counts {report.row_count} rows, upstream {want}"))
+            if mode == "checksum":
+                up = upstream_at_keys(spark, pd_addr, tidb, ts, table, keys).cache()
+                try:
+                    result = _rows_equal(spark, table, key, at_keys, up)
+                    if not result.success and report.delta_version is not None:
+                        # A difference: diagnosed against every file (a row the window's commits did not write
+                        # is then "differs", not "missing"); the cost of a table read only when a check fails.
+                        whole, _ = dq.read_silver(spark, sink, table)
+                        result = _rows_equal(spark, table, key, whole.join(keys, on=key, how="left_semi"), up)
+                    report.results.append(result)
+                finally:
+                    up.unpersist()
+        report.results.append(dq._schema_result(sink, table, report.delta_version))
+        report.results.extend(_frame_results(at_keys, table))
+        report.passed = all(r.success for r in report.results)
+    finally:
+        at_keys.unpersist()
+        keys.unpersist()
+    return report
+
+
+def _frame_results(df: DataFrame, table: TableInfo) -> list[dq.ExpectationResult]:
+    """Key uniqueness, NOT NULL and unique indexes of the Delta rows at the changed keys, in one GX run."""
+    import great_expectations.expectations as gxe
+
+    not_null = [c.name for c in table.columns if not c.nullable]
+    other_unique = dq._other_unique_indexes(table)
+    named: dict[str, Any] = {"key": dq._unique_expectation(table)}
+    named.update({f"not_null:{c}": gxe.ExpectColumnValuesToNotBeNull(column=c) for c in not_null})
+    named.update({f"index:{n}": dq._index_unique_expectation(cols) for n, cols in other_unique})
+    got = dict(zip(named, dq._validate(df, list(named.values())), strict=True))
+    out = [dq._uniqueness_result(got["key"], table)]
+    out.extend(dq._not_null_result(c, got[f"not_null:{c}"], df, table) for c in not_null)
+    out.extend(dq._index_unique_result(n, cols, got[f"index:{n}"]) for n, cols in other_unique)
+    return out
+
+
+def run_job(args: dict[str, Any]) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point. ``args``: ``sink_uri``, ``changefeed_id``,
+    ``window_end_ts`` (the bronze window), ``table`` (TableInfo JSON), ``after_ts``, ``ts``, ``mode``, ``content``,
+    ``pd_addr`` and optional ``tidb``. Returns :meth:`CheckReport.to_dict`."""
+    t = args["table"]
+    table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
+    return run_checks(
+        args["sink_uri"], args["changefeed_id"], int(args["window_end_ts"]), table, after_ts=int(args["after_ts"]),
+        ts=int(args["ts"]), mode=args.get("mode", "checksum"), pd_addr=args.get("pd_addr"), tidb=args.get("tidb"),
+        content=bool(args.get("content", True)),
+    ).to_dict()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """spark-submit entry point: ``--args FILE [--result FILE]``; exit 0 even when checks fail (the result says
+    so); exit 1 only when the job itself fails."""
+    return args_file_main("spark_jobs.window_checks", "Changed-key checks of a silver table.", run_job, argv)
+
+
+if __name__ == "__main__":
+    from cdc_core.process_exit import run_and_exit
+
+    run_and_exit(main)

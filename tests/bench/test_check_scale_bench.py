@@ -1,0 +1,84 @@
+"""Issue 18's size independence of the window checks: the same 1,000-change window checked on a small table and on
+a large one, side by side in one run, and the ratio of the check step's wall times (goal: at most 1.5). The full
+reconciliation of each table (what every window's checks cost before they read the changed keys only) is timed
+next to them, for contrast.
+
+Each table (``id BIGINT PRIMARY KEY, k INT, c VARCHAR(64), pad VARCHAR(32)``, ~100 bytes a row) is loaded into the
+embedded upstream, replicated by a changefeed's first window (an initial snapshot), then 1,000 random rows change
+and one window replicates them; the check step's time is measured between the runner's "apply" and "check"
+progress calls.
+
+Run: ``.venv/bin/pytest tests/bench/test_check_scale_bench.py -q -p no:cacheprovider --override-ini addopts= -s``
+Env: ``CDCFLOW_BENCH_SMALL_ROWS`` (10000), ``CDCFLOW_BENCH_LARGE_ROWS`` (300000), ``CDCFLOW_BENCH_CHANGES``
+(1000).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc_core.changefeed import reconcile, runner
+from cdc_core.changefeed.config import load_config
+from cdc_core.client.upstream import UpstreamClient
+
+SMALL = int(os.environ.get("CDCFLOW_BENCH_SMALL_ROWS", "10000"))
+LARGE = int(os.environ.get("CDCFLOW_BENCH_LARGE_ROWS", "300000"))
+CHANGES = int(os.environ.get("CDCFLOW_BENCH_CHANGES", "1000"))
+BATCH = 10_000
+
+
+@pytest.fixture
+def cdc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream_cluster: Any) -> Path:
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CDCFLOW_UPSTREAM", upstream_cluster.pd_addr)
+    return tmp_path
+
+
+def _measure(c: UpstreamClient, home: Path, rows: int) -> dict[str, float]:
+    from typer.testing import CliRunner
+
+    from cdc_core.cli.main import build_app
+
+    db, cid = f"bench_checks_{rows}", f"checks{rows}"
+    c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.t (id BIGINT PRIMARY KEY, k INT, c VARCHAR(64), "
+              "pad VARCHAR(32))")
+    for lo in range(0, rows, BATCH):
+        c.execute(f"INSERT INTO {db}.t VALUES " + ", ".join(
+            f"({i}, {i % 1000}, 'c-{i:012d}-{'x' * 40}', 'pad-{i % 977}')" for i in range(lo, min(lo + BATCH, rows))))
+    start = c.get_ts()
+    cfg = home / f"{cid}.toml"
+    cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{home / cid}"\nstart-ts = {start}\n'
+                   f'initial-snapshot = true\n[filter]\nrules = ["{db}.*"]\n')
+    res = CliRunner().invoke(build_app(), ["changefeed", "create", "--config", str(cfg)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    runner.run_until(cid, c.get_ts())  # the snapshot window
+    rng = random.Random(rows)
+    ids = rng.sample(range(rows), CHANGES)
+    c.execute(f"UPDATE {db}.t SET k = -1 WHERE id IN ({', '.join(map(str, ids))})")
+    marks: dict[str, float] = {}
+    results = runner.run_until(cid, c.get_ts(), lambda step, info: marks.setdefault(step, time.monotonic()))
+    assert results[-1]["check"]["passed"] and list(results[-1]["check"]["tables"]) == [f"{db}.t"]
+    checked = marks["check"] - marks["apply"]
+    conf = load_config(cid)
+    started = time.monotonic()
+    (table,) = reconcile.tables_at(conf, results[-1]["plan"]["target_ts"])
+    assert reconcile.check_table(conf, table, results[-1]["plan"]["target_ts"])["passed"]
+    return {"rows": rows, "window_check_s": checked, "full_check_s": time.monotonic() - started}
+
+
+def test_the_window_checks_cost_what_the_window_changed(cdc_home: Path, upstream_cluster: Any) -> None:
+    with UpstreamClient(upstream_cluster.pd_addr, timeout=120) as c:
+        small = _measure(c, cdc_home, SMALL)
+        large = _measure(c, cdc_home, LARGE)
+    ratio = large["window_check_s"] / small["window_check_s"]
+    full_ratio = large["full_check_s"] / small["full_check_s"]
+    print(f"\n{CHANGES} changed rows: window checks {small['window_check_s']:.2f} s on {SMALL:,} rows, "
+          f"{large['window_check_s']:.2f} s on {LARGE:,} rows (ratio {ratio:.2f}, goal <= 1.5); full reconciliation "
+          f"{small['full_check_s']:.2f} s / {large['full_check_s']:.2f} s (ratio {full_ratio:.2f})")
+    assert ratio <= 1.5
