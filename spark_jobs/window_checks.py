@@ -181,9 +181,12 @@ def delta_count(path: str) -> int:
     return int(DeltaTable(path).to_pyarrow_dataset().count_rows())
 
 
-def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_ts: int) -> tuple[DataFrame, int]:
-    """The rows of the files committed after the table's version at ``after_ts`` (all files when it had none), as
-    a DataFrame of the image columns, and the current Delta version."""
+def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_ts: int, column: str,
+                        values: pa.Array) -> tuple[DataFrame, int]:
+    """The rows of the files committed after the table's version at ``after_ts`` (all files when it had none) whose
+    ``column`` holds one of ``values`` (the changed keys' first column: a merge rewrites whole files, so the files
+    a window wrote may hold the table; the filter runs in the Arrow scan, and only the rows at those keys reach
+    Spark), as a DataFrame of the image columns, and the current Delta version."""
     import pyarrow as pa
     import pyarrow.dataset as pads
     from deltalake import DeltaTable
@@ -195,7 +198,9 @@ def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_
     fragments = [f for f in ds.get_fragments() if f.path not in old]
     schema = table.arrow_schema()
     names = [n for n in schema.names if n in ds.schema.names]
-    data = pads.FileSystemDataset(fragments, ds.schema, ds.format, ds.filesystem).to_table(columns=names)
+    wanted = pads.field(column).isin(values.cast(ds.schema.field(column).type))
+    data = pads.FileSystemDataset(fragments, ds.schema, ds.format, ds.filesystem).to_table(columns=names,
+                                                                                          filter=wanted)
     cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
             for f in schema]  # fmt: skip
     frame = spark.createDataFrame(pa.Table.from_arrays(cols, schema=schema), schema=dq.spark_schema_ddl(table))
@@ -254,14 +259,15 @@ def run_checks(
         raise ValueError("the changed-key checks need the upstream (pd_addr)")
     spark = spark or get_spark()
     path = table_path(sink, table)
+    key = list(table.delta_key())
+    keys = changed_keys(spark, sink, changefeed_id, window_end_ts, table, after_ts, ts).cache()
     if not DeltaTable.is_deltatable(path):
         delta = spark.createDataFrame([], dq.spark_schema_ddl(table))
         report.delta_version, report.row_count = None, 0
     else:
-        delta, report.delta_version = delta_written_since(spark, path, table, after_ts)
+        first = keys.select(key[0]).toArrow().column(0).combine_chunks()  # O(changed keys), in Arrow
+        delta, report.delta_version = delta_written_since(spark, path, table, after_ts, key[0], first)
         report.row_count = delta_count(path)
-    key = list(table.delta_key())
-    keys = changed_keys(spark, sink, changefeed_id, window_end_ts, table, after_ts, ts).cache()
     at_keys = delta.join(keys, on=key, how="left_semi").cache()
     try:
         if content:

@@ -27,6 +27,8 @@ point during GC.
 from __future__ import annotations
 
 import enum
+import itertools
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -133,6 +135,9 @@ def _value_of(v: Version | None) -> bytes | None:
     return None if v is None or v.op is not Op.PUT else v.value
 
 
+SCAN_PAGE = 1024  # keys a scan reads per hold of the store's lock
+
+
 class MvccStore:
     # The incremental scan reads the index by commit ts when it holds fewer versions after the checkpoint than this
     # times the keys of the range (0: always walk the keys; tests compare the two).
@@ -140,6 +145,9 @@ class MvccStore:
 
     def __init__(self) -> None:
         self._writes: SortedDict = SortedDict()  # key -> list[Version], ascending commit_ts
+        # Snapshot reads may run in worker threads (the SQL front's big SELECTs, off its event loop); they read
+        # ``_writes`` a page at a time under this lock, and the event loop changes it (commit, GC) under it.
+        self._mutex = threading.RLock()
         self._by_ts: SortedList = SortedList()  # (commit_ts, key) of every version above the safe point
         self._locks: SortedDict = SortedDict()  # key -> Lock
         self._observers: list[MvccObserver] = []
@@ -161,12 +169,13 @@ class MvccStore:
         """The newest version with ``commit_ts <= ts``."""
         if ts < self.safe_point:
             raise GcSafePointPassedError(ts, self.safe_point)
-        vs: list[Version] | None = self._writes.get(key)
-        if not vs:
-            return None
-        for v in reversed(vs):
-            if v.commit_ts <= ts:
-                return v
+        with self._mutex:
+            vs: list[Version] | None = self._writes.get(key)
+            if not vs:
+                return None
+            for v in reversed(vs):
+                if v.commit_ts <= ts:
+                    return v
         return None
 
     def get(self, key: bytes, ts: int) -> bytes | None:
@@ -183,14 +192,26 @@ class MvccStore:
         return out
 
     def iter_scan(self, start: bytes, end: bytes, ts: int) -> Iterator[tuple[bytes, bytes]]:
-        """:meth:`scan` as it goes, holding nothing."""
+        """:meth:`scan` as it goes, holding nothing: a page of ``SCAN_PAGE`` keys at a time is read under the lock
+        (any thread may call this), resuming after the page's last key."""
         self.check_read_ts(ts)
-        for key in self._writes.irange(start, end or None, inclusive=(True, False)):
-            if end and key >= end:
-                break
-            val = self.get(key, ts)
-            if val is not None:
-                yield key, val
+        writes = self._writes
+        lo, first = start, True
+        while True:
+            page: list[tuple[bytes, bytes]] = []
+            with self._mutex:
+                keys = list(itertools.islice(writes.irange(lo, end or None, inclusive=(first, False)), SCAN_PAGE))
+                for key in keys:
+                    vs: list[Version] = writes[key]
+                    v: Version | None = vs[-1]
+                    if v is not None and v.commit_ts > ts:  # newer than the read: look further back
+                        v = next((x for x in reversed(vs) if x.commit_ts <= ts), None)
+                    if v is not None and v.op is Op.PUT and v.value is not None:
+                        page.append((key, v.value))
+            yield from page
+            if len(keys) < SCAN_PAGE:
+                return
+            lo, first = keys[-1], False
 
     def check_read_ts(self, ts: int) -> None:
         """Raise ``GcSafePointPassedError`` if a read (or a change scan) at ``ts`` may miss GC'd versions."""
@@ -299,16 +320,17 @@ class MvccStore:
                     continue  # already committed: commit is idempotent
                 raise LockNotFoundError(f"no lock of the transaction {start_ts} on key {key.hex()}")
         records = []
-        for key in keys:
-            lk = self._locks.get(key)
-            if lk is None or lk.start_ts != start_ts:
-                continue
-            del self._locks[key]
-            prev = self.latest_version(key)
-            v = Version(start_ts, commit_ts, lk.op, lk.value)
-            self._writes.setdefault(key, []).append(v)
-            self._by_ts.add((commit_ts, key))
-            records.append(VersionRecord(key, start_ts, commit_ts, lk.op, lk.value, _value_of(prev)))
+        with self._mutex:
+            for key in keys:
+                lk = self._locks.get(key)
+                if lk is None or lk.start_ts != start_ts:
+                    continue
+                del self._locks[key]
+                prev = self.latest_version(key)
+                v = Version(start_ts, commit_ts, lk.op, lk.value)
+                self._writes.setdefault(key, []).append(v)
+                self._by_ts.add((commit_ts, key))
+                records.append(VersionRecord(key, start_ts, commit_ts, lk.op, lk.value, _value_of(prev)))
         for rec in records:
             for obs in self._observers:
                 obs.on_commit(rec)
@@ -341,36 +363,37 @@ class MvccStore:
         Returns the stats and the key to resume from (None when every key was visited). Each key
         is handled atomically, so a caller may yield the event loop between steps.
         """
-        sp = self.safe_point
-        scanned = removed = keys_removed = 0
-        last: bytes | None = None
-        empty: list[bytes] = []
-        inclusive = (from_key is None, False)
-        for key in self._writes.irange(from_key, None, inclusive=inclusive):
-            if scanned >= key_limit:
-                break
-            scanned += 1
-            last = key
-            vs: list[Version] = self._writes[key]
-            # the newest version at or below the safe point: what a read at the safe point sees
-            keep_from = -1
-            for i in range(len(vs) - 1, -1, -1):
-                if vs[i].commit_ts <= sp:
-                    keep_from = i
+        with self._mutex:  # a reader thread must not see a key's versions half removed
+            sp = self.safe_point
+            scanned = removed = keys_removed = 0
+            last: bytes | None = None
+            empty: list[bytes] = []
+            inclusive = (from_key is None, False)
+            for key in self._writes.irange(from_key, None, inclusive=inclusive):
+                if scanned >= key_limit:
                     break
-            if keep_from < 0:
-                continue
-            if vs[keep_from].op is not Op.PUT:
-                keep_from += 1  # a tombstone at the safe point reads as "absent" without it
-            if keep_from:
-                removed += keep_from
-                del vs[:keep_from]
-                if not vs:
-                    empty.append(key)
-        for key in empty:
-            del self._writes[key]
-        keys_removed = len(empty)
-        done = scanned < key_limit or last is None
+                scanned += 1
+                last = key
+                vs: list[Version] = self._writes[key]
+                # the newest version at or below the safe point: what a read at the safe point sees
+                keep_from = -1
+                for i in range(len(vs) - 1, -1, -1):
+                    if vs[i].commit_ts <= sp:
+                        keep_from = i
+                        break
+                if keep_from < 0:
+                    continue
+                if vs[keep_from].op is not Op.PUT:
+                    keep_from += 1  # a tombstone at the safe point reads as "absent" without it
+                if keep_from:
+                    removed += keep_from
+                    del vs[:keep_from]
+                    if not vs:
+                        empty.append(key)
+            for key in empty:
+                del self._writes[key]
+            keys_removed = len(empty)
+            done = scanned < key_limit or last is None
         return GcStats(sp, scanned, removed, keys_removed), (None if done else last)
 
     def gc(self, safe_point: int | None = None) -> GcStats:

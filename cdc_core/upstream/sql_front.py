@@ -345,7 +345,13 @@ class Session:
                     ) -> StatementResult:
         if self.txn is not None:
             return fn(st, self.txn)
-        ts = self.at_ts or self.engine.tso.next()
+        if self.at_ts:
+            # A read at a ts reads the MVCC store alone (the table's schema too, from the DDL history at that ts),
+            # a page at a time under the store's lock: it runs off the event loop, which meanwhile serves PD, the
+            # change feeds and the other sessions (a snapshot chunk or a check's read decodes many rows).
+            snapshot = Transaction(self.engine.store, self.engine.tso, self.at_ts, read_only=True)
+            return await asyncio.to_thread(fn, st, snapshot)
+        ts = self.engine.tso.next()
         return fn(st, Transaction(self.engine.store, self.engine.tso, ts, read_only=True))
 
     async def _write(self, st: ParsedStatement, fn: Callable[[exp.Expression, Transaction], int]
