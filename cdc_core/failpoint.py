@@ -22,9 +22,11 @@ name                           reached
 ``snapshot.table_loaded``      a snapshot window replaced one table's Delta contents (others may not be)
 ``rebuild.tables_moved``       a rebuild moved the tables to the trash, nothing replayed yet
 ``rebuild.window_replayed``    a rebuild replayed one bronze window into the rebuilt tables
+``apply.sub_window_done``      a sub-window is applied, checked and checkpointed, the next not started
 ============================== ==================================================================
 
-The last three are reached only by snapshot and rebuild windows (``MODE_POINTS``; ``POINTS`` are the others).
+``snapshot.*`` and ``rebuild.*`` are reached only by snapshot and rebuild windows (``MODE_POINTS``), the last one
+only by windows cut into sub-windows (``SUB_WINDOW_POINTS``); ``POINTS`` are those of every window.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ import os
 import sys
 from typing import Final
 
-__all__ = ["ACTION_ENV", "ENV", "KILLED_STATUS", "KNOWN_POINTS", "MODE_POINTS", "POINTS", "Crash", "hit", "reset"]
+__all__ = ["ACTION_ENV", "ENV", "KILLED_STATUS", "KNOWN_POINTS", "MODE_POINTS", "POINTS", "SUB_WINDOW_POINTS",
+           "Crash", "hit", "reset"]
 
 ENV: Final = "CDCFLOW_FAILPOINTS"
 ACTION_ENV: Final = "CDCFLOW_FAILPOINT_ACTION"
@@ -52,7 +55,9 @@ MODE_POINTS: Final = (
     "rebuild.tables_moved",
     "rebuild.window_replayed",
 )
-KNOWN_POINTS: Final = POINTS + MODE_POINTS
+# Reached only by a window cut into sub-windows (more row events than `[window] max-events`).
+SUB_WINDOW_POINTS: Final = ("apply.sub_window_done",)
+KNOWN_POINTS: Final = POINTS + MODE_POINTS + SUB_WINDOW_POINTS
 
 
 

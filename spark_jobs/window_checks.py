@@ -198,7 +198,11 @@ def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_
     fragments = [f for f in ds.get_fragments() if f.path not in old]
     schema = table.arrow_schema()
     names = [n for n in schema.names if n in ds.schema.names]
-    wanted = pads.field(column).isin(values.cast(ds.schema.field(column).type))
+    typ = ds.schema.field(column).type
+    # An integer key is filtered in the scan. Others are not: the dataset's file statistics may type a string as
+    # another Arrow string type than its schema does (string vs string_view), which Arrow cannot compare; Spark's
+    # semi-join with the keys then does the filtering.
+    wanted = pads.field(column).isin(values.cast(typ)) if pa.types.is_integer(typ) else None
     data = pads.FileSystemDataset(fragments, ds.schema, ds.format, ds.filesystem).to_table(columns=names,
                                                                                           filter=wanted)
     cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)

@@ -5,11 +5,13 @@ as version ``b - 1``: it covers every change at or below ``b - 1``, and no chang
 DDL's commit ts), the data-quality checks at ``b - 1``, then the DDL (version ``b``), after which
 the checkpoint may move to ``b``. The last step applies DML up to ``T`` (version ``T``). A DDL
 therefore never sees a row change from after it, and no row change is applied under the wrong
-schema (ARCHITECTURE.md §3, seed 003).
+schema (ARCHITECTURE.md §3, seed 003). A window cut into sub-windows (more row events than the configured
+bound) also ends a DML step at each cut ``c``: checks at ``c``, then the checkpoint moves to ``c``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cdc_core.filter.table_filter import TableFilter
@@ -24,6 +26,7 @@ class DmlStep:
     after_ts: int  # exclusive
     upto_ts: int  # inclusive
     version: int  # the Delta app-transaction version this step records
+    cut: bool = False  # it ends a sub-window (not at a DDL): checked, then the checkpoint moves to upto_ts
 
     @property
     def kind(self) -> str:
@@ -63,18 +66,28 @@ def relevant(job: DDLJob, storage: SchemaStorage, flt: TableFilter) -> bool:
     return any(flt.match(s, t) for s, t in names)
 
 
-def plan_steps(checkpoint_ts: int, target_ts: int, jobs: list[DDLJob]) -> list[Step]:
-    """DML/DDL steps for ``(checkpoint_ts, target_ts]`` given the relevant DDL jobs in it."""
+def plan_steps(checkpoint_ts: int, target_ts: int, jobs: list[DDLJob], cuts: Sequence[int] = ()) -> list[Step]:
+    """DML/DDL steps for ``(checkpoint_ts, target_ts]`` given the relevant DDL jobs in it. ``cuts``: the ends of
+    the window's sub-windows (``changelog.cut_parts``); a DML range that spans one is split there, its first part
+    a ``cut`` step."""
     steps: list[Step] = []
+    inner = sorted(c for c in set(cuts) if checkpoint_ts < c < target_ts)
+
+    def dml(lo: int, hi: int, version: int) -> None:
+        for c in (c for c in inner if lo < c < hi):
+            steps.append(DmlStep(lo, c, c, cut=True))
+            lo = c
+        steps.append(DmlStep(lo, hi, version))
+
     prev = checkpoint_ts
     for job in sorted(jobs, key=sort_key):
         b = job.finished_ts
         if not checkpoint_ts < b <= target_ts:
             raise ValueError(f"DDL job {job.job_id} at ts {b} is outside the window ({checkpoint_ts}, {target_ts}]")
         if b - 1 > prev:
-            steps.append(DmlStep(prev, b - 1, b - 1))
+            dml(prev, b - 1, b - 1)
         steps.append(DdlStep(job))
         prev = b
     if target_ts > prev:
-        steps.append(DmlStep(prev, target_ts, target_ts))
+        dml(prev, target_ts, target_ts)
     return steps

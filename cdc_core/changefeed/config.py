@@ -24,6 +24,10 @@ catchup = false
 [data-quality]
 mode = "checksum"                  # checksum | count | off
 
+[window]
+max-events = 1000000               # a window with more row events is applied in sub-windows of at most this
+                                   # many (cut at commit ts points), each checked and checkpointed on its own
+
 [table-discovery]                  # memory for listing the upstream's tables (seed 001); 0 disables
 heap-limit-bytes = 104857600       # decoded table lists (default 100 MiB)
 direct-limit-bytes = 104857600     # received listing messages (default 100 MiB)
@@ -57,7 +61,7 @@ from cdc_core.puller.options import PullerOptions
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 _TOP_KEYS = {
     "changefeed-id", "sink-uri", "start-ts", "target-ts", "pd", "upstream", "tidb", "initial-snapshot", "filter",
-    "airflow", "data-quality", "table-discovery", "puller",
+    "airflow", "data-quality", "table-discovery", "puller", "window",
 }
 DQ_MODES = ("checksum", "count", "off")
 
@@ -76,6 +80,8 @@ class ChangefeedConfig:
     schedule: str = "*/5 * * * *"
     catchup: bool = False
     dq_mode: str = "checksum"
+    # A window of more row events than this is applied in sub-windows of at most this many (issue 18).
+    window_max_events: int = 1_000_000
     # `[[filter.event-filters]]` tables as written (validated on load) and `ignore-txn-start-ts`.
     event_filter_rules: tuple[dict[str, Any], ...] = ()
     ignore_txn_start_ts: tuple[int, ...] = ()
@@ -122,6 +128,7 @@ class ChangefeedConfig:
             lines += ["", "[[filter.event-filters]]", *(f"{k} = {_toml_value(v)}" for k, v in rule.items())]
         lines += ["", "[airflow]", f"schedule = {_q(self.schedule)}", f"catchup = {str(self.catchup).lower()}"]
         lines += ["", "[data-quality]", f"mode = {_q(self.dq_mode)}"]
+        lines += ["", "[window]", f"max-events = {self.window_max_events}"]
         lines += ["", "[table-discovery]", *(f"{k} = {v}" for k, v in self.discovery_memory.to_mapping().items())]
         lines += ["", "[puller]", *(f"{k} = {v}" for k, v in self.puller.to_mapping().items()), ""]
         return "\n".join(lines)
@@ -237,6 +244,14 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
     if mode not in DQ_MODES:
         raise ConfigError(f"{source} [data-quality]: `mode` must be one of {', '.join(DQ_MODES)}, got {mode!r}")
 
+    win = _get(data, "window", dict, source, {})
+    unknown_window = set(win) - {"max-events"}
+    if unknown_window:
+        raise ConfigError(f"{source} [window]: unknown key(s) {', '.join(sorted(unknown_window))}")
+    max_events = _get(win, "max-events", int, f"{source} [window]", 1_000_000)
+    if max_events < 1:
+        raise ConfigError(f"{source} [window]: `max-events` must be >= 1, got {max_events}")
+
     discovery = _get(data, "table-discovery", dict, source, {})
     discovery_memory = MemoryLimitConfig.from_mapping(discovery, where=f"{source} [table-discovery]")
     puller = PullerOptions.from_mapping(_get(data, "puller", dict, source, {}), where=f"{source} [puller]")
@@ -244,7 +259,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
     return ChangefeedConfig(
         changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream, tidb=tidb,
         initial_snapshot=initial_snapshot,
-        filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode,
+        filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode, window_max_events=max_events,
         discovery_memory=discovery_memory, puller=puller, source=source,
         event_filter_rules=tuple(dict(r) for r in event_rules), ignore_txn_start_ts=tuple(txn_ts),
     )

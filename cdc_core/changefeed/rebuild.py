@@ -349,7 +349,8 @@ def _replay_group(
     for end, after, upto in window_ranges(sink, cid, start_ts, upto_ts):
         jobs = [j for j in storage.jobs_between(after, upto) if concerns(j, ids) and relevant(j, storage, flt)]
         res: StepsResult = apply_steps(
-            cfg, storage, plan_steps(after, upto, jobs), window_end_ts=end,
+            # A window cut into sub-windows replays one at a time, as it was applied.
+            cfg, storage, plan_steps(after, upto, jobs, changelog.window_cuts(sink, cid, end)), window_end_ts=end,
             tables_at=lambda at: [t for t in replicated_at(cfg, storage, at) if t.id in ids],
             target_of=target_of, ignore_moves=True,
         )

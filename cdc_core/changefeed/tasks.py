@@ -264,6 +264,12 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
                                  "snapshot": fetched, "seconds": round(time.monotonic() - started, 3)}
         log.info("pulled no window (the plan only snapshots / rebuilds)", changefeed_id=cfg.changefeed_id, **empty)
         return empty
+    reused = _reusable_window(cfg, checkpoint, target)
+    if reused is not None:
+        reused.update(snapshot=fetched, seconds=round(time.monotonic() - started, 3))
+        log.info("window already pulled: applying the bronze window in place", changefeed_id=cfg.changefeed_id,
+                 target_ts=target, **reused)
+        return reused
     pd_addr = resolve_pd_addr(cfg.upstream)
     gc_safepoint.check_not_lost_by_gc(pd_addr, cfg.changefeed_id, checkpoint)
     # 1. The DDL puller: the DDL job table's span first, so that the schema storage knows every
@@ -291,7 +297,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
         writer.add(ddl_events)
         resolved = asyncio.run(stream_window(pd_addr, spans, checkpoint, target, writer.add, writer=writer,
                                              options=cfg.puller))
-        path = writer.commit()
+        path = writer.commit(max_events=cfg.window_max_events)
         events_pulled = writer.rows
     failpoint.hit("pull.bronze_written")
     with locked_state(cfg.changefeed_id) as st:
@@ -302,6 +308,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
         "skipped": False,
         "bronze_path": str(path),
         "events": events_pulled,
+        "sub_windows": len(changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target)) + 1,
         "ddl_jobs": len(jobs),
         "tables": names,
         "snapshot": fetched,
@@ -309,6 +316,31 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     }
     log.info("pulled window", changefeed_id=cfg.changefeed_id, target_ts=target, **out)
     return out
+
+
+def _reusable_window(cfg: ChangefeedConfig, checkpoint: int, target: int) -> dict[str, Any] | None:
+    """The pull's result when the bronze window ending at ``target`` is already whole and covers ``(checkpoint,
+    target]`` (a re-run after a failure past the pull, e.g. in a later sub-window, whose checkpoint moved inside
+    the window): it is applied as it is, not pulled again (a catch-up keeps what it pulled, and the changelog keeps
+    the part before the checkpoint)."""
+    after = changelog.window_after_ts(cfg.sink_uri, cfg.changefeed_id, target)
+    if after is None or after > checkpoint:
+        return None
+    try:
+        slog = SchemaLog.load(cfg.changefeed_id)
+    except ChangefeedError:
+        return None
+    if slog.resolved_ts < target:
+        return None
+    path = changelog.window_dir(cfg.sink_uri, cfg.changefeed_id, target)
+    storage = slog.storage()
+    ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, target, checkpoint, target)
+    names = sorted({t.qualified_name for t in _replicated_at(cfg, storage, target) if ids.intersection(t.physical_ids)})
+    events = changelog.window_event_count(cfg.sink_uri, cfg.changefeed_id, target, checkpoint, target)
+    return {"skipped": False, "reused": True, "bronze_path": str(path), "events": events,
+            "sub_windows": len([c for c in changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target)
+                                if checkpoint < c < target]) + 1,
+            "ddl_jobs": len(storage.jobs_between(checkpoint, target)), "tables": names}
 
 
 def _has_window(p: dict[str, Any]) -> bool:
@@ -360,12 +392,17 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
     slog = SchemaLog.load(cfg.changefeed_id)
     storage = slog.storage()
     jobs = [j for j in storage.jobs_between(checkpoint, target) if relevant(j, storage, cfg.table_filter)]
-    steps = plan_steps(checkpoint, target, jobs)
+    cuts = changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target)
+    steps = plan_steps(checkpoint, target, jobs, cuts)
 
     def after_dml(step: DmlStep, tables: list[TableInfo], result: dict[str, Any]) -> None:
-        if step.upto_ts < target:  # a barrier: check the tables this step changed before the DDL
-            _check_tables(cfg, [t for t in tables if changed(result, t)], step.upto_ts,
-                          where=f"barrier {step.upto_ts + 1}", plan=p, full=set())
+        if step.upto_ts < target:  # a barrier or a sub-window's end: check the tables this step changed
+            where = f"sub-window end {step.upto_ts}" if step.cut else f"barrier {step.upto_ts + 1}"
+            _check_tables(cfg, [t for t in tables if changed(result, t)], step.upto_ts, where=where, plan=p,
+                          full=set(), after_ts=_sub_window_start(p, cuts, step.upto_ts))
+            if step.cut:  # no DDL follows: the sub-window is done
+                advance_checkpoint(cfg.changefeed_id, step.upto_ts)
+                failpoint.hit("apply.sub_window_done")
 
     res = apply_steps(
         cfg, storage, steps, window_end_ts=target, tables_at=lambda ts: _replicated_at(cfg, storage, ts),
@@ -380,7 +417,8 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
             prev["rows_deleted"] += agg["rows_deleted"]
             if agg.get("delta_version") is not None:
                 prev["delta_version"] = agg["delta_version"]
-    out.update(barriers=res.barriers, steps=res.steps)
+    out.update(barriers=res.barriers, steps=res.steps,
+               sub_windows=len([c for c in cuts if checkpoint < c < target]) + 1)
     log.info("applied window", changefeed_id=cfg.changefeed_id, target_ts=target, steps=res.steps, tables=totals)
     return out
 
@@ -394,14 +432,22 @@ def check(p: dict[str, Any]) -> dict[str, Any]:
     return _guard(p["changefeed_id"], "check", _check, p)  # type: ignore[no-any-return]
 
 
+def _sub_window_start(p: dict[str, Any], cuts: list[int], ts: int) -> int:
+    """Where the sub-window holding ``ts`` starts: the last cut below it, or the window's checkpoint (the checks
+    at a sub-window's end or barrier read the keys changed since; earlier sub-windows were checked at their ends)."""
+    return max([p["checkpoint_ts"], *(c for c in cuts if c < ts)])
+
+
 def _check(p: dict[str, Any]) -> dict[str, Any]:
     cfg = load_config(p["changefeed_id"])
     ts = p["target_ts"]
     tables = _replicated_tables(cfg, ts)
     full = _fully_checked(p, tables)
-    touched = _changed_tables(cfg, p, tables, ts)
+    cuts = changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, ts) if _has_window(p) else []
+    since = _sub_window_start(p, cuts, ts)
+    touched = _changed_tables(cfg, p, tables, ts, since)
     checked = [t for t in tables if t.qualified_name in full or t.qualified_name in touched]
-    reports = _check_tables(cfg, checked, ts, where="window end", plan=p, full=full)
+    reports = _check_tables(cfg, checked, ts, where="window end", plan=p, full=full, after_ts=since)
     failpoint.hit("check.done")
     return {"skipped": False, "passed": True, "tables": reports,
             "unchanged": sorted(t.qualified_name for t in tables if t not in checked)}
@@ -419,21 +465,22 @@ def _fully_checked(p: dict[str, Any], tables: list[TableInfo]) -> set[str]:
     return out
 
 
-def _changed_tables(cfg: ChangefeedConfig, p: dict[str, Any], tables: list[TableInfo], upto_ts: int) -> set[str]:
-    """The tables with row events in ``(checkpoint, upto_ts]`` of the window's bronze changelog, or touched by one of
+def _changed_tables(cfg: ChangefeedConfig, p: dict[str, Any], tables: list[TableInfo], upto_ts: int,
+                    after_ts: int) -> set[str]:
+    """The tables with row events in ``(after_ts, upto_ts]`` of the window's bronze changelog, or touched by one of
     its DDL jobs."""
     if not _has_window(p):
         return set()
-    ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, p["target_ts"], p["checkpoint_ts"], upto_ts)
+    ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, p["target_ts"], after_ts, upto_ts)
     storage = SchemaLog.load(cfg.changefeed_id).storage()
-    for j in storage.jobs_between(p["checkpoint_ts"], upto_ts):
+    for j in storage.jobs_between(after_ts, upto_ts):
         ids.update(i for i in (j.table_info.id if j.table_info else None, j.partition_id, j.old_table_id)
                    if i is not None)
     return {t.qualified_name for t in tables if t.id in ids or ids.intersection(t.physical_ids)}
 
 
 def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, where: str, plan: dict[str, Any],
-                  full: set[str]) -> dict[str, Any]:
+                  full: set[str], after_ts: int) -> dict[str, Any]:
     """Data-quality checks of ``tables`` against the upstream at ``ts``: whole (``data_quality``) for the names in
     ``full``, by the keys the window changed (``window_checks``) for the others. A failure puts the changefeed in
     error (the checkpoint stays) and raises ``DataQualityError``."""
@@ -451,8 +498,7 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
             reports[t.qualified_name] = spark_engine.run_job("data_quality", args)
         else:
             reports[t.qualified_name] = spark_engine.run_job("window_checks", {
-                **args, "changefeed_id": cfg.changefeed_id, "window_end_ts": plan["target_ts"],
-                "after_ts": plan["checkpoint_ts"]})
+                **args, "changefeed_id": cfg.changefeed_id, "window_end_ts": plan["target_ts"], "after_ts": after_ts})
     failed = {name: r for name, r in reports.items() if not r["passed"]}
     dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, reports)
     with locked_state(cfg.changefeed_id) as st:

@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,7 @@ class WindowWriter:
 
     @staticmethod
     def write_part(path: Path, batches: list[pa.RecordBatch]) -> None:
+        batches = [b if b.schema.equals(SCHEMA) else b.cast(SCHEMA) for b in batches]
         pq.write_table(pa.Table.from_batches(batches, schema=SCHEMA) if batches else SCHEMA.empty_table(), path,
                        compression="zstd")
 
@@ -140,11 +142,17 @@ class WindowWriter:
         if self.full:
             self.write_part(*self.take_part())
 
-    def commit(self) -> Path:
+    def commit(self, max_events: int | None = None) -> Path:
+        """Rename the window into place. With more than ``max_events`` events, it is first cut into sub-windows
+        (:func:`cut_parts`): the cut points go into ``_window.json`` and every part holds one sub-window's events."""
         if self._pending or self.parts == 0:  # an empty window still has its (empty) part: readers take its schema
             self.write_part(*self.take_part())
+        cuts: list[int] = []
+        if max_events is not None and self.rows > max_events:
+            cuts = cut_parts(self.tmp, self.after_ts or 0, self.end_ts, max_events)
         if self.after_ts is not None:
-            (self.tmp / WINDOW_META).write_text(json.dumps({"after_ts": self.after_ts, "end_ts": self.end_ts}))
+            (self.tmp / WINDOW_META).write_text(json.dumps({"after_ts": self.after_ts, "end_ts": self.end_ts,
+                                                            "cuts": cuts}))
         if self.final.exists():
             shutil.rmtree(self.final)
         os.replace(self.tmp, self.final)
@@ -161,6 +169,79 @@ class WindowWriter:
             self.abort()
 
 
+CUT_BUCKETS_PER_SUB_WINDOW = 16  # histogram resolution of the commit ts when cutting a window
+
+
+def cut_points(counts: Sequence[int], edges: Sequence[int], max_events: int) -> list[int]:
+    """Cut points ``c`` (a sub-window ends at ``c`` inclusive) so that each holds at most ``max_events`` events,
+    given a histogram of commit ts (``counts[i]`` events in ``[edges[i], edges[i+1])``). A bucket is never split:
+    one holding more than ``max_events`` (one huge transaction shares a commit ts) is a sub-window of its own."""
+    cuts: list[int] = []
+    acc = 0
+    for i, n in enumerate(counts):
+        if acc and acc + n > max_events:
+            cuts.append(int(edges[i]) - 1)
+            acc = 0
+        acc += n
+    return cuts
+
+
+def cut_parts(d: Path, after_ts: int, end_ts: int, max_events: int, part_rows: int = PART_ROWS // 4) -> list[int]:
+    """Cut the window written in ``d`` into sub-windows of at most ``max_events`` events (at commit ts points, from
+    a histogram of the commit ts read a part at a time), and rewrite its parts so that each holds the events of one
+    sub-window (a reader of one sub-window skips the others' parts by their Parquet statistics). Returns the cuts.
+    Memory: a part being read, and up to ``part_rows`` events per sub-window waiting to be written."""
+    import numpy as np
+
+    parts = sorted(d.glob("part-*.parquet"))
+    total = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+    buckets = max(1, min(end_ts - after_ts, CUT_BUCKETS_PER_SUB_WINDOW * (total // max_events + 1)))
+    edges = np.linspace(after_ts + 1, end_ts + 1, buckets + 1).astype(np.int64)
+    edges[-1] = end_ts + 1
+    counts = np.zeros(buckets, dtype=np.int64)
+    for p in parts:
+        for batch in pq.ParquetFile(p).iter_batches(columns=["commit_ts"]):
+            c, _ = np.histogram(batch.column(0).to_numpy(), bins=edges)
+            counts += c
+    cuts = cut_points(counts.tolist(), edges.tolist(), max_events)
+    if not cuts:
+        return cuts
+    bounds = np.asarray(cuts, dtype=np.int64)
+    pending: dict[int, list[pa.RecordBatch]] = {}
+    written: dict[int, int] = {}
+
+    def flush(i: int) -> None:
+        batches = pending.pop(i, [])
+        if batches:
+            n = written.get(i, 0)
+            pq.write_table(pa.Table.from_batches(batches, schema=SCHEMA), d / f"cut-{i:05d}-{n:05d}.parquet",
+                           compression="zstd")
+            written[i] = n + 1
+
+    for p in parts:
+        for batch in pq.ParquetFile(p).iter_batches(batch_size=65_536):
+            which = np.searchsorted(bounds, batch.column("commit_ts").to_numpy(), side="left")
+            for i in np.unique(which).tolist():
+                pending.setdefault(i, []).append(batch.filter(pa.array(which == i)).cast(SCHEMA))
+                if sum(b.num_rows for b in pending[i]) >= part_rows:
+                    flush(i)
+        p.unlink()
+    for i in list(pending):
+        flush(i)
+    for i, f in enumerate(sorted(d.glob("cut-*.parquet"))):
+        f.rename(d / f"part-{i:05d}.parquet")
+    return cuts
+
+
+def window_cuts(sink_uri: str, changefeed_id: str, end_ts: int) -> list[int]:
+    """The sub-window cut points recorded for a window (none: it is applied whole)."""
+    try:
+        data = json.loads((window_dir(sink_uri, changefeed_id, end_ts) / WINDOW_META).read_text())
+    except FileNotFoundError:
+        return []
+    return [int(c) for c in data.get("cuts") or []]
+
+
 def read_window(sink_uri: str, changefeed_id: str, end_ts: int) -> pa.Table:
     d = window_dir(sink_uri, changefeed_id, end_ts)
     if not d.is_dir():
@@ -171,18 +252,28 @@ def read_window(sink_uri: str, changefeed_id: str, end_ts: int) -> pa.Table:
     return pa.concat_tables([pq.read_table(f, schema=SCHEMA) for f in files])
 
 
-def window_table_ids(sink_uri: str, changefeed_id: str, end_ts: int, after_ts: int, upto_ts: int) -> set[int]:
-    """The physical table ids with row events in ``(after_ts, upto_ts]`` of a window (two columns read)."""
-    import pyarrow.compute as pc
+def _window_events(sink_uri: str, changefeed_id: str, end_ts: int, after_ts: int, upto_ts: int) -> pa.Table:
     import pyarrow.dataset as pads
 
     files = sorted(str(f) for f in window_dir(sink_uri, changefeed_id, end_ts).glob("*.parquet"))
     if not files:
-        return set()
+        return pa.table({"table_id": pa.array([], pa.int64())})
     ts = pads.field("commit_ts")
-    data = pads.dataset(files, schema=SCHEMA, format="parquet").to_table(
+    return pads.dataset(files, schema=SCHEMA, format="parquet").to_table(
         columns=["table_id"], filter=(ts > after_ts) & (ts <= upto_ts))
+
+
+def window_table_ids(sink_uri: str, changefeed_id: str, end_ts: int, after_ts: int, upto_ts: int) -> set[int]:
+    """The physical table ids with row events in ``(after_ts, upto_ts]`` of a window (two columns read)."""
+    import pyarrow.compute as pc
+
+    data = _window_events(sink_uri, changefeed_id, end_ts, after_ts, upto_ts)
     return {int(v) for v in pc.unique(data.column("table_id")).to_pylist()}
+
+
+def window_event_count(sink_uri: str, changefeed_id: str, end_ts: int, after_ts: int, upto_ts: int) -> int:
+    """How many events of a window lie in ``(after_ts, upto_ts]`` (row events and DDL job rows)."""
+    return _window_events(sink_uri, changefeed_id, end_ts, after_ts, upto_ts).num_rows
 
 
 def list_windows(sink_uri: str, changefeed_id: str) -> list[int]:

@@ -44,6 +44,15 @@ def test_adjacent_ddls_and_ddl_at_the_window_end():
         plan_steps(5, 6, [b])
 
 
+def test_sub_window_cuts_split_dml_steps_and_ddl_barriers_stay():
+    jobs = [_job(1, "add column", 20, _t(101))]
+    steps = plan_steps(5, 40, jobs, cuts=[12, 19, 25, 40, 3, 12])  # 40 and 3: not inside; 19: right before the DDL
+    assert steps == [DmlStep(5, 12, 12, cut=True), DmlStep(12, 19, 19), DdlStep(jobs[0]),
+                     DmlStep(20, 25, 25, cut=True), DmlStep(25, 40, 40)]
+    assert [s.version for s in steps] == sorted(s.version for s in steps)
+    assert plan_steps(5, 40, [], cuts=[]) == [DmlStep(5, 40, 40)]
+
+
 def test_relevance_by_name_before_and_after():
     flt = TableFilter(["db.*", "!db.tmp*"])
     t = _t(101)

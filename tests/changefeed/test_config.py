@@ -50,6 +50,8 @@ def test_defaults():
         ('changefeed-id = "a"\nsink-uri = "/x"\n[filter]\nrules = ["nodot"]', "filter rule"),
         ('changefeed-id = "a"\nsink-uri = "/x"\n[data-quality]\nmode = "max"', "must be one of"),
         ('changefeed-id = "a"\nsink-uri = "/x"\n[airflow]\ncatchup = "yes"', "`catchup` must be bool"),
+        ('changefeed-id = "a"\nsink-uri = "/x"\n[window]\nmax-events = 0', r"\[window\]: `max-events` must be >= 1"),
+        ('changefeed-id = "a"\nsink-uri = "/x"\n[window]\nmax-rows = 5', r"\[window\]: unknown key\(s\) max-rows"),
     ],
 )
 def test_errors_name_the_key_and_file(text, message):

@@ -1,3 +1,5 @@
+import itertools
+
 import pyarrow as pa
 import pytest
 
@@ -59,3 +61,36 @@ def test_a_window_written_as_it_arrives_holds_a_part_at_a_time(tmp_path):
     with changelog.WindowWriter(sink, "cf", 50) as w:
         w.commit()
     assert changelog.read_window(sink, "cf", 50).num_rows == 0
+
+
+def test_a_window_over_the_bound_is_cut_into_sub_windows_each_in_its_own_parts(tmp_path):
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    assert changelog.cut_points([3, 0, 4, 9, 1, 1], [10, 20, 30, 40, 50, 60, 70], 5) == [29, 39, 49]  # 9 alone
+    sink = str(tmp_path)
+    rng = np.random.default_rng(3)
+    n = 10_000
+    ts = rng.integers(101, 5001, n)  # commit ts in (100, 5000], arriving out of order
+    rows = _rows(n).set_column(5, "commit_ts", pa.array(ts, pa.int64()))
+    with changelog.WindowWriter(sink, "cf", 5000, after_ts=100, part_rows=3000) as w:
+        for lo in range(0, n, 700):
+            w.write(rows.slice(lo, 700))
+        w.commit(max_events=2500)
+    cuts = changelog.window_cuts(sink, "cf", 5000)
+    assert len(cuts) >= 3 and cuts == sorted(cuts) and 100 < cuts[0] and cuts[-1] < 5000
+    bounds = [100, *cuts, 5000]
+    per = [int(((ts > lo) & (ts <= hi)).sum()) for lo, hi in itertools.pairwise(bounds)]
+    assert sum(per) == n and max(per) <= 2500
+    d = changelog.window_dir(sink, "cf", 5000)
+    for part in sorted(d.glob("part-*.parquet")):  # each part inside one sub-window: a reader skips the others
+        got = pq.read_table(part).column("commit_ts").to_numpy()
+        lo = max(b for b in bounds if b < got.min())
+        assert got.max() <= min(b for b in bounds if b >= got.min()) and got.min() > lo
+    back = changelog.read_window(sink, "cf", 5000)
+    assert sorted(back.column("key").to_pylist()) == sorted(rows.column("key").to_pylist())
+    # Under the bound: one window, no cuts.
+    with changelog.WindowWriter(sink, "cf", 6000, after_ts=5000) as w:
+        w.write(_rows(10))
+        w.commit(max_events=10)
+    assert changelog.window_cuts(sink, "cf", 6000) == []

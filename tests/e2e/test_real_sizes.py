@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from e2elib import cli
+from e2elib import cli, delta_rows, upstream_rows
 
+from cdc_core import failpoint
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
+from cdc_core.codec import changelog
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -77,3 +79,53 @@ def test_a_table_past_200000_rows_and_20_mb_snapshots_replicates_checks_and_rebu
         # 4. Every row against the upstream.
         (out,) = [json.loads(line) for line in cli("verify", "sizes").splitlines() if line.startswith("{")]
         assert out["passed"] and out["row_count"] == ROWS
+
+
+def test_a_backlog_over_the_window_bound_catches_up_in_sub_windows(
+        cdc_home: Path, upstream_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While no window runs (the puller is down), 20,000 row changes and a DDL pile up; the next window, ten times
+    the configured bound, is cut into sub-windows at commit ts points: each applied, checked and checkpointed on its
+    own, the DDL still at its barrier, and the tables end equal to the upstream, a crash half way through
+    notwithstanding."""
+    db, sink = "e2e_backlog", cdc_home / "lake"
+    with UpstreamClient(upstream_cluster.pd_addr, timeout=120) as c:
+        c.execute(f"CREATE DATABASE {db}; USE {db}; CREATE TABLE a (id INT PRIMARY KEY, v INT, s VARCHAR(20)); "
+                  "CREATE TABLE b (id INT PRIMARY KEY, v INT)")
+        start = c.get_ts()
+        cfg = cdc_home / "backlog.toml"
+        cfg.write_text(f'changefeed-id = "backlog"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                       f'[filter]\nrules = ["{db}.*"]\n[window]\nmax-events = 2000\n')
+        cli("changefeed", "create", "--config", str(cfg))
+        for lo in range(0, 8000, 1000):  # transactions of 1,000 events at most: a transaction is never cut
+            c.execute(f"INSERT INTO {db}.a VALUES " + ", ".join(f"({i}, {i}, 's{i}')" for i in range(lo, lo + 1000)))
+            c.execute(f"INSERT INTO {db}.b VALUES " + ", ".join(f"({i}, {i})" for i in range(lo, lo + 500)))
+        for lo in range(0, 4000, 1000):
+            c.execute(f"UPDATE {db}.a SET v = -v WHERE id >= {lo} AND id < {lo + 1000}")
+        c.execute(f"ALTER TABLE {db}.a ADD COLUMN w INT DEFAULT 7")
+        for lo in range(4000, 6000, 1000):
+            c.execute(f"UPDATE {db}.a SET w = id WHERE id >= {lo} AND id < {lo + 1000}")
+            c.execute(f"DELETE FROM {db}.b WHERE id >= {lo - 4000} AND id < {lo - 3000}")
+        t = c.get_ts()
+        # The first try dies after its third sub-window: the checkpoint stays at that cut, and the re-run applies
+        # the window already pulled from there (nothing is pulled twice, the changelog keeps the whole window).
+        monkeypatch.setenv(failpoint.ENV, "apply.sub_window_done=3")
+        monkeypatch.setenv(failpoint.ACTION_ENV, "raise")
+        failpoint.reset()
+        with pytest.raises(failpoint.Crash):
+            runner.run_until("backlog", t)
+        monkeypatch.delenv(failpoint.ENV)
+        failpoint.reset()
+        cut = load_state("backlog").checkpoint_ts
+        assert start < cut < t and cut == changelog.window_cuts(f"file://{sink}", "backlog", t)[2]
+        (r,) = runner.run_until("backlog", t)
+        assert r["pull"]["reused"] and r["pull"]["events"] < 20_000
+        assert changelog.window_after_ts(f"file://{sink}", "backlog", t) < cut
+        assert r["pull"]["sub_windows"] >= 7
+        assert r["apply"]["sub_windows"] == r["pull"]["sub_windows"] and r["apply"]["barriers"]
+        assert load_state("backlog").checkpoint_ts == t
+        for table in ("a", "b"):
+            assert delta_rows(sink, db, table, "id") == upstream_rows(c, db, table, "id", t), table
+        results = DeltaTable(str(sink / "_cdcflow" / "dq_results")).to_pyarrow_table().to_pylist()
+        ends = {x["ts"] for x in results if x["where"].startswith("sub-window end")}
+        assert ends == set(changelog.window_cuts(f"file://{sink}", "backlog", t)) and len(ends) >= 9
+        assert all(x["success"] for x in results)
