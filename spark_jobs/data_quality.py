@@ -406,11 +406,9 @@ class Upstream:
 
     def keyed(self, spark: SparkSession, table: TableInfo, key_cols: list[Column]) -> DataFrame:
         """``(k, h)``: each row's key (canonical JSON) and row hash, as :func:`_diff_keys` compares them."""
-        from pyspark.sql import functions as F
 
         if self.frame is not None:
-            return self.frame.select(F.to_json(F.array(*[_canonical_col(c) for c in key_cols])).alias("k"),
-                                     spark_row_hash(table).cast("string").alias("h"))
+            return keyed_hashes(self.frame, table, key_cols)
         pairs = [(json.dumps([canonical_value(c, _get(r, c.name)) for c in key_cols], separators=(",", ":"),
                              ensure_ascii=False), str(row_hash(r, table))) for r in self.rows or []]
         return spark.createDataFrame(pairs, "k STRING, h STRING")
@@ -479,32 +477,67 @@ def _not_null_result(column: str, r: Any, df: DataFrame, table: TableInfo) -> Ex
     )
 
 
-def _diff_keys(spark: SparkSession, df: DataFrame, upstream: Upstream, table: TableInfo) -> list[dict[str, Any]]:
-    """Keys whose rows differ between the Delta table and the upstream rows (at most SAMPLE_KEYS)."""
+def keyed_hashes(df: DataFrame, table: TableInfo, key_cols: Sequence[Column]) -> DataFrame:
+    """``(k, h)``: each row's key (canonical JSON of ``key_cols``) and row hash, as :func:`differing_keys` takes."""
     from pyspark.sql import functions as F
 
-    # Rows read by SELECT * lack _tidb_rowid: a table keyed by it is compared by whole rows.
-    key = [] if ROWID_COLUMN in table.delta_key() else list(table.delta_key())
-    key_cols = [table.column(k) for k in key] or list(table.columns)
-    names = [c.name for c in key_cols]
-    actual = df.select(
-        F.to_json(F.array(*[_canonical_col(c) for c in key_cols])).alias("k"),
-        spark_row_hash(table).cast("string").alias("h"),
-    )
-    expected = upstream.keyed(spark, table, key_cols)
+    return df.select(F.to_json(F.array(*[_canonical_col(c) for c in key_cols])).alias("k"),
+                     spark_row_hash(table).cast("string").alias("h"))
+
+
+def differing_keys(actual: DataFrame, expected: DataFrame, names: Sequence[str], *, count: bool = False
+                   ) -> tuple[int | None, list[dict[str, Any]]]:
+    """Keys whose rows differ between two :func:`keyed_hashes` frames (Delta's, the upstream's): how many (with
+    ``count``) and up to SAMPLE_KEYS of them, each with ``_problem`` "missing in Delta", "not upstream" or
+    "differs"."""
+    from pyspark.sql import functions as F
 
     def agg(d: DataFrame, name: str) -> DataFrame:
         return d.groupBy("k").agg(F.sort_array(F.collect_list("h")).alias(name))
 
-    j = agg(actual, "a").join(agg(expected, "e"), "k", "full_outer")
-    bad = j.where(~F.col("a").eqNullSafe(F.col("e"))).orderBy("k").limit(SAMPLE_KEYS).collect()
-    out = []
-    for row in bad:
-        vals = json.loads(row["k"])
-        side = "missing in Delta" if row["a"] is None else "not upstream" if row["e"] is None else "differs"
-        out.append({**dict(zip(names, vals, strict=True)), "_problem": side})
+    j = agg(actual, "a").join(agg(expected, "e"), "k", "full_outer").where(~F.col("a").eqNullSafe(F.col("e")))
+    if count:
+        j = j.cache()
+    try:
+        n = j.count() if count else None
+        out = []
+        for row in j.orderBy("k").limit(SAMPLE_KEYS).collect():
+            side = "missing in Delta" if row["a"] is None else "not upstream" if row["e"] is None else "differs"
+            out.append({**dict(zip(names, json.loads(row["k"]), strict=True)), "_problem": side})
+    finally:
+        if count:
+            j.unpersist()
+    return n, out
+
+
+def _diff_keys(spark: SparkSession, df: DataFrame, upstream: Upstream, table: TableInfo) -> list[dict[str, Any]]:
+    """Keys whose rows differ between the Delta table and the upstream rows (at most SAMPLE_KEYS)."""
+    # Rows read by SELECT * lack _tidb_rowid: a table keyed by it is compared by whole rows.
+    key = [] if ROWID_COLUMN in table.delta_key() else list(table.delta_key())
+    key_cols = [table.column(k) for k in key] or list(table.columns)
+    _, out = differing_keys(keyed_hashes(df, table, key_cols), upstream.keyed(spark, table, key_cols),
+                            [c.name for c in key_cols])
     return out
 
+
+def structural_expectations(table: TableInfo) -> dict[str, Any]:
+    """The GX expectations on a table's rows that need no upstream, by name: ``key`` (the Delta key unique),
+    ``not_null:<column>`` per NOT NULL column, ``index:<name>`` per other PRIMARY / UNIQUE index."""
+    import great_expectations.expectations as gxe
+
+    named: dict[str, Any] = {"key": _unique_expectation(table)}
+    named.update({f"not_null:{c.name}": gxe.ExpectColumnValuesToNotBeNull(column=c.name)
+                  for c in table.columns if not c.nullable})
+    named.update({f"index:{n}": _index_unique_expectation(cols) for n, cols in _other_unique_indexes(table)})
+    return named
+
+
+def structural_results(got: dict[str, Any], df: DataFrame, table: TableInfo) -> list[ExpectationResult]:
+    """The results of :func:`structural_expectations` (``got``: GX results by the same names), after the key's:
+    NOT NULL, then unique indexes."""
+    out = [_not_null_result(c.name, got[f"not_null:{c.name}"], df, table) for c in table.columns if not c.nullable]
+    out.extend(_index_unique_result(n, cols, got[f"index:{n}"]) for n, cols in _other_unique_indexes(table))
+    return out
 
 def run_checks(
     sink: str,
@@ -550,15 +583,11 @@ def run_checks(
     df, report.delta_version = read_silver(spark, sink, table, as_of_ts)
     df = df.cache()
     try:
-        not_null = [c.name for c in table.columns if not c.nullable]
-        other_unique = _other_unique_indexes(table)
         want_count = up.count() if up is not None else None
         # One GX run for every expectation on the table's frame, results by name.
-        named: dict[str, Any] = {"key": _unique_expectation(table)}
+        named = structural_expectations(table)
         if want_count is not None:
             named["count"] = gxe.ExpectTableRowCountToEqual(value=want_count)
-        named.update({f"not_null:{c}": gxe.ExpectColumnValuesToNotBeNull(column=c) for c in not_null})
-        named.update({f"index:{n}": _index_unique_expectation(cols) for n, cols in other_unique})
         got = dict(zip(named, _validate(df, list(named.values())), strict=True))
         report.results.append(_uniqueness_result(got["key"], table))
         if up is None or want_count is None:
@@ -568,10 +597,7 @@ def run_checks(
             report.results.extend(content_results)
             report.row_count = int(content_results[0].observed or 0)
         report.results.append(_schema_result(sink, table, report.delta_version))
-        for c in not_null:
-            report.results.append(_not_null_result(c, got[f"not_null:{c}"], df, table))
-        for ix_name, cols in other_unique:
-            report.results.append(_index_unique_result(ix_name, cols, got[f"index:{ix_name}"]))
+        report.results.extend(structural_results(got, df, table))
         content_failed = [r for r in report.results
                           if not r.success and r.expectation in ("row_count_equals", "checksum_equals")]
         if content_failed and up is not None:

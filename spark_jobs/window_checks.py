@@ -23,7 +23,6 @@ comparisons -- every row, every unique index across all files -- are the full re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -214,33 +213,16 @@ def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_
 # --- the checks -------------------------------------------------------------------------------
 
 
-def _rows_equal(spark: SparkSession, table: TableInfo, key: list[str], delta: DataFrame, upstream: DataFrame
-                ) -> dq.ExpectationResult:
+def _rows_equal(table: TableInfo, key: list[str], delta: DataFrame, upstream: DataFrame) -> dq.ExpectationResult:
     """Per changed key, the Delta rows' hashes against the upstream rows'; sample keys of those that differ."""
-    from pyspark.sql import functions as F
-
     key_cols = [table.column(k) if k != ROWID_COLUMN else Column(0, ROWID_COLUMN, "bigint") for k in key]
-
-    def keyed(d: DataFrame, name: str) -> DataFrame:
-        return (d.select(F.to_json(F.array(*[dq._canonical_col(c) for c in key_cols])).alias("k"),
-                         dq.spark_row_hash(table).cast("string").alias("h"))
-                .groupBy("k").agg(F.sort_array(F.collect_list("h")).alias(name)))
-
-    j = keyed(delta, "a").join(keyed(upstream, "e"), "k", "full_outer").where(~F.col("a").eqNullSafe(F.col("e")))
-    j = j.cache()
-    try:
-        bad = j.count()
-        samples = []
-        for row in j.orderBy("k").limit(dq.SAMPLE_KEYS).collect():
-            side = "missing in Delta" if row["a"] is None else "not upstream" if row["e"] is None else "differs"
-            samples.append({**dict(zip(key, json.loads(row["k"]), strict=True)), "_problem": side})
-    finally:
-        j.unpersist()
+    n, samples = dq.differing_keys(dq.keyed_hashes(delta, table, key_cols), dq.keyed_hashes(upstream, table, key_cols),
+                                   key, count=True)
+    bad = int(n or 0)
     return dq.ExpectationResult(
         expectation="rows_equal", success=bad == 0,
         details="" if bad == 0 else f"{bad} changed key(s) hold other rows in Delta than upstream",
         observed=bad, expected=0, sample_keys=samples)
-
 
 def run_checks(
     sink: str, changefeed_id: str, window_end_ts: int, table: TableInfo, *, after_ts: int, ts: int, mode: dq.Mode,
@@ -284,12 +266,12 @@ def run_checks(
             if mode == "checksum":
                 up = upstream_at_keys(spark, pd_addr, tidb, ts, table, keys).cache()
                 try:
-                    result = _rows_equal(spark, table, key, at_keys, up)
+                    result = _rows_equal(table, key, at_keys, up)
                     if not result.success and report.delta_version is not None:
                         # A difference: diagnosed against every file (a row the window's commits did not write
                         # is then "differs", not "missing"); the cost of a table read only when a check fails.
                         whole, _ = dq.read_silver(spark, sink, table)
-                        result = _rows_equal(spark, table, key, whole.join(keys, on=key, how="left_semi"), up)
+                        result = _rows_equal(table, key, whole.join(keys, on=key, how="left_semi"), up)
                     report.results.append(result)
                 finally:
                     up.unpersist()
@@ -304,19 +286,9 @@ def run_checks(
 
 def _frame_results(df: DataFrame, table: TableInfo) -> list[dq.ExpectationResult]:
     """Key uniqueness, NOT NULL and unique indexes of the Delta rows at the changed keys, in one GX run."""
-    import great_expectations.expectations as gxe
-
-    not_null = [c.name for c in table.columns if not c.nullable]
-    other_unique = dq._other_unique_indexes(table)
-    named: dict[str, Any] = {"key": dq._unique_expectation(table)}
-    named.update({f"not_null:{c}": gxe.ExpectColumnValuesToNotBeNull(column=c) for c in not_null})
-    named.update({f"index:{n}": dq._index_unique_expectation(cols) for n, cols in other_unique})
+    named = dq.structural_expectations(table)
     got = dict(zip(named, dq._validate(df, list(named.values())), strict=True))
-    out = [dq._uniqueness_result(got["key"], table)]
-    out.extend(dq._not_null_result(c, got[f"not_null:{c}"], df, table) for c in not_null)
-    out.extend(dq._index_unique_result(n, cols, got[f"index:{n}"]) for n, cols in other_unique)
-    return out
-
+    return [dq._uniqueness_result(got["key"], table), *dq.structural_results(got, df, table)]
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
     """The ``cdc_core.changefeed.spark_engine`` entry point. ``args``: ``sink_uri``, ``changefeed_id``,

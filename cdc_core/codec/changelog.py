@@ -76,18 +76,9 @@ def write_window(
     ``after_ts``: the window's exclusive lower bound (the checkpoint it was pulled from), recorded in
     ``_window.json`` for replays.
     """
-    table = table.cast(SCHEMA)
-    final = window_dir(sink_uri, changefeed_id, end_ts)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
-    tmp.mkdir()
-    pq.write_table(table, tmp / "part-00000.parquet", compression="zstd")
-    if after_ts is not None:
-        (tmp / WINDOW_META).write_text(json.dumps({"after_ts": after_ts, "end_ts": end_ts}))
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    return final
+    with WindowWriter(sink_uri, changefeed_id, end_ts, after_ts=after_ts, part_rows=max(1, table.num_rows)) as w:
+        w.add(table)
+        return w.commit()
 
 
 PART_ROWS = 262_144  # events per Parquet part of a window written as it arrives
@@ -208,9 +199,11 @@ def cut_parts(d: Path, after_ts: int, end_ts: int, max_events: int, part_rows: i
         return cuts
     bounds = np.asarray(cuts, dtype=np.int64)
     pending: dict[int, list[pa.RecordBatch]] = {}
+    pending_rows: dict[int, int] = {}
     written: dict[int, int] = {}
 
     def flush(i: int) -> None:
+        pending_rows.pop(i, None)
         batches = pending.pop(i, [])
         if batches:
             n = written.get(i, 0)
@@ -222,8 +215,10 @@ def cut_parts(d: Path, after_ts: int, end_ts: int, max_events: int, part_rows: i
         for batch in pq.ParquetFile(p).iter_batches(batch_size=65_536):
             which = np.searchsorted(bounds, batch.column("commit_ts").to_numpy(), side="left")
             for i in np.unique(which).tolist():
-                pending.setdefault(i, []).append(batch.filter(pa.array(which == i)).cast(SCHEMA))
-                if sum(b.num_rows for b in pending[i]) >= part_rows:
+                part = batch.filter(pa.array(which == i)).cast(SCHEMA)
+                pending.setdefault(i, []).append(part)
+                pending_rows[i] = pending_rows.get(i, 0) + part.num_rows
+                if pending_rows[i] >= part_rows:
                     flush(i)
         p.unlink()
     for i in list(pending):
