@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import struct
+import threading
 import uuid
 import warnings
 from collections.abc import Iterable, Sequence
@@ -284,16 +285,21 @@ def _gx_context() -> Any:
     return ctx
 
 
+_GX_SOURCES = threading.Lock()  # the context's datasource registry is shared by the threads of a job
+
+
 def _validate(df: DataFrame, expectations: list[Any]) -> list[Any]:
     """Validate a Spark DataFrame against expectations in one GX run; results in expectation order.
 
-    Each run gets its own datasource (GX asset names are per datasource), removed afterwards.
+    Each run gets its own datasource (GX asset names are per datasource), removed afterwards; runs of several
+    threads (the window checks of several tables) validate at once, registering their datasources one at a time.
     """
     import great_expectations as gx
 
     ctx = _gx_context()
     name = f"cdcflow_{uuid.uuid4().hex[:12]}"
-    ds = ctx.data_sources.add_spark(name=name)
+    with _GX_SOURCES:
+        ds = ctx.data_sources.add_spark(name=name)
     try:
         batch = (
             ds.add_dataframe_asset(name="silver")
@@ -303,7 +309,8 @@ def _validate(df: DataFrame, expectations: list[Any]) -> list[Any]:
         suite = gx.ExpectationSuite(name=name, expectations=expectations)
         res = batch.validate(suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_KEYS})
     finally:
-        ctx.data_sources.delete(name)
+        with _GX_SOURCES:
+            ctx.data_sources.delete(name)
     # Matched by type and column(s): a suite holds one NOT NULL expectation per column, one per unique index.
     def key(kind: str, column: Any, columns: Any) -> tuple[str, Any]:
         return kind, column if column is not None else tuple(columns or ())

@@ -290,17 +290,37 @@ def _frame_results(df: DataFrame, table: TableInfo) -> list[dq.ExpectationResult
     got = dict(zip(named, dq._validate(df, list(named.values())), strict=True))
     return [dq._uniqueness_result(got["key"], table), *dq.structural_results(got, df, table)]
 
+TABLE_THREADS = 4  # tables checked at once by one job
+
+
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
     """The ``cdc_core.changefeed.spark_engine`` entry point. ``args``: ``sink_uri``, ``changefeed_id``,
-    ``window_end_ts`` (the bronze window), ``table`` (TableInfo JSON), ``after_ts``, ``ts``, ``mode``, ``content``,
-    ``pd_addr`` and optional ``tidb``. Returns :meth:`CheckReport.to_dict`."""
-    t = args["table"]
-    table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
-    return run_checks(
-        args["sink_uri"], args["changefeed_id"], int(args["window_end_ts"]), table, after_ts=int(args["after_ts"]),
-        ts=int(args["ts"]), mode=args.get("mode", "checksum"), pd_addr=args.get("pd_addr"), tidb=args.get("tidb"),
-        content=bool(args.get("content", True)),
-    ).to_dict()
+    ``window_end_ts`` (the bronze window), ``tables`` (``{"table": TableInfo JSON, "content": bool}`` each),
+    ``after_ts``, ``ts``, ``mode``, ``pd_addr`` and optional ``tidb``. Returns ``{"tables": {name:
+    CheckReport.to_dict()}}``.
+
+    One job checks every table a window touched: a window touching fifty tables is one Spark submission, not
+    fifty, and its tables are checked ``TABLE_THREADS`` at a time (Spark runs the jobs of several threads at once;
+    most of a small table's check is waiting on Spark's scheduling and the upstream, not computing)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spark_jobs.session import get_spark
+
+    spark = get_spark()
+
+    def one(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        t = entry["table"]
+        table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
+        return table.qualified_name, run_checks(
+            args["sink_uri"], args["changefeed_id"], int(args["window_end_ts"]), table,
+            after_ts=int(args["after_ts"]), ts=int(args["ts"]), mode=args.get("mode", "checksum"),
+            pd_addr=args.get("pd_addr"), tidb=args.get("tidb"), content=bool(entry.get("content", True)), spark=spark,
+        ).to_dict()
+
+    entries = list(args["tables"])
+    with ThreadPoolExecutor(max_workers=max(1, min(TABLE_THREADS, len(entries))),
+                            thread_name_prefix="window-checks") as pool:
+        return {"tables": dict(pool.map(one, entries))}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -487,18 +487,23 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     reports: dict[str, Any] = {}
     efilter = cfg.event_filter
     pd_addr = resolve_pd_addr(cfg.upstream)
+    common = {"sink_uri": cfg.sink_uri, "pd_addr": pd_addr, "tidb": cfg.tidb, "mode": cfg.dq_mode, "ts": ts}
+    by_keys: list[dict[str, Any]] = []
     for t in tables:
         # Event filters drop row changes on purpose: such a table cannot equal the upstream snapshot,
         # so its rows and count are not compared (key uniqueness, NOT NULL and schema still are).
-        filtered = efilter.drops_rows_of(t.db_name, t.name)
-        args = {"sink_uri": cfg.sink_uri, "table": t.to_json(), "pd_addr": pd_addr, "tidb": cfg.tidb,
-                "mode": cfg.dq_mode, "ts": ts, "content": not filtered}
+        content = not efilter.drops_rows_of(t.db_name, t.name)
         if t.qualified_name in full or not _has_window(plan):
             # The job reads the upstream rows at ts itself, chunk by chunk over TiDB's SQL (never one list here).
-            reports[t.qualified_name] = spark_engine.run_job("data_quality", args)
+            reports[t.qualified_name] = spark_engine.run_job("data_quality",
+                                                             {**common, "table": t.to_json(), "content": content})
         else:
-            reports[t.qualified_name] = spark_engine.run_job("window_checks", {
-                **args, "changefeed_id": cfg.changefeed_id, "window_end_ts": plan["target_ts"], "after_ts": after_ts})
+            by_keys.append({"table": t.to_json(), "content": content})
+    if by_keys:  # one job for every table checked by its changed keys
+        reports.update(spark_engine.run_job("window_checks", {
+            **common, "tables": by_keys, "changefeed_id": cfg.changefeed_id, "window_end_ts": plan["target_ts"],
+            "after_ts": after_ts})["tables"])
+    reports = {t.qualified_name: reports[t.qualified_name] for t in tables}  # in the tables' order
     failed = {name: r for name, r in reports.items() if not r["passed"]}
     dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, reports)
     with locked_state(cfg.changefeed_id) as st:

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -360,7 +361,18 @@ def workload(
     pk_update_share: float = typer.Option(0.2, "--pk-update-share", help="Share of updates changing the PK."),
     uk_update_share: float = typer.Option(0.2, "--uk-update-share", help="Share of updates changing the UK."),
     ddl_per_s: float = typer.Option(0.0, "--ddl-per-s", help="DDL statements per second (0: none)."),
+    rows_per_txn: int = typer.Option(1, "--rows-per-txn",
+                                     help="Rows an insert / update / delete statement touches."),
+    rows_per_s: float = typer.Option(0.0, "--rows-per-s", help="Pace of the run in rows per second (0: no pace)."),
     no_prepare: bool = typer.Option(False, "--no-prepare", help="Do not create / load the tables first."),
+    prepare_only: bool = typer.Option(False, "--prepare",
+                                      help="Only create and load the tables (sysbench's prepare); no transactions."),
+    prepare_with: str = typer.Option(
+        "import", "--prepare-with",
+        help="How the initial rows are loaded: 'import' (Parquet files and IMPORT INTO, for millions of rows; the "
+             "upstream's TiDB must read --import-dir) or 'insert' (INSERT statements)."),
+    import_dir: str | None = typer.Option(None, "--import-dir",
+                                          help="Where the import files are written (default: a temporary directory)."),
     pd: str | None = _PD,
 ) -> None:
     """Run a sysbench-like OLTP mix against the SQL front; prints a JSON summary."""
@@ -369,17 +381,27 @@ def workload(
     cfg = WorkloadConfig(db=db, tables=tables, id_range=id_range, initial_rows=initial_rows, txns=txns,
                          duration_s=duration_s, threads=threads, seed=seed, insert_weight=insert_weight,
                          update_weight=update_weight, delete_weight=delete_weight, multi_weight=multi_weight,
-                         pk_update_share=pk_update_share, uk_update_share=uk_update_share, ddl_per_s=ddl_per_s)
+                         pk_update_share=pk_update_share, uk_update_share=uk_update_share, ddl_per_s=ddl_per_s,
+                         rows_per_txn=rows_per_txn, rows_per_s=rows_per_s)
     try:
-        cfg.validate()
+        cfg.validate(prepare_only=prepare_only)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    with UpstreamClient(resolve_pd_addr(pd)) as client:
+    if prepare_only and no_prepare:
+        raise typer.BadParameter("--prepare and --no-prepare exclude each other")
+    if prepare_with not in ("import", "insert"):
+        raise typer.BadParameter(f"--prepare-with must be 'import' or 'insert', got {prepare_with!r}")
+    # An IMPORT INTO of millions of rows answers when it is done: minutes, not the default minute.
+    with UpstreamClient(resolve_pd_addr(pd), timeout=3600.0) as client, tempfile.TemporaryDirectory() as tmp:
         def execute(script: str) -> list[tuple[int, int]]:
             return [(r.affected_rows, r.commit_ts) for r in client.execute(script)]
 
         w = Workload(cfg, execute)
         if not no_prepare:
-            w.prepare()
+            w.prepare(os.path.abspath(import_dir or tmp) if prepare_with == "import" else None)
+        if prepare_only:
+            _out({"prepared": {f"{db}.sbtest{i}": n for i, n in
+                               enumerate(w.row_counts(client.query), start=1)}})
+            return
         summary = w.run()
     _out(summary.to_dict())

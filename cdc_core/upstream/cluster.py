@@ -37,6 +37,7 @@ from cdc_core.proto import (
 )
 from cdc_core.schema import ddl_history
 from cdc_core.upstream.admin_service import AdminService
+from cdc_core.upstream.bulk_import import DEFAULT_REGION_KEYS
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.cdc_service import CdcService
 from cdc_core.upstream.ddl import DdlExecutor
@@ -156,7 +157,8 @@ class Cluster:
             self.regions.split(keycodec.table_span(table_id))
         self.catalog = Catalog()
         self.ddl = DdlExecutor(self.store, self.tso, self.catalog, self.regions, self.config.regions_per_table)
-        self.sql = SqlEngine(self.store, self.tso, self.catalog, self.ddl)
+        self.sql = SqlEngine(self.store, self.tso, self.catalog, self.ddl,
+                             import_region_keys=self.config.split_region_keys or DEFAULT_REGION_KEYS)
         self.cluster_id = self.config.cluster_id or new_cluster_id()
         self.stores: dict[int, StoreNode] = {
             sid: StoreNode(sid, CdcService(

@@ -20,6 +20,12 @@ versions committed after its checkpoint, found through an index by commit ts (``
 data older than the checkpoint the same way (the min/max commit ts its SST files record), so a region whose keys
 mostly predate the checkpoint costs what changed since, not what it holds.
 
+``ingest`` writes versions straight in, without locks or observers (TiDB's physical import: Lightning's SST
+ingest); they are not in the index by commit ts, so a scan from below the newest ingest walks the keys.
+
+Memory: a key costs its bytes and value plus about 250 bytes of Python objects (the sorted map's entry, a list of
+versions, a slotted ``Version``; ``tests/bench/test_upstream_memory_bench.py`` measures it).
+
 Not yet: persistence, rollback records that block a late prewrite, resolving locks below the safe
 point during GC.
 """
@@ -51,7 +57,7 @@ class Mutation:
     value: bytes = b""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per version of every key: slots keep a bulk-loaded row near its bytes
 class Version:
     """One committed version of a key; ``value`` is None for a tombstone (DELETE)."""
 
@@ -152,6 +158,7 @@ class MvccStore:
         self._locks: SortedDict = SortedDict()  # key -> Lock
         self._observers: list[MvccObserver] = []
         self.safe_point = 0  # versions a read below this ts needs may be gone
+        self._ingest_ts = 0  # the newest commit ts of ingested versions (not in ``_by_ts``)
 
     # --- observers ----------------------------------------------------------------------------
     def add_observer(self, obs: MvccObserver) -> None:
@@ -255,7 +262,8 @@ class MvccStore:
         in_range = (self._writes.bisect_left(end) if end else len(self._writes)) - self._writes.bisect_left(lo)
         # The index holds what is above the safe point: a scan from below it (served as TiKV serves it, with the
         # versions GC kept) walks the keys.
-        if after_ts >= self.safe_point and len(self._by_ts) - first_after < in_range * self.index_scan_ratio:
+        if (after_ts >= max(self.safe_point, self._ingest_ts)
+                and len(self._by_ts) - first_after < in_range * self.index_scan_ratio):
             keys = sorted({k for _, k in self._by_ts.islice(first_after)
                            if (k > lo if from_key is not None else k >= lo) and (not end or k < end)})
         for key in keys:
@@ -269,6 +277,13 @@ class MvccStore:
                     out.append(VersionRecord(key, v.start_ts, v.commit_ts, v.op, _value_of(v), _value_of(prev)))
                 prev = v
         return out, None
+
+    def split_points(self, start: bytes, end: bytes, every: int) -> list[bytes]:
+        """Every ``every``-th key of ``[start, end)`` (not the first): where to cut it into ranges of that many."""
+        keys = self._writes.keys()
+        lo = self._writes.bisect_left(start)
+        hi = self._writes.bisect_left(end) if end else len(keys)
+        return [keys[i] for i in range(lo + every, hi, every)] if every > 0 else []
 
     def locks_in(self, start: bytes, end: bytes) -> list[Lock]:
         return [self._locks[k] for k in self._locks.irange(start, end or None, inclusive=(True, False))]
@@ -335,6 +350,27 @@ class MvccStore:
             for obs in self._observers:
                 obs.on_commit(rec)
         return records
+
+    def ingest(self, pairs: Iterable[tuple[bytes, bytes]], commit_ts: int) -> int:
+        """Write each ``(key, value)`` as a version committed at ``commit_ts`` (a physical import): no lock, no
+        observer, no change event. A key holding a lock or a version at or after ``commit_ts`` is a
+        ``WriteConflictError``, and the batch is written up to it. Returns how many were written."""
+        n = 0
+        with self._mutex:
+            self._ingest_ts = max(self._ingest_ts, commit_ts)
+            writes = self._writes
+            for key, value in pairs:
+                if key in self._locks:
+                    raise KeyLockedError(key, self._locks[key].start_ts)
+                vs: list[Version] | None = writes.get(key)
+                if vs is None:
+                    writes[key] = [Version(commit_ts, commit_ts, Op.PUT, value)]
+                else:
+                    if vs[-1].commit_ts >= commit_ts:
+                        raise WriteConflictError(key, commit_ts, vs[-1].commit_ts)
+                    vs.append(Version(commit_ts, commit_ts, Op.PUT, value))
+                n += 1
+        return n
 
     def rollback(self, keys: Iterable[bytes], start_ts: int) -> list[Lock]:
         """Drop the transaction's locks on ``keys`` (keys it does not lock are ignored)."""

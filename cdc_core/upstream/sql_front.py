@@ -42,7 +42,7 @@ from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, SchemaError, TableInfo
 from cdc_core.schema.storage import SchemaStorage
-from cdc_core.upstream import access_path, partition_ddl
+from cdc_core.upstream import access_path, bulk_import, partition_ddl
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.column_def import parse_column_def
 from cdc_core.upstream.ddl import AlterChange, DdlExecutor
@@ -156,6 +156,9 @@ def split_script(sql: str) -> list[ParsedStatement]:
             command = exp.Command(this="ALTER_PARTITION", expression=exp.Literal.string(text))
             out.append(ParsedStatement(original, command, None))
             continue
+        if re.match(r"^\s*IMPORT\s+INTO\b", text, re.IGNORECASE):  # TiDB syntax sqlglot does not parse
+            out.append(ParsedStatement(original, exp.Command(this="IMPORT", expression=exp.Literal.string(text)), None))
+            continue
         if re.match(r"^\s*SPLIT\b", text, re.IGNORECASE):
             out.append(ParsedStatement(original, exp.Command(this="SPLIT", expression=exp.Literal.string(text)), None))
             continue
@@ -192,11 +195,13 @@ class SqlEngine:
 
     AUTOCOMMIT_RETRIES = 5
 
-    def __init__(self, store: MvccStore, tso: TsoAllocator, catalog: Catalog, ddl: DdlExecutor) -> None:
+    def __init__(self, store: MvccStore, tso: TsoAllocator, catalog: Catalog, ddl: DdlExecutor, *,
+                 import_region_keys: int = bulk_import.DEFAULT_REGION_KEYS) -> None:
         self.store = store
         self.tso = tso
         self.catalog = catalog
         self.ddl = ddl
+        self.import_region_keys = import_region_keys  # IMPORT INTO splits the table into regions of this many keys
 
     def session(self, at_ts: int = 0) -> Session:
         return Session(self, at_ts)
@@ -315,6 +320,8 @@ class Session:
             return await self._write(st, self._delete)
         elif isinstance(node, exp.Command) and str(node.this).upper() == "SPLIT":
             return self._split_table(st)
+        elif isinstance(node, exp.Command) and str(node.this).upper() == "IMPORT":
+            return await self._import(st)
         else:
             return await self._ddl(st)
         return res
@@ -582,6 +589,20 @@ class Session:
         log.info("split table", table=info.qualified_name, new_regions=created)
         return StatementResult(statement=st.text, columns=["TOTAL_SPLIT_REGION", "SCATTER_FINISH_RATIO"],
                                rows=[{"TOTAL_SPLIT_REGION": created, "SCATTER_FINISH_RATIO": 1.0}])
+
+    async def _import(self, st: ParsedStatement) -> StatementResult:
+        if self.txn is not None:
+            raise SqlError("IMPORT INTO cannot run in an explicit transaction")
+        imp = bulk_import.parse(st.text)
+        db, name = self._split_name(imp.table)
+        info = self.catalog.table(db, name)
+        if info is None:
+            raise SqlError(f"Table '{db}.{name}' doesn't exist", ErrorKind.NOT_FOUND)
+        e = self.engine
+        row = await bulk_import.run_import(imp, info, store=e.store, tso=e.tso, catalog=e.catalog,
+                                           regions=e.ddl.regions, region_keys=e.import_region_keys)
+        return StatementResult(statement=st.text, columns=list(bulk_import.RESULT_COLUMNS), rows=[row],
+                               affected_rows=int(row["Imported_Rows"]))
 
     # --- DML ----------------------------------------------------------------------------------
     def _table(self, ref: exp.Expression | None, what: str) -> TableInfo:

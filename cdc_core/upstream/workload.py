@@ -51,11 +51,15 @@ class WorkloadConfig:
     uk_update_share: float = 0.2
     multi_rows: int = 4  # statements in a multi-row transaction
     ddl_per_s: float = 0.0  # DDL statements per second (0: none)
+    rows_per_txn: int = 1  # rows an insert / update / delete statement touches (VALUES lists, WHERE id IN (...))
+    rows_per_s: float = 0.0  # pace of the whole run in rows (statements x rows_per_txn) per second (0: no pace)
 
-    def validate(self) -> None:
+    def validate(self, *, prepare_only: bool = False) -> None:
         if self.tables < 1 or self.threads < 1 or self.id_range < 1:
             raise ValueError("tables, threads and id range must be >= 1")
-        if self.txns <= 0 and self.duration_s <= 0:
+        if self.rows_per_txn < 1 or self.rows_per_s < 0:
+            raise ValueError("rows per transaction must be >= 1 and the rate >= 0")
+        if self.txns <= 0 and self.duration_s <= 0 and not prepare_only:
             raise ValueError("give a transaction count or a duration")
         if not 0 <= self.pk_update_share + self.uk_update_share <= 1:
             raise ValueError("pk and uk update shares must be in [0, 1] and sum to at most 1")
@@ -117,6 +121,8 @@ class _Worker:
         self.cfg = cfg
         self.execute = execute
         self.rnd = random.Random(cfg.seed + index)
+        self.index = index
+        self._inserted = 0
         self.summary = WorkloadSummary()
 
     def _id(self) -> int:
@@ -132,20 +138,38 @@ class _Worker:
         return f"sbtest{self.rnd.randint(1, self.cfg.tables)}"
 
     def _insert(self, t: str) -> str:
-        return (f"INSERT INTO {t} (id, k, c, pad, uk) VALUES ({self._id()}, {self.rnd.randint(0, 1000)}, "
-                f"'{self._text(20)}', '{self._text(10)}', {self._uk()})")
+        # One duplicate fails a whole statement: a statement of many rows inserts new ids, above the id range (each
+        # worker its own stretch), where a single-row one draws from the range like the other kinds.
+        # (their uk is -id: the drawn uks are positive).
+        many = self.cfg.rows_per_txn > 1
+        ids = [self._new_id() for _ in range(self.cfg.rows_per_txn)] if many else self._ids()
+        values = ", ".join(f"({i}, {self.rnd.randint(0, 1000)}, '{self._text(20)}', '{self._text(10)}', "
+                           f"{-i if many else self._uk()})" for i in ids)
+        return f"INSERT INTO {t} (id, k, c, pad, uk) VALUES {values}"
+
+    def _new_id(self) -> int:
+        self._inserted += 1
+        return self.cfg.id_range + (self.index << 24) + self._inserted  # uk = -id must fit an INT
+
+    def _ids(self) -> list[int]:
+        n = self.cfg.rows_per_txn
+        return [self._id()] if n == 1 else sorted({self._id() for _ in range(n)})
+
+    def _where_ids(self) -> str:
+        ids = self._ids()
+        return f"id = {ids[0]}" if len(ids) == 1 else f"id IN ({', '.join(map(str, ids))})"
 
     def statement(self, kind: str, t: str) -> str:
         if kind == "insert":
             return self._insert(t)
         if kind == "update":
-            return f"UPDATE {t} SET k = k + 1, c = '{self._text(20)}' WHERE id = {self._id()}"
+            return f"UPDATE {t} SET k = k + 1, c = '{self._text(20)}' WHERE {self._where_ids()}"
         if kind == "update_pk":
             return f"UPDATE {t} SET id = {self._id()} WHERE id = {self._id()}"
         if kind == "update_uk":
             return f"UPDATE {t} SET uk = {self._uk()} WHERE id = {self._id()}"
         if kind == "delete":
-            return f"DELETE FROM {t} WHERE id = {self._id()}"
+            return f"DELETE FROM {t} WHERE {self._where_ids()}"
         raise ValueError(kind)
 
     def pick_kind(self) -> str:
@@ -183,16 +207,24 @@ class _Worker:
 
 class Workload:
     def __init__(self, cfg: WorkloadConfig, execute: Execute) -> None:
-        cfg.validate()
+        cfg.validate(prepare_only=True)
         self.cfg = cfg
         self.execute = execute
         self._lock = threading.Lock()
         self._remaining = cfg.txns
         self._ddl_seq = 0
+        self._next_at = 0.0  # monotonic time the next paced transaction may start
 
-    def prepare(self) -> None:
-        """Create the tables and load ``initial_rows`` rows into each (duplicates skipped)."""
+    def prepare(self, import_dir: str | None = None) -> None:
+        """Create the tables and load ``initial_rows`` rows into each: by INSERTs of 200 rows, or with
+        ``import_dir`` (a directory the upstream's TiDB can read) by ``IMPORT INTO`` of Parquet files written there
+        (:func:`write_import_files`), the bulk path for millions of rows."""
         self.execute(schema_sql(self.cfg))
+        if import_dir is not None:
+            for i in range(1, self.cfg.tables + 1):
+                pattern = write_import_files(self.cfg, i, import_dir)
+                self.execute(f"USE `{self.cfg.db}`; IMPORT INTO sbtest{i} FROM '{pattern}' FORMAT 'parquet'")
+            return
         rnd = random.Random(self.cfg.seed - 1)
         for i in range(1, self.cfg.tables + 1):
             ids = rnd.sample(range(-self.cfg.id_range, self.cfg.id_range + 1),
@@ -201,6 +233,11 @@ class Workload:
                 batch = ids[chunk:chunk + 200]
                 values = ", ".join(f"({h}, {rnd.randint(0, 1000)}, 'init', 'pad', NULL)" for h in batch)
                 self.execute(f"USE `{self.cfg.db}`; INSERT INTO sbtest{i} (id, k, c, pad, uk) VALUES {values}")
+
+    def row_counts(self, query: Query) -> list[int]:
+        """``COUNT(*)`` of each table (counted by the upstream)."""
+        return [int(query(f"SELECT COUNT(*) AS n FROM `{self.cfg.db}`.sbtest{i}")[0]["n"])
+                for i in range(1, self.cfg.tables + 1)]
 
     def _take(self) -> bool:
         """Claim one transaction of the budget (always True without a count)."""
@@ -211,6 +248,17 @@ class Workload:
                 return False
             self._remaining -= 1
             return True
+
+    def _pace(self, stop: threading.Event) -> None:
+        """With ``rows_per_s``, wait for this transaction's slot: slots are ``rows_per_txn / rows_per_s`` apart over
+        all threads, so the run keeps the rate (a thread that fell behind starts at once, without a burst)."""
+        if self.cfg.rows_per_s <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            at = self._next_at = max(self._next_at + self.cfg.rows_per_txn / self.cfg.rows_per_s, now)
+        if at > now:
+            stop.wait(at - now)
 
     def ddl_statement(self) -> str:
         """The next DDL of a cycle that leaves the columns the DML uses in place."""
@@ -229,6 +277,7 @@ class Workload:
 
     def run(self) -> WorkloadSummary:
         cfg = self.cfg
+        cfg.validate()
         deadline = time.monotonic() + cfg.duration_s if cfg.duration_s > 0 else None
         stop = threading.Event()
         workers = [_Worker(cfg, self.execute, i) for i in range(cfg.threads)]
@@ -236,6 +285,7 @@ class Workload:
 
         def loop(w: _Worker) -> None:
             while not stop.is_set() and (deadline is None or time.monotonic() < deadline) and self._take():
+                self._pace(stop)
                 w.one()
 
         def ddl_loop() -> None:
@@ -267,6 +317,38 @@ class Workload:
         for w in workers:
             total.merge(w.summary)
         return total
+
+
+IMPORT_FILE_ROWS = 1_000_000  # rows per Parquet file of an import
+
+
+def write_import_files(cfg: WorkloadConfig, index: int, directory: str) -> str:
+    """Write ``initial_rows`` distinct rows of ``sbtest{index}`` (ids drawn from ``[-id_range, id_range]``, k, 20
+    and 10 random letters, no uk) as Parquet files of ``IMPORT_FILE_ROWS`` rows; returns their glob pattern.
+    Vectorized (numpy, pyarrow): a million rows take about a second."""
+    import os
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng([cfg.seed, index])
+    n = min(cfg.initial_rows, 2 * cfg.id_range + 1)
+    ids = rng.choice(2 * cfg.id_range + 1, size=n, replace=False).astype(np.int64) - cfg.id_range
+    os.makedirs(directory, exist_ok=True)
+
+    def letters(m: int, width: int) -> pa.Array:
+        codes = rng.integers(ord("a"), ord("z") + 1, size=(m, width), dtype=np.uint8)
+        return pa.array(codes.view(f"S{width}").ravel(), pa.binary()).cast(pa.string())
+
+    for f, lo in enumerate(range(0, n, IMPORT_FILE_ROWS)):
+        part = ids[lo:lo + IMPORT_FILE_ROWS]
+        m = len(part)
+        pq.write_table(pa.table({
+            "id": pa.array(part), "k": pa.array(rng.integers(0, 1001, size=m, dtype=np.int32)),
+            "c": letters(m, 20), "pad": letters(m, 10), "uk": pa.nulls(m, pa.int32()),
+        }), os.path.join(directory, f"sbtest{index}.{f:05d}.parquet"))
+    return os.path.join(directory, f"sbtest{index}.*.parquet")
 
 
 def check_consistency(cfg: WorkloadConfig, query: Query) -> dict[str, int]:

@@ -3,6 +3,8 @@ multi-row transactions across regions, DDL at a rate) and leaves the tables cons
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from cdc_core.client.upstream import UpstreamClient
@@ -63,3 +65,24 @@ def test_config_and_error_kinds() -> None:
     assert error_kind(Exception("Duplicate entry '3' for key 't.PRIMARY'")) == "duplicate"
     assert error_kind(Exception("write conflict on key 01")) == "conflict"
     assert error_kind(Exception("boom")) == "other"
+
+
+def test_workload_paces_rows_and_touches_several_rows_per_statement(upstream_client: Any, fresh_db: str) -> None:
+    cfg = WorkloadConfig(db=fresh_db, tables=1, id_range=1_000, initial_rows=2_001, duration_s=2.0, threads=2,
+                         rows_per_txn=20, rows_per_s=1_000, multi_weight=0, delete_weight=0,
+                         pk_update_share=0, uk_update_share=0)
+
+    def execute(script: str) -> list[tuple[int, int]]:
+        return [(r.affected_rows, r.commit_ts) for r in upstream_client.execute(script)]
+
+    w = Workload(cfg, execute)
+    w.prepare()
+    s = w.run()
+    # 1,000 rows/s in statements of 20 rows: 50 transactions a second, never more (the first one starts at once)
+    assert s.txns <= 2.0 * 1_000 / 20 + 2, s.to_dict()
+    assert s.txns >= 0.5 * 2.0 * 1_000 / 20, s.to_dict()  # and the pace is kept, not starved
+    # statements of many rows; two sessions updating 20 of 2,001 rows at once may conflict, nothing else fails
+    assert s.rows > s.committed * 10 and set(s.errors) <= {"conflict"}, s.to_dict()
+    check_consistency(cfg, upstream_client.query)
+    with pytest.raises(ValueError, match="rows per transaction"):
+        WorkloadConfig(txns=1, rows_per_txn=0).validate()
