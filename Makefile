@@ -51,7 +51,7 @@ bench: venv
 
 ## bench-scale: issue 18's 10 M-row benchmark (hours and ~8 GB at its defaults; CDCFLOW_SCALE_* scale it down)
 bench-scale: venv
-	$(VENV)/bin/pytest tests/bench/test_scale_bench.py -q -p no:cacheprovider --override-ini addopts= -s
+	$(VENV)/bin/pytest tests/bench/test_scale_bench.py -q -p no:cacheprovider --override-ini addopts= -o timeout=0 -s
 
 clean:
 	-[ ! -e .airflow/pg ] || $(VENV)/bin/python scripts/local_postgres.py remove --dir .airflow/pg

@@ -404,8 +404,11 @@ class Upstream:
 
     frame: DataFrame | None = None
     rows: list[dict[str, Any]] | None = None
+    pushed: PushedDown | None = None
 
     def count(self) -> int:
+        if self.pushed is not None:
+            return sum(u.count for u in self.pushed.upstream)
         return self.frame.count() if self.frame is not None else len(self.rows or [])
 
     def checksum(self, table: TableInfo) -> str:
@@ -414,11 +417,72 @@ class Upstream:
     def keyed(self, spark: SparkSession, table: TableInfo, key_cols: list[Column]) -> DataFrame:
         """``(k, h)``: each row's key (canonical JSON) and row hash, as :func:`_diff_keys` compares them."""
 
+        if self.pushed is not None:
+            return keyed_hashes(self.pushed.rows_of_pieces(spark, table), table, key_cols)
         if self.frame is not None:
             return keyed_hashes(self.frame, table, key_cols)
         pairs = [(json.dumps([canonical_value(c, _get(r, c.name)) for c in key_cols], separators=(",", ":"),
                              ensure_ascii=False), str(row_hash(r, table))) for r in self.rows or []]
         return spark.createDataFrame(pairs, "k STRING, h STRING")
+
+
+@dataclass
+class PushedDown:
+    """The upstream side of a chunked checksum comparison (:mod:`spark_jobs.chunk_checksum`): the table's chunks
+    and the numbers the upstream computed for each at ``ts``; after :meth:`compare`, the pieces that differ."""
+
+    pd_addr: str
+    tidb: str | None
+    ts: int
+    table: TableInfo
+    chunks: list[Any] = field(default_factory=list)
+    upstream: list[Any] = field(default_factory=list)
+    pieces: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, pd_addr: str, tidb: str | None, ts: int, table: TableInfo) -> PushedDown:
+        from cdc_core.client.upstream import UpstreamClient
+        from spark_jobs import chunk_checksum as cc
+
+        chunks = cc.plan(pd_addr, table)
+        with UpstreamClient(pd_addr, tidb=tidb, timeout=3600.0) as client:  # a chunk's scan may take minutes
+            sums = cc.upstream_sums(client, ts, table, chunks)
+        return cls(pd_addr, tidb, ts, table, chunks, sums)
+
+    def compare(self, spark: SparkSession, df: DataFrame) -> ExpectationResult:
+        """Every chunk's count and checksum, Delta's (one Spark job) against the upstream's, in one GX run over a
+        frame of them; the differing chunks are bisected down to the pieces to diff row by row."""
+        import great_expectations.expectations as gxe
+
+        from cdc_core.client.upstream import UpstreamClient
+        from spark_jobs import chunk_checksum as cc
+
+        got = cc.delta_sums(df, self.table, self.chunks)
+        frame = spark.createDataFrame(
+            [(i, f"{g.count}:{g.checksum:08x}", f"{u.count}:{u.checksum:08x}")
+             for i, (g, u) in enumerate(zip(got, self.upstream, strict=True))],
+            "chunk INT, delta STRING, upstream STRING")
+        (r,) = _validate(frame, [gxe.ExpectColumnPairValuesToBeEqual(column_A="delta", column_B="upstream")])
+        differ = [i for i, (g, u) in enumerate(zip(got, self.upstream, strict=True)) if not u.same(g)]
+        if differ:
+            with UpstreamClient(self.pd_addr, tidb=self.tidb, timeout=3600.0) as client:
+                for i in differ:
+                    left = cc.MAX_DIFF_PIECES - len(self.pieces)
+                    if left <= 0:
+                        break
+                    self.pieces.extend(cc.differing_pieces(client, self.ts, df, self.table, self.chunks[i],
+                                                           self.upstream[i], got[i], left))
+        n = len(self.chunks)
+        return ExpectationResult(
+            expectation="checksum_equals", success=bool(r.success) and not differ,
+            details="" if not differ else f"{len(differ)} of {n} chunk(s) differ in count or CRC32 checksum",
+            observed=f"{n - len(differ)} of {n} chunks equal", expected=f"{n} of {n} chunks equal")
+
+    def rows_of_pieces(self, spark: SparkSession, table: TableInfo) -> DataFrame:
+        """The upstream rows of the differing pieces, read chunk by chunk (a few thousand rows each)."""
+        from spark_jobs.snapshot_load import upstream_frame
+
+        return upstream_frame(spark, self.pd_addr, self.ts, table, tidb=self.tidb, chunks=self.pieces)
 
 
 def _content_results(
@@ -434,7 +498,9 @@ def _content_results(
         details="" if r_count.success else f"Delta has {got_count} rows, upstream {want_count}",
         observed=got_count, expected=want_count,
     )]
-    if mode == "checksum":
+    if mode == "checksum" and upstream.pushed is not None:
+        out.append(upstream.pushed.compare(spark, df))
+    elif mode == "checksum":
         want_sum = upstream.checksum(table)
         got_sum = spark_checksum(df, table)
         frame = spark.createDataFrame([(got_sum,)], "checksum STRING")
@@ -522,6 +588,11 @@ def _diff_keys(spark: SparkSession, df: DataFrame, upstream: Upstream, table: Ta
     # Rows read by SELECT * lack _tidb_rowid: a table keyed by it is compared by whole rows.
     key = [] if ROWID_COLUMN in table.delta_key() else list(table.delta_key())
     key_cols = [table.column(k) for k in key] or list(table.columns)
+    if upstream.pushed is not None:  # only the pieces whose checksums differ are compared row by row
+        from spark_jobs import chunk_checksum as cc
+
+        key_cols = cc.key_columns(table)
+        df = df.where(cc.chunk_filter(table, upstream.pushed.pieces))
     _, out = differing_keys(keyed_hashes(df, table, key_cols), upstream.keyed(spark, table, key_cols),
                             [c.name for c in key_cols])
     return out
@@ -557,6 +628,7 @@ def run_checks(
     spark: SparkSession | None = None,
     content: bool = True,
     as_of_ts: int | None = None,
+    pushed: PushedDown | None = None,
 ) -> CheckReport:
     """Check the silver table of ``table`` against the upstream snapshot at ``ts``.
 
@@ -574,7 +646,7 @@ def run_checks(
         return report
     if not content:
         report.mode = f"{mode} (no count/checksum: event filters drop rows on purpose)"
-    elif expected_rows is None and upstream is None:
+    elif expected_rows is None and upstream is None and pushed is None:
         raise ValueError(f"data-quality mode {mode!r} needs the upstream rows (upstream or expected_rows)")
     import great_expectations.expectations as gxe
 
@@ -586,7 +658,7 @@ def run_checks(
         # The upstream frame is read once (it streams from TiDB) and kept by Spark, spilling to disk, for the
         # count, the checksum and, on a difference, the sample keys.
         up = Upstream(frame=upstream.select(*[f"`{c.name}`" for c in table.columns]).cache()
-                      if upstream is not None else None, rows=expected_rows)
+                      if upstream is not None else None, rows=expected_rows, pushed=pushed)
     df, report.delta_version = read_silver(spark, sink, table, as_of_ts)
     df = df.cache()
     try:
@@ -630,15 +702,21 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     t = args["table"]
     table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
     mode, ts, content = args.get("mode", "checksum"), int(args["ts"]), bool(args.get("content", True))
-    upstream = None
+    upstream, pushed = None, None
     if content and mode != "off" and args.get("pd_addr"):
+        from spark_jobs import chunk_checksum
         from spark_jobs.session import get_spark
         from spark_jobs.snapshot_load import upstream_frame
 
-        upstream = upstream_frame(get_spark(), str(args["pd_addr"]), ts, table, tidb=args.get("tidb"))
+        if mode == "checksum" and chunk_checksum.pushdown_columns(table) is not None:
+            # The upstream computes each chunk's count and checksum itself; its rows stay where they are.
+            pushed = PushedDown.read(str(args["pd_addr"]), args.get("tidb"), ts, table)
+        else:
+            upstream = upstream_frame(get_spark(), str(args["pd_addr"]), ts, table, tidb=args.get("tidb"))
     return run_checks(
         args["sink_uri"], table, expected_rows=args.get("expected_rows"), upstream=upstream, mode=mode,
         ts=ts, content=content, as_of_ts=None if args.get("as_of_ts") is None else int(args["as_of_ts"]),
+        pushed=pushed,
     ).to_dict()  # fmt: skip
 
 

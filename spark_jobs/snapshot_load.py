@@ -342,6 +342,48 @@ def fetch_table(
             "path": str(final), "seconds": round(time.monotonic() - started, 3)}
 
 
+def fold_table(sink: str, changefeed_id: str, ts: int, table: TableInfo) -> dict[str, Any]:
+    """Write the base of ``table`` at ``ts`` from its silver table as of ``ts`` (Delta time travel to the version
+    the changefeed committed at or before ``ts``; no rows when the table had none): what the lake held at a
+    checkpoint, whose windows were checked there. Streamed, ``LOAD_BATCH_ROWS`` rows at a time."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    from spark_jobs.data_quality import version_as_of
+
+    started = time.monotonic()
+    final = changelog.snapshot_table_dir(sink, changefeed_id, ts, table.qualified_name)
+    meta_path = final / changelog.TABLE_META
+    if meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        if meta.get("table_id") == table.id and meta.get("schema_version") == table.schema_version:
+            return {"skipped": True, "reason": "base already written", "rows": meta.get("rows"), "path": str(final)}
+    path = table_path(sink, table)
+    version = version_as_of(path, ts) if DeltaTable.is_deltatable(path) else None
+    schema = table.arrow_schema()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    rows = 0
+    with pq.ParquetWriter(tmp / "part-00000.parquet", schema) as writer:
+        if version is not None:
+            ds = DeltaTable(path, version=version).to_pyarrow_dataset()
+            present = [n for n in schema.names if n in ds.schema.names]
+            for b in ds.to_batches(columns=present, batch_size=LOAD_BATCH_ROWS):
+                cols = [b.column(f.name).cast(f.type) if f.name in b.schema.names else pa.nulls(b.num_rows, f.type)
+                        for f in schema]  # fmt: skip
+                writer.write_batch(pa.RecordBatch.from_arrays(cols, schema=schema))
+                rows += b.num_rows
+    meta = {"table_id": table.id, "qualified_name": table.qualified_name, "ts": ts, "rows": rows, "chunks": 1,
+            "chunking": f"folded from the silver table at Delta version {version}", "source": "silver",
+            "delta_version": version, "schema_version": table.schema_version, "table": table.to_dict(),
+            "written_at": time.time()}
+    changelog.publish_snapshot_table(tmp, final, meta)
+    log.info("folded base of %s at %d: %d rows from Delta version %s", table.qualified_name, ts, rows, version)
+    return {"skipped": False, "reason": None, "rows": rows, "delta_version": version, "path": str(final),
+            "seconds": round(time.monotonic() - started, 3)}
+
+
 def _write_arrow(d: Path, table: TableInfo, rows: Iterator[tuple[Any, ...]]) -> None:
     import pyarrow.parquet as pq
 
@@ -436,6 +478,10 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     ``phase`` "load": ``sink_uri``, ``changefeed_id``, ``loads`` = ``[{"table": TableInfo JSON (its names give
     the Delta path), "base": base directory, "version": app-txn version, "load_id": str}]``; returns
     ``{"tables": {"db.t": {"rows", "delta_version", "applied_version", "skipped", "reason", "path"}}}``.
+
+    ``phase`` "fold": ``sink_uri``, ``changefeed_id``, ``ts``, ``tables`` (TableInfo JSON at ``ts``): the bases at
+    ``ts`` from the silver tables (:func:`fold_table`); returns ``{"tables": {"db.t": {"rows", "delta_version",
+    "path", "skipped", "reason"}}}``.
     """
     phase = args.get("phase")
     out: dict[str, dict[str, Any]] = {}
@@ -455,8 +501,11 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
                 args["sink_uri"], args["changefeed_id"], item["base"], t, version=int(item["version"]),
                 load_id=str(item["load_id"]),
             )
+    elif phase == "fold":
+        for t in (_info(x) for x in args["tables"]):
+            out[t.qualified_name] = fold_table(args["sink_uri"], args["changefeed_id"], int(args["ts"]), t)
     else:
-        raise ValueError(f"snapshot_load: phase must be 'fetch' or 'load', got {phase!r}")
+        raise ValueError(f"snapshot_load: phase must be 'fetch', 'load' or 'fold', got {phase!r}")
     return {"phase": phase, "tables": out}
 
 

@@ -7,6 +7,11 @@
   latest snapshot base (or from start-ts without one), so a window is needed while it ends after the latest
   snapshot that holds a base of *every* replicated table (``_complete.json``); with no such snapshot every
   window is needed and nothing is pruned. Snapshot directories older than that snapshot go too.
+* :func:`fold_changelog`: what keeps the changelog bounded by default. Once the newest complete snapshot is older
+  than the retention, the windows up to the checkpoint are folded into a new one: a base of every replicated
+  table written from its silver table as of the checkpoint (Delta time travel; the lake as every window's checks
+  left it there), so that the windows before it become prunable. A full copy of the lake once per retention
+  period, streamed table by table.
 
 All of them need a local (``file://`` or bare path) sink, like the changelog itself.
 """
@@ -124,3 +129,40 @@ def prune_changelog(sink_uri: str, changefeed_id: str, keep_after_ts: int, *,
     log.info("pruned the changelog" if not dry_run else "would prune the changelog", changefeed_id=changefeed_id,
              windows=len(windows), snapshots=len(snapshots), reason=reason)
     return {"windows": windows, "snapshots": snapshots, "paths": paths, "protected_from_ts": full, "reason": reason}
+
+
+def fold_changelog(changefeed_id: str, keep_after_ts: int, *, dry_run: bool = False) -> dict[str, Any]:
+    """Write a complete snapshot at the newest window end at or below the checkpoint when the newest complete one
+    is at or before ``keep_after_ts`` (``checkpoint - retention``), from the silver tables; a rebuild then replays
+    from it and :func:`prune_changelog` can remove the windows before it. Returns ``{"folded": bool, "ts",
+    "tables": {name: rows}, "reason"}``. Hold the changefeed's window lease while it runs."""
+    from cdc_core.changefeed import spark_engine
+    from cdc_core.changefeed.config import load_config
+    from cdc_core.changefeed.ddl_puller import SchemaLog
+    from cdc_core.changefeed.snapshot import keep_schema, resolve_tables
+    from cdc_core.changefeed.state import load_state
+
+    cfg = load_config(changefeed_id)
+    checkpoint = load_state(changefeed_id).checkpoint_ts
+    complete = changelog.complete_snapshots(cfg.sink_uri, changefeed_id)
+    newest = complete[-1] if complete else None
+    ends = [e for e in changelog.list_windows(cfg.sink_uri, changefeed_id) if e <= checkpoint]
+    if newest is not None and newest > keep_after_ts:
+        return {"folded": False, "ts": None, "tables": {},
+                "reason": f"the newest complete snapshot ({newest}) is within the retention (after {keep_after_ts})"}
+    if not ends or (newest is not None and ends[-1] <= newest):
+        return {"folded": False, "ts": None, "tables": {}, "reason": "no published window after the newest snapshot"}
+    ts = ends[-1]
+    slog = SchemaLog.load(changefeed_id)
+    tables = resolve_tables(cfg, slog.storage(), ts, None)
+    names = sorted(t.qualified_name for t in tables)
+    if dry_run:
+        return {"folded": False, "ts": ts, "tables": {n: None for n in names}, "reason": "dry run"}
+    keep_schema(cfg, slog, ts)
+    result = spark_engine.run_job("snapshot_load", {
+        "phase": "fold", "sink_uri": cfg.sink_uri, "changefeed_id": changefeed_id, "ts": ts,
+        "tables": [t.to_json() for t in tables]})
+    changelog.mark_snapshot_complete(cfg.sink_uri, changefeed_id, ts, names)
+    rows = {n: r.get("rows") for n, r in result["tables"].items()}
+    log.info("folded the changelog into a snapshot", changefeed_id=changefeed_id, ts=ts, tables=rows)
+    return {"folded": True, "ts": ts, "tables": rows, "reason": f"newest complete snapshot was {newest}"}

@@ -141,6 +141,9 @@ def iter_statements(pieces: Iterable[str]) -> Iterator[str]:
     yield from split_statements(pending)
 
 
+TIME_ZONE_INIT = "SET time_zone = '+00:00'"
+
+
 def connect(addresses: list[TidbAddress], timeout: float = 60.0) -> tuple[pymysql.connections.Connection[Any], str]:
     """A MySQL connection (autocommit, utf8mb4) to the first of ``addresses`` that accepts one, and its address."""
     failures = []
@@ -149,7 +152,10 @@ def connect(addresses: list[TidbAddress], timeout: float = 60.0) -> tuple[pymysq
         try:
             conn = pymysql.connect(
                 host=a.host, port=a.port, user=a.user, password=password, autocommit=True, charset="utf8mb4",
-                connect_timeout=min(timeout, 10.0), read_timeout=timeout, write_timeout=timeout)
+                connect_timeout=min(timeout, 10.0), read_timeout=timeout, write_timeout=timeout,
+                # TIMESTAMP values (and DATE_FORMAT of them in checksums) in UTC, as the lake holds them, whatever
+                # the server's time zone
+                init_command=TIME_ZONE_INIT)
         except pymysql.err.MySQLError as exc:
             failures.append(f"{a.addr}: {_message(exc)}")
             continue

@@ -337,7 +337,7 @@ def read(txn: Transaction, info: TableInfo, access: Access) -> Iterator[tuple[in
             start = keycodec.row_key(pid, lo)
         if hi < _INT64_MAX:
             end = keycodec.row_key(pid, hi + 1)
-        for k, v in txn.scan(start, end):
+        for k, v in txn.iter_scan(start, end):
             yield keycodec.record_handle(k, info.is_common_handle), pid, v
 
 

@@ -1,8 +1,11 @@
 """Evaluation of SQL expressions (sqlglot ASTs) against one row: WHERE, SET, SELECT lists.
 
 Only a closed set of node types is evaluated (literals, columns, comparisons, AND/OR/NOT with
-SQL's three-valued logic, IN, IS [NOT] NULL, BETWEEN, LIKE, arithmetic); anything else is an
-``SqlError`` naming the construct. Nothing is ever handed to Python's ``eval``.
+SQL's three-valued logic, IN, IS [NOT] NULL, BETWEEN, LIKE, arithmetic, and the functions of a
+checksum query as sync_diff_inspector writes it: ``CRC32``, ``CONCAT``, ``CONCAT_WS``, ``ISNULL``,
+``HEX``, ``DATE_FORMAT``, ``CAST(... AS UNSIGNED | SIGNED | CHAR)``); anything else is an ``SqlError``
+naming the construct. Nothing is ever handed to Python's ``eval``. A value turned into a string
+takes MySQL's text form (:func:`text_of`).
 
 Comparisons follow MySQL loosely: numbers compare numerically (a numeric string compares as a
 number), a DATE/DATETIME/TIMESTAMP or TIME compares with a string by parsing it, strings compare
@@ -14,8 +17,9 @@ byte strings.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Mapping
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from typing import Any
 
@@ -282,7 +286,106 @@ def _boolean(node: exp.Expression, row: Row | None) -> Any:
     return 1 if node.this else 0
 
 
+# --- string functions (the checksum query's) -----------------------------------------------------
+def text_of(v: Any) -> str | None:
+    """MySQL's text form of a value where a string is wanted (CONCAT, CRC32): integers and DECIMAL digits as
+    written (a DECIMAL keeps its scale), booleans 1/0, DATETIME ``YYYY-MM-DD HH:MM:SS[.ffffff]``, DATE ISO, byte
+    strings as their bytes (kept through ``surrogateescape``)."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, Decimal):
+        return format(v.copy_abs() if v.is_zero() else v, "f")  # no -0.00
+    if isinstance(v, bytes | bytearray):
+        return bytes(v).decode("utf-8", "surrogateescape")
+    if isinstance(v, datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S.%f" if v.microsecond else "%Y-%m-%d %H:%M:%S")
+    if isinstance(v, date):
+        return v.isoformat()
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _bytes_of(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _concat(node: exp.Expression, row: Row | None) -> Any:
+    parts = [text_of(evaluate(e, row)) for e in node.expressions]
+    return None if any(p is None for p in parts) else "".join(p for p in parts if p is not None)
+
+
+def _concat_ws(node: exp.Expression, row: Row | None) -> Any:
+    sep, *rest = [text_of(evaluate(e, row)) for e in node.expressions]
+    if sep is None:
+        return None
+    return sep.join(p for p in rest if p is not None)  # MySQL skips NULL arguments after the separator
+
+
+def _hex(node: exp.Expression, row: Row | None) -> Any:
+    v = evaluate(node.this, row)
+    if v is None:
+        return None
+    if isinstance(v, int) and not isinstance(v, bool):
+        return format(v & 0xFFFFFFFFFFFFFFFF, "X")  # a number: its 64-bit value in hex
+    text = text_of(v)
+    assert text is not None
+    return _bytes_of(text).hex().upper()
+
+
+def _date_format(node: exp.Expression, row: Row | None) -> Any:
+    inner = node.this
+    if isinstance(inner, exp.TsOrDsToTimestamp):  # sqlglot's wrapper of DATE_FORMAT's first argument
+        inner = inner.this
+    v = evaluate(inner, row)
+    fmt = evaluate(node.args["format"], row)
+    if v is None or fmt is None:
+        return None
+    if not isinstance(v, date):
+        v = _DT_PARSER.convert(v)
+    # sqlglot rewrote MySQL's specifiers into strftime's (%i -> %M, %s -> %S, %T -> %H:%M:%S); %f is microseconds
+    return v.strftime(str(fmt))
+
+
+def _anonymous(node: exp.Expression, row: Row | None) -> Any:
+    name = str(node.this).upper()
+    args = node.expressions
+    if name == "CRC32" and len(args) == 1:
+        text = text_of(evaluate(args[0], row))
+        return None if text is None else zlib.crc32(_bytes_of(text))
+    if name == "ISNULL" and len(args) == 1:
+        return 1 if evaluate(args[0], row) is None else 0
+    raise SqlError(f"unsupported function {node.sql(dialect='mysql')!r}")
+
+
+def _cast(node: exp.Expression, row: Row | None) -> Any:
+    assert isinstance(node, exp.Cast)
+    v = evaluate(node.this, row)
+    to = node.to.this
+    if v is None:
+        return None
+    if to in (exp.DataType.Type.UBIGINT, exp.DataType.Type.BIGINT, exp.DataType.Type.INT):
+        if isinstance(v, bytes | bytearray):  # a BIT value: its bytes big-endian
+            n = int.from_bytes(v, "big")
+        else:
+            n = int(_to_number(v))
+        return n & 0xFFFFFFFFFFFFFFFF if to == exp.DataType.Type.UBIGINT else n
+    if to in (exp.DataType.Type.CHAR, exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT):
+        return text_of(v)
+    raise SqlError(f"unsupported CAST {node.sql(dialect='mysql')!r}")
+
+
 _DISPATCH: dict[type[exp.Expression], Any] = {
+    exp.Concat: _concat,
+    exp.ConcatWs: _concat_ws,
+    exp.Hex: _hex,
+    exp.TimeToStr: _date_format,
+    exp.Anonymous: _anonymous,
+    exp.Cast: _cast,
     exp.Literal: _literal,
     exp.HexString: _hex_string,
     exp.BitString: _bit_string,

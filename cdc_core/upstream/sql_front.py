@@ -25,7 +25,7 @@ import asyncio
 import functools
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -65,7 +65,7 @@ logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns when it falls b
 log = get_logger("cdcflow.upstream.sql")
 _DIALECT = MySQL()
 _CLUSTER_WORDS = {"CLUSTERED": True, "NONCLUSTERED": False}
-_AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Sum)
+_AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Sum, exp.BitwiseXorAgg)
 # ALTER TABLE t ADD PARTITION (<definitions>) / DROP PARTITION p[, q] / TRUNCATE PARTITION p[, q]; the ADD body is read
 # as the definitions of the table's partitioning method (group 3, prefixed with the method by the caller).
 _PARTITION_OP_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+(ADD|DROP|TRUNCATE)\s+PARTITION\b\s*(.*)$",
@@ -679,14 +679,18 @@ class Session:
     def _matching(info: TableInfo, txn: Transaction, where: exp.Expression | None
                   ) -> list[tuple[StoredRow, dict[str, Any]]]:
         """The rows ``WHERE`` matches, read by the access path it allows (point gets, a handle range, a scan)."""
+        return list(Session._iter_matching(info, txn, where))
+
+    @staticmethod
+    def _iter_matching(info: TableInfo, txn: Transaction, where: exp.Expression | None
+                       ) -> Iterator[tuple[StoredRow, dict[str, Any]]]:
+        """:meth:`_matching` one row at a time (an aggregate folds them without holding them)."""
         cond = where.this if where is not None else None
-        out = []
         for handle, pid, value in access_path.read(txn, info, access_path.plan(info, cond)):
             row = StoredRow(handle, access_path.decoded(info, value), pid)
             ctx = row_with_rowid(info, row)
             if cond is None or truthy(evaluate(cond, ctx)):
-                out.append((row, ctx))
-        return out
+                yield row, ctx
 
     def _update(self, node: exp.Expression, txn: Transaction) -> int:
         assert isinstance(node, exp.Update)
@@ -731,6 +735,9 @@ class Session:
             counted = self._count_star(node, info, txn)
             if counted is not None:
                 return StatementResult(statement=st.text, columns=[counted[0]], rows=[{counted[0]: counted[1]}])
+            folded = self._fold_aggregates(node, info, txn)
+            if folded is not None:
+                return StatementResult(statement=st.text, columns=list(folded), rows=[folded])
             matched = self._matching(info, txn, node.args.get("where"))
             contexts = [(ctx, row) for row, ctx in matched]
         else:
@@ -800,9 +807,48 @@ class Session:
         name = item.alias if isinstance(item, exp.Alias) else inner.sql(dialect="mysql")
         return name, sum(txn.count(*keycodec.table_span(pid)) for pid in info.physical_ids)
 
+    def _fold_aggregates(self, node: exp.Select, info: TableInfo, txn: Transaction) -> dict[str, Any] | None:
+        """A SELECT list of aggregates only (``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``BIT_XOR`` over any expression;
+        no ORDER BY, LIMIT or GROUP BY) folded over the matching rows as they are read, holding none of them: the
+        checksum of a chunk of millions of rows costs the upstream its scan, not its memory (TiDB pushes such
+        aggregates down to TiKV's coprocessor). None: another kind of SELECT."""
+        if node.args.get("order") or node.args.get("limit") or node.args.get("offset"):
+            return None
+        items: list[tuple[str, exp.Expression]] = []
+        for item in node.expressions:
+            inner = item.unalias() if isinstance(item, exp.Alias) else item
+            if not isinstance(inner, _AGGREGATES) or isinstance(inner, exp.Min | exp.Max):
+                return None
+            name = item.alias if isinstance(item, exp.Alias) else inner.sql(dialect="mysql")
+            items.append((name, inner))
+        acc: dict[str, Any] = {name: (0 if isinstance(e, exp.Count | exp.BitwiseXorAgg) else None)
+                               for name, e in items}
+        for _row, ctx in self._iter_matching(info, txn, node.args.get("where")):
+            for name, e in items:
+                if isinstance(e, exp.Count) and isinstance(e.this, exp.Star):
+                    acc[name] += 1
+                    continue
+                v = evaluate(e.this, ctx)
+                if v is None:
+                    continue
+                if isinstance(e, exp.Count):
+                    acc[name] += 1
+                elif isinstance(e, exp.BitwiseXorAgg):
+                    acc[name] ^= int(v) & 0xFFFFFFFFFFFFFFFF
+                else:
+                    acc[name] = v if acc[name] is None else acc[name] + v
+        return acc
+
     @staticmethod
     def _aggregate(e: exp.Expression, contexts: list[tuple[dict[str, Any], StoredRow | None]]) -> Any:
         def agg(node: exp.Expression) -> Any:
+            if isinstance(node, exp.BitwiseXorAgg):  # MySQL's BIT_XOR: 0 over no rows, on the 64-bit values
+                out = 0
+                for ctx, _ in contexts:
+                    v = evaluate(node.this, ctx)
+                    if v is not None:
+                        out ^= int(v) & 0xFFFFFFFFFFFFFFFF
+                return out
             if isinstance(node, exp.Count):
                 arg = node.this
                 if isinstance(arg, exp.Star):

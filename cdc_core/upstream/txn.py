@@ -13,7 +13,7 @@ log: ``begin_statement`` / ``rollback_statement``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from sortedcontainers import SortedDict
 
@@ -48,6 +48,13 @@ class Transaction:
         for k in self._buffer.irange(start, end, inclusive=(True, False)):
             merged[k] = self._buffer[k]
         return [(k, v) for k, v in sorted(merged.items()) if v is not None]
+
+    def iter_scan(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """:meth:`scan` as it goes: the store's pages streamed when this transaction wrote nothing in the range (a
+        read at a ts, a big SELECT), else the merged list."""
+        if next(iter(self._buffer.irange(start, end or None, inclusive=(True, False))), None) is None:
+            return self.store.iter_scan(start, end, self.start_ts)
+        return iter(self.scan(start, end))
 
     def count(self, start: bytes, end: bytes) -> int:
         """How many live keys ``[start, end)`` holds as this transaction sees them, without keeping any."""

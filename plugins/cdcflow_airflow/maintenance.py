@@ -263,9 +263,11 @@ def _jsonable(v: Any) -> Any:
 
 
 def prune_bronze(changefeeds: Iterable[Mapping[str, Any]], retention_hours: int) -> dict[str, Any]:
-    """Drop each changefeed's bronze changelog windows older than ``checkpoint - retention_hours``."""
-    prune = _retention("prune_changelog")
-    if prune is None:
+    """Drop each changefeed's bronze changelog windows older than ``checkpoint - retention_hours``, after folding
+    them into a snapshot (under the window lease) when the newest complete snapshot is older than that, so that
+    the changelog stays bounded with the default settings."""
+    prune, fold = _retention("prune_changelog"), _retention("fold_changelog")
+    if prune is None or fold is None:
         log.warning("bronze retention skipped: %s is not available", RETENTION_MODULE)
         return {"skipped": True, "reason": f"{RETENTION_MODULE} is not available", "changefeeds": {}}
     done: dict[str, Any] = {}
@@ -275,8 +277,14 @@ def prune_bronze(changefeeds: Iterable[Mapping[str, Any]], retention_hours: int)
         if keep is None:
             done[cid] = {"skipped": True, "reason": "checkpoint unset or younger than the retention"}
             continue
+        folded = None
+        # The lake up to the checkpoint passed every window's checks, unless the changefeed is in error (a failed
+        # reconciliation): that one is not folded until the operator has resolved it.
+        if cf.get("state") in FOLD_STATES:
+            with window_leases([cid]):
+                folded = fold(cid, keep)
         result = prune(cf["sink_uri"], cid, keep)
-        done[cid] = {"keep_after_ts": keep, "result": _jsonable(result)}
+        done[cid] = {"keep_after_ts": keep, "fold": _jsonable(folded), "result": _jsonable(result)}
         log.info("bronze changelog of %s pruned up to ts %d: %s", cid, keep, result)
     return {"skipped": False, "retention_hours": retention_hours, "changefeeds": done}
 
@@ -322,6 +330,7 @@ def refresh_gc_safe_points(changefeeds: Iterable[Mapping[str, Any]], ttl_hours: 
 
 # --- the full reconciliation ------------------------------------------------------------------------------
 
+FOLD_STATES = ("normal", "paused")
 RECONCILE_STATES = ("normal",)  # paused / finished changefeeds do not move; one in error waits for the operator
 
 

@@ -151,6 +151,7 @@ def _fake_retention(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     fake = types.ModuleType(maintenance.RETENTION_MODULE)
     fake.prune_changelog = lambda sink, cid, keep: calls.append(("prune", sink, cid, keep)) or {"windows": [1]}
     fake.remove_trash = lambda sink, days: calls.append(("trash", sink, days)) or []
+    fake.fold_changelog = lambda cid, keep: calls.append(("fold", cid, keep)) or {"folded": False}
     monkeypatch.setitem(__import__("sys").modules, maintenance.RETENTION_MODULE, fake)
     return calls
 
@@ -161,8 +162,10 @@ def test_bronze_retention_is_called_with_checkpoint_minus_retention(lake: dict,
     cfs = maintenance.list_changefeeds()
     out = maintenance.prune_bronze([*cfs, {"changefeed_id": "new", "sink_uri": "x", "checkpoint_ts": 0}], 2)
     keep = tso.compose(tso.physical_ms(lake["checkpoint"]) - 2 * 3_600_000)
-    assert calls == [("prune", lake["sink_uri"], "orders", keep)]
-    assert out["changefeeds"]["orders"] == {"keep_after_ts": keep, "result": {"windows": [1]}}
+    # a running changefeed's windows are folded into a snapshot first (under its lease), then pruned
+    assert calls == [("fold", "orders", keep), ("prune", lake["sink_uri"], "orders", keep)]
+    assert out["changefeeds"]["orders"] == {"keep_after_ts": keep, "fold": {"folded": False},
+                                            "result": {"windows": [1]}}
     assert out["changefeeds"]["new"]["skipped"]
     # a retention longer than the checkpoint's age (from the epoch) prunes nothing
     assert maintenance.keep_after_ts(tso.compose(1000), 1) is None
