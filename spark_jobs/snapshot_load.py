@@ -305,6 +305,15 @@ def upstream_frame(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo,
     return spec.mapInArrow(fetch, target)
 
 
+def _written_base(final: Path, table: TableInfo) -> dict[str, Any] | None:
+    """The meta of the base at ``final`` when one of the same table id and schema version is there already."""
+    meta_path = final / changelog.TABLE_META
+    if not meta_path.is_file():
+        return None
+    meta: dict[str, Any] = json.loads(meta_path.read_text())
+    return meta if meta.get("table_id") == table.id and meta.get("schema_version") == table.schema_version else None
+
+
 def fetch_table(
     spark: SparkSession, sink: str, changefeed_id: str, pd_addr: str, ts: int, table: TableInfo,
     *, max_chunks: int = DEFAULT_MAX_CHUNKS, tidb: str | None = None,
@@ -312,13 +321,11 @@ def fetch_table(
     """Write the base of ``table`` at ``ts`` (kept when one for the same table id and schema version exists)."""
     started = time.monotonic()
     final = changelog.snapshot_table_dir(sink, changefeed_id, ts, table.qualified_name)
-    meta_path = final / changelog.TABLE_META
-    if meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        if meta.get("table_id") == table.id and meta.get("schema_version") == table.schema_version:
-            return {"skipped": True, "reason": "base already written", "rows": meta.get("rows"),
-                    "chunks": meta.get("chunks"), "chunking": meta.get("chunking"), "path": str(final),
-                    "seconds": round(time.monotonic() - started, 3)}
+    meta = _written_base(final, table)
+    if meta is not None:
+        return {"skipped": True, "reason": "base already written", "rows": meta.get("rows"),
+                "chunks": meta.get("chunks"), "chunking": meta.get("chunking"), "path": str(final),
+                "seconds": round(time.monotonic() - started, 3)}
     chunks, how = plan_chunks(pd_addr, table, max_chunks)
     fetch = functools.partial(fetch_partition, pd_addr, tidb, ts, table.to_json())
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -353,11 +360,9 @@ def fold_table(sink: str, changefeed_id: str, ts: int, table: TableInfo) -> dict
 
     started = time.monotonic()
     final = changelog.snapshot_table_dir(sink, changefeed_id, ts, table.qualified_name)
-    meta_path = final / changelog.TABLE_META
-    if meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        if meta.get("table_id") == table.id and meta.get("schema_version") == table.schema_version:
-            return {"skipped": True, "reason": "base already written", "rows": meta.get("rows"), "path": str(final)}
+    written = _written_base(final, table)
+    if written is not None:
+        return {"skipped": True, "reason": "base already written", "rows": written.get("rows"), "path": str(final)}
     path = table_path(sink, table)
     version = version_as_of(path, ts) if DeltaTable.is_deltatable(path) else None
     schema = table.arrow_schema()
