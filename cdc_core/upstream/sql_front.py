@@ -817,7 +817,7 @@ class Session:
         items: list[tuple[str, exp.Expression]] = []
         for item in node.expressions:
             inner = item.unalias() if isinstance(item, exp.Alias) else item
-            if not isinstance(inner, _AGGREGATES) or isinstance(inner, exp.Min | exp.Max):
+            if not isinstance(inner, _AGGREGATES):
                 return None
             name = item.alias if isinstance(item, exp.Alias) else inner.sql(dialect="mysql")
             items.append((name, inner))
@@ -835,8 +835,12 @@ class Session:
                     acc[name] += 1
                 elif isinstance(e, exp.BitwiseXorAgg):
                     acc[name] ^= int(v) & 0xFFFFFFFFFFFFFFFF
-                else:
-                    acc[name] = v if acc[name] is None else acc[name] + v
+                elif acc[name] is None:
+                    acc[name] = v
+                elif isinstance(e, exp.Sum):
+                    acc[name] += v
+                elif (compare(v, acc[name]) or 0) * (1 if isinstance(e, exp.Max) else -1) > 0:
+                    acc[name] = v  # a new MIN / MAX
         return acc
 
     @staticmethod

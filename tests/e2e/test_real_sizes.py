@@ -3,7 +3,8 @@
 Its rows are loaded before the changefeed starts; the first window loads them as an initial snapshot (chunked
 upstream reads) and reconciles the table whole; a window of 30,000 changes is applied and checked by its changed
 keys only; a rebuild replays the snapshot base and the changelog into a new table, reconciled whole again; and
-`cdcflow verify` compares the final Delta table with the upstream row by row (a checksum of every row, in Spark).
+`cdcflow verify` compares the final Delta table with the upstream by chunked checksums both sides compute; the
+changelog is folded into a snapshot taken from the lake, pruned, and a rebuild replays from the fold.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from deltalake import DeltaTable
 from e2elib import cli, delta_rows, upstream_rows
 
 from cdc_core import failpoint
-from cdc_core.changefeed import runner
+from cdc_core.changefeed import retention, runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import changelog
@@ -33,7 +34,7 @@ def _row(i: int) -> str:
 
 
 def test_a_table_past_200000_rows_and_20_mb_snapshots_replicates_checks_and_rebuilds(
-        cdc_home: Path, upstream_cluster: Any) -> None:
+        cdc_home: Path, upstream_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     db, sink = "e2e_sizes", cdc_home / "lake"
     assert ROWS * (len(_row(ROWS)) - 4) > 20_000_000  # the values' bytes, each row ~100
     with UpstreamClient(upstream_cluster.pd_addr, timeout=120) as c:
@@ -76,9 +77,37 @@ def test_a_table_past_200000_rows_and_20_mb_snapshots_replicates_checks_and_rebu
         assert load_state("sizes").checkpoint_ts == t2
         assert DeltaTable(str(sink / db / "t")).to_pyarrow_dataset().count_rows() == ROWS
 
-        # 4. Every row against the upstream.
+        # 4. Every row against the upstream (the chunked checksums both sides compute, no row read).
         (out,) = [json.loads(line) for line in cli("verify", "sizes").splitlines() if line.startswith("{")]
         assert out["passed"] and out["row_count"] == ROWS
+        (checksum,) = [r for r in out["results"] if r["expectation"] == "checksum_equals"]
+        assert checksum["observed"] == checksum["expected"] and "chunks equal" in checksum["observed"]
+
+        # 5. Bronze retention: the changelog is folded into a snapshot written from the lake at the checkpoint,
+        #    the windows before it go, a window pulled and not yet applied stays, and a rebuild replays from the fold.
+        sink_uri = f"file://{sink}"
+        folded = retention.fold_changelog("sizes", keep_after_ts=t2)
+        assert folded["folded"] and folded["ts"] == t2 and folded["tables"] == {f"{db}.t": ROWS}
+        assert not retention.fold_changelog("sizes", keep_after_ts=t2)["folded"]  # nothing newer to fold
+        c.execute(f"UPDATE {db}.t SET pad = 'after-fold' WHERE id < 500")
+        t3 = c.get_ts()
+        monkeypatch.setenv(failpoint.ENV, "pull.bronze_written=1")
+        monkeypatch.setenv(failpoint.ACTION_ENV, "raise")
+        failpoint.reset()
+        with pytest.raises(failpoint.Crash):
+            runner.run_until("sizes", t3)
+        monkeypatch.delenv(failpoint.ENV)
+        failpoint.reset()
+        pruned = retention.prune_changelog(sink_uri, "sizes", keep_after_ts=t3)
+        assert pruned["protected_from_ts"] == t2 and t2 in pruned["windows"]
+        assert changelog.list_windows(sink_uri, "sizes") == [t3]  # pulled, not applied: kept
+        assert changelog.complete_snapshots(sink_uri, "sizes") == [t2]
+        runner.run_until("sizes", t3)
+        (fourth,) = runner.run_until("sizes", t3, mode="rebuild", run_tag="sizes-2")
+        rebuilt = fourth["apply"]["rebuild"]["tables"][f"{db}.t"]
+        rep = fourth["check"]["tables"][f"{db}.t"]  # reconciled whole: a rebuilt table is new as a whole
+        assert rebuilt["start_ts"] == t2 and rebuilt["windows"] == 1 and rep["passed"] and rep["row_count"] == ROWS
+        assert "changed keys" not in rep["mode"]
 
 
 def test_a_backlog_over_the_window_bound_catches_up_in_sub_windows(

@@ -170,3 +170,26 @@ def test_script_stops_at_first_error_and_reports_the_statement(upstream_client: 
         upstream_client.execute(script)
     # statements before the failure committed; the ones after never ran
     assert upstream_client.query(f"SELECT a FROM {fresh_db}.t") == [{"a": 1}]
+
+
+def test_aggregates_fold_over_the_scan_without_holding_rows(upstream_client: Any, fresh_db: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import zlib
+
+    from cdc_core.upstream.sql_front import Session
+
+    upstream_client.execute(f"USE {fresh_db}; CREATE TABLE t (id INT PRIMARY KEY, v INT, s VARCHAR(10));"
+                            "INSERT INTO t VALUES (1, 5, 'a'), (2, NULL, 'b'), (3, -7, NULL), (4, 9, 'd')")
+
+    def no_list(*args: Any) -> Any:
+        raise AssertionError("an aggregate-only SELECT must not collect the rows")
+
+    monkeypatch.setattr(Session, "_matching", staticmethod(no_list))
+    (row,) = upstream_client.query(
+        f"SELECT COUNT(*) AS n, COUNT(v) AS nv, SUM(v) AS sv, MIN(v) AS lo, MAX(s) AS hi, "
+        f"BIT_XOR(CRC32(CONCAT_WS(',', id, v, s))) AS x FROM {fresh_db}.t WHERE id >= 2")
+    crc = [zlib.crc32(t.encode()) for t in ("2,b", "3,-7", "4,9,d")]
+    assert row == {"n": 3, "nv": 2, "sv": 2, "lo": -7, "hi": "d", "x": crc[0] ^ crc[1] ^ crc[2]}
+    (empty,) = upstream_client.query(f"SELECT COUNT(*) AS n, BIT_XOR(v) AS x, MAX(v) AS m FROM {fresh_db}.t "
+                                     "WHERE id > 100")
+    assert empty == {"n": 0, "x": 0, "m": None}  # MySQL: BIT_XOR of no rows is 0, MAX is NULL
