@@ -23,6 +23,8 @@ comparisons -- every row, every unique index across all files -- are the full re
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator, Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -39,6 +41,8 @@ from spark_jobs.job_io import args_file_main
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 POINT_BATCH = 1_000
 # Key column kinds whose values this job writes as SQL literals that select exactly the rows holding them.
@@ -246,6 +250,15 @@ def run_checks(
     spark = spark or get_spark()
     path = table_path(sink, table)
     key = list(table.delta_key())
+    took: dict[str, float] = {}
+    mark = time.monotonic()
+
+    def lap(step: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        took[step] = round(now - mark, 3)
+        mark = now
+
     keys = changed_keys(spark, sink, changefeed_id, window_end_ts, table, after_ts, ts).cache()
     if not DeltaTable.is_deltatable(path):
         delta = spark.createDataFrame([], dq.spark_schema_ddl(table))
@@ -255,10 +268,12 @@ def run_checks(
         delta, report.delta_version = delta_written_since(spark, path, table, after_ts, key[0], first)
         report.row_count = delta_count(path)
     at_keys = delta.join(keys, on=key, how="left_semi").cache()
+    lap("keys_and_delta")
     try:
         if content:
             assert pd_addr is not None
             want = upstream_count(pd_addr, tidb, ts, table)
+            lap("upstream_count")
             ok = want == report.row_count
             report.results.append(dq.ExpectationResult(
                 expectation="row_count_equals", success=ok, observed=report.row_count, expected=want,
@@ -275,12 +290,15 @@ def run_checks(
                     report.results.append(result)
                 finally:
                     up.unpersist()
+                lap("rows_equal")
         report.results.append(dq._schema_result(sink, table, report.delta_version))
         report.results.extend(_frame_results(at_keys, table))
+        lap("structural")
         report.passed = all(r.success for r in report.results)
     finally:
         at_keys.unpersist()
         keys.unpersist()
+    log.info("window checks of %s at %d: %s (seconds per step)", table.qualified_name, ts, took)
     return report
 
 

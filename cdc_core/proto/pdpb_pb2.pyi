@@ -290,3 +290,19 @@ class UpdateServiceGCSafePointResponse(_message.Message):
     TTL: int
     min_safe_point: int
     def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., service_id: _Optional[bytes] = ..., TTL: _Optional[int] = ..., min_safe_point: _Optional[int] = ...) -> None: ...
+
+class ReportMinResolvedTsRequest(_message.Message):
+    __slots__ = ("header", "store_id", "min_resolved_ts")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_RESOLVED_TS_FIELD_NUMBER: _ClassVar[int]
+    header: RequestHeader
+    store_id: int
+    min_resolved_ts: int
+    def __init__(self, header: _Optional[_Union[RequestHeader, _Mapping]] = ..., store_id: _Optional[int] = ..., min_resolved_ts: _Optional[int] = ...) -> None: ...
+
+class ReportMinResolvedTsResponse(_message.Message):
+    __slots__ = ("header",)
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    header: ResponseHeader
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...

@@ -79,6 +79,11 @@ class PDStub:
                 request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.UpdateServiceGCSafePointRequest.SerializeToString,
                 response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.UpdateServiceGCSafePointResponse.FromString,
                 _registered_method=True)
+        self.ReportMinResolvedTS = channel.unary_unary(
+                '/pdpb.PD/ReportMinResolvedTS',
+                request_serializer=cdc__core_dot_proto_dot_pdpb__pb2.ReportMinResolvedTsRequest.SerializeToString,
+                response_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.ReportMinResolvedTsResponse.FromString,
+                _registered_method=True)
 
 
 class PDServicer:
@@ -138,6 +143,12 @@ class PDServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportMinResolvedTS(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PDServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +196,11 @@ def add_PDServicer_to_server(servicer, server):
                     servicer.UpdateServiceGCSafePoint,
                     request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.UpdateServiceGCSafePointRequest.FromString,
                     response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.UpdateServiceGCSafePointResponse.SerializeToString,
+            ),
+            'ReportMinResolvedTS': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportMinResolvedTS,
+                    request_deserializer=cdc__core_dot_proto_dot_pdpb__pb2.ReportMinResolvedTsRequest.FromString,
+                    response_serializer=cdc__core_dot_proto_dot_pdpb__pb2.ReportMinResolvedTsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +446,33 @@ class PD:
             '/pdpb.PD/UpdateServiceGCSafePoint',
             cdc__core_dot_proto_dot_pdpb__pb2.UpdateServiceGCSafePointRequest.SerializeToString,
             cdc__core_dot_proto_dot_pdpb__pb2.UpdateServiceGCSafePointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportMinResolvedTS(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pdpb.PD/ReportMinResolvedTS',
+            cdc__core_dot_proto_dot_pdpb__pb2.ReportMinResolvedTsRequest.SerializeToString,
+            cdc__core_dot_proto_dot_pdpb__pb2.ReportMinResolvedTsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,10 +1,11 @@
 """The cluster: wires TSO, MVCC, regions, catalog, SQL, GC and faults into gRPC servers on one loop.
 
-One server per PD member (PD + etcd + Admin services on one port; member 1 leads at start,
-``pd_members``), the SQL front over the MySQL protocol (``mysql_front``) and one store server per store
-(ChangeData service, store ids 1..N, each on its own port), bound to loopback on ephemeral ports unless told
-otherwise; the real ports are reported by ``pd_addr`` / ``pd_member_addrs`` / ``mysql_addr`` / ``store_addrs``
-once ``start`` returns. Everything runs on the event loop that called ``start``; nothing blocks it.
+One server per PD member (PD + etcd + Admin services, and PD's HTTP API through ``pd_http.PdFront`` on the same
+port; member 1 leads at start, ``pd_members``), the SQL front over the MySQL protocol (``mysql_front``) and one
+store server per store (ChangeData service, store ids 1..N, each on its own port), bound to loopback on
+ephemeral ports unless told otherwise; the real ports are reported by ``pd_addr`` / ``pd_member_addrs`` /
+``mysql_addr`` / ``store_addrs`` once ``start`` returns. Everything runs on the event loop that called
+``start``; nothing blocks it.
 
 All stores share the one MVCC store (in-process, like replicas that are always in sync); what
 differs per store is which regions it leads, and so which subscriptions it serves. A stopped store
@@ -13,7 +14,8 @@ keeps its data but refuses and breaks its EventFeed streams (``faults.FaultInjec
 Region layout at start: ``["", t5_r)``, ``[t5_r, t5_s)`` (the DDL history table, one region),
 ``[t5_s, "")``; each CREATE TABLE / TRUNCATE splits the new table's row span into
 ``regions_per_table`` regions (see ``regions.table_split_keys``); leaders go round-robin over the
-stores. Optional: automatic split by size (``split_checker``), periodic GC (``gc``).
+stores. Each store reports its min resolved ts to PD every second (``min_resolved_ts``). Optional: automatic
+split by size (``split_checker``), periodic GC (``gc``).
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ from cdc_core.upstream.ddl import DdlExecutor
 from cdc_core.upstream.etcd_service import EtcdKeySpace, EtcdKvService
 from cdc_core.upstream.faults import FaultInjector
 from cdc_core.upstream.gc import GcSafePoints, GcWorker
+from cdc_core.upstream.min_resolved_ts import MinResolvedTs, Reporter
 from cdc_core.upstream.mvcc import MvccStore
 from cdc_core.upstream.mysql_front import MysqlFront
+from cdc_core.upstream.pd_http import PdFront
 from cdc_core.upstream.pd_members import PdMembers
 from cdc_core.upstream.pd_service import PdService
 from cdc_core.upstream.regions import PEER_ID_STRIDE, RegionManager
@@ -79,6 +83,9 @@ class ClusterConfig:
     stores: int = 1
     regions_per_table: int = 2
     min_ts_interval_ms: int = 200
+    # How often each store reports its min resolved ts to PD (TiKV's raftstore.report-min-resolved-ts-interval;
+    # 0: never, and PD's min-resolved-ts stays 0).
+    min_resolved_ts_report_interval_ms: int = 1000
     # Automatic split of a region past this many keys / bytes (0: off).
     split_region_keys: int = 0
     split_region_bytes: int = 0
@@ -168,6 +175,7 @@ class Cluster:
                 sink_memory_quota=self.config.sink_memory_quota_bytes))
             for sid in store_ids
         }
+        self.min_resolved = MinResolvedTs()
         self.gc_safe_points = GcSafePoints()
         self.gc = GcWorker(self.store, self.tso, self.gc_safe_points, life_time=self.config.gc_life_time_s,
                            interval=self.config.gc_interval_s)
@@ -176,11 +184,17 @@ class Cluster:
         self.pd_members = PdMembers(self.config.pd_members)
         self.pd_services = [
             PdService(self.cluster_id, self.tso, self.regions, self._store_list, self.gc_safe_points,
-                      gc_safe_point=lambda: self.store.safe_point, members=self.pd_members, member_id=m.member_id)
+                      gc_safe_point=lambda: self.store.safe_point, members=self.pd_members, member_id=m.member_id,
+                      min_resolved=self.min_resolved)
             for m in self.pd_members.members
         ]
         self.faults = FaultInjector(self)
         self._pd_servers: list[grpc.aio.Server] = []
+        self._pd_fronts: list[PdFront] = []
+        self.min_resolved_reporter = Reporter(
+            self.store, self.regions, self.tso, self.min_resolved,
+            lambda: [sid for sid, n in self.stores.items() if n.up],
+            interval=self.config.min_resolved_ts_report_interval_ms / 1000.0)
         self.table_listing = TableListing(self.config.catalog_memory, registry=self.config.metrics_registry)
         self.mysql = MysqlFront(self.sql, self.table_listing)
         self.mysql_addr = ""  # once serving; "" when not served
@@ -231,9 +245,15 @@ class Cluster:
                 EtcdKvService(self.etcd, service.cluster_id, service.member_id), pd)
             adminpb_pb2_grpc.add_AdminServicer_to_server(admin, pd)
             addr = self.config.pd_addr if i == 0 else f"{host}:0"
-            pd_port = pd.add_insecure_port(addr)
-            if pd_port == 0:
-                raise ClusterError(f"cannot bind PD member {service.member_id} to {addr}")
+            grpc_port = pd.add_insecure_port(f"{host}:0")
+            front = PdFront(host, grpc_port, service.cluster_min_resolved_ts)
+            try:  # the member's address: its gRPC and its HTTP API (pd_http.py)
+                pd_port = await front.start(addr.rpartition(":")[0] or host, int(addr.rpartition(":")[2]))
+            except OSError as exc:
+                raise ClusterError(f"cannot bind PD member {service.member_id} to {addr}: {exc}") from exc
+            if grpc_port == 0:
+                raise ClusterError(f"cannot bind PD member {service.member_id}'s gRPC server on {host}")
+            self._pd_fronts.append(front)
             servers.append((pd, pd_port))
         for node in self.stores.values():
             srv = grpc.aio.server()
@@ -259,11 +279,13 @@ class Cluster:
                 raise ClusterError(f"cannot bind the MySQL server to {self.config.mysql_addr}: {exc}") from exc
             self.etcd.register_tidb(self.mysql_addr)
         self.gc.start()
+        self.min_resolved_reporter.start()
         log.info("upstream serving", pd_addr=self.pd_addr, pd_members=self.pd_member_addrs,
                  mysql_addr=self.mysql_addr, store_addrs=self.store_addrs)
 
     async def stop(self, grace: float = 1.0) -> None:
         await self.gc.stop()
+        await self.min_resolved_reporter.stop()
         if self.mysql_addr:
             self.etcd.unregister_tidb(self.mysql_addr)
             await self.mysql.stop()
@@ -272,6 +294,9 @@ class Cluster:
             if node.server is not None:
                 await node.server.stop(grace)
                 node.server = None
+        for front in self._pd_fronts:
+            await front.stop()
+        self._pd_fronts = []
         for server in self._pd_servers:
             await server.stop(grace)
         self._pd_servers = []

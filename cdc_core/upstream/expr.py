@@ -211,6 +211,11 @@ def _in(node: exp.Expression, row: Row | None) -> Any:
     v = evaluate(node.this, row)
     if v is None:
         return None
+    consts = _in_constants(node)
+    if consts is not None and _kinds(v) == consts[0]:
+        # A list of constants of the value's kind: a hash lookup, exact for integers and (binary-collated) strings
+        # alike, instead of comparing with each item (a WHERE id IN (1000 values) over the 1000 rows it selects).
+        return True if v in consts[1] else (None if consts[2] else False)
     saw_null = False
     for item in node.expressions:
         c = compare(v, evaluate(item, row))
@@ -219,6 +224,41 @@ def _in(node: exp.Expression, row: Row | None) -> Any:
         elif c == 0:
             return True
     return None if saw_null else False
+
+
+def _kinds(v: Any) -> tuple[type, ...] | None:
+    """``(int,)``, ``(str,)`` or a row constructor's per-element kinds; None for any other value."""
+    if isinstance(v, tuple):
+        kinds = tuple(_kinds(x) for x in v)
+        return None if any(k is None or len(k) != 1 for k in kinds) else tuple(k[0] for k in kinds)  # type: ignore[index]
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return (int,)
+    if isinstance(v, str):
+        return (str,)
+    return None
+
+
+def _in_constants(node: exp.Expression) -> tuple[tuple[type, ...], frozenset[Any], bool] | None:
+    """The IN list's values when they are constants of one kind (and whether one is NULL), evaluated once per
+    statement (kept in the node's ``meta``); None when they are not."""
+    meta = node.meta
+    if "in_constants" not in meta:
+        found: tuple[tuple[type, ...], frozenset[Any], bool] | None = None
+        try:
+            values = [evaluate(item, None) for item in node.expressions]
+        except SqlError:  # a column in the list
+            values = None
+        if values is not None:
+            present = [x for x in values if x is not None]
+            kinds = {_kinds(x) for x in present}
+            if len(kinds) == 1 and None not in kinds:
+                (kind,) = kinds
+                assert kind is not None
+                found = (kind, frozenset(present), len(present) < len(values))
+        meta["in_constants"] = found
+    return meta["in_constants"]  # type: ignore[no-any-return]
 
 
 def _tuple(node: exp.Expression, row: Row | None) -> Any:

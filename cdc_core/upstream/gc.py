@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from cdc_core.codec import tso as tso_codec
 from cdc_core.log import get_logger
+from cdc_core.upstream.loop_task import LoopTask
 from cdc_core.upstream.mvcc import GcStats, MvccStore
 from cdc_core.upstream.tso import TsoAllocator
 
@@ -54,7 +55,9 @@ class GcSafePoints:
         return {k: sp for k, (sp, exp) in self._points.items() if exp > now}
 
 
-class GcWorker:
+class GcWorker(LoopTask):
+    task_name = "upstream-gc"
+
     def __init__(self, store: MvccStore, tso: TsoAllocator, services: GcSafePoints, *,
                  life_time: float = 600.0, interval: float = 0.0) -> None:
         self.store = store
@@ -63,7 +66,6 @@ class GcWorker:
         self.life_time = life_time
         self.interval = interval  # seconds between passes; 0: no periodic GC
         self.last: GcStats | None = None
-        self._task: asyncio.Task[None] | None = None
 
     def compute_safe_point(self) -> int:
         """``min(now - gc_life_time, live service safe points)``, never below the current one."""
@@ -96,19 +98,6 @@ class GcWorker:
             await asyncio.sleep(0)
         self.last = GcStats(sp, scanned, removed, keys_removed)
         return self.last
-
-    def start(self) -> None:
-        if self.interval > 0 and self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="upstream-gc")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
 
     async def _loop(self) -> None:
         while True:

@@ -30,6 +30,7 @@ from cdc_core.codec import tso as tso_codec
 from cdc_core.codec.memcomparable import KeyDecodeError, decode_key
 from cdc_core.proto import metapb_pb2, pdpb_pb2, pdpb_pb2_grpc
 from cdc_core.upstream.gc import GcSafePoints
+from cdc_core.upstream.min_resolved_ts import MinResolvedTs
 from cdc_core.upstream.pd_members import PdMembers
 from cdc_core.upstream.regions import RegionManager
 from cdc_core.upstream.tso import TsoAllocator
@@ -46,7 +47,7 @@ class PdService(pdpb_pb2_grpc.PDServicer):
     def __init__(self, cluster_id: int, tso: TsoAllocator, regions: RegionManager,
                  stores: Callable[[], list[metapb_pb2.Store]], gc: GcSafePoints | None = None,
                  gc_safe_point: Callable[[], int] = lambda: 0, members: PdMembers | None = None,
-                 member_id: int = 1) -> None:
+                 member_id: int = 1, min_resolved: MinResolvedTs | None = None) -> None:
         self.cluster_id = cluster_id
         self.members = members or PdMembers(1)
         self.member_id = member_id
@@ -55,6 +56,7 @@ class PdService(pdpb_pb2_grpc.PDServicer):
         self._stores = stores
         self.gc = gc or GcSafePoints()
         self._gc_safe_point = gc_safe_point
+        self.min_resolved = min_resolved or MinResolvedTs()
 
     @property
     def client_url(self) -> str:
@@ -187,3 +189,13 @@ class PdService(pdpb_pb2_grpc.PDServicer):
         min_sp = self.gc.update(request.service_id.decode(errors="replace"), request.TTL, request.safe_point)
         return pdpb_pb2.UpdateServiceGCSafePointResponse(
             header=self._header(), service_id=request.service_id, TTL=request.TTL, min_safe_point=min_sp)
+
+    async def ReportMinResolvedTS(self, request: pdpb_pb2.ReportMinResolvedTsRequest,
+                                  context: grpc.aio.ServicerContext) -> pdpb_pb2.ReportMinResolvedTsResponse:
+        await self._validate(request.header, context)
+        self.min_resolved.report(request.store_id, request.min_resolved_ts)
+        return pdpb_pb2.ReportMinResolvedTsResponse(header=self._header())
+
+    def cluster_min_resolved_ts(self) -> int:
+        """The minimum over the stores that are up of what each reported (0 until each has)."""
+        return self.min_resolved.cluster([s.id for s in self._stores() if s.state == metapb_pb2.Up])

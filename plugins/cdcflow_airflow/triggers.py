@@ -1,9 +1,9 @@
 """Triggers of the cdcflow provider (they run in Airflow's triggerer, which imports plugins, not DAG folders).
 
 :class:`ResolvedTsTrigger` fires once the upstream's resolved ts of a window's spans passes the window end
-(:func:`cdc_core.puller.resolved_wait.wait_resolved`: PD TSO polled, then the spans subscribed; all asyncio,
-nothing blocks the triggerer's loop). Its event payload: ``{"status": "passed" | "timeout" | "error",
-"target_ts", "resolved_ts", "how", "seconds", "message"}``.
+(:func:`cdc_core.puller.resolved_wait.wait_resolved`: PD TSO polled, then PD's min resolved ts, the spans
+subscribed only when that lags; all asyncio, nothing blocks the triggerer's loop). Its event payload:
+``{"status": "passed" | "timeout" | "error", "target_ts", "resolved_ts", "how", "seconds", "message"}``.
 """
 
 from __future__ import annotations
