@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cdc_core.schema import column_type as ct
-from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
+from cdc_core.schema.model import Column, TableInfo
 from spark_jobs.snapshot_load import Chunk, range_column
 
 if TYPE_CHECKING:
@@ -218,7 +218,3 @@ def chunk_filter(table: TableInfo, chunks: Sequence[Chunk]) -> SparkColumn:
     for chunk in chunks:
         cond = cond | _in_chunk(rc, chunk)
     return cond
-
-
-def key_columns(table: TableInfo) -> list[Column]:
-    return [table.column(k) if k != ROWID_COLUMN else Column(0, ROWID_COLUMN, "bigint") for k in table.delta_key()]

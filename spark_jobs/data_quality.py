@@ -550,6 +550,11 @@ def _not_null_result(column: str, r: Any, df: DataFrame, table: TableInfo) -> Ex
     )
 
 
+def delta_key_columns(table: TableInfo) -> list[Column]:
+    """The columns of the Delta key, ``_tidb_rowid`` (not a table column) as a BIGINT one."""
+    return [table.column(k) if k != ROWID_COLUMN else Column(0, ROWID_COLUMN, "bigint") for k in table.delta_key()]
+
+
 def keyed_hashes(df: DataFrame, table: TableInfo, key_cols: Sequence[Column]) -> DataFrame:
     """``(k, h)``: each row's key (canonical JSON of ``key_cols``) and row hash, as :func:`differing_keys` takes."""
     from pyspark.sql import functions as F
@@ -591,7 +596,7 @@ def _diff_keys(spark: SparkSession, df: DataFrame, upstream: Upstream, table: Ta
     if upstream.pushed is not None:  # only the pieces whose checksums differ are compared row by row
         from spark_jobs import chunk_checksum as cc
 
-        key_cols = cc.key_columns(table)
+        key_cols = delta_key_columns(table)  # the pieces' upstream rows are read with _tidb_rowid
         df = df.where(cc.chunk_filter(table, upstream.pushed.pieces))
     _, out = differing_keys(keyed_hashes(df, table, key_cols), upstream.keyed(spark, table, key_cols),
                             [c.name for c in key_cols])
@@ -616,6 +621,7 @@ def structural_results(got: dict[str, Any], df: DataFrame, table: TableInfo) -> 
     out = [_not_null_result(c.name, got[f"not_null:{c.name}"], df, table) for c in table.columns if not c.nullable]
     out.extend(_index_unique_result(n, cols, got[f"index:{n}"]) for n, cols in _other_unique_indexes(table))
     return out
+
 
 def run_checks(
     sink: str,

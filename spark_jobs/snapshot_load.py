@@ -375,9 +375,7 @@ def fold_table(sink: str, changefeed_id: str, ts: int, table: TableInfo) -> dict
             ds = DeltaTable(path, version=version).to_pyarrow_dataset()
             present = [n for n in schema.names if n in ds.schema.names]
             for b in ds.to_batches(columns=present, batch_size=LOAD_BATCH_ROWS):
-                cols = [b.column(f.name).cast(f.type) if f.name in b.schema.names else pa.nulls(b.num_rows, f.type)
-                        for f in schema]  # fmt: skip
-                writer.write_batch(pa.RecordBatch.from_arrays(cols, schema=schema))
+                writer.write_batch(_conform(b, schema))
                 rows += b.num_rows
     meta = {"table_id": table.id, "qualified_name": table.qualified_name, "ts": ts, "rows": rows, "chunks": 1,
             "chunking": f"folded from the silver table at Delta version {version}", "source": "silver",
@@ -408,16 +406,22 @@ def _count_rows(d: Path) -> int:
 # --- load ---------------------------------------------------------------------------------------
 
 
+def _conform(b: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch with ``schema``'s columns in order and types: missing columns (added since it was written) as
+    NULLs, others cast where the type moved."""
+    cols = []
+    for field in schema:
+        c = b.column(field.name) if field.name in b.schema.names else pa.nulls(b.num_rows, field.type)
+        cols.append(c if c.type == field.type else c.cast(field.type, safe=True))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
 def _base_batches(files: list[Path], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
     for f in files:
         for b in pq.ParquetFile(f).iter_batches(batch_size=LOAD_BATCH_ROWS):
-            cols = []
-            for field in schema:
-                c = b.column(field.name) if field.name in b.schema.names else pa.nulls(b.num_rows, field.type)
-                cols.append(c if c.type == field.type else c.cast(field.type, safe=True))
-            yield pa.RecordBatch.from_arrays(cols, schema=schema)
+            yield _conform(b, schema)
 
 
 def _already_loaded(path: str, load_id: str) -> tuple[bool, int | None]:

@@ -219,7 +219,7 @@ def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_
 
 def _rows_equal(table: TableInfo, key: list[str], delta: DataFrame, upstream: DataFrame) -> dq.ExpectationResult:
     """Per changed key, the Delta rows' hashes against the upstream rows'; sample keys of those that differ."""
-    key_cols = [table.column(k) if k != ROWID_COLUMN else Column(0, ROWID_COLUMN, "bigint") for k in key]
+    key_cols = dq.delta_key_columns(table)
     n, samples = dq.differing_keys(dq.keyed_hashes(delta, table, key_cols), dq.keyed_hashes(upstream, table, key_cols),
                                    key, count=True)
     bad = int(n or 0)
@@ -227,6 +227,7 @@ def _rows_equal(table: TableInfo, key: list[str], delta: DataFrame, upstream: Da
         expectation="rows_equal", success=bad == 0,
         details="" if bad == 0 else f"{bad} changed key(s) hold other rows in Delta than upstream",
         observed=bad, expected=0, sample_keys=samples)
+
 
 def run_checks(
     sink: str, changefeed_id: str, window_end_ts: int, table: TableInfo, *, after_ts: int, ts: int, mode: dq.Mode,

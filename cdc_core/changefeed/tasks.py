@@ -308,7 +308,8 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
         "skipped": False,
         "bronze_path": str(path),
         "events": events_pulled,
-        "sub_windows": len(changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target)) + 1,
+        "sub_windows": _sub_windows(changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target), checkpoint,
+                                    target),
         "ddl_jobs": len(jobs),
         "tables": names,
         "snapshot": fetched,
@@ -338,8 +339,8 @@ def _reusable_window(cfg: ChangefeedConfig, checkpoint: int, target: int) -> dic
     names = sorted({t.qualified_name for t in _replicated_at(cfg, storage, target) if ids.intersection(t.physical_ids)})
     events = changelog.window_event_count(cfg.sink_uri, cfg.changefeed_id, target, checkpoint, target)
     return {"skipped": False, "reused": True, "bronze_path": str(path), "events": events,
-            "sub_windows": len([c for c in changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target)
-                                if checkpoint < c < target]) + 1,
+            "sub_windows": _sub_windows(changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target), checkpoint,
+                                        target),
             "ddl_jobs": len(storage.jobs_between(checkpoint, target)), "tables": names}
 
 
@@ -418,7 +419,7 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
             if agg.get("delta_version") is not None:
                 prev["delta_version"] = agg["delta_version"]
     out.update(barriers=res.barriers, steps=res.steps,
-               sub_windows=len([c for c in cuts if checkpoint < c < target]) + 1)
+               sub_windows=_sub_windows(cuts, checkpoint, target))
     log.info("applied window", changefeed_id=cfg.changefeed_id, target_ts=target, steps=res.steps, tables=totals)
     return out
 
@@ -430,6 +431,11 @@ def check(p: dict[str, Any]) -> dict[str, Any]:
         log.info("check skipped", reason=p["reason"])
         return {"skipped": True, "reason": p["reason"], "passed": True, "tables": {}}
     return _guard(p["changefeed_id"], "check", _check, p)  # type: ignore[no-any-return]
+
+
+def _sub_windows(cuts: list[int], checkpoint: int, target: int) -> int:
+    """How many sub-windows ``(checkpoint, target]`` is cut into."""
+    return 1 + sum(1 for c in cuts if checkpoint < c < target)
 
 
 def _sub_window_start(p: dict[str, Any], cuts: list[int], ts: int) -> int:

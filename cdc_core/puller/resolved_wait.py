@@ -88,8 +88,9 @@ async def wait_resolved(
             return WaitResult(now, "settled", time.monotonic() - started)
 
         give_up = time.monotonic() + pd_grace_s
+        members = split_addrs(pd_addr)
         async with httpx.AsyncClient(timeout=min(poll_s * 2, 5.0)) as http:
-            while (ts := await pd_min_resolved_ts(http, split_addrs(pd_addr))) is not None:
+            while (ts := await pd_min_resolved_ts(http, members)) is not None:
                 if ts >= target_ts:
                     return WaitResult(ts, "pd", time.monotonic() - started)
                 if time.monotonic() >= give_up:

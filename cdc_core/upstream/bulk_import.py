@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import itertools
 import os
 import re
 from collections.abc import Iterator
@@ -48,6 +49,8 @@ DEFAULT_REGION_KEYS = 960_000  # TiKV's region-split-keys default
 NULL_TEXT = "\\N"
 _SCHEDULING_OPTIONS = ("DETACHED", "THREAD", "DISK_QUOTA", "MAX_WRITE_SPEED", "CHECKSUM_TABLE",
                        "DISABLE_TIKV_IMPORT_MODE", "CLOUD_STORAGE_URI", "DISABLE_PRECHECK")
+_JOB_IDS = itertools.count(1)  # TiDB numbers import jobs from 1 (mysql.tidb_import_jobs' auto id)
+_SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 RESULT_COLUMNS = ["Job_ID", "Data_Source", "Target_Table", "Table_ID", "Phase", "Status", "Source_File_Size",
                   "Imported_Rows", "Result_Message", "Create_Time", "Start_Time", "End_Time", "Created_By"]
 
@@ -118,6 +121,16 @@ class _IngestTxn(Transaction):
 
     def delete(self, key: bytes) -> None:
         raise SqlError("IMPORT INTO writes rows only")
+
+
+def human_size(n: float) -> str:
+    """A byte count as TiDB prints ``Source_File_Size`` (docker/go-units ``BytesSize``: ``%.4g`` of the binary
+    unit, e.g. ``16B``, ``11.83MiB``)."""
+    unit = 0
+    while n >= 1024 and unit < len(_SIZE_UNITS) - 1:
+        n /= 1024
+        unit += 1
+    return f"{n:.4g}{_SIZE_UNITS[unit]}"
 
 
 def _now() -> datetime:
@@ -206,7 +219,8 @@ async def run_import(st: ImportStatement, info: TableInfo, *, store: MvccStore, 
         regions.split(split)
     log.info("import into", table=info.qualified_name, rows=rows, files=len(files), bytes=size,
              commit_ts=commit_ts, regions_split=len(split), seconds=round((_now() - started).total_seconds(), 2))
-    return {"Job_ID": commit_ts, "Data_Source": st.path, "Target_Table": f"`{info.db_name}`.`{info.name}`",
-            "Table_ID": info.id, "Phase": "", "Status": "finished", "Source_File_Size": size, "Imported_Rows": rows,
+    return {"Job_ID": next(_JOB_IDS), "Data_Source": st.path, "Target_Table": f"`{info.db_name}`.`{info.name}`",
+            "Table_ID": info.id, "Phase": "", "Status": "finished", "Source_File_Size": human_size(size),
+            "Imported_Rows": rows,
             "Result_Message": "", "Create_Time": started, "Start_Time": started, "End_Time": _now(),
             "Created_By": "root@%"}

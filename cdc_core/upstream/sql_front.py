@@ -25,7 +25,7 @@ import asyncio
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -188,6 +188,34 @@ def _reject(node: exp.Expression, what: str, *args: str) -> None:
     for a in args:
         if node.args.get(a):
             raise SqlError(f"unsupported in {what}: {a.rstrip('_').upper()} clause")
+
+
+def fold_aggregates(items: list[tuple[str, exp.Expression]], rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """A SELECT list of aggregates (``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``BIT_XOR``) and constants, folded over
+    ``rows`` as they come (none is kept): ``{name: value}``. As MySQL: COUNT and BIT_XOR (on the 64-bit values) are
+    0 over no rows, SUM / MIN / MAX NULL; NULLs are skipped."""
+    aggs = [(name, e) for name, e in items if isinstance(e, _AGGREGATES)]
+    acc: dict[str, Any] = {name: (0 if isinstance(e, exp.Count | exp.BitwiseXorAgg) else None) for name, e in aggs}
+    for ctx in rows:
+        for name, e in aggs:
+            if isinstance(e, exp.Count) and isinstance(e.this, exp.Star):
+                acc[name] += 1
+                continue
+            v = evaluate(e.this, ctx)
+            if v is None:
+                continue
+            if isinstance(e, exp.Count):
+                acc[name] += 1
+            elif isinstance(e, exp.BitwiseXorAgg):
+                acc[name] ^= int(v) & 0xFFFFFFFFFFFFFFFF
+            elif acc[name] is None:
+                acc[name] = v
+            elif isinstance(e, exp.Sum):
+                acc[name] += v
+            elif (compare(v, acc[name]) or 0) * (1 if isinstance(e, exp.Max) else -1) > 0:
+                acc[name] = v  # a new MIN / MAX
+    acc.update({name: evaluate(e, {}) for name, e in items if not isinstance(e, _AGGREGATES)})
+    return acc
 
 
 class SqlEngine:
@@ -773,8 +801,8 @@ class Session:
 
             if not all(agg or constant(e) for agg, (_, e, _) in zip(is_agg, out, strict=True)):
                 raise SqlError("mixing aggregates and columns needs GROUP BY, which is not supported")
-            row = {name: self._aggregate(e, contexts) if e is not None else None
-                   for name, e, _ in out}
+            folded = fold_aggregates([(name, e) for name, e, _ in out if e is not None], (c for c, _ in contexts))
+            row = {name: folded.get(name) for name, _, _ in out}
             return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=[row])
         order = node.args.get("order")
         if order is not None:
@@ -821,56 +849,7 @@ class Session:
                 return None
             name = item.alias if isinstance(item, exp.Alias) else inner.sql(dialect="mysql")
             items.append((name, inner))
-        acc: dict[str, Any] = {name: (0 if isinstance(e, exp.Count | exp.BitwiseXorAgg) else None)
-                               for name, e in items}
-        for _row, ctx in self._iter_matching(info, txn, node.args.get("where")):
-            for name, e in items:
-                if isinstance(e, exp.Count) and isinstance(e.this, exp.Star):
-                    acc[name] += 1
-                    continue
-                v = evaluate(e.this, ctx)
-                if v is None:
-                    continue
-                if isinstance(e, exp.Count):
-                    acc[name] += 1
-                elif isinstance(e, exp.BitwiseXorAgg):
-                    acc[name] ^= int(v) & 0xFFFFFFFFFFFFFFFF
-                elif acc[name] is None:
-                    acc[name] = v
-                elif isinstance(e, exp.Sum):
-                    acc[name] += v
-                elif (compare(v, acc[name]) or 0) * (1 if isinstance(e, exp.Max) else -1) > 0:
-                    acc[name] = v  # a new MIN / MAX
-        return acc
-
-    @staticmethod
-    def _aggregate(e: exp.Expression, contexts: list[tuple[dict[str, Any], StoredRow | None]]) -> Any:
-        def agg(node: exp.Expression) -> Any:
-            if isinstance(node, exp.BitwiseXorAgg):  # MySQL's BIT_XOR: 0 over no rows, on the 64-bit values
-                out = 0
-                for ctx, _ in contexts:
-                    v = evaluate(node.this, ctx)
-                    if v is not None:
-                        out ^= int(v) & 0xFFFFFFFFFFFFFFFF
-                return out
-            if isinstance(node, exp.Count):
-                arg = node.this
-                if isinstance(arg, exp.Star):
-                    return len(contexts)
-                return sum(1 for ctx, _ in contexts if evaluate(arg, ctx) is not None)
-            if isinstance(node, exp.Min | exp.Max | exp.Sum):
-                vals = [v for ctx, _ in contexts if (v := evaluate(node.this, ctx)) is not None]
-                if not vals:
-                    return None
-                if isinstance(node, exp.Sum):
-                    return sum(vals)
-                key = functools.cmp_to_key(lambda a, b: compare(a, b) or 0)
-                return min(vals, key=key) if isinstance(node, exp.Min) else max(vals, key=key)
-            raise SqlError(f"unsupported aggregate {node.sql(dialect='mysql')!r}")
-
-        if isinstance(e, _AGGREGATES):
-            return agg(e)
-        return evaluate(e, {})
+        return fold_aggregates(items, (ctx for _row, ctx in self._iter_matching(info, txn, node.args.get("where"))))
 
     @staticmethod
     def _order(contexts: list[tuple[dict[str, Any], StoredRow | None]], keys: list[exp.Expression],

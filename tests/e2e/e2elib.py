@@ -2,20 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 from deltalake import DeltaTable
 from typer.testing import CliRunner
 
+from cdc_core import failpoint
 from cdc_core.cli import main as cli_main
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec.value_text import json_value
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def failpoint_armed(monkeypatch: pytest.MonkeyPatch, spec: str) -> Iterator[None]:
+    """Failpoints ``spec`` (``CDCFLOW_FAILPOINTS``) armed in this process, in raise mode, for the block."""
+    monkeypatch.setenv(failpoint.ENV, spec)
+    monkeypatch.setenv(failpoint.ACTION_ENV, "raise")
+    failpoint.reset()
+    try:
+        yield
+    finally:
+        monkeypatch.delenv(failpoint.ENV)
+        failpoint.reset()
 
 
 def artifacts_dir(name: str) -> Path:

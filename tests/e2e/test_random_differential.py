@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from e2elib import cli as _cli
-from e2elib import typed_rows_match
+from e2elib import failpoint_armed, typed_rows_match
 from random_workload import RandomWorkload
 
 from cdc_core import failpoint
@@ -82,17 +82,12 @@ def _run_cli(env: dict[str, str], cid: str, until: int, failpoints: str) -> int:
 
 def _crash_in_process(monkeypatch: pytest.MonkeyPatch, cid: str, until: int, spec: str) -> bool:
     """Run windows with ``spec`` armed (raise mode); True when the run crashed there."""
-    monkeypatch.setenv(failpoint.ENV, spec)
-    monkeypatch.setenv(failpoint.ACTION_ENV, "raise")
-    failpoint.reset()
-    try:
-        runner.run_until(cid, until)
-        return False
-    except failpoint.Crash:
-        return True
-    finally:
-        monkeypatch.delenv(failpoint.ENV)
-        failpoint.reset()
+    with failpoint_armed(monkeypatch, spec):
+        try:
+            runner.run_until(cid, until)
+            return False
+        except failpoint.Crash:
+            return True
 
 
 def test_killed_at_any_point_and_rerun_gives_the_same_tables(cdc_home: Path, upstream_cluster: Any,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from e2elib import cli, delta_rows, upstream_rows
+from e2elib import cli, delta_rows, failpoint_armed, upstream_rows
 
 from cdc_core import failpoint
 from cdc_core.changefeed import retention, runner
@@ -91,13 +91,8 @@ def test_a_table_past_200000_rows_and_20_mb_snapshots_replicates_checks_and_rebu
         assert not retention.fold_changelog("sizes", keep_after_ts=t2)["folded"]  # nothing newer to fold
         c.execute(f"UPDATE {db}.t SET pad = 'after-fold' WHERE id < 500")
         t3 = c.get_ts()
-        monkeypatch.setenv(failpoint.ENV, "pull.bronze_written=1")
-        monkeypatch.setenv(failpoint.ACTION_ENV, "raise")
-        failpoint.reset()
-        with pytest.raises(failpoint.Crash):
+        with failpoint_armed(monkeypatch, "pull.bronze_written=1"), pytest.raises(failpoint.Crash):
             runner.run_until("sizes", t3)
-        monkeypatch.delenv(failpoint.ENV)
-        failpoint.reset()
         pruned = retention.prune_changelog(sink_uri, "sizes", keep_after_ts=t3)
         assert pruned["protected_from_ts"] == t2 and t2 in pruned["windows"]
         assert changelog.list_windows(sink_uri, "sizes") == [t3]  # pulled, not applied: kept
@@ -137,13 +132,8 @@ def test_a_backlog_over_the_window_bound_catches_up_in_sub_windows(
         t = c.get_ts()
         # The first try dies after its third sub-window: the checkpoint stays at that cut, and the re-run applies
         # the window already pulled from there (nothing is pulled twice, the changelog keeps the whole window).
-        monkeypatch.setenv(failpoint.ENV, "apply.sub_window_done=3")
-        monkeypatch.setenv(failpoint.ACTION_ENV, "raise")
-        failpoint.reset()
-        with pytest.raises(failpoint.Crash):
+        with failpoint_armed(monkeypatch, "apply.sub_window_done=3"), pytest.raises(failpoint.Crash):
             runner.run_until("backlog", t)
-        monkeypatch.delenv(failpoint.ENV)
-        failpoint.reset()
         cut = load_state("backlog").checkpoint_ts
         assert start < cut < t and cut == changelog.window_cuts(f"file://{sink}", "backlog", t)[2]
         (r,) = runner.run_until("backlog", t)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 from e2elib import cli as _cli
-from e2elib import delta_rows, upstream_rows
+from e2elib import delta_rows, failpoint_armed, upstream_rows
 
 from cdc_core import failpoint
 from cdc_core.changefeed import retention, runner
@@ -124,13 +124,8 @@ def test_snapshot_mode_repairs_a_damaged_table(
 
         c.execute(f"USE {db}; INSERT INTO t VALUES (4, 4)")
         # A crash right after the table's load commit; the CLI re-run resumes the same snapshot (nothing twice).
-        monkeypatch.setenv(failpoint.ENV, "snapshot.table_loaded=1")
-        monkeypatch.setenv(failpoint.ACTION_ENV, "raise")
-        failpoint.reset()
-        with pytest.raises(failpoint.Crash):
+        with failpoint_armed(monkeypatch, "snapshot.table_loaded=1"), pytest.raises(failpoint.Crash):
             runner.run_until("resnap", c.get_ts(), mode="snapshot", tables=[f"{db}.t"])
-        monkeypatch.delenv(failpoint.ENV)
-        failpoint.reset()
         crashed = load_state("resnap").snapshot
         assert crashed is not None and not crashed["done"] and list(crashed["loaded"]) == [f"{db}.t"]
         loaded_version = DeltaTable(path).version()
@@ -173,13 +168,8 @@ def test_rebuild_from_the_changelog_once_per_tag_and_after_a_crash(
         # A backfill's first run rebuilds every table at the checkpoint (its interval is older: no window) and
         # crashes after replaying the first of the two windows; the backfill's retry resumes the rebuild.
         trash_root = sink / "_cdcflow" / "trash"
-        monkeypatch.setenv(failpoint.ENV, "rebuild.window_replayed=1")
-        monkeypatch.setenv(failpoint.ACTION_ENV, "raise")
-        failpoint.reset()
-        with pytest.raises(failpoint.Crash):
+        with failpoint_armed(monkeypatch, "rebuild.window_replayed=1"), pytest.raises(failpoint.Crash):
             runner.run_until("reb", t1, mode="rebuild", run_tag="backfill-1")
-        monkeypatch.delenv(failpoint.ENV)
-        failpoint.reset()
         st = load_state("reb")
         assert st.state == "normal" and st.checkpoint_ts == t2
         assert st.rebuild is not None and not st.rebuild["done"] and st.rebuild["replayed_to"] == t1

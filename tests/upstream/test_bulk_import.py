@@ -14,7 +14,7 @@ import pytest
 
 from cdc_core.codec import key as keycodec
 from cdc_core.errors import UpstreamError
-from cdc_core.upstream.bulk_import import parse
+from cdc_core.upstream.bulk_import import human_size, parse
 from cdc_core.upstream.errors import SqlError
 from cdc_core.upstream.mvcc import Lock, VersionRecord
 from cdc_core.upstream.workload import Workload, WorkloadConfig, check_consistency
@@ -68,6 +68,9 @@ def test_import_csv_stores_rows_as_inserts_without_change_events(upstream_cluste
         upstream_cluster.call(lambda: store.remove_observer(commits))
     assert res.rows[0]["Imported_Rows"] == 100 and res.rows[0]["Status"] == "finished"
     assert res.rows[0]["Target_Table"] == f"`{fresh_db}`.`t`"
+    size = sum(f.stat().st_size for f in tmp_path.glob("t.*.csv"))
+    assert res.rows[0]["Source_File_Size"] == human_size(size) == f"{size / 1024:.4g}KiB"  # as TiDB prints it
+    assert (human_size(16), human_size(12_408_337), human_size(5 << 30)) == ("16B", "11.83MiB", "5GiB")
     info = upstream_cluster.cluster.catalog.table(fresh_db, "t")
     lo, hi = keycodec.table_span(info.id)
     assert not [k for k in commits.keys if lo <= k < hi], "an import is not replicated by row events"
