@@ -9,4 +9,7 @@ RUN pip install --no-cache-dir uv==0.13.8 \
     && uv pip install --system --require-hashes -r /tmp/pinned.txt && rm /tmp/pinned.txt
 COPY . .
 RUN uv pip install --system --no-deps -e .
+# delta-spark's JVM side (jars.lock), fetched and hash-checked at build time; sessions find them here.
+ENV CDCFLOW_JARS_DIR=/opt/cdcflow/jars
+RUN python scripts/fetch_jars.py --dest /opt/cdcflow/jars
 ENV PATH=/usr/local/lib/python3.11/site-packages/pyspark/bin:$PATH

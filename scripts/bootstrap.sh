@@ -38,7 +38,8 @@ fi
 
 want=$(cat uv.lock pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$VENV/bin/python" ]; then
-  exit 0
+  # The Delta jars (jars.lock) are checked every time: a few milliseconds when they are there.
+  exec "$VENV/bin/python" scripts/fetch_jars.py
 fi
 
 echo "bootstrap: preparing $VENV from uv.lock (first run downloads ~1 GB of wheels)"
@@ -59,5 +60,7 @@ fi
 "$VENV/bin/python" -m uv pip install --python "$VENV/bin/python" --no-deps -e .
 # The project's own packages too (a later edit only makes that file's .pyc stale: Python then compiles it).
 "$VENV/bin/python" -m compileall -q -j 0 cdc_core spark_jobs plugins dags >/dev/null
+# delta-spark's JVM side, pinned by jars.lock, into .cache/jars/ (from Maven Central, once; never at run time).
+"$VENV/bin/python" scripts/fetch_jars.py
 echo "$want" > "$STAMP"
 echo "bootstrap: $VENV is ready"

@@ -3,9 +3,10 @@
 Every Airflow task is a process of its own. With the embedded engine, each ``apply`` and ``check`` task would
 start a JVM (~12 s on 2 cores) and then run its first queries cold (seconds each until the JIT warms up), for
 windows that hold a few rows. Here one long-lived Spark (``local[2]``, the pyspark wheel's own
-``spark-connect`` jar, nothing downloaded) serves them all: a task connects with ``CDCFLOW_SPARK_MASTER=sc://
-127.0.0.1:<port>`` (``spark_jobs.session``), has a session of its own on the server, and its queries run
-warm. It is also how a production deployment would reach a shared Spark cluster from Airflow workers.
+``spark-connect`` jar and the Delta jars the bootstrap fetched, nothing downloaded here) serves them all: a
+task connects with ``CDCFLOW_SPARK_MASTER=sc://127.0.0.1:<port>`` (``spark_jobs.session``), has a session of
+its own on the server, and its queries run warm. It is also how a production deployment would reach a shared
+Spark cluster from Airflow workers.
 
 The server listens on 127.0.0.1 only. Its Python workers (``mapInArrow`` in ``spark_jobs.snapshot_load``)
 run this interpreter, which has cdc_core and spark_jobs installed.
@@ -27,6 +28,8 @@ import time
 from pathlib import Path
 
 import service_cli  # scripts/: run as a script, or on sys.path
+
+from spark_jobs import delta_jars
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 PID_FILE = "server.pid"
@@ -105,6 +108,7 @@ def command(port: int, *, master: str = "local[2]", driver_memory: str = "1g",
     }
     if warehouse_dir is not None:
         confs["spark.sql.warehouse.dir"] = str(warehouse_dir)
+    confs.update(delta_jars.session_confs())  # the tasks' sessions can MERGE and RESTORE through delta-spark
     args = [str(spark_submit), "--master", master, "--class", SERVER_CLASS, "--name", "cdcflow-spark-connect"]
     for k, v in confs.items():
         args += ["--conf", f"{k}={v}"]

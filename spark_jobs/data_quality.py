@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from cdc_core.errors import DataQualityError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
-from spark_jobs.delta_writer import table_path
+from spark_jobs.delta_writer import commit_ts, table_path
 from spark_jobs.job_io import read_args, write_result
 from spark_jobs.mount import image_columns
 
@@ -190,13 +190,13 @@ def spark_schema_ddl(table: TableInfo) -> str:
 
 
 def version_as_of(path: str, ts: int) -> int | None:
-    """The newest Delta version of ``path`` whose cdcflow commit ts (``cdcflow.ts`` in the commit's metadata) is
+    """The newest Delta version of ``path`` whose cdcflow commit ts (:func:`~spark_jobs.delta_writer.commit_ts`) is
     ``<= ts`` — the table as the changefeed had it at ``ts``. Commits without it (creation) count as ts 0."""
     from deltalake import DeltaTable
 
     best = None
     for info in DeltaTable(path).history():
-        if int(info.get("cdcflow.ts") or 0) <= ts and (best is None or int(info["version"]) > best):
+        if commit_ts(info) <= ts and (best is None or int(info["version"]) > best):
             best = int(info["version"])
     return best
 

@@ -18,7 +18,9 @@ Select one with ``CDCFLOW_DELTA_WRITER=delta-rs|delta-spark`` or ``get_writer(ki
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -114,6 +116,26 @@ def create_silver_table(path: str, table: TableInfo, *, mode: str, commit_proper
     )
 
 
+def commit_metadata(table: TableInfo, ts: int) -> dict[str, str]:
+    """The cdcflow keys of a commit that applies ``table`` up to ``ts``: delta-rs writes them into the commit's
+    ``commitInfo`` as they are, delta-spark as the JSON of ``commitInfo.userMetadata`` (what Spark lets a writer
+    add); :func:`commit_ts` reads either."""
+    return {"cdcflow.table_id": str(table.id), "cdcflow.ts": str(ts)}
+
+
+def commit_ts(info: dict[str, Any]) -> int:
+    """The cdcflow ts of a commit (an entry of ``DeltaTable.history()``); 0 for commits without one (creation)."""
+    if info.get("cdcflow.ts") is not None:
+        return int(info["cdcflow.ts"])
+    meta = info.get("userMetadata")
+    if isinstance(meta, str) and meta.startswith("{"):
+        try:
+            return int(json.loads(meta).get("cdcflow.ts") or 0)
+        except (ValueError, AttributeError):
+            return 0
+    return 0
+
+
 def applied_version(path: str, app_id: str) -> int | None:
     """The app-transaction version recorded in the Delta table at ``path`` (None: none / no table)."""
     from deltalake import DeltaTable
@@ -206,7 +228,7 @@ class DeltaRsWriter:
         source = changes_to_arrow(changes, table)
         props = CommitProperties(
             app_transactions=[Transaction(app_id=app_id, version=version)],
-            custom_metadata={"cdcflow.table_id": str(table.id), "cdcflow.ts": str(version)},
+            custom_metadata=commit_metadata(table, version),
         )
         upserted = deleted = 0
         before = dt.version()
@@ -244,6 +266,8 @@ class DeltaRsWriter:
 
 _TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+_CONF_LOCK = threading.Lock()
 
 
 def delta_spark_available(spark: SparkSession) -> bool:
@@ -257,17 +281,23 @@ def delta_spark_available(spark: SparkSession) -> bool:
         return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
     try:
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]
+        # spark.jars load in Spark's own class loader (the thread's context loader), not the system one.
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # type: ignore[union-attr]
+        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable", False, loader)  # type: ignore[union-attr]
         return True
     except Exception:
         return False
 
 
 class DeltaSparkWriter:
-    """delta-spark writer (``DeltaTable.merge``), for clusters with the Delta jars.
+    """delta-spark writer: ``DeltaTable.merge`` run by the executors, the app transaction in the same commit.
 
-    The session needs ``spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension`` and
-    ``spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog``.
+    The net change set stays a DataFrame end to end (nothing is collected to the driver). The app transaction
+    rides on Delta's idempotent-DML session confs ``spark.databricks.delta.write.txnAppId`` / ``txnVersion``, the
+    commit's ``cdcflow.*`` metadata on ``spark.databricks.delta.commitInfo.userMetadata`` (JSON; see
+    :func:`commit_metadata`). Session confs are per session, so merges of one session take turns (``_CONF_LOCK``).
+    Tables it creates have deletion vectors off: delta-rs's Arrow dataset reader, which the checks and readers
+    use, cannot read them yet.
     """
 
     name = "delta-spark"
@@ -276,7 +306,8 @@ class DeltaSparkWriter:
         if not delta_spark_available(spark):
             raise ChangefeedError(
                 "CDCFLOW_DELTA_WRITER=delta-spark but io.delta classes are not on the Spark classpath "
-                "(add the delta-spark jars, e.g. --packages io.delta:delta-spark_2.13:<version>)"
+                "(the bootstrap fetches the jars jars.lock pins into .cache/jars; on a cluster, pass them with "
+                "--jars or spark.jars)"
             )
         self.spark = spark
 
@@ -285,7 +316,9 @@ class DeltaSparkWriter:
 
         if DeltaTable.isDeltaTable(self.spark, path):
             return
-        builder = DeltaTable.createIfNotExists(self.spark).location(path)
+        builder = (DeltaTable.createIfNotExists(self.spark).location(path)
+                   .comment(f"cdcflow silver table of {table.qualified_name} (table id {table.id})")
+                   .property("delta.enableDeletionVectors", "false"))
         for name, stype in image_columns(table):
             builder = builder.addColumn(name, stype, nullable=True)
         builder.execute()
@@ -295,46 +328,61 @@ class DeltaSparkWriter:
         return applied_version(path, app_id)
 
     def table_version(self, path: str) -> int | None:
-        from delta.tables import DeltaTable
+        from deltalake import DeltaTable
 
-        if not DeltaTable.isDeltaTable(self.spark, path):
-            return None
-        return int(DeltaTable.forPath(self.spark, path).history(1).collect()[0]["version"])
+        return DeltaTable(path).version() if DeltaTable.is_deltatable(path) else None
 
     def merge(
         self, path: str, table: TableInfo, changes: DataFrame | pa.Table, *, app_id: str, version: int
     ) -> WriteResult:
         from delta.tables import DeltaTable
+        from deltalake import DeltaTable as RsTable
 
         self.ensure_table(path, table)
         recorded = self.applied_version(path, app_id)
         if recorded is not None and version <= recorded:
             return WriteResult(0, 0, self.table_version(path), True, recorded, f"already applied up to {recorded}")
-        source = self.spark.createDataFrame(changes) if isinstance(changes, pa.Table) else changes
+        check_schema(pa.schema(RsTable(path).schema().to_arrow()), table, path)
+        if isinstance(changes, pa.Table):
+            source = self.spark.createDataFrame(changes_to_arrow(changes, table))
+        else:
+            source = changes
         cols = table.arrow_schema().names
+        missing = [c for c in [*cols, OP_COL] if c not in source.columns]
+        if missing:
+            raise ChangefeedError(f"{table.qualified_name}: change set lacks columns {missing}")
         assign: dict[str, str | Column] = {quote(c): f"s.{quote(c)}" for c in cols}
-        n = source.count()
-        self.spark.conf.set(_TXN_APP_ID_CONF, app_id)
-        self.spark.conf.set(_TXN_VERSION_CONF, str(version))
-        try:
-            (
-                DeltaTable.forPath(self.spark, path)
-                .alias("t")
-                .merge(source.alias("s"), merge_predicate(table))
-                .whenMatchedDelete(condition=f"s.{OP_COL} = 'delete'")
-                .whenMatchedUpdate(condition=f"s.{OP_COL} = 'upsert'", set=assign)
-                .whenNotMatchedInsert(condition=f"s.{OP_COL} = 'upsert'", values=assign)
-                .execute()
-            )
-        finally:
-            self.spark.conf.unset(_TXN_APP_ID_CONF)
-            self.spark.conf.unset(_TXN_VERSION_CONF)
-        metrics = DeltaTable.forPath(self.spark, path).history(1).collect()[0]["operationMetrics"] or {}
+        confs = {_TXN_APP_ID_CONF: app_id, _TXN_VERSION_CONF: str(version),
+                 _USER_METADATA_CONF: json.dumps(commit_metadata(table, version), sort_keys=True)}
+        with _CONF_LOCK:
+            for k, v in confs.items():
+                self.spark.conf.set(k, v)
+            try:
+                (
+                    DeltaTable.forPath(self.spark, path)
+                    .alias("t")
+                    .merge(source.alias("s"), merge_predicate(table))
+                    .whenMatchedDelete(condition=f"s.{OP_COL} = 'delete'")
+                    .whenMatchedUpdate(condition=f"s.{OP_COL} = 'upsert'", set=assign)
+                    .whenNotMatchedInsert(condition=f"s.{OP_COL} = 'upsert'", values=assign)
+                    .execute()
+                )
+            finally:
+                for k in confs:
+                    self.spark.conf.unset(k)
+        last = RsTable(path).history(1)[0]
+        metrics = last.get("operationMetrics") or {}
+        if last.get("operation") != "MERGE" or self.applied_version(path, app_id) != version:
+            # delta-spark commits no MERGE whose source is empty: record the app transaction with an empty
+            # append instead (as the delta-rs writer does), Delta's idempotent-write options on the writer.
+            (self.spark.createDataFrame([], source.select(*[quote(c) for c in cols]).schema).write.format("delta")
+             .mode("append").option("txnAppId", app_id).option("txnVersion", str(version))
+             .option("userMetadata", confs[_USER_METADATA_CONF]).save(path))
+            last, metrics = RsTable(path).history(1)[0], {}
         upserted = int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))
         deleted = int(metrics.get("numTargetRowsDeleted", 0))
-        return WriteResult(
-            upserted, deleted, self.table_version(path), False, self.applied_version(path, app_id), None, n
-        )
+        return WriteResult(upserted, deleted, int(last["version"]), False, self.applied_version(path, app_id), None,
+                           int(metrics.get("numSourceRows", 0)))
 
 
 def get_writer(kind: str | None = None, spark: SparkSession | None = None) -> DeltaWriter:

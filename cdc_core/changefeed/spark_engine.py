@@ -49,6 +49,22 @@ def run_job(job: str, args: dict[str, Any]) -> dict[str, Any]:
     return _submit(job, args)
 
 
+def _failure(stdout: str, stderr: str, lines: int = 20) -> str:
+    """What a failed submission says: the job's Python traceback (spark-submit's Python runner passes the
+    driver's stderr to its stdout) when there is one, else the tail of spark-submit's own stderr."""
+    for text in (stdout, stderr):
+        at = text.rfind("Traceback (most recent call last)")
+        if at >= 0:
+            return "\n".join(text[at:].splitlines()[-lines:])
+    return "\n".join(stderr.splitlines()[-lines:])
+
+
+def _delta_confs() -> dict[str, str]:
+    module = importlib.import_module("spark_jobs.delta_jars")
+    confs: dict[str, str] = module.session_confs()
+    return confs
+
+
 def _submit(job: str, args: dict[str, Any]) -> dict[str, Any]:
     submit = shutil.which("spark-submit") or str(Path(sys.executable).parent / "spark-submit")
     master = os.environ.get("CDCFLOW_SPARK_MASTER", "local[2]")
@@ -59,15 +75,22 @@ def _submit(job: str, args: dict[str, Any]) -> dict[str, Any]:
         spec = importlib.util.find_spec(module)
         if spec is None or spec.origin is None:
             raise ChangefeedError(f"cannot find the Spark job module {module}")
-        cmd = [submit, "--master", master, spec.origin, "--args", str(a), "--result", str(r)]
+        cmd = [submit, "--master", master]
+        for k, v in _delta_confs().items():  # delta-spark's jars and Delta's extension, as local sessions have
+            cmd += ["--conf", f"{k}={v}"]
+        cmd += [spec.origin, "--args", str(a), "--result", str(r)]
         env = dict(os.environ)
         pyspark_spec = importlib.util.find_spec("pyspark")
         if "SPARK_HOME" not in env and pyspark_spec is not None and pyspark_spec.origin:
             # The pip-installed spark-submit finds its jars through SPARK_HOME = the pyspark package.
             env["SPARK_HOME"] = str(Path(pyspark_spec.origin).parent)
+        # The driver (and local executors) run this interpreter, which has cdc_core and spark_jobs; spark-submit's
+        # default is whatever `python3` is on PATH. A cluster's executors are told theirs by its deployment.
+        env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.splitlines()[-20:])
-            raise ChangefeedError(f"spark-submit of {job} failed (exit {proc.returncode}):\n{tail}")
+            raise ChangefeedError(f"spark-submit of {job} failed (exit {proc.returncode}):\n"
+                                  f"{_failure(proc.stdout, proc.stderr)}")
         out: dict[str, Any] = json.loads(r.read_text())
         return out

@@ -220,6 +220,25 @@ class MvccStore:
                 return
             lo, first = keys[-1], False
 
+    def count(self, start: bytes, end: bytes, ts: int) -> int:
+        """How many live keys ``[start, end)`` holds at ``ts``, none kept or copied (``COUNT(*)``'s pushed-down
+        scan), a page of ``SCAN_PAGE`` keys per hold of the lock as :meth:`iter_scan` reads."""
+        self.check_read_ts(ts)
+        writes = self._writes
+        n, lo, first = 0, start, True
+        while True:
+            with self._mutex:
+                keys = list(itertools.islice(writes.irange(lo, end or None, inclusive=(first, False)), SCAN_PAGE))
+                for vs in map(writes.__getitem__, keys):
+                    v: Version | None = vs[-1]
+                    if v is not None and v.commit_ts > ts:
+                        v = next((x for x in reversed(vs) if x.commit_ts <= ts), None)
+                    if v is not None and v.op is Op.PUT:
+                        n += 1
+            if len(keys) < SCAN_PAGE:
+                return n
+            lo, first = keys[-1], False
+
     def check_read_ts(self, ts: int) -> None:
         """Raise ``GcSafePointPassedError`` if a read (or a change scan) at ``ts`` may miss GC'd versions."""
         if ts < self.safe_point:

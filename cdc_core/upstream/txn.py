@@ -58,9 +58,11 @@ class Transaction:
 
     def count(self, start: bytes, end: bytes) -> int:
         """How many live keys ``[start, end)`` holds as this transaction sees them, without keeping any."""
+        mine = list(self._buffer.irange(start, end or None, inclusive=(True, False)))
+        if not mine:
+            return self.store.count(start, end, self.start_ts)
         n = sum(1 for k, _ in self.store.iter_scan(start, end, self.start_ts) if k not in self._buffer)
-        return n + sum(1 for k in self._buffer.irange(start, end, inclusive=(True, False))
-                       if self._buffer[k] is not None)
+        return n + sum(1 for k in mine if self._buffer[k] is not None)
 
     # --- writes -------------------------------------------------------------------------------
     def _write(self, key: bytes, value: bytes | None) -> None:

@@ -159,3 +159,59 @@ def test_bench_apply_window_vs_bare_delta_rs_merge(tmp_path: Path) -> None:
     print(f"mount + split + order (Spark, noop sink): {bronze.num_rows / pipeline:,.0f} events/s "
           f"({pipeline:.1f}s for {bronze.num_rows:,} events; apply_window runs that pipeline once, collecting "
           f"its result to Arrow, then the MERGE)")
+
+
+def _bare_spark_merge(spark, path: str, source: pa.Table) -> float:
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    df = spark.createDataFrame(source)
+    t0 = time.perf_counter()
+    (SparkDeltaTable.forPath(spark, path).alias("t").merge(df.alias("s"), "t.id = s.id")
+     .whenMatchedDelete(condition="s._cdc_op = 'delete'")
+     .whenMatchedUpdate(condition="s._cdc_op = 'upsert'", set={c: f"s.{c}" for c in ("id", "k", "c", "pad")})
+     .whenNotMatchedInsert(condition="s._cdc_op = 'upsert'", values={c: f"s.{c}" for c in ("id", "k", "c", "pad")})
+     .execute())
+    return time.perf_counter() - t0
+
+
+@pytest.mark.spark
+def test_bench_writers_side_by_side(tmp_path: Path) -> None:
+    """Issue 19's P3: the same window through both writers, each next to a bare MERGE of its engine (delta-spark's
+    on the same Spark), on four identical copies of the base table; events/s of each ``apply_window``."""
+    from spark_jobs.apply_window import apply_window
+    from spark_jobs.bronze import write_bronze
+    from spark_jobs.delta_writer import DeltaRsWriter, DeltaSparkWriter, table_path
+    from spark_jobs.session import get_spark
+
+    base = str(tmp_path / "base")
+    _base_table(base)
+    bronze, net = _events()
+    spark = get_spark()
+    spark.range(100_000).selectExpr("sum(id)").collect()  # JVM warm-up, outside every figure
+    figures: dict[str, float] = {}
+    tables = {}
+    for name, writer in (("delta-rs", DeltaRsWriter()), ("delta-spark", DeltaSparkWriter(spark))):
+        sink = f"file://{tmp_path / name}"
+        path = table_path(sink, TABLE)
+        shutil.copytree(base, path)
+        write_bronze(sink, CF, T, bronze)
+        t0 = time.perf_counter()
+        res = apply_window(sink, CF, T, [TABLE], after_ts=0, spark=spark, writer=writer)
+        figures[name] = time.perf_counter() - t0
+        assert res[TABLE.qualified_name]["changes"] == NET
+        tables[name] = path
+    shutil.copytree(base, tmp_path / "bare-rs")
+    figures["bare delta-rs"] = _bare_merge(str(tmp_path / "bare-rs"), net)
+    shutil.copytree(base, tmp_path / "bare-spark")
+    figures["bare delta-spark"] = _bare_spark_merge(spark, str(tmp_path / "bare-spark"), net)
+    want = DeltaTable(str(tmp_path / "bare-rs")).to_pyarrow_table().sort_by("id")
+    for name, path in tables.items():
+        got = DeltaTable(path).to_pyarrow_table().sort_by("id")
+        assert got.equals(want.select(got.column_names)), f"{name} and the bare merge disagree"
+    events = bronze.num_rows
+    print(f"\nP3 ({NET:,} net change, {events:,} events, into {BASE:,} rows):")
+    for name in ("delta-rs", "delta-spark"):
+        print(f"  apply_window via {name:11s} {figures[name]:7.1f}s  {events / figures[name]:>9,.0f} events/s  "
+              f"{figures[name] / figures['bare ' + name]:.2f}x its bare MERGE ({figures['bare ' + name]:.1f}s)")
+    faster = min(("delta-rs", "delta-spark"), key=figures.__getitem__)
+    print(f"  faster here: {faster}")

@@ -56,6 +56,9 @@ def _checkout(dest: Path, *, link_venv: bool) -> None:
         shutil.copy2(src, dest / rel, follow_symlinks=False)
     if link_venv:
         (dest / ".venv").symlink_to(ROOT / ".venv", target_is_directory=True)
+    jars = ROOT / ".cache" / "jars"
+    if jars.is_dir():  # what jars.lock pins, as this tree's bootstrap fetched it: a test run downloads nothing
+        shutil.copytree(jars, dest / ".cache" / "jars")
 
 
 # The machine's settings a user's shell has too: how to reach the package registries (CA bundle, proxies).

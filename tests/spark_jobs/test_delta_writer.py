@@ -1,16 +1,14 @@
-"""The Delta writers: delta-rs details, writer selection, and the delta-spark path (cluster only)."""
+"""The Delta writers: delta-rs details, writer selection, delta-spark's checks (parity: test_writer_parity)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from spark_jobs_builders import Bronze, clustered_table, nonclustered_table, rowid_table
+from spark_jobs_builders import clustered_table, nonclustered_table, rowid_table
 
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo
-from spark_jobs.apply_window import apply_window
-from spark_jobs.bronze import write_bronze
 from spark_jobs.delta_writer import (
     DeltaRsWriter,
     DeltaSparkWriter,
@@ -74,34 +72,24 @@ def test_writer_selection(spark, monkeypatch):
     assert isinstance(get_writer(spark=spark), DeltaRsWriter)
     monkeypatch.setenv("CDCFLOW_DELTA_WRITER", "delta-rs")
     assert get_writer(spark=spark).name == "delta-rs"
+    monkeypatch.setenv("CDCFLOW_DELTA_WRITER", "delta-spark")
+    assert isinstance(get_writer(spark=spark), DeltaSparkWriter)  # the session has the jars jars.lock pins
+    assert delta_spark_available(spark)
     with pytest.raises(ChangefeedError, match="unknown Delta writer"):
         get_writer("parquet", spark)
-    if not delta_spark_available(spark):
-        monkeypatch.setenv("CDCFLOW_DELTA_WRITER", "delta-spark")
-        with pytest.raises(ChangefeedError, match=r"io\.delta classes are not on the Spark classpath"):
-            get_writer(spark=spark)
 
 
-def test_delta_spark_writer_seed002_swap(spark, tmp_path):
-    if not delta_spark_available(spark):
-        pytest.skip(
-            "delta-spark path: io.delta classes are not on the Spark JVM classpath (the package registries here "
-            "serve no JVM jars); runs on a cluster with the Delta jars and CDCFLOW_DELTA_WRITER=delta-spark"
-        )
-    writer = DeltaSparkWriter(spark)
-    sink = f"file://{tmp_path}/lake"
-    c, nc = clustered_table(), nonclustered_table()
-    b1 = Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(c, 2, 10, {1: 2, 2: 2})
-    b1.put(nc, 100, 10, {1: 1, 2: "x", 3: 1}).put(nc, 101, 10, {1: 2, 2: "y", 3: 2})
-    write_bronze(sink, "cf", 15, b1.arrow())
-    apply_window(sink, "cf", 15, [c, nc], spark=spark, writer=writer)
-    b2 = Bronze().put(c, 2, 30, {1: 2, 2: 1}, old={1: 2, 2: 2}).put(c, 1, 30, {1: 1, 2: 2}, old={1: 1, 2: 1})
-    b2.put(nc, 101, 30, {1: 1, 2: "y", 3: 2}, old={1: 2, 2: "y", 3: 2})
-    b2.put(nc, 100, 30, {1: 2, 2: "x", 3: 1}, old={1: 1, 2: "x", 3: 1})
-    write_bronze(sink, "cf", 35, b2.arrow())
-    apply_window(sink, "cf", 35, [c, nc], spark=spark, writer=writer)
-    rows = sorted(r.asDict() for r in spark.read.format("delta").load(table_path(sink, nc)).collect())
-    assert [(r["a"], r["u"]) for r in sorted(rows, key=lambda r: r["a"])] == [(1, "y"), (2, "x")]
-    assert writer.applied_version(table_path(sink, c), app_id_for("cf")) == 35
-    again = apply_window(sink, "cf", 35, [c, nc], spark=spark, writer=writer)
-    assert all(s["skipped"] for s in again.values())
+def test_delta_spark_writer_checks_the_schema_and_names_a_missing_column(spark, tmp_path):
+    t = clustered_table()
+    w, path = DeltaSparkWriter(spark), str(tmp_path / "c")
+    ch = pa.table({"a": pa.array([1], pa.int32()), "b": pa.array([5], pa.int32()), "_cdc_op": ["upsert"]})
+    res = w.merge(path, t, ch, app_id="cdcflow/t", version=5)
+    assert (res.rows_upserted, res.rows_deleted, res.applied_version, res.changes) == (1, 0, 5, 1)
+    assert w.merge(path, t, ch, app_id="cdcflow/t", version=5).skipped
+    with pytest.raises(ChangefeedError, match="lacks columns"):
+        w.merge(path, t, spark.createDataFrame(ch.drop_columns(["b"])), app_id="cdcflow/t", version=6)
+    wider = TableInfo(id=t.id, db_name=t.db_name, name=t.name, columns=(*t.columns, Column(3, "c", "int")),
+                      indexes=t.indexes, pk_is_handle=True)
+    with pytest.raises(ChangefeedError, match="apply the pending DDL first"):
+        w.merge(path, wider, ch.append_column("c", pa.array([1], pa.int32())), app_id="cdcflow/t", version=6)
+    assert DeltaTable(path).transaction_version("cdcflow/t") == 5  # neither failure recorded anything

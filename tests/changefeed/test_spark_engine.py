@@ -1,0 +1,49 @@
+"""The spark-submit engine: a job submitted as a Spark application (its own driver JVM, the Delta jars passed on
+the command line) writes Delta through delta-spark, and its failures come back with the driver's words."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from cdc_core.changefeed import spark_engine
+from cdc_core.errors import ChangefeedError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark_jobs"))
+from spark_jobs_builders import Bronze, clustered_table
+
+pytestmark = pytest.mark.spark
+
+
+def test_a_submitted_apply_writes_through_delta_spark(tmp_path, monkeypatch):
+    from spark_jobs.bronze import write_bronze
+    from spark_jobs.delta_writer import app_id_for, table_path
+
+    monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
+    monkeypatch.setenv("CDCFLOW_SPARK_MASTER", "local[1]")
+    c = clustered_table()
+    sink = f"file://{tmp_path}/lake"
+    write_bronze(sink, "cf", 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).put(c, 2, 6, {1: 2, 2: 2}).arrow())
+    out = spark_engine.run_job("apply_window", {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": 10,
+                                                "after_ts": 0, "tables": [c.to_dict()], "writer": "delta-spark"})
+    assert out["rows_upserted"] == 2 and out["tables"]["test.c"]["applied_version"] == 10
+    dt = DeltaTable(table_path(sink, c))
+    assert sorted(r["a"] for r in dt.to_pyarrow_table().to_pylist()) == [1, 2]
+    assert dt.transaction_version(app_id_for("cf")) == 10
+    assert "Delta-Lake/" in dt.history(1)[0]["engineInfo"]  # written by delta-spark in the submitted driver
+
+
+def test_a_failed_submission_names_the_job_and_shows_the_drivers_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
+    monkeypatch.setenv("CDCFLOW_SPARK_MASTER", "local[1]")
+    with pytest.raises(ChangefeedError, match=r"(?s)spark-submit of apply_window failed.*no longer takes barrier_ts"):
+        spark_engine.run_job("apply_window", {"sink_uri": f"file://{tmp_path}", "changefeed_id": "cf",
+                                              "window_end_ts": 10, "barrier_ts": 5, "tables": []})
+    with pytest.raises(ChangefeedError, match="unknown Spark job"):
+        spark_engine.run_job("drop_everything", {})
+    monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "yarn")
+    with pytest.raises(ChangefeedError, match="must be 'local' or 'submit'"):
+        spark_engine.run_job("apply_window", {})
