@@ -42,10 +42,10 @@ TABLE = TableInfo(
 )  # fmt: skip
 
 
-def _base_table(path: str) -> None:
-    ids = np.arange(BASE, dtype=np.int64)
+def _base_table(path: str, base: int = BASE) -> None:
+    ids = np.arange(base, dtype=np.int64)
     chunk = 1_000_000
-    for lo in range(0, BASE, chunk):
+    for lo in range(0, base, chunk):
         part = ids[lo:lo + chunk]
         data = pa.table({
             "id": part,
@@ -56,14 +56,14 @@ def _base_table(path: str) -> None:
         write_deltalake(path, data, mode="append")
 
 
-def _events() -> tuple[pa.Table, pa.Table]:
+def _events(base: int = BASE, net_rows: int = NET) -> tuple[pa.Table, pa.Table]:
     """The bronze window and the net change set it amounts to (for the bare merge)."""
     rng = np.random.default_rng(7)
-    n_upd, n_del = int(NET * 0.6), int(NET * 0.2)
-    n_ins = NET - n_upd - n_del
-    existing = rng.choice(BASE, size=n_upd + n_del, replace=False)
+    n_upd, n_del = int(net_rows * 0.6), int(net_rows * 0.2)
+    n_ins = net_rows - n_upd - n_del
+    existing = rng.choice(base, size=n_upd + n_del, replace=False)
     upd, dele = existing[:n_upd].tolist(), existing[n_upd:].tolist()
-    ins = list(range(BASE, BASE + n_ins))
+    ins = list(range(base, base + n_ins))
     twice = set(upd[: n_upd // 10])
     rows: dict[str, list] = {f.name: [] for f in BRONZE_SCHEMA}
 
@@ -174,41 +174,50 @@ def _bare_spark_merge(spark, path: str, source: pa.Table) -> float:
     return time.perf_counter() - t0
 
 
-@pytest.mark.spark
-def test_bench_writers_side_by_side(tmp_path: Path) -> None:
-    """Issue 19's P3: the same window through both writers, each next to a bare MERGE of its engine (delta-spark's
-    on the same Spark), on four identical copies of the base table; events/s of each ``apply_window``."""
+def _side_by_side(spark, tmp: Path, base_rows: int, net_rows: int) -> tuple[dict[str, float], int]:
+    """Seconds of each writer's ``apply_window`` and of each engine's bare MERGE of the same window, on four
+    identical copies of a ``base_rows`` table; and the window's events."""
     from spark_jobs.apply_window import apply_window
     from spark_jobs.bronze import write_bronze
     from spark_jobs.delta_writer import DeltaRsWriter, DeltaSparkWriter, table_path
-    from spark_jobs.session import get_spark
 
-    base = str(tmp_path / "base")
-    _base_table(base)
-    bronze, net = _events()
-    spark = get_spark()
-    spark.range(100_000).selectExpr("sum(id)").collect()  # JVM warm-up, outside every figure
+    base = str(tmp / "base")
+    _base_table(base, base_rows)
+    bronze, net = _events(base_rows, net_rows)
     figures: dict[str, float] = {}
     tables = {}
     for name, writer in (("delta-rs", DeltaRsWriter()), ("delta-spark", DeltaSparkWriter(spark))):
-        sink = f"file://{tmp_path / name}"
+        sink = f"file://{tmp / name}"
         path = table_path(sink, TABLE)
         shutil.copytree(base, path)
         write_bronze(sink, CF, T, bronze)
         t0 = time.perf_counter()
         res = apply_window(sink, CF, T, [TABLE], after_ts=0, spark=spark, writer=writer)
         figures[name] = time.perf_counter() - t0
-        assert res[TABLE.qualified_name]["changes"] == NET
+        assert res[TABLE.qualified_name]["changes"] == net_rows
         tables[name] = path
-    shutil.copytree(base, tmp_path / "bare-rs")
-    figures["bare delta-rs"] = _bare_merge(str(tmp_path / "bare-rs"), net)
-    shutil.copytree(base, tmp_path / "bare-spark")
-    figures["bare delta-spark"] = _bare_spark_merge(spark, str(tmp_path / "bare-spark"), net)
-    want = DeltaTable(str(tmp_path / "bare-rs")).to_pyarrow_table().sort_by("id")
+    shutil.copytree(base, tmp / "bare-rs")
+    figures["bare delta-rs"] = _bare_merge(str(tmp / "bare-rs"), net)
+    shutil.copytree(base, tmp / "bare-spark")
+    figures["bare delta-spark"] = _bare_spark_merge(spark, str(tmp / "bare-spark"), net)
+    want = DeltaTable(str(tmp / "bare-rs")).to_pyarrow_table().sort_by("id")
     for name, path in tables.items():
         got = DeltaTable(path).to_pyarrow_table().sort_by("id")
         assert got.equals(want.select(got.column_names)), f"{name} and the bare merge disagree"
-    events = bronze.num_rows
+    return figures, bronze.num_rows
+
+
+@pytest.mark.spark
+def test_bench_writers_side_by_side(tmp_path: Path) -> None:
+    """Issue 19's P3: the same window through both writers, each next to a bare MERGE of its engine (delta-spark's
+    on the same Spark), on identical copies of the base table; events/s of each ``apply_window``. A small round of
+    the same first warms every path's JVM code (a changefeed's Spark is warm: the Spark Connect server, the
+    embedded session of a long run), so no figure pays the JIT for the others."""
+    from spark_jobs.session import get_spark
+
+    spark = get_spark()
+    _side_by_side(spark, tmp_path / "warm-up", 20_000, 4_000)
+    figures, events = _side_by_side(spark, tmp_path / "run", BASE, NET)
     print(f"\nP3 ({NET:,} net change, {events:,} events, into {BASE:,} rows):")
     for name in ("delta-rs", "delta-spark"):
         print(f"  apply_window via {name:11s} {figures[name]:7.1f}s  {events / figures[name]:>9,.0f} events/s  "
