@@ -7,14 +7,25 @@ user's terminal.
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import sys
+from pathlib import Path
 
 import structlog
 
 from cdc_core.home import logs_dir
 
 _configured = False
+MAX_BYTES = 50 << 20
+BACKUPS = 3
+
+
+def file_handler(path: Path, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> logging.Handler:
+    """The log file every cdcflow process of a home appends to (the CLI, each Airflow task, the Spark jobs):
+    stdlib's RotatingFileHandler rotates per process and loses or interleaves the others' lines around a
+    rotation; concurrent-log-handler writes and rotates under a lock file beside the log."""
+    from concurrent_log_handler import ConcurrentRotatingFileHandler
+
+    return ConcurrentRotatingFileHandler(str(path), maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
 
 
 def configure(level: str = "INFO", *, to_stderr: bool = False) -> None:
@@ -26,7 +37,7 @@ def configure(level: str = "INFO", *, to_stderr: bool = False) -> None:
     try:
         d = logs_dir()
         d.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.handlers.RotatingFileHandler(d / "cdcflow.log", maxBytes=50 << 20, backupCount=3))
+        handlers.append(file_handler(d / "cdcflow.log"))
     except OSError:
         to_stderr = True
     if to_stderr:

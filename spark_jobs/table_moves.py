@@ -20,6 +20,7 @@ import json
 import os
 from typing import Any
 
+from cdc_core import durable
 from cdc_core.errors import ChangefeedError
 
 CDCFLOW_DIR = "_cdcflow"
@@ -69,10 +70,8 @@ def record_move(sink: str, db: str, table: str, *, ts: int, to: str | None, job_
         return
     path = _record_path(sink, db, table)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"ts": ts, "to": to, "job_id": job_id, "table_id": table_id}, f, sort_keys=True)
-    os.replace(tmp, path)  # atomic: a reader sees the old or the new record
+    # a reader sees the old or the new record, also after a power loss
+    durable.write_file(path, json.dumps({"ts": ts, "to": to, "job_id": job_id, "table_id": table_id}, sort_keys=True))
 
 
 def move_dir(src: str, dst: str) -> None:

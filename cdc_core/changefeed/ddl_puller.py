@@ -13,13 +13,13 @@ job tables at the changefeed's start-ts.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdc_core import durable
 from cdc_core.codec.changelog import OP_PUT
 from cdc_core.errors import ChangefeedError
 from cdc_core.home import state_dir
@@ -105,9 +105,7 @@ class SchemaLog:
     def save(self) -> None:
         p = _path(self.changefeed_id)
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"resolved_ts": self.resolved_ts, "jobs": [j.to_row() for j in self.jobs]}))
-        os.replace(tmp, p)
+        durable.write_file(p, json.dumps({"resolved_ts": self.resolved_ts, "jobs": [j.to_row() for j in self.jobs]}))
 
     def storage(self) -> SchemaStorage:
         return SchemaStorage.from_jobs(self.jobs)

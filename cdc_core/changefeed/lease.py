@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cdc_core import durable
 from cdc_core.changefeed import file_lock
 from cdc_core.errors import ChangefeedError
 from cdc_core.home import state_dir
@@ -88,9 +89,7 @@ def _read(path: Path) -> tuple[Lease | None, dict[str, dict[str, Any]]]:
 
 
 def _write(path: Path, lease: Lease | None, waiters: dict[str, dict[str, Any]]) -> None:
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"lease": asdict(lease) if lease else None, "waiters": waiters}))
-    os.replace(tmp, path)
+    durable.write_file(path, json.dumps({"lease": asdict(lease) if lease else None, "waiters": waiters}))
 
 
 def holder(changefeed_id: str) -> Lease | None:

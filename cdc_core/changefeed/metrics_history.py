@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from cdc_core import durable
 from cdc_core.changefeed import file_lock
 from cdc_core.codec import tso
 from cdc_core.home import state_dir
@@ -103,9 +103,7 @@ def _updating(changefeed_id: str) -> Iterator[dict[str, Any]]:
     with file_lock.exclusive(p.with_suffix(".lock")):
         data = load_metrics(changefeed_id)
         yield data
-        tmp = p.with_suffix(f".json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, sort_keys=True))
-        os.replace(tmp, p)
+        durable.write_file(p, json.dumps(data, sort_keys=True))
 
 
 def lag_seconds(checkpoint_ts: int, now: float | None = None) -> float:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdc_core import durable
 from cdc_core.changefeed import file_lock
 from cdc_core.errors import ChangefeedError
 from cdc_core.home import state_dir
@@ -69,9 +69,7 @@ def save_state(st: ChangefeedState) -> None:
     d.mkdir(parents=True, exist_ok=True)
     st.updated_at = time.time()
     p = _path(st.changefeed_id)
-    tmp = p.with_suffix(f".json.{os.getpid()}.tmp")
-    tmp.write_text(st.to_json())
-    os.replace(tmp, p)
+    durable.write_file(p, st.to_json())
 
 
 @contextlib.contextmanager

@@ -35,6 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cdc_core import durable
 from cdc_core.codec.sink_uri import local_path
 
 SCHEMA = pa.schema(
@@ -144,9 +145,8 @@ class WindowWriter:
         if self.after_ts is not None:
             (self.tmp / WINDOW_META).write_text(json.dumps({"after_ts": self.after_ts, "end_ts": self.end_ts,
                                                             "cuts": cuts}))
-        if self.final.exists():
-            shutil.rmtree(self.final)
-        os.replace(self.tmp, self.final)
+        # Synced, then swapped in: a window pulled again replaces the old copy with no moment without one.
+        durable.replace_dir(self.tmp, self.final)
         return self.final
 
     def abort(self) -> None:
@@ -304,6 +304,7 @@ def _remove_dir(d: Path) -> Path | None:
         return None
     gone = d.parent / f".del-{d.name}-{uuid.uuid4().hex}"
     os.replace(d, gone)
+    durable.fsync_dir(d.parent)  # the removal is durable before the copy's files go
     shutil.rmtree(gone)
     return d
 
@@ -357,9 +358,7 @@ def publish_snapshot_table(tmp: Path, final: Path, meta: dict[str, Any]) -> Path
     """Complete a table base written into ``tmp``: add ``_table.json`` and rename it to ``final`` (replacing
     an older base of the same table and ts)."""
     (tmp / TABLE_META).write_text(json.dumps(meta, sort_keys=True))
-    if final.exists():
-        _remove_dir(final)
-    os.replace(tmp, final)
+    durable.replace_dir(tmp, final)
     return final
 
 
@@ -368,9 +367,7 @@ def write_schema_snapshot(sink_uri: str, changefeed_id: str, ts: int, jobs: list
     d = snapshot_dir(sink_uri, changefeed_id, ts)
     d.mkdir(parents=True, exist_ok=True)
     p = d / SCHEMA_FILE
-    tmp = d / f".{SCHEMA_FILE}.{uuid.uuid4().hex}"
-    tmp.write_text(json.dumps({"ts": ts, "jobs": jobs}, default=str))
-    os.replace(tmp, p)
+    durable.write_file(p, json.dumps({"ts": ts, "jobs": jobs}, default=str))
     return p
 
 
@@ -390,9 +387,7 @@ def mark_snapshot_complete(sink_uri: str, changefeed_id: str, ts: int, tables: l
     d = snapshot_dir(sink_uri, changefeed_id, ts)
     d.mkdir(parents=True, exist_ok=True)
     p = d / COMPLETE_FILE
-    tmp = d / f".{COMPLETE_FILE}.{uuid.uuid4().hex}"
-    tmp.write_text(json.dumps({"ts": ts, "tables": sorted(tables)}))
-    os.replace(tmp, p)
+    durable.write_file(p, json.dumps({"ts": ts, "tables": sorted(tables)}))
     return p
 
 

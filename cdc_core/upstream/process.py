@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cdc_core import durable
 from cdc_core.client.upstream import UpstreamClient, read_upstream_file
 from cdc_core.errors import UpstreamError
 from cdc_core.home import home, logs_dir, upstream_file
@@ -52,11 +53,9 @@ def write_upstream_file(pd_addr: str, store_addrs: list[str], pid: int, pd_membe
                         mysql_addr: str = "") -> Path:
     path = upstream_file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{pid}.tmp")
     data = {"pd_addr": pd_addr, "pd_members": pd_members or [pd_addr], "mysql_addr": mysql_addr or None,
             "store_addrs": store_addrs, "pid": pid}
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    durable.write_file(path, json.dumps(data, indent=2) + "\n")
     return path
 
 

@@ -14,6 +14,7 @@ from spark_jobs.delta_writer import (
     DeltaSparkWriter,
     app_id_for,
     changes_to_arrow,
+    default_writer_kind,
     delta_spark_available,
     get_writer,
     merge_predicate,
@@ -77,6 +78,26 @@ def test_writer_selection(spark, monkeypatch):
     assert delta_spark_available(spark)
     with pytest.raises(ChangefeedError, match="unknown Delta writer"):
         get_writer("parquet", spark)
+
+
+class _Conf:
+    def __init__(self, master: str) -> None:
+        self.master = master
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.master if key == "spark.master" else default
+
+
+class _Session:
+    def __init__(self, master: str) -> None:
+        self.conf = _Conf(master)
+
+
+@pytest.mark.parametrize(("master", "kind"), [("local[2]", "delta-rs"), ("local", "delta-rs"),
+                                              ("spark://10.0.0.5:7077", "delta-spark"), ("yarn", "delta-spark"),
+                                              ("k8s://https://api:6443", "delta-spark")])
+def test_unset_the_writer_follows_where_spark_runs(master, kind):
+    assert default_writer_kind(_Session(master)) == kind  # type: ignore[arg-type]
 
 
 def test_delta_spark_writer_checks_the_schema_and_names_a_missing_column(spark, tmp_path):
