@@ -90,18 +90,22 @@ def _crash_in_process(monkeypatch: pytest.MonkeyPatch, cid: str, until: int, spe
             return True
 
 
+@pytest.mark.parametrize("writer", ["delta-rs", "delta-spark"])
 def test_killed_at_any_point_and_rerun_gives_the_same_tables(cdc_home: Path, upstream_cluster: Any,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                                            monkeypatch: pytest.MonkeyPatch, writer: str) -> None:
     """Each window is crashed again and again — every re-run dies at a later failpoint, at a random hit —
-    before a clean run finishes it; one window dies in a real process. Delta ends equal to the upstream."""
+    before a clean run finishes it; one window dies in a real process. Delta ends equal to the upstream, through
+    either Delta writer."""
     rng = random.Random(SEED)
-    print(f"seed {SEED}")
+    print(f"seed {SEED}, writer {writer}")
+    monkeypatch.setenv("CDCFLOW_DELTA_WRITER", writer)
+    cid = "kill" if writer == "delta-rs" else "kill_spark"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
-        wl = RandomWorkload(c, "e2e_kill", SEED + 1)
+        wl = RandomWorkload(c, f"e2e_{cid}", SEED + 1)
         wl.create_initial()
         # DQ "count": the test compares every row itself after each window; the checks still run (and are
         # crashed in), at a third of the cost.
-        sink = _create(cdc_home, "kill", wl.db, c.get_ts(), dq_mode="count")
+        sink = _create(cdc_home, cid, wl.db, c.get_ts(), dq_mode="count")
         for window in range(2):
             wl.steps(8, ddl_share=0.0)
             wl.ddl()  # a barrier inside the window, so that every failpoint is on the way
@@ -116,18 +120,18 @@ def test_killed_at_any_point_and_rerun_gives_the_same_tables(cdc_home: Path, ups
             points = [p for p in chain if rng.random() < 0.85]
             crashed = []
             for spec in points:
-                before = load_state("kill").checkpoint_ts
-                if _crash_in_process(monkeypatch, "kill", t, spec):
+                before = load_state(cid).checkpoint_ts
+                if _crash_in_process(monkeypatch, cid, t, spec):
                     crashed.append(spec)
-                    st = load_state("kill")
+                    st = load_state(cid)
                     # A crashed run never moves the checkpoint past what it finished, nor into error.
                     assert before <= st.checkpoint_ts < t and st.state == "normal", (spec, st)
-                elif load_state("kill").checkpoint_ts == t:
+                elif load_state(cid).checkpoint_ts == t:
                     break  # the window got through before this point's turn came
             print(f"window {window}: crashed at {crashed}")
             assert len(crashed) >= 4, f"window {window}: too few failpoints reached ({crashed} of {points})"
-            runner.run_until("kill", t)
-            assert load_state("kill").checkpoint_ts == t
+            runner.run_until(cid, t)
+            assert load_state(cid).checkpoint_ts == t
             _assert_same(c, sink, wl, t, f"window {window} after crashes at {crashed}")
 
         # The real thing once: a separate process dies at a random failpoint; this process finishes the window.
@@ -137,8 +141,8 @@ def test_killed_at_any_point_and_rerun_gives_the_same_tables(cdc_home: Path, ups
         t = c.get_ts()
         spec = f"{rng.choice(failpoint.POINTS)}=1"
         env = {**os.environ, "CDCFLOW_UPSTREAM": upstream_cluster.pd_addr}
-        assert _run_cli(env, "kill", t, spec) == failpoint.KILLED_STATUS, spec
-        assert load_state("kill").checkpoint_ts < t
-        runner.run_until("kill", t)
-        assert load_state("kill").checkpoint_ts == t
+        assert _run_cli(env, cid, t, spec) == failpoint.KILLED_STATUS, spec
+        assert load_state(cid).checkpoint_ts < t
+        runner.run_until(cid, t)
+        assert load_state(cid).checkpoint_ts == t
         _assert_same(c, sink, wl, t, f"after a process died at {spec}")
