@@ -191,12 +191,19 @@ def spark_schema_ddl(table: TableInfo) -> str:
 
 def version_as_of(path: str, ts: int) -> int | None:
     """The newest Delta version of ``path`` whose cdcflow commit ts (:func:`~spark_jobs.delta_writer.commit_ts`) is
-    ``<= ts`` — the table as the changefeed had it at ``ts``. Commits without it (creation) count as ts 0."""
+    ``<= ts`` -- the table as the changefeed had it at ``ts``. Every commit cdcflow makes carries its ts, but the
+    table's creation: versions before the first stamped commit count as ts 0; an unstamped commit after it (an
+    edit made outside cdcflow) is never the changefeed's state at any ts."""
     from deltalake import DeltaTable
 
     best = None
-    for info in DeltaTable(path).history():
-        if commit_ts(info) <= ts and (best is None or int(info["version"]) > best):
+    stamped = False
+    for info in sorted(DeltaTable(path).history(), key=lambda h: int(h["version"])):
+        at = commit_ts(info)
+        if at == 0 and stamped:
+            continue
+        stamped = stamped or at > 0
+        if at <= ts:
             best = int(info["version"])
     return best
 

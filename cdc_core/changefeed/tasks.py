@@ -512,14 +512,38 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     reports = {t.qualified_name: reports[t.qualified_name] for t in tables}  # in the tables' order
     failed = {name: r for name, r in reports.items() if not r["passed"]}
     dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, reports)
+    message, rolled = "", dict[str, Any]()
+    if failed:
+        message = dq_results.failure_message(failed, ts)
+        rolled, note = _roll_back(cfg, tables, message)
+        message = f"{message}; {note}"
     with locked_state(cfg.changefeed_id) as st:
         st.last_checks = {"ts": ts, "mode": cfg.dq_mode, "where": where, "tables": reports}
         if failed:
             st.state = "error"
-            st.error = {"message": dq_results.failure_message(failed, ts), "step": "check", "at": time.time(), "ts": ts}
+            st.error = {"message": message, "step": "check", "at": time.time(), "ts": ts, "rolled_back": rolled}
     if failed:
-        raise DataQualityError(dq_results.failure_message(failed, ts))
+        raise DataQualityError(message)
     return reports
+
+
+def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tuple[dict[str, Any], str]:
+    """Restore the checked tables to their state at the checkpoint (``spark_jobs.rollback``): the latest Delta
+    version never holds data that failed its checks, and the app transaction goes back with it so the steps re-run
+    after ``changefeed resume``. A failed rollback is reported, never raised over the check's failure."""
+    checkpoint = load_state(cfg.changefeed_id).checkpoint_ts
+    try:
+        out = spark_engine.run_job("rollback", {"sink_uri": cfg.sink_uri, "changefeed_id": cfg.changefeed_id,
+                                                "tables": [t.to_json() for t in tables], "ts": checkpoint,
+                                                "reason": why})["tables"]
+    except Exception as exc:
+        log.exception("rollback after a failed check failed", changefeed_id=cfg.changefeed_id)
+        return {"error": str(exc)}, (f"rolling the tables back to the checkpoint {checkpoint} FAILED ({exc}): the "
+                                     "latest Delta versions may hold the data that failed")
+    restored = sorted(n for n, r in out.items() if r.get("restored"))
+    note = (f"rolled back to their state at the checkpoint {checkpoint}: {', '.join(restored)}" if restored
+            else f"no table had changed since the checkpoint {checkpoint}")
+    return out, note
 
 
 def publish(p: dict[str, Any], applied: dict[str, Any], checked: dict[str, Any]) -> dict[str, Any]:

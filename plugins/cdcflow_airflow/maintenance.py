@@ -111,9 +111,11 @@ def last_cdcflow_ts(path: str) -> str | None:
     """The newest ``cdcflow.ts`` of the table's commits (None for a table no window has written yet)."""
     from deltalake import DeltaTable
 
+    from spark_jobs.delta_writer import commit_ts  # delta-rs's commits hold it as is, delta-spark's in userMetadata
+
     dt = DeltaTable(path)
     for limit in (100, None):  # windows (and maintenance) stamp every commit: the newest few suffice
-        found = [int(h[TS_KEY]) for h in dt.history(limit) if h.get(TS_KEY) is not None]
+        found = [commit_ts(h) for h in dt.history(limit) if commit_ts(h)]
         if found:
             return str(max(found))
     return None

@@ -6,8 +6,10 @@
 * A window whose changes never reached a silver table (its Delta log claims the window, as a broken exactly-once
   record would) fails the window's changed-key checks: the changefeed goes into error with a report naming table,
   ts, expectation and sample keys, the checkpoint does not move, the results are kept (Delta table and `changefeed
-  query`), `cdcflow verify` (the full reconciliation) exits non-zero naming also a row edited by hand that no
-  window touched, and runs refuse until the operator resumes it.
+  query`), the tables go back to their state at the checkpoint (the latest Delta version never holds what failed),
+  and runs refuse until the operator resumes it; resumed, the window re-runs and passes.
+* A row corrupted in Delta between a window's apply and its checks: the check fails, every table the window wrote
+  is restored to its checkpoint version with the app transaction, and `changefeed resume` re-applies the window.
 """
 
 from __future__ import annotations
@@ -144,13 +146,85 @@ def test_a_failed_check_stops_the_changefeed_with_a_report(cdc_home: Path, upstr
         kept = [r for r in DeltaTable(results_path(f"file://{sink}")).to_pyarrow_table().to_pylist()
                 if r["changefeed_id"] == "dq" and r["ts"] == t2 and not r["success"]]
         assert [(r["table"], r["expectation"]) for r in kept] == [(f"{db}.acct", "rows_equal")]
-        # verify reconciles the whole table at the checkpoint (t1: row 1 was not changed yet) and finds row 2.
+        # The table is back at its state at the checkpoint, hand edit and all (it was not the changefeed's), with
+        # the app transaction: readers of the latest version see only checked data, verify agrees with upstream.
+        assert "rolled back to their state at the checkpoint" in msg and st.error["rolled_back"][f"{db}.acct"][
+            "restored"]
+        assert DeltaTable(path).transaction_version(app_id_for("dq")) == t1
+        assert delta_rows(sink, db, "acct", "id") == upstream_rows(c, db, "acct", "id", t1)
         code, out = _cli_exit("verify", "dq")
-        assert code == 1 and '"passed": false' in out and '{"_problem": "differs", "id": "2"}' in out, out
-        # A changefeed in error does not run (nor move) until the operator resumes it.
+        assert code == 0 and '"passed": true' in out, out
+        # A changefeed in error does not run (nor move) until the operator resumes it; then the window re-runs.
         with pytest.raises(ChangefeedError, match="error"):
             runner.run_until("dq", c.get_ts())
         assert load_state("dq").checkpoint_ts == t1
+        _cli("changefeed", "resume", "dq")
+        runner.run_until("dq", t2)
+        assert load_state("dq").checkpoint_ts == t2
+        assert delta_rows(sink, db, "acct", "id") == upstream_rows(c, db, "acct", "id", t2)
+
+
+def test_a_row_corrupted_before_the_check_is_rolled_back_with_the_window(cdc_home: Path, upstream_cluster: Any,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    db, sink = "e2e_rollback", cdc_home / "lake"
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.acct (id INT PRIMARY KEY, bal INT NOT NULL);"
+                  f"CREATE TABLE {db}.log (id INT PRIMARY KEY, note VARCHAR(20))")
+        start = c.get_ts()
+        c.execute(f"INSERT INTO {db}.acct VALUES (1, 10), (2, 20); INSERT INTO {db}.log VALUES (1, 'open')")
+        cfg = cdc_home / "rb.toml"
+        cfg.write_text(f'changefeed-id = "rb"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                       f'[filter]\nrules = ["{db}.*"]\n')
+        _cli("changefeed", "create", "--config", str(cfg))
+        t1 = c.get_ts()
+        runner.run_until("rb", t1)
+        acct, logt = str(sink / db / "acct"), str(sink / db / "log")
+        at_t1 = {p: DeltaTable(p).version() for p in (acct, logt)}
+
+        c.execute(f"BEGIN; UPDATE {db}.acct SET bal = 11 WHERE id = 1; INSERT INTO {db}.log VALUES (2, 'paid');"
+                  "COMMIT")
+        t2 = c.get_ts()
+        # Once the window's commits are in and before its checks run, something corrupts row 1 in the lake.
+        from cdc_core import failpoint
+
+        real_hit = failpoint.hit
+
+        def corrupt_once(name: str) -> None:
+            if name == "apply.table_committed" and DeltaTable(acct).version() > at_t1[acct] and not corrupted:
+                dt = DeltaTable(acct)
+                rows = [{**r, "bal": 999} if r["id"] == 1 else r for r in dt.to_pyarrow_table().to_pylist()]
+                write_deltalake(acct, pa.Table.from_pylist(rows, schema=pa.schema(dt.schema().to_arrow())),
+                                mode="overwrite")
+                corrupted.append(DeltaTable(acct).version())
+            real_hit(name)
+
+        corrupted: list[int] = []
+        monkeypatch.setattr(failpoint, "hit", corrupt_once)
+        with pytest.raises(DataQualityError, match=r"(?s)rows_equal failed.*'id': '1'.*rolled back"):
+            runner.run_until("rb", t2)
+        monkeypatch.setattr(failpoint, "hit", real_hit)
+        assert corrupted, "the window never committed to the table"
+        st = load_state("rb")
+        assert st.state == "error" and st.checkpoint_ts == t1 and st.error["ts"] == t2
+        # Both tables the window wrote are at their state at t1 again, corrupted row and good rows alike; their
+        # history keeps what failed (time travel), and the app transaction says t1.
+        for p in (acct, logt):
+            dt = DeltaTable(p)
+            assert dt.transaction_version(app_id_for("rb")) == t1
+            assert dt.history(1)[0]["operation"] == "RESTORE" and dt.version() > at_t1[p]
+        assert delta_rows(sink, db, "acct", "id") == upstream_rows(c, db, "acct", "id", t1)
+        assert delta_rows(sink, db, "log", "id") == upstream_rows(c, db, "log", "id", t1)
+        assert {r["id"]: r["bal"] for r in DeltaTable(acct, version=corrupted[0]).to_pyarrow_table().to_pylist()}[
+            1] == 999
+        kept = [r for r in DeltaTable(results_path(f"file://{sink}")).to_pyarrow_table().to_pylist()
+                if r["changefeed_id"] == "rb" and r["ts"] == t2 and not r["success"]]
+        assert [(r["table"], r["expectation"]) for r in kept] == [(f"{db}.acct", "rows_equal")]
+        # Resumed, the window re-runs from the checkpoint and its commits pass the checks.
+        _cli("changefeed", "resume", "rb")
+        runner.run_until("rb", t2)
+        assert load_state("rb").checkpoint_ts == t2
+        assert delta_rows(sink, db, "acct", "id") == upstream_rows(c, db, "acct", "id", t2)
+        assert delta_rows(sink, db, "log", "id") == upstream_rows(c, db, "log", "id", t2)
 
 
 def test_a_corrupt_row_value_stops_the_changefeed_naming_where(cdc_home: Path, upstream_cluster: Any) -> None:
