@@ -103,18 +103,24 @@ def _cli_exit(*args: str) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
+def _replicated_until(c: UpstreamClient, cdc_home: Path, cid: str, db: str, sink: Path, start: int) -> int:
+    """Create changefeed ``cid`` of ``db`` from ``start`` and run it to now; now's ts."""
+    cfg = cdc_home / f"{cid}.toml"
+    cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                   f'[filter]\nrules = ["{db}.*"]\n')
+    _cli("changefeed", "create", "--config", str(cfg))
+    t1 = c.get_ts()
+    runner.run_until(cid, t1)
+    return t1
+
+
 def test_a_failed_check_stops_the_changefeed_with_a_report(cdc_home: Path, upstream_cluster: Any) -> None:
     db, sink = "e2e_dqfail", cdc_home / "lake"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
         c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.acct (id INT PRIMARY KEY, bal INT NOT NULL)")
         start = c.get_ts()
         c.execute(f"INSERT INTO {db}.acct VALUES (1, 10), (2, 20), (3, 30)")
-        cfg = cdc_home / "dq.toml"
-        cfg.write_text(f'changefeed-id = "dq"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
-                       f'[filter]\nrules = ["{db}.*"]\n')
-        _cli("changefeed", "create", "--config", str(cfg))
-        t1 = c.get_ts()
-        runner.run_until("dq", t1)
+        t1 = _replicated_until(c, cdc_home, "dq", db, sink, start)
         assert load_state("dq").checkpoint_ts == t1
 
         # Someone "fixes" a balance in the lake by hand: row 2 now differs from the upstream; and the table's log
@@ -172,12 +178,7 @@ def test_a_row_corrupted_before_the_check_is_rolled_back_with_the_window(cdc_hom
                   f"CREATE TABLE {db}.log (id INT PRIMARY KEY, note VARCHAR(20))")
         start = c.get_ts()
         c.execute(f"INSERT INTO {db}.acct VALUES (1, 10), (2, 20); INSERT INTO {db}.log VALUES (1, 'open')")
-        cfg = cdc_home / "rb.toml"
-        cfg.write_text(f'changefeed-id = "rb"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
-                       f'[filter]\nrules = ["{db}.*"]\n')
-        _cli("changefeed", "create", "--config", str(cfg))
-        t1 = c.get_ts()
-        runner.run_until("rb", t1)
+        t1 = _replicated_until(c, cdc_home, "rb", db, sink, start)
         acct, logt = str(sink / db / "acct"), str(sink / db / "log")
         at_t1 = {p: DeltaTable(p).version() for p in (acct, logt)}
 
