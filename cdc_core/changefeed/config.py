@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cdc_core import durable
 from cdc_core.client.pd_addrs import split_addrs
 from cdc_core.codec.sink_uri import local_path
 from cdc_core.errors import ConfigError, UpstreamError
@@ -298,7 +299,5 @@ def save_config(cfg: ChangefeedConfig) -> Path:
     d = changefeeds_dir()
     d.mkdir(parents=True, exist_ok=True)
     p = config_path(cfg.changefeed_id)
-    tmp = p.with_suffix(".toml.tmp")
-    tmp.write_text(cfg.to_toml())
-    tmp.replace(p)
+    durable.write_file(p, cfg.to_toml())
     return p
