@@ -34,6 +34,14 @@ def start(
         1, "--pd-members",
         help="PD members: member 1 on --pd-addr leads, the others follow on free ports (clients must follow the "
              "leader; `cdcflow upstream fault pd-leader` moves it)."),
+    store_hosts: str = typer.Option(
+        "", "--store-hosts",
+        help="Comma-separated hosts the stores bind, store i on the i-th (round robin), e.g. 127.0.0.2,127.0.0.3 "
+             "(default: --pd-addr's host)."),
+    advertise_host: str = typer.Option(
+        "", "--advertise-host",
+        help="The host PD, the stores and the SQL front publish to clients (as PD's advertise-client-urls and "
+             "TiKV's advertise-addr); required when binding 0.0.0.0."),
     detach: bool = typer.Option(False, "--detach", help="Run in the background; return once it serves."),
     regions_per_table: int = typer.Option(2, "--regions-per-table", help="Regions each new table's rows get."),
     min_ts_interval_ms: int = typer.Option(200, "--min-ts-interval-ms", help="Resolved-ts interval of the feed."),
@@ -67,7 +75,8 @@ def start(
         1000, "--catalog-max-queue",
         help="Most listings waiting for memory (each of heap and direct); more get error 8175; 0: no bound."),
 ) -> None:
-    """Start the upstream (PD + N stores on loopback). Foreground until SIGINT/SIGTERM unless --detach.
+    """Start the upstream (PD + N stores, on loopback unless told otherwise). Foreground until SIGINT/SIGTERM unless
+    --detach.
 
     The address goes to $CDCFLOW_HOME/upstream.json while it serves; data lives in memory only.
     """
@@ -90,7 +99,9 @@ def start(
                            split_region_bytes=split_region_bytes, gc_life_time_s=gc_life_time_s,
                            gc_interval_s=gc_interval_s, catalog_memory=catalog_memory,
                            txn_heartbeat_interval_ms=txn_heartbeat_ms, incremental_scan_concurrency_limit=scan_limit,
-                           sink_memory_quota_bytes=sink_memory_quota)
+                           sink_memory_quota_bytes=sink_memory_quota,
+                           store_hosts=tuple(h.strip() for h in store_hosts.split(",") if h.strip()),
+                           advertise_host=advertise_host.strip())
     try:
         config.validate()
     except ClusterError as exc:
@@ -103,7 +114,8 @@ def start(
                 "--split-region-bytes", str(split_region_bytes), "--gc-life-time-s", str(gc_life_time_s),
                 "--gc-interval-s", str(gc_interval_s), "--txn-heartbeat-ms", str(txn_heartbeat_ms),
                 "--incremental-scan-concurrency-limit", str(scan_limit),
-                "--sink-memory-quota-bytes", str(sink_memory_quota)]
+                "--sink-memory-quota-bytes", str(sink_memory_quota), "--store-hosts", store_hosts,
+                "--advertise-host", advertise_host]
         args += [arg for key, value in memory_flags.items() for arg in (f"--catalog-{key}", str(value))]
         info = process.spawn_detached(args)
         typer.echo(json.dumps(info))

@@ -61,6 +61,7 @@ from cdc_core.upstream.tso import TsoAllocator
 log = get_logger("cdcflow.upstream")
 
 MAX_STORES = PEER_ID_STRIDE - 1
+_WILDCARDS = frozenset({"0.0.0.0", "::", "[::]"})
 MAX_PD_MEMBERS = 7
 
 
@@ -106,6 +107,13 @@ class ClusterConfig:
     catalog_memory: MemoryLimitConfig = field(default_factory=MemoryLimitConfig)
     # Where the catalog limiter's metrics go (None: prometheus_client's process-wide registry).
     metrics_registry: CollectorRegistry | None = field(default=None, compare=False, repr=False)
+    # The hosts stores bind, store i on store_hosts[(i - 1) % len] (empty: pd_addr's host), as TiKV nodes each
+    # have their own address; e.g. 127.0.0.2, 127.0.0.3 on one machine.
+    store_hosts: tuple[str, ...] = ()
+    # The host PD members, stores and the SQL front publish to clients (PD's advertise-client-urls, TiKV's
+    # advertise-addr; empty: the host each binds). Needed when binding 0.0.0.0 (a container): clients elsewhere
+    # must be given an address they can reach.
+    advertise_host: str = ""
 
     def validate(self) -> None:
         if not 1 <= self.stores <= MAX_STORES:
@@ -132,6 +140,20 @@ class ClusterConfig:
             host, _, port = self.mysql_addr.rpartition(":")
             if not host or not port.isdigit():
                 raise ClusterError(f"MySQL address {self.mysql_addr!r} is not HOST:PORT")
+        wildcard = [h for h in (self.host, *self.store_hosts, self.mysql_addr.rpartition(":")[0]) if h in _WILDCARDS]
+        if wildcard and not self.advertise_host:
+            raise ClusterError(
+                f"binding {wildcard[0]} needs --advertise-host: PD tells clients where the stores and members are, "
+                "and a wildcard address is not one they can reach")
+        if self.advertise_host and (self.advertise_host in _WILDCARDS or ":" in self.advertise_host):
+            raise ClusterError(f"--advertise-host {self.advertise_host!r} must be a host clients can reach, no port")
+
+    def published(self, bound_host: str) -> str:
+        """The host to publish for a server bound to ``bound_host``."""
+        return self.advertise_host or bound_host
+
+    def store_host(self, store_id: int) -> str:
+        return self.store_hosts[(store_id - 1) % len(self.store_hosts)] if self.store_hosts else self.host
 
     @property
     def host(self) -> str:
@@ -245,8 +267,9 @@ class Cluster:
                 EtcdKvService(self.etcd, service.cluster_id, service.member_id), pd)
             adminpb_pb2_grpc.add_AdminServicer_to_server(admin, pd)
             addr = self.config.pd_addr if i == 0 else f"{host}:0"
-            grpc_port = pd.add_insecure_port(f"{host}:0")
-            front = PdFront(host, grpc_port, service.cluster_min_resolved_ts)
+            internal = "127.0.0.1" if host in _WILDCARDS else host  # reached by the member's front only
+            grpc_port = pd.add_insecure_port(f"{internal}:0")
+            front = PdFront(internal, grpc_port, service.cluster_min_resolved_ts)
             try:  # the member's address: its gRPC and its HTTP API (pd_http.py)
                 pd_port = await front.start(addr.rpartition(":")[0] or host, int(addr.rpartition(":")[2]))
             except OSError as exc:
@@ -258,15 +281,16 @@ class Cluster:
         for node in self.stores.values():
             srv = grpc.aio.server()
             cdcpb_pb2_grpc.add_ChangeDataServicer_to_server(node.cdc, srv)
-            port = srv.add_insecure_port(f"{host}:0")
+            store_host = self.config.store_host(node.id)
+            port = srv.add_insecure_port(f"{store_host}:0")
             if port == 0:
-                raise ClusterError(f"cannot bind a server for store {node.id} on {host}")
-            node.server, node.addr = srv, f"{host}:{port}"
+                raise ClusterError(f"cannot bind a server for store {node.id} on {store_host}")
+            node.server, node.addr = srv, f"{self.config.published(store_host)}:{port}"
         for (server, port), service in zip(servers, self.pd_services, strict=True):
-            service.client_url = f"http://{host}:{port}"
+            service.client_url = f"http://{self.config.published(host)}:{port}"
             await server.start()
             self._pd_servers.append(server)
-            self.pd_member_addrs.append(f"{host}:{port}")
+            self.pd_member_addrs.append(f"{self.config.published(host)}:{port}")
         for node in self.stores.values():
             assert node.server is not None
             await node.server.start()
@@ -274,7 +298,8 @@ class Cluster:
         if self.config.mysql_addr:
             mysql_host, _, mysql_port = self.config.mysql_addr.rpartition(":")
             try:
-                self.mysql_addr = await self.mysql.start(mysql_host, int(mysql_port))
+                bound = await self.mysql.start(mysql_host, int(mysql_port))
+                self.mysql_addr = f"{self.config.published(mysql_host)}:{bound.rpartition(':')[2]}"
             except OSError as exc:
                 raise ClusterError(f"cannot bind the MySQL server to {self.config.mysql_addr}: {exc}") from exc
             self.etcd.register_tidb(self.mysql_addr)

@@ -29,9 +29,10 @@ def multi_cluster() -> Iterator[Any]:
     from cdc_core.upstream.embedded import EmbeddedCluster
 
     # Heartbeats every 200 ms: held locks send fake prewrites in the ordinary puller tests. Three PD members: the
-    # fault storm moves PD's leader too (tests that move it leave member 1 leading again).
-    ec = EmbeddedCluster(ClusterConfig(stores=3, pd_members=3, min_ts_interval_ms=50,
-                                       txn_heartbeat_interval_ms=200)).start()
+    # fault storm moves PD's leader too (tests that move it leave member 1 leading again). Each store on its own
+    # loopback address, as TiKV nodes are: the puller reaches them by the addresses PD gives it.
+    ec = EmbeddedCluster(ClusterConfig(stores=3, pd_members=3, min_ts_interval_ms=50, txn_heartbeat_interval_ms=200,
+                                       store_hosts=("127.0.0.2", "127.0.0.3", "127.0.0.4"))).start()
     yield ec
     ec.stop()
 
