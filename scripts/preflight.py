@@ -7,8 +7,9 @@ and Python are checked by the bootstrap. What is left are Debian packages and a 
 ``demo``    root: ``postgresql`` (the Airflow DB's server runs as its ``postgres`` user); the Airflow DB's
             port free or held by this checkout's own cluster; no embedded upstream already running from
             ``$CDCFLOW_HOME`` (the demo starts its own)
-``test``    root: ``postgresql``; everyone: ``chromium`` (the browser test drives Debian's Chromium) and
-            ``mariadb-client`` (a test drives the embedded upstream's MySQL front with Debian's ``mariadb``)
+``test``    root: ``postgresql``; everyone: ``chromium`` (the browser test drives Debian's Chromium),
+            ``mariadb-client`` (a test drives the embedded upstream's MySQL front with Debian's ``mariadb``) and
+            ``docker-compose`` (a test validates docker-compose.yml with it)
 =========== =============================================================================================
 
 Missing packages are installed with apt-get when this is root (or ``sudo -n`` works); otherwise the check names
@@ -51,7 +52,10 @@ POSTGRESQL = Package("postgresql", "the Airflow metadata DB's server, run as its
 CHROMIUM_PKG = Package("chromium", "the browser end-to-end test drives it", lambda: Path(CHROMIUM).exists())
 MARIADB_CLIENT = Package("mariadb-client", "a test connects Debian's mariadb client to the upstream's MySQL front",
                          lambda: shutil.which("mariadb") is not None)
-NEEDS: dict[str, list[Package]] = {"demo": [POSTGRESQL], "test": [POSTGRESQL, CHROMIUM_PKG, MARIADB_CLIENT]}
+DOCKER_COMPOSE = Package("docker-compose", "a test validates docker-compose.yml with it (`config`, no daemon)",
+                         lambda: shutil.which("docker-compose") is not None)
+NEEDS: dict[str, list[Package]] = {"demo": [POSTGRESQL],
+                                   "test": [POSTGRESQL, CHROMIUM_PKG, MARIADB_CLIENT, DOCKER_COMPOSE]}
 
 
 def ensure_packages(packages: list[Package], what: str) -> None:
