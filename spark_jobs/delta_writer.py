@@ -175,6 +175,18 @@ def _same_type(have: pa.DataType, want: pa.DataType) -> bool:
     return have == want
 
 
+def check_readable_by_delta_rs(dt: Any, path: str) -> None:
+    """Refuse a table with column mapping (``delta.columnMapping.mode`` name or id, as a Spark ``ALTER TABLE``
+    ``RENAME/DROP COLUMN`` sets it): deltalake 1.6 reads a renamed column of such a table as NULLs and merges into it
+    rows it then reads back as NULLs -- silently wrong data, so cdcflow stops instead."""
+    mode = (dt.metadata().configuration or {}).get("delta.columnMapping.mode", "none")
+    if mode not in ("none", "", None):
+        raise ChangefeedError(
+            f"silver table {path} has column mapping (delta.columnMapping.mode={mode}), which delta-rs (the "
+            f"delta-rs writer, the checks' reads) does not read right: reload it (`cdcflow changefeed run <id> "
+            f"--mode snapshot --tables <db.table>`) rather than renaming or dropping its columns through Spark")
+
+
 def check_schema(existing: pa.Schema, table: TableInfo, path: str) -> None:
     """The Delta table must have exactly the columns of ``table`` -- the schema at the step's ts --
     by name and Delta type; column order and nullability do not matter (MERGE and appends go by
@@ -225,6 +237,7 @@ class DeltaRsWriter:
         recorded = dt.transaction_version(app_id)
         if recorded is not None and version <= recorded:
             return WriteResult(0, 0, dt.version(), True, recorded, f"already applied up to {recorded}")
+        check_readable_by_delta_rs(dt, path)
         check_schema(pa.schema(dt.schema().to_arrow()), table, path)
         source = changes_to_arrow(changes, table)
         props = CommitProperties(
@@ -343,6 +356,7 @@ class DeltaSparkWriter:
         recorded = self.applied_version(path, app_id)
         if recorded is not None and version <= recorded:
             return WriteResult(0, 0, self.table_version(path), True, recorded, f"already applied up to {recorded}")
+        check_readable_by_delta_rs(RsTable(path), path)  # the checks read what this writes through delta-rs
         check_schema(pa.schema(RsTable(path).schema().to_arrow()), table, path)
         if isinstance(changes, pa.Table):
             source = self.spark.createDataFrame(changes_to_arrow(changes, table))

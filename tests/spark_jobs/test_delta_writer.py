@@ -114,3 +114,17 @@ def test_delta_spark_writer_checks_the_schema_and_names_a_missing_column(spark, 
     with pytest.raises(ChangefeedError, match="apply the pending DDL first"):
         w.merge(path, wider, ch.append_column("c", pa.array([1], pa.int32())), app_id="cdcflow/t", version=6)
     assert DeltaTable(path).transaction_version("cdcflow/t") == 5  # neither failure recorded anything
+
+
+def test_a_table_with_column_mapping_is_refused_not_misread(spark, tmp_path):
+    """deltalake 1.6 reads a column renamed under column mapping as NULLs: both writers stop with the fix."""
+    t = clustered_table()
+    path = str(tmp_path / "c")
+    ch = pa.table({"a": pa.array([1], pa.int32()), "b": pa.array([5], pa.int32()), "_cdc_op": ["upsert"]})
+    DeltaRsWriter().merge(path, t, ch, app_id="cdcflow/t", version=5)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+              "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')")
+    for writer in (DeltaRsWriter(), DeltaSparkWriter(spark)):
+        with pytest.raises(ChangefeedError, match=r"column mapping \(delta.columnMapping.mode=name\).*--mode snapshot"):
+            writer.merge(path, t, ch, app_id="cdcflow/t", version=6)
+    assert DeltaTable(path).transaction_version("cdcflow/t") == 5
