@@ -16,12 +16,13 @@ the data is fsynced before the rename, and the directory after it.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
+import functools
 import os
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2  # linux/fs.h
@@ -68,14 +69,20 @@ def sync_tree(path: str | Path) -> None:
         fsync_dir(d)
 
 
+@functools.cache
+def _renameat2() -> Any:
+    """glibc's ``renameat2`` (>= 2.28), from the symbols already loaded (no library search, no subprocess), or
+    None."""
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    except OSError:
+        return None
+
+
 def _exchange(a: Path, b: Path) -> bool:
     """Swap ``a`` and ``b`` in one step; False when the system cannot (no renameat2, or a file system without
     RENAME_EXCHANGE)."""
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is None:
-        return False
-    libc = ctypes.CDLL(libc_name, use_errno=True)
-    fn = getattr(libc, "renameat2", None)
+    fn = _renameat2()
     if fn is None:
         return False
     if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
