@@ -17,7 +17,7 @@ from typing import Any
 
 from cdc_core.schema.model import TableInfo
 from spark_jobs.data_quality import version_as_of
-from spark_jobs.delta_writer import app_id_for, table_path
+from spark_jobs.delta_writer import app_id_for, commit_metadata, table_path
 from spark_jobs.job_io import args_file_main
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,7 @@ def roll_back(sink: str, changefeed_id: str, tables: Sequence[TableInfo], to_ts:
         else:
             props = CommitProperties(
                 app_transactions=[Transaction(app_id=app_id_for(changefeed_id), version=to_ts)],
-                custom_metadata={"cdcflow.table_id": str(t.id), "cdcflow.ts": str(to_ts),
-                                 "cdcflow.rollback": reason[:500]})
+                custom_metadata={**commit_metadata(t, to_ts), "cdcflow.rollback": reason[:500]})
             dt.restore(target, commit_properties=props)
             out[t.qualified_name] = {"restored": True, "from_version": current, "to_version": target,
                                      "version": DeltaTable(path).version()}

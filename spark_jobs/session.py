@@ -31,8 +31,8 @@ _CONFS: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
     "spark.sql.adaptive.enabled": "true",
-    # delta-spark replays a table's log with a Spark job of this many partitions (default 50: a window's small
-    # MERGE then took 4-6 s instead of 1.6-1.8 s on 2 cores).
+    # delta-spark replays a table's log with a Spark job of this many partitions (default 50: a three-row MERGE
+    # then takes 4.9 s instead of 2.2 s on 2 cores; test_bench_small_window_per_writer in tests/bench).
     "spark.databricks.delta.snapshotPartitions": "2",
 }
 # Static confs (only effective when this process creates the JVM session).

@@ -49,7 +49,7 @@ from cdc_core.codec import key as keycodec
 from cdc_core.codec import mysql_type as mt
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
-from spark_jobs.delta_writer import app_id_for, create_silver_table, table_path
+from spark_jobs.delta_writer import app_id_for, commit_metadata, create_silver_table, table_path
 from spark_jobs.job_io import args_file_main
 from spark_jobs.mount import image_columns
 
@@ -456,8 +456,8 @@ def load_base(
     schema = table.arrow_schema()
     props = CommitProperties(
         app_transactions=[Transaction(app_id=app_id_for(changefeed_id), version=version)],
-        custom_metadata={"cdcflow.table_id": str(table.id), "cdcflow.ts": str(version),
-                         "cdcflow.snapshot": str(meta.get("ts")), "cdcflow.load_id": load_id},
+        custom_metadata={**commit_metadata(table, version), "cdcflow.snapshot": str(meta.get("ts")),
+                         "cdcflow.load_id": load_id},
     )
     reader = pa.RecordBatchReader.from_batches(schema, _base_batches(changelog.snapshot_part_files(base), schema))
     write_deltalake(path, reader, mode="overwrite", schema_mode="overwrite", commit_properties=props)

@@ -144,6 +144,14 @@ def _value_of(v: Version | None) -> bytes | None:
 SCAN_PAGE = 1024  # keys a scan reads per hold of the store's lock
 
 
+def _live_at(vs: list[Version], ts: int) -> Version | None:
+    """The version of a key a read at ``ts`` sees when it holds a value (None: absent or deleted at ``ts``)."""
+    v: Version | None = vs[-1]
+    if v is not None and v.commit_ts > ts:  # newer than the read: look further back
+        v = next((x for x in reversed(vs) if x.commit_ts <= ts), None)
+    return v if v is not None and v.op is Op.PUT and v.value is not None else None
+
+
 class MvccStore:
     # The incremental scan reads the index by commit ts when it holds fewer versions after the checkpoint than this
     # times the keys of the range (0: always walk the keys; tests compare the two).
@@ -209,12 +217,9 @@ class MvccStore:
             with self._mutex:
                 keys = list(itertools.islice(writes.irange(lo, end or None, inclusive=(first, False)), SCAN_PAGE))
                 for key in keys:
-                    vs: list[Version] = writes[key]
-                    v: Version | None = vs[-1]
-                    if v is not None and v.commit_ts > ts:  # newer than the read: look further back
-                        v = next((x for x in reversed(vs) if x.commit_ts <= ts), None)
-                    if v is not None and v.op is Op.PUT and v.value is not None:
-                        page.append((key, v.value))
+                    v = _live_at(writes[key], ts)
+                    if v is not None:
+                        page.append((key, v.value))  # type: ignore[arg-type]
             yield from page
             if len(keys) < SCAN_PAGE:
                 return
@@ -229,12 +234,7 @@ class MvccStore:
         while True:
             with self._mutex:
                 keys = list(itertools.islice(writes.irange(lo, end or None, inclusive=(first, False)), SCAN_PAGE))
-                for vs in map(writes.__getitem__, keys):
-                    v: Version | None = vs[-1]
-                    if v is not None and v.commit_ts > ts:
-                        v = next((x for x in reversed(vs) if x.commit_ts <= ts), None)
-                    if v is not None and v.op is Op.PUT:
-                        n += 1
+                n += sum(1 for vs in map(writes.__getitem__, keys) if _live_at(vs, ts) is not None)
             if len(keys) < SCAN_PAGE:
                 return n
             lo, first = keys[-1], False

@@ -115,7 +115,7 @@ def last_cdcflow_ts(path: str) -> str | None:
 
     dt = DeltaTable(path)
     for limit in (100, None):  # windows (and maintenance) stamp every commit: the newest few suffice
-        found = [commit_ts(h) for h in dt.history(limit) if commit_ts(h)]
+        found = [ts for ts in map(commit_ts, dt.history(limit)) if ts]
         if found:
             return str(max(found))
     return None

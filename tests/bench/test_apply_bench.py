@@ -18,6 +18,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -224,3 +225,37 @@ def test_bench_writers_side_by_side(tmp_path: Path) -> None:
               f"{figures[name] / figures['bare ' + name]:.2f}x its bare MERGE ({figures['bare ' + name]:.1f}s)")
     faster = min(("delta-rs", "delta-spark"), key=figures.__getitem__)
     print(f"  faster here: {faster}")
+
+
+@pytest.mark.spark
+def test_bench_small_window_per_writer(tmp_path: Path) -> None:
+    """The other end of P3: windows of three rows, ten in a row per writer on a warm session (median seconds per
+    MERGE); and delta-spark's with Delta's default 50 log-replay partitions next to cdcflow's 2
+    (``spark_jobs.session``)."""
+    import statistics
+
+    from spark_jobs.delta_writer import DeltaRsWriter, DeltaSparkWriter
+    from spark_jobs.session import get_spark
+
+    spark = get_spark()
+    schema = pa.schema([*TABLE.arrow_schema(), pa.field("_cdc_op", pa.string())])
+
+    def median_merge(writer: Any, name: str) -> float:
+        times = []
+        for v in range(1, 12):
+            rows = [{"id": v + i, "k": v, "c": f"c{v}", "pad": "p", "_cdc_op": "upsert"} for i in range(3)]
+            ch = spark.createDataFrame(pa.Table.from_pylist(rows, schema=schema))
+            t0 = time.perf_counter()
+            writer.merge(str(tmp_path / name), TABLE, ch, app_id="bench", version=v)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times[1:])  # the first creates the table
+
+    rs = median_merge(DeltaRsWriter(), "rs")
+    sp = median_merge(DeltaSparkWriter(spark), "sp")
+    spark.conf.set("spark.databricks.delta.snapshotPartitions", "50")
+    try:
+        sp50 = median_merge(DeltaSparkWriter(spark), "sp50")
+    finally:
+        spark.conf.set("spark.databricks.delta.snapshotPartitions", "2")
+    print(f"\nsmall window (3 rows), median per MERGE: delta-rs {rs:.2f}s, delta-spark {sp:.2f}s "
+          f"(with Delta's default 50 log-replay partitions {sp50:.2f}s)")

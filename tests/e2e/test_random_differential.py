@@ -106,8 +106,8 @@ def test_killed_at_any_point_and_rerun_gives_the_same_tables(cdc_home: Path, ups
         # DQ "count": the test compares every row itself after each window; the checks still run (and are
         # crashed in), at a third of the cost.
         sink = _create(cdc_home, cid, wl.db, c.get_ts(), dq_mode="count")
-        # delta-spark's MERGE costs ~1.7 s where delta-rs's costs ~0.1 s: one crashed window through it, two
-        # through the default writer.
+        # A small delta-spark MERGE costs ~20x a delta-rs one (test_bench_small_window_per_writer): one crashed
+        # window through it, two through the default writer.
         for window in range(2 if writer == "delta-rs" else 1):
             wl.steps(8, ddl_share=0.0)
             wl.ddl()  # a barrier inside the window, so that every failpoint is on the way
