@@ -8,8 +8,9 @@ and Python are checked by the bootstrap. What is left are Debian packages and a 
             port free or held by this checkout's own cluster; no embedded upstream already running from
             ``$CDCFLOW_HOME`` (the demo starts its own)
 ``test``    root: ``postgresql``; everyone: ``chromium`` (the browser test drives Debian's Chromium),
-            ``mariadb-client`` (a test drives the embedded upstream's MySQL front with Debian's ``mariadb``) and
-            ``docker-compose`` (a test validates docker-compose.yml with it)
+            ``mariadb-client`` (a test drives the embedded upstream's MySQL front with Debian's ``mariadb``),
+            ``docker-compose`` (a test validates docker-compose.yml with it) and ``redis-server`` (the Celery
+            broker of the distributed-topology test)
 =========== =============================================================================================
 
 Missing packages are installed with apt-get when this is root (or ``sudo -n`` works); otherwise the check names
@@ -54,8 +55,10 @@ MARIADB_CLIENT = Package("mariadb-client", "a test connects Debian's mariadb cli
                          lambda: shutil.which("mariadb") is not None)
 DOCKER_COMPOSE = Package("docker-compose", "a test validates docker-compose.yml with it (`config`, no daemon)",
                          lambda: shutil.which("docker-compose") is not None)
+REDIS = Package("redis-server", "the Celery broker of the distributed-topology test (tests/e2e/topology.py)",
+                lambda: shutil.which("redis-server") is not None)
 NEEDS: dict[str, list[Package]] = {"demo": [POSTGRESQL],
-                                   "test": [POSTGRESQL, CHROMIUM_PKG, MARIADB_CLIENT, DOCKER_COMPOSE]}
+                                   "test": [POSTGRESQL, CHROMIUM_PKG, MARIADB_CLIENT, DOCKER_COMPOSE, REDIS]}
 
 
 def ensure_packages(packages: list[Package], what: str) -> None:

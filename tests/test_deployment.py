@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +77,39 @@ def test_the_image_runs_as_an_ordinary_user_without_dev_tools_from_the_sources_o
     assert "--all-extras" not in export and "--extra deploy" in export
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".git", ".venv", ".airflow", ".cdcflow", ".cache"} <= ignored
+
+
+def _target_port(published: Any) -> int:
+    """The container port of a compose ``ports`` entry (``127.0.0.1:8080:8080/tcp`` or the long form)."""
+    if isinstance(published, dict):
+        return int(published["target"])
+    return int(str(published).split("/")[0].rsplit(":", 1)[-1])
+
+
+def test_compose_is_the_process_topology_make_test_runs(resolved):
+    """docker-compose.yml and tests/e2e/topology.py (the distributed end-to-end test's processes) are one topology:
+    the same services, each with the same command, options and replicas, the same published ports, and every
+    cdcflow and Airflow service with the topology's environment, each address naming the same service and port."""
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    from topology import SERVICES, SHARED_ENV, fill
+
+    services = resolved["services"]
+    assert set(services) == set(SERVICES)
+    addresses = {f"{name}:{port_name}": f"{name}:{port}"
+                 for name, spec in SERVICES.items() for port_name, port in spec.ports.items()}
+    for name, spec in SERVICES.items():
+        svc = services[name]
+        if spec.image:
+            assert svc["image"].split(":")[0] == spec.image, name
+            continue
+        command = svc["command"]
+        assert tuple(command[:len(spec.program)]) == spec.program, (name, command)
+        assert set(spec.options) <= set(command), (name, spec.options, command)
+        assert svc.get("deploy", {}).get("replicas", 1) == spec.replicas, name
+        assert sorted(_target_port(p) for p in svc.get("ports", [])) == sorted(spec.ports[p] for p in spec.published)
+        env = svc["environment"]
+        for key, template in SHARED_ENV.items():
+            if "{path:" in template:  # a path in the image or a volume
+                assert str(env[key]).startswith("/"), (name, key, env.get(key))
+            else:
+                assert str(env[key]) == fill(template, addresses, SECRETS), (name, key)

@@ -50,11 +50,14 @@ def delta_rows(sink: Path, db: str, table: str, key: str) -> list[dict[str, Any]
 
 
 def delta_rows_at(sink: Path, db: str, table: str, key: str, ts: int) -> list[dict[str, Any]]:
-    """The Delta table as of upstream ts ``ts``: its newest version whose commit carries ``cdcflow.ts <= ts``."""
+    """The Delta table as of upstream ts ``ts``: its newest version whose commit carries a cdcflow ts ``<= ts``
+    (either writer's, :func:`spark_jobs.data_quality.version_as_of`)."""
+    from spark_jobs.data_quality import version_as_of
+
     dt = DeltaTable(str(sink / db / table))
-    versions = [int(h["version"]) for h in dt.history() if int(h.get("cdcflow.ts") or 0) <= ts]
-    assert versions, f"{db}.{table} has no commit at or below ts {ts}"
-    dt.load_as_version(max(versions))
+    version = version_as_of(str(sink / db / table), ts)
+    assert version is not None, f"{db}.{table} has no commit at or below ts {ts}"
+    dt.load_as_version(version)
     rows = [{k: json_value(v) for k, v in r.items() if k != "_tidb_rowid"} for r in dt.to_pyarrow_table().to_pylist()]
     return sorted(rows, key=lambda r: r[key])
 

@@ -13,17 +13,15 @@ of a ts (time travel by ``cdcflow.ts``), which a window in flight does not chang
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from e2elib import artifacts_dir, delta_rows_at, upstream_rows
+from airflow_feed import AirflowFeed, interval_end_ts, next_boundary, sleep_past, wait_for
+from e2elib import artifacts_dir
 
 from cdc_core.changefeed import lease
-from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import tso
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
@@ -32,110 +30,26 @@ CF = "afsched"
 DAG_ID = f"cdcflow__{CF}"
 DB = "afs"
 EVERY_S = 10
-TABLES = {"orders": "id", "notes": "id"}
+TABLES = AirflowFeed.TABLES
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Feed:
+class Feed(AirflowFeed):
     def __init__(self, server: Any, pd_addr: str) -> None:
-        self.server = server
-        self.pd_addr = pd_addr
-        self.home: Path = server.cdc_home
-        self.sink = self.home / "lake" / CF
-        self.next_id = 1
+        super().__init__(server, pd_addr, server.cdc_home, CF, DB)
         self.batched = 0  # a ts after the fixture's first batch committed
         self.backfilled: tuple[datetime, datetime, list[int]] | None = None  # set by the backfill test
-
-    def cdcflow(self, *args: str) -> str:
-        env = {**self.server.env, "CDCFLOW_HOME": str(self.home), "CDCFLOW_UPSTREAM": self.pd_addr}
-        proc = subprocess.run([str(ROOT / ".venv" / "bin" / "cdcflow"), *args], env=env, capture_output=True,
-                              text=True, timeout=120)
-        assert proc.returncode == 0, f"cdcflow {' '.join(args)}: {proc.stdout}\n{proc.stderr}"
-        return proc.stdout
-
-    def sql(self, script: str) -> None:
-        with UpstreamClient(self.pd_addr) as c:
-            c.execute(script)
-
-    def batch(self, n: int = 3) -> None:
-        """Inserts, an update that moves a primary key, an update of a unique key, a delete."""
-        i = self.next_id
-        self.next_id += n + 1
-        values = ", ".join(f"({i + k}, 'sku-{i + k}', {k + 1})" for k in range(n))
-        self.sql(f"""
-            INSERT INTO {DB}.orders VALUES {values};
-            INSERT INTO {DB}.notes VALUES ({i}, 'note {i}'), ({i + 1}, 'note {i + 1}');
-            BEGIN;
-            UPDATE {DB}.orders SET id = {i + n} WHERE id = {i};
-            UPDATE {DB}.orders SET sku = 'sku-moved-{i}', qty = qty + 10 WHERE id = {i + 1};
-            COMMIT;
-            DELETE FROM {DB}.notes WHERE id = {i + 1};
-        """)
-
-    def now_ts(self) -> int:
-        with UpstreamClient(self.pd_addr) as c:
-            return c.get_ts()
-
-    def state(self) -> dict[str, Any]:
-        return dict(json.loads(self.cdcflow("changefeed", "query", CF)))
-
-    def assert_equal_at(self, ts: int) -> None:
-        with UpstreamClient(self.pd_addr) as c:
-            for table, key in TABLES.items():
-                want = upstream_rows(c, DB, table, key, ts)
-                assert delta_rows_at(self.sink, DB, table, key, ts) == want, f"{DB}.{table} differs at ts {ts}"
-
-    def assert_equal_at_checkpoint(self) -> None:
-        self.assert_equal_at(int(self.state()["checkpoint_ts"]))
 
 
 @pytest.fixture(scope="module")
 def feed(airflow_server: Any, upstream_cluster: Any) -> Feed:
     f = Feed(airflow_server, upstream_cluster.pd_addr)
-    f.sql(f"""
-        CREATE DATABASE {DB};
-        CREATE TABLE {DB}.orders (id INT PRIMARY KEY, sku VARCHAR(32) NOT NULL, qty INT, UNIQUE KEY uk_sku (sku));
-        CREATE TABLE {DB}.notes (id BIGINT PRIMARY KEY NONCLUSTERED, body VARCHAR(64));
-    """)
-    config = f.home / f"{CF}.toml"
-    config.write_text(f"""\
-changefeed-id = "{CF}"
-sink-uri = "file://{f.sink}"
-
-[filter]
-rules = ["{DB}.*"]
-
-[airflow]
-schedule = "{EVERY_S}s"
-catchup = false
-
-[data-quality]
-mode = "checksum"
-""")
-    f.cdcflow("changefeed", "create", "--config", str(config))
+    f.create(EVERY_S, '\n[data-quality]\nmode = "checksum"\n')
     _transcript_path().unlink(missing_ok=True)  # this session's commands only
     f.batch()
     f.batched = f.now_ts()
     airflow_server.wait_dag(DAG_ID)
     return f
-
-
-def _ok(server: Any, run: dict[str, Any]) -> None:
-    assert run["state"] == "success", server.failure_report(DAG_ID, run["dag_run_id"])
-
-
-def _interval_end_ts(run: dict[str, Any]) -> int:
-    return tso.from_datetime(datetime.fromisoformat(run["data_interval_end"]), end_of_ms=True)
-
-
-def _wait_for(cond: Any, timeout_s: float, what: str, poll_s: float = 2.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(poll_s)
 
 
 def test_dag_is_parsed_with_its_timetable_and_form(feed: Feed) -> None:
@@ -160,14 +74,14 @@ def test_a_scheduled_run_replicates_its_interval(feed: Feed) -> None:
     # the first batch committed (an empty window): the run that matters is the first whose interval ends after
     # the batch, and so pulls it.
     batched = feed.batched
-    first = _wait_for(lambda: sorted((r for r in server.runs(DAG_ID) if r["run_type"] == "scheduled"
-                                      and _interval_end_ts(r) > batched), key=_interval_end_ts),
+    first = wait_for(lambda: sorted((r for r in server.runs(DAG_ID) if r["run_type"] == "scheduled"
+                                      and interval_end_ts(r) > batched), key=interval_end_ts),
                       120, "a scheduled run whose interval ends after the first batch")[0]
     run = server.wait_run(DAG_ID, first["dag_run_id"], timeout_s=600)
-    _ok(server, run)
+    feed.assert_ok(run)
     plan = server.xcom(DAG_ID, run["dag_run_id"], "plan")
     # The window ends at the data interval end, as a TSO.
-    assert plan["target_ts"] == _interval_end_ts(run) and plan["skip"] is False
+    assert plan["target_ts"] == interval_end_ts(run) and plan["skip"] is False
     pulled = server.xcom(DAG_ID, run["dag_run_id"], "pull")
     assert pulled["events"] > 0
     assert int(feed.state()["checkpoint_ts"]) >= plan["target_ts"]
@@ -212,7 +126,7 @@ def test_a_triggered_dry_run_plans_the_asked_window_only(feed: Feed) -> None:
     assert r.status_code == 200, r.text
     assert r.json()["conf"] == {"target_ts": str(target), "mode": "incremental", "dry_run": True}
     run = server.wait_run(DAG_ID, r.json()["dag_run_id"], timeout_s=600)
-    _ok(server, run)
+    feed.assert_ok(run)
     plan = server.xcom(DAG_ID, run["dag_run_id"], "plan")
     assert plan["target_ts"] == target, plan
     for task in ("pull", "apply_check", "publish"):
@@ -221,17 +135,6 @@ def test_a_triggered_dry_run_plans_the_asked_window_only(feed: Feed) -> None:
         # A scheduled run that went first may already have covered the target; otherwise the dry run stopped it.
         assert plan["skip"] or "dry run" in out["reason"], (task, out)
     feed.assert_equal_at_checkpoint()
-
-
-def _next_boundary(after: datetime) -> datetime:
-    """The next interval boundary of the ``EVERY_S`` grid (Airflow aligns delta timetables to the epoch)."""
-    secs = int(after.timestamp()) // EVERY_S * EVERY_S + EVERY_S
-    return datetime.fromtimestamp(secs, tz=UTC)
-
-
-def _sleep_past(moment: datetime) -> None:
-    # Waiting for wall-clock time itself (an interval boundary) is the condition here.
-    time.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds() + 0.5))
 
 
 def _backfills(server: Any) -> list[dict[str, Any]]:
@@ -273,7 +176,7 @@ def _create_backfill(server: Any, frm: datetime, to: datetime, *extra: str, dry_
         requeued = r["queued_at"] is not None and datetime.fromisoformat(r["queued_at"]) >= created
         return r["run_type"] == "backfill" and (r["dag_run_id"] not in before or requeued)
 
-    runs: list[dict[str, Any]] = _wait_for(lambda: [r for r in server.runs(DAG_ID) if ours(r)], 60,
+    runs: list[dict[str, Any]] = wait_for(lambda: [r for r in server.runs(DAG_ID) if ours(r)], 60,
                                            "the backfill's runs")
     return runs
 
@@ -282,9 +185,9 @@ def _finish(server: Any, runs: list[dict[str, Any]], *, list_runs: bool = False)
     """Wait for a backfill's ``runs`` and for the backfill to complete; the runs, by interval (and ``airflow dags
     list-runs`` of them in the transcript, if asked)."""
     done = [server.wait_run(DAG_ID, r["dag_run_id"], timeout_s=600) for r in runs]
-    _wait_for(lambda: all(b.get("completed_at") for b in _backfills(server)), 60, "the backfill to complete")
+    wait_for(lambda: all(b.get("completed_at") for b in _backfills(server)), 60, "the backfill to complete")
     for run in done:
-        _ok(server, run)
+        assert run["state"] == "success", server.failure_report(DAG_ID, run["dag_run_id"])
     done.sort(key=lambda r: r["data_interval_end"])
     if list_runs:
         first, last = (r["logical_date"] or r["data_interval_start"] for r in (done[0], done[-1]))
@@ -303,25 +206,25 @@ def test_a_backfill_runs_each_interval_in_window_order(feed: Feed, monkeypatch: 
     holder = "test:holder"
     lease.wait_acquire(CF, holder, timeout_s=600, target_ts=0)
     try:
-        b1 = _next_boundary(datetime.now(UTC))
-        _sleep_past(b1)
+        b1 = next_boundary(datetime.now(UTC), EVERY_S)
+        sleep_past(b1)
         feed.batch()
         b2 = b1 + timedelta(seconds=EVERY_S)
-        _sleep_past(b2)
+        sleep_past(b2)
         feed.batch()
         b3 = b2 + timedelta(seconds=EVERY_S)
-        _sleep_past(b3)
+        sleep_past(b3)
         feed.batch()  # after the backfill's last interval
         assert int(feed.state()["checkpoint_ts"]) < tso.from_datetime(b1)
         new = _create_backfill(server, b1, b2, "--max-active-runs", "2", dry_run=True)
         assert len(new) == 2
         owners = {f"airflow:{DAG_ID}:{r['dag_run_id']}" for r in new}
-        _wait_for(lambda: owners <= set(lease.waiters(CF)), 300, "both backfill runs queued on the lease")
+        wait_for(lambda: owners <= set(lease.waiters(CF)), 300, "both backfill runs queued on the lease")
     finally:
         lease.release(CF, holder)
     runs = _finish(server, new, list_runs=True)
 
-    ends = [_interval_end_ts(r) for r in runs]
+    ends = [interval_end_ts(r) for r in runs]
     assert ends == [tso.from_datetime(b2, end_of_ms=True), tso.from_datetime(b3, end_of_ms=True)]
     # An interval [b, b'] is the TSO window (tso(b) end of ms, tso(b') end of ms].
     starts = [tso.from_datetime(b1, end_of_ms=True), ends[0]]
