@@ -21,6 +21,9 @@ export CDCFLOW_HOME="${CDCFLOW_HOME:-$CDCFLOW_ROOT/.cdcflow}"
 export AIRFLOW_HOME="${CDCFLOW_AIRFLOW_HOME:-$CDCFLOW_ROOT/.airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$CDCFLOW_ROOT/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$CDCFLOW_ROOT/plugins"
+# The changefeeds' DAGs come from a bundle of their own, a DAG file per config (plugins/cdcflow_airflow/bundle.py);
+# the DAGs folder keeps the maintenance DAG. The value is bundle_config.bundle_config_list() (a test compares them).
+export AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST='[{"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle", "kwargs": {}}, {"name": "cdcflow-changefeeds", "classpath": "cdcflow_airflow.bundle.ChangefeedDagBundle", "kwargs": {"refresh_interval": 10}}]'
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 # The metadata DB: a private PostgreSQL cluster (scripts/local_postgres.py; airflow_init.sh starts it) on
 # 127.0.0.1. On SQLite, `airflow backfill create` beside a running scheduler fails with "database is locked"

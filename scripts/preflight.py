@@ -9,8 +9,9 @@ and Python are checked by the bootstrap. What is left are Debian packages and a 
             ``$CDCFLOW_HOME`` (the demo starts its own)
 ``test``    root: ``postgresql``; everyone: ``chromium`` (the browser test drives Debian's Chromium),
             ``mariadb-client`` (a test drives the embedded upstream's MySQL front with Debian's ``mariadb``),
-            ``docker-compose`` (a test validates docker-compose.yml with it) and ``redis-server`` (the Celery
-            broker of the distributed-topology test)
+            ``docker-compose`` (a test validates docker-compose.yml with it), ``redis-server`` (the Celery
+            broker of the distributed-topology test) and ``prometheus`` (promtool for the alert rules, and a
+            Prometheus that scrapes Airflow's metrics endpoint)
 =========== =============================================================================================
 
 Missing packages are installed with apt-get when this is root (or ``sudo -n`` works); otherwise the check names
@@ -57,8 +58,11 @@ DOCKER_COMPOSE = Package("docker-compose", "a test validates docker-compose.yml 
                          lambda: shutil.which("docker-compose") is not None)
 REDIS = Package("redis-server", "the Celery broker of the distributed-topology test (tests/e2e/topology.py)",
                 lambda: shutil.which("redis-server") is not None)
+PROMETHEUS = Package("prometheus", "promtool checks and tests the alert rules; a Prometheus scrapes a running "
+                     "deployment in an end-to-end test", lambda: shutil.which("promtool") is not None)
 NEEDS: dict[str, list[Package]] = {"demo": [POSTGRESQL],
-                                   "test": [POSTGRESQL, CHROMIUM_PKG, MARIADB_CLIENT, DOCKER_COMPOSE, REDIS]}
+                                   "test": [POSTGRESQL, CHROMIUM_PKG, MARIADB_CLIENT, DOCKER_COMPOSE, REDIS,
+                                            PROMETHEUS]}
 
 
 def ensure_packages(packages: list[Package], what: str) -> None:

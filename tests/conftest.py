@@ -24,6 +24,8 @@ import pytest
 # holds importable helper packages (wire: the wire-level test clients).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# plugins/, as Airflow puts it on sys.path: the harnesses read cdcflow_airflow.bundle_config (no Airflow import)
+sys.path.append(str(Path(__file__).resolve().parents[1] / "plugins"))
 
 _db_counter = itertools.count(1)
 

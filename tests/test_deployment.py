@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRETS = {"POSTGRES_USER": "cdc", "POSTGRES_PASSWORD": "pw-from-env", "AIRFLOW_JWT_SECRET": "jwt-from-env",
-           "AIRFLOW_FERNET_KEY": "fernet-from-env"}
+           "AIRFLOW_FERNET_KEY": "fernet-from-env", "TIDB_PASSWORD": "tidb-from-env"}
 
 
 def _compose(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -65,6 +65,11 @@ def test_every_service_has_a_health_check_and_ports_stay_on_loopback(resolved):
 def test_the_upstream_publishes_an_address_other_containers_reach(resolved):
     cmd = resolved["services"]["upstream"]["command"]
     assert cmd[cmd.index("--advertise-host") + 1] == "upstream" and "0.0.0.0:2379" in cmd
+    # no control port (faults are for tests), and SQL with a password cdcflow's services log in with
+    assert "--control-addr" not in cmd
+    assert resolved["services"]["upstream"]["environment"]["CDCFLOW_UPSTREAM_SQL_PASSWORD"] == "tidb-from-env"
+    assert all(s["environment"]["CDCFLOW_TIDB_PASSWORD"] == "tidb-from-env"
+               for n, s in resolved["services"].items() if n.startswith("airflow-"))
     env = resolved["services"]["airflow-worker"]["environment"]
     assert env["CDCFLOW_UPSTREAM"] == "upstream:2379" and env["CDCFLOW_SPARK_MASTER"] == "spark://spark-master:7077"
 

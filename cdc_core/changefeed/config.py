@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc_core import durable
+from cdc_core.changefeed.schedule import parse_schedule
 from cdc_core.client.pd_addrs import split_addrs
 from cdc_core.codec.sink_uri import local_path
 from cdc_core.errors import ConfigError, UpstreamError
@@ -238,6 +239,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
 
     af = _get(data, "airflow", dict, source, {})
     schedule = _get(af, "schedule", str, f"{source} [airflow]", "*/5 * * * *")
+    parse_schedule(schedule, f"{source} [airflow] schedule")  # refused here as the DAG file would refuse it
     catchup = _get(af, "catchup", bool, f"{source} [airflow]", False)
 
     dq = _get(data, "data-quality", dict, source, {})

@@ -5,7 +5,8 @@ replaced atomically under an exclusive lock, never part of ``ChangefeedState`` (
 keys)::
 
     {"lag_history": [{"at", "checkpoint_ts", "resolved_ts", "lag_s"}, ...],   # oldest first, bounded
-     "pull_memory": {"peak_pending_bytes", "max_pending_bytes", "paused", "samples", "seconds", "at"} | null}
+     "pull_memory": {"peak_pending_bytes", "max_pending_bytes", "paused", "samples", "seconds", "at"} | null,
+     "task_seconds": {"pull" | "apply" | "check" | "publish": {"seconds", "ok", "at"}}}   # the last of each
 
 * :func:`record_publish` appends one lag point (``lag_s`` = wall clock at publish - the checkpoint's physical
   time) each time a window is published.
@@ -13,6 +14,8 @@ keys)::
   (``cdcflow_puller_stream_pending_bytes`` / ``_max_pending_bytes`` / ``_paused``, the same figures Prometheus
   scrapes) every :data:`SAMPLE_INTERVAL_S` on a background thread while the pull runs, and records the peak.
   It is a sampled peak: a burst shorter than the interval can be missed.
+* :func:`records_duration` (a decorator for the window's steps) records how long the step's last run took and
+  whether it succeeded: the metrics endpoint's "window duration by task".
 """
 
 from __future__ import annotations
@@ -77,7 +80,14 @@ def load_metrics(changefeed_id: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         data = {}
     history = data.get("lag_history")
-    return {"lag_history": history if isinstance(history, list) else [], "pull_memory": data.get("pull_memory")}
+    tasks = data.get("task_seconds")
+    return {"lag_history": history if isinstance(history, list) else [], "pull_memory": data.get("pull_memory"),
+            "task_seconds": tasks if isinstance(tasks, dict) else {}}
+
+
+def task_seconds(changefeed_id: str) -> dict[str, dict[str, Any]]:
+    """The last run of each window step: ``{step: {"seconds", "ok", "at"}}``."""
+    return {k: v for k, v in load_metrics(changefeed_id)["task_seconds"].items() if isinstance(v, dict)}
 
 
 def lag_history(changefeed_id: str) -> list[LagPoint]:
@@ -196,3 +206,31 @@ def records_pull_memory(fn: Callable[P, R]) -> Callable[P, R]:
                     log.warning("puller memory not recorded", changefeed_id=changefeed_id, error=str(exc))
 
     return wrapper
+
+
+def records_duration(step: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a window step ``fn(plan, ...)``: record its wall time and outcome for ``plan["changefeed_id"]``
+    (a skipped step too: it took that long). Recording never fails the step."""
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            plan = args[0] if args else kwargs.get("p")
+            started, ok = time.monotonic(), False
+            try:
+                out = fn(*args, **kwargs)
+                ok = True
+                return out
+            finally:
+                changefeed_id = plan.get("changefeed_id") if isinstance(plan, dict) else None
+                if changefeed_id:
+                    took = {"seconds": round(time.monotonic() - started, 3), "ok": ok, "at": round(time.time(), 3)}
+                    try:
+                        with _updating(str(changefeed_id)) as data:
+                            data["task_seconds"] = {**data["task_seconds"], step: took}
+                    except OSError as exc:
+                        log.warning("step duration not recorded", changefeed_id=changefeed_id, error=str(exc))
+
+        return wrapper
+
+    return decorate

@@ -236,6 +236,7 @@ def _guard(changefeed_id: str, step: str, fn: Any, *args: Any) -> Any:
         raise
 
 
+@metrics_history.records_duration("pull")
 def pull(p: dict[str, Any]) -> dict[str, Any]:
     """Pull every row change of the window into the bronze changelog (written whole, then renamed).
 
@@ -354,6 +355,7 @@ def _last(storage: SchemaStorage, table_id: int) -> TableInfo | None:
     return next((t for t in reversed(storage.versions(table_id)) if t is not None), None)
 
 
+@metrics_history.records_duration("apply")
 def apply(p: dict[str, Any]) -> dict[str, Any]:
     """Apply the bronze window to the silver Delta tables (exactly once per table and window).
 
@@ -424,6 +426,7 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@metrics_history.records_duration("check")
 def check(p: dict[str, Any]) -> dict[str, Any]:
     """Data-quality checks at the window end: the changed-key checks of every table the window changed, and the full
     reconciliation of the tables a snapshot or rebuild replaced (of every table with the plan's ``full_check``)."""
@@ -546,6 +549,7 @@ def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tupl
     return out, note
 
 
+@metrics_history.records_duration("publish")
 def publish(p: dict[str, Any], applied: dict[str, Any], checked: dict[str, Any]) -> dict[str, Any]:
     """Advance the checkpoint to the window end and record the window's outcome."""
     if p["skip"]:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cdc_core.changefeed import config as cfgmod
@@ -21,7 +22,7 @@ from cdc_core.client.table_discovery import SyncTableDiscovery
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec import tso
 from cdc_core.errors import ChangefeedError, ConfigError
-from cdc_core.home import state_dir
+from cdc_core.home import changefeeds_dir, state_dir
 
 app = typer.Typer(no_args_is_help=True)
 console = Console()
@@ -78,7 +79,13 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
 def list_cmd() -> None:
     """List changefeeds with their state and checkpoint."""
     t = Table("id", "state", "checkpoint", "resolved", "sink")
-    for cfg in cfgmod.load_all_configs():
+    d = changefeeds_dir()
+    for path in sorted(d.glob("*.toml")) if d.is_dir() else []:
+        try:
+            cfg = cfgmod.load_config_file(path)
+        except ConfigError as exc:  # one broken config does not hide the others (its DAG is an import error)
+            t.add_row(path.stem, "[red]config error[/]", "", "", escape(str(exc)))
+            continue
         try:
             st = load_state(cfg.changefeed_id)
             t.add_row(cfg.changefeed_id, st.state, _ts_text(st.checkpoint_ts), _ts_text(st.resolved_ts), cfg.sink_uri)

@@ -6,6 +6,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from cdc_core import log
 from cdc_core.errors import CdcflowError
@@ -61,7 +62,8 @@ def run() -> None:
         app(standalone_mode=False)
     except CdcflowError as exc:
         logger.error("command failed", error=str(exc), exc_info=True)
-        err_console.print(f"[bold red]error:[/] {exc}")
+        # escape: messages name config sections ("[airflow] schedule"), which rich would take for markup
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -75,7 +77,8 @@ def run() -> None:
         sys.exit(int(getattr(exc, "exit_code", 2)))
     except Exception as exc:
         logger.error("unexpected failure", error=str(exc), exc_info=True)
-        err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {exc} (traceback in the cdcflow log)")
+        err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))} "
+                          "(traceback in the cdcflow log)")
         sys.exit(1)
 
 

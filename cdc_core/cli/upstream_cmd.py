@@ -21,6 +21,7 @@ from cdc_core.errors import ConfigError, UpstreamError
 from cdc_core.memory import MIB, MemoryLimitConfig
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run and drive the embedded upstream cluster.")
+SQL_PASSWORD_ENV = "CDCFLOW_UPSTREAM_SQL_PASSWORD"
 SCRIPT_PIECE_CHARS = 1 << 20  # `sql -f` reads its script a MiB at a time
 
 
@@ -42,6 +43,15 @@ def start(
         "", "--advertise-host",
         help="The host PD, the stores and the SQL front publish to clients (as PD's advertise-client-urls and "
              "TiKV's advertise-addr); required when binding 0.0.0.0."),
+    control_addr: str = typer.Option(
+        "", "--control-addr",
+        help="HOST:PORT of the control service (faults, `upstream fault ...`): a port of its own, off unless given. "
+             "For tests and drills; a deployment runs without it."),
+    sql_user: str = typer.Option("root", "--sql-user", help="The SQL front's user when a password is set."),
+    sql_password: str = typer.Option(
+        "", "--sql-password", envvar=SQL_PASSWORD_ENV, show_default=False,
+        help=f"The SQL front's password (better from ${SQL_PASSWORD_ENV}: an argument shows in `ps`). Set, only "
+             "--sql-user with it logs in; unset, any user without a password (a fresh TiDB's root: loopback only)."),
     detach: bool = typer.Option(False, "--detach", help="Run in the background; return once it serves."),
     regions_per_table: int = typer.Option(2, "--regions-per-table", help="Regions each new table's rows get."),
     min_ts_interval_ms: int = typer.Option(200, "--min-ts-interval-ms", help="Resolved-ts interval of the feed."),
@@ -101,7 +111,8 @@ def start(
                            txn_heartbeat_interval_ms=txn_heartbeat_ms, incremental_scan_concurrency_limit=scan_limit,
                            sink_memory_quota_bytes=sink_memory_quota,
                            store_hosts=tuple(h.strip() for h in store_hosts.split(",") if h.strip()),
-                           advertise_host=advertise_host.strip())
+                           advertise_host=advertise_host.strip(), control_addr=control_addr.strip(),
+                           sql_user=sql_user, sql_password=sql_password)
     try:
         config.validate()
     except ClusterError as exc:
@@ -115,7 +126,9 @@ def start(
                 "--gc-interval-s", str(gc_interval_s), "--txn-heartbeat-ms", str(txn_heartbeat_ms),
                 "--incremental-scan-concurrency-limit", str(scan_limit),
                 "--sink-memory-quota-bytes", str(sink_memory_quota), "--store-hosts", store_hosts,
-                "--advertise-host", advertise_host]
+                "--advertise-host", advertise_host, "--control-addr", control_addr, "--sql-user", sql_user]
+        if sql_password:  # to the child through its environment, never its arguments
+            os.environ[SQL_PASSWORD_ENV] = sql_password
         args += [arg for key, value in memory_flags.items() for arg in (f"--catalog-{key}", str(value))]
         info = process.spawn_detached(args)
         typer.echo(json.dumps(info))
@@ -209,14 +222,15 @@ fault_app = typer.Typer(no_args_is_help=True, add_completion=False,
                         help="Inject faults into the running upstream (prints the result as JSON).")
 app.add_typer(fault_app, name="fault")
 
-_PD = typer.Option(None, "--pd", help="PD address (default: $CDCFLOW_UPSTREAM, then upstream.json).")
+_CONTROL = typer.Option(None, "--control", help="The upstream's control address (default: "
+                        "$CDCFLOW_UPSTREAM_CONTROL, then upstream.json's; served only with `start --control-addr`).")
 _TABLE = typer.Option("", "--table", help="DB.TABLE: act on the table's row regions.")
 
 
-def _admin(pd: str | None) -> Any:
-    from cdc_core.client.admin import AdminClient
+def _admin(control: str | None) -> Any:
+    from cdc_core.client.admin import AdminClient, resolve_control_addr
 
-    return AdminClient(resolve_pd_addr(pd))
+    return AdminClient(resolve_control_addr(control))
 
 
 def _out(value: Any) -> None:
@@ -232,10 +246,10 @@ def fault_split(
     lo: int = typer.Option(0, "--lo", help="With --regions: lower handle."),
     hi: int = typer.Option(0, "--hi", help="With --regions: upper handle."),
     regions: int = typer.Option(0, "--regions", help="Split [lo, hi) of the table into this many regions."),
-    pd: str | None = _PD,
+    control: str | None = _CONTROL,
 ) -> None:
     """Split a region at keys, or a table's rows at handles / evenly between --lo and --hi."""
-    with _admin(pd) as a:
+    with _admin(control) as a:
         if table:
             _out(a.split_table(table, handles=handle, lo=lo, hi=hi, regions=regions))
         elif region and key:
@@ -253,10 +267,10 @@ def fault_merge(
     region: int = typer.Option(0, "--region", help="Region id to merge away."),
     into: int = typer.Option(0, "--into", help="Adjacent region to merge into (default: the right neighbour)."),
     table: str = _TABLE,
-    pd: str | None = _PD,
+    control: str | None = _CONTROL,
 ) -> None:
     """Merge a region into a neighbour, or all of a table's row regions into one."""
-    with _admin(pd) as a:
+    with _admin(control) as a:
         if table:
             _out(a.merge_table(table))
         elif region:
@@ -270,12 +284,12 @@ def fault_transfer_leader(
     to_store: int = typer.Option(..., "--to-store", help="Store id that becomes the leader."),
     region: int = typer.Option(0, "--region", help="Region id."),
     table: str = _TABLE,
-    pd: str | None = _PD,
+    control: str | None = _CONTROL,
 ) -> None:
     """Move the leader of a region (or of every row region of a table) to a store."""
     if not region and not table:
         raise typer.BadParameter("give --region or --table")
-    with _admin(pd) as a:
+    with _admin(control) as a:
         _out(a.transfer_leader(to_store, region_id=region, table=table))
 
 
@@ -283,25 +297,26 @@ def fault_transfer_leader(
 def fault_stop_store(
     store: int = typer.Option(..., "--store", help="Store id."),
     move_leaders: bool = typer.Option(False, "--move-leaders", help="Move its leaders to the live stores."),
-    pd: str | None = _PD,
+    control: str | None = _CONTROL,
 ) -> None:
     """Stop a store: its EventFeed streams break with UNAVAILABLE and new ones are refused (data kept)."""
-    with _admin(pd) as a:
+    with _admin(control) as a:
         _out(a.stop_store(store, move_leaders))
 
 
 @fault_app.command("start-store")
-def fault_start_store(store: int = typer.Option(..., "--store", help="Store id."), pd: str | None = _PD) -> None:
+def fault_start_store(store: int = typer.Option(..., "--store", help="Store id."),
+                      control: str | None = _CONTROL) -> None:
     """Start a stopped store again."""
-    with _admin(pd) as a:
+    with _admin(control) as a:
         _out(a.start_store(store))
 
 
 @fault_app.command("drop-streams")
 def fault_drop_streams(store: int = typer.Option(0, "--store", help="Store id (0: every store)."),
-                       pd: str | None = _PD) -> None:
+                       control: str | None = _CONTROL) -> None:
     """Break the EventFeed streams of a store (it stays up)."""
-    with _admin(pd) as a:
+    with _admin(control) as a:
         _out(a.drop_streams(store))
 
 
@@ -310,10 +325,10 @@ def fault_hold_lock(
     table: str = typer.Option(..., "--table", help="DB.TABLE."),
     handle: list[int] = typer.Option([], "--handle", help="Row handle to lock (repeatable)."),
     count: int = typer.Option(1, "--count", help="Without --handle: lock the first COUNT rows."),
-    pd: str | None = _PD,
+    control: str | None = _CONTROL,
 ) -> None:
     """Prewrite rows and keep the locks (holds the regions' resolved ts); prints the start ts."""
-    with _admin(pd) as a:
+    with _admin(control) as a:
         _out(a.hold_lock(table, handles=handle, count=count))
 
 
@@ -321,10 +336,10 @@ def fault_hold_lock(
 def fault_release_lock(
     start_ts: int = typer.Option(..., "--start-ts", help="Start ts printed by hold-lock."),
     rollback: bool = typer.Option(False, "--rollback", help="Roll back instead of committing."),
-    pd: str | None = _PD,
+    control: str | None = _CONTROL,
 ) -> None:
     """Commit (default) or roll back a held lock."""
-    with _admin(pd) as a:
+    with _admin(control) as a:
         _out(a.release_lock(start_ts, rollback))
 
 
@@ -332,26 +347,26 @@ def fault_release_lock(
 def fault_busy(
     store: int = typer.Option(..., "--store", help="Store id."),
     duration_ms: int = typer.Option(5000, "--duration-ms", help="How long it answers server_is_busy."),
-    pd: str | None = _PD,
+    control: str | None = _CONTROL,
 ) -> None:
     """Make a store answer new region requests with server_is_busy for a while."""
-    with _admin(pd) as a:
+    with _admin(control) as a:
         _out(a.busy(store, duration_ms))
 
 
 @fault_app.command("pd-leader")
 def fault_pd_leader(member: int = typer.Option(..., "--member",
                                               help="PD member id (1..--pd-members; 0: no leader until the next)."),
-                    pd: str | None = _PD) -> None:
+                    control: str | None = _CONTROL) -> None:
     """Move PD's leadership to another member (as `pd-ctl member leader transfer`); clients must follow it."""
-    with _admin(pd) as a:
+    with _admin(control) as a:
         _out(a.transfer_pd_leader(member))
 
 
 @fault_app.command("gc")
-def fault_gc(pd: str | None = _PD) -> None:
+def fault_gc(control: str | None = _CONTROL) -> None:
     """Run a GC pass now; prints the safe point and what was removed."""
-    with _admin(pd) as a:
+    with _admin(control) as a:
         _out(a.gc())
 
 
@@ -385,7 +400,7 @@ def workload(
              "upstream's TiDB must read --import-dir) or 'insert' (INSERT statements)."),
     import_dir: str | None = typer.Option(None, "--import-dir",
                                           help="Where the import files are written (default: a temporary directory)."),
-    pd: str | None = _PD,
+    pd: str | None = typer.Option(None, "--pd", help="PD address (default: $CDCFLOW_UPSTREAM, then upstream.json)."),
 ) -> None:
     """Run a sysbench-like OLTP mix against the SQL front; prints a JSON summary."""
     from cdc_core.upstream.workload import Workload, WorkloadConfig

@@ -1,16 +1,18 @@
-"""Synchronous client of the upstream's admin service (fault injection), on the PD address.
+"""Synchronous client of the embedded upstream's control service (fault injection), on its control address.
 
 Used by ``cdcflow upstream fault ...``; each method is one ``adminpb.Admin`` RPC and returns plain
-data (JSON-ready dicts). Every gRPC failure becomes an ``UpstreamError`` with the server's message.
+data (JSON-ready dicts). Every gRPC failure becomes an ``UpstreamError`` with the server's message. The control
+service is a server of its own that the upstream runs only when started with ``--control-addr``
+(:func:`resolve_control_addr` finds it).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import grpc
 
-from cdc_core.client import pd_protocol
 from cdc_core.codec.memcomparable import decode_key
 from cdc_core.errors import UpstreamError
 from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc
@@ -31,12 +33,30 @@ def _regions(resp: adminpb_pb2.RegionsResponse) -> list[dict[str, Any]]:
              "leader_store_id": r.leader_store_id} for r in resp.regions]
 
 
+ENV_CONTROL = "CDCFLOW_UPSTREAM_CONTROL"
+NO_CONTROL = ("the upstream serves no control port, so faults are off: start it with `cdcflow upstream start "
+              "--control-addr 127.0.0.1:0` (tests and drills only), or name one with --control / $" + ENV_CONTROL)
+
+
+def resolve_control_addr(explicit: str | None) -> str:
+    """The control address: ``explicit``, else ``$CDCFLOW_UPSTREAM_CONTROL``, else upstream.json's."""
+    if explicit:
+        return explicit
+    if os.environ.get(ENV_CONTROL):
+        return os.environ[ENV_CONTROL]
+    from cdc_core.client.upstream import read_upstream_file
+
+    data = read_upstream_file()
+    if data and data.get("control_addr"):
+        return str(data["control_addr"])
+    raise UpstreamError(NO_CONTROL)
+
+
 class AdminClient:
-    def __init__(self, pd_addr: str, timeout: float = 60.0) -> None:
-        self.pd_addr = pd_addr
+    def __init__(self, control_addr: str, timeout: float = 60.0) -> None:
+        self.control_addr = control_addr
         self.timeout = timeout
-        # Faults are cdcflow's own service, which every embedded PD member serves: the first address given.
-        self._channel = grpc.insecure_channel(pd_protocol.split_addrs(pd_addr)[0])
+        self._channel = grpc.insecure_channel(control_addr)
         self._stub = adminpb_pb2_grpc.AdminStub(self._channel)
 
     def _call(self, name: str, request: Any) -> Any:
@@ -44,7 +64,9 @@ class AdminClient:
             return getattr(self._stub, name)(request, timeout=self.timeout)
         except grpc.RpcError as exc:
             details = exc.details() if hasattr(exc, "details") else str(exc)
-            raise UpstreamError(f"upstream {self.pd_addr}: {name}: {details}") from exc
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                details = f"no control service there ({details})"
+            raise UpstreamError(f"upstream control {self.control_addr}: {name}: {details}") from exc
 
     def split_region(self, region_id: int, keys: list[bytes]) -> list[dict[str, Any]]:
         return _regions(self._call("Split", adminpb_pb2.SplitRequest(region_id=region_id, keys=keys)))

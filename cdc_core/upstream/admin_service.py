@@ -1,4 +1,5 @@
-"""The admin gRPC service (``adminpb.Admin``): fault injection over the wire, on the PD address.
+"""The admin gRPC service (``adminpb.Admin``): fault injection over the wire, on the control address only
+(``ClusterConfig.control_addr``: a server of its own, started only when asked for).
 
 Each RPC is one call of ``faults.FaultInjector`` (run in one event-loop step); ``FaultError`` kinds
 map to INVALID_ARGUMENT, NOT_FOUND and FAILED_PRECONDITION, with the injector's message.

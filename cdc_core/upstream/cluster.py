@@ -48,7 +48,7 @@ from cdc_core.upstream.faults import FaultInjector
 from cdc_core.upstream.gc import GcSafePoints, GcWorker
 from cdc_core.upstream.min_resolved_ts import MinResolvedTs, Reporter
 from cdc_core.upstream.mvcc import MvccStore
-from cdc_core.upstream.mysql_front import MysqlFront
+from cdc_core.upstream.mysql_front import Accounts, MysqlFront
 from cdc_core.upstream.pd_http import PdFront
 from cdc_core.upstream.pd_members import PdMembers
 from cdc_core.upstream.pd_service import PdService
@@ -114,6 +114,14 @@ class ClusterConfig:
     # advertise-addr; empty: the host each binds). Needed when binding 0.0.0.0 (a container): clients elsewhere
     # must be given an address they can reach.
     advertise_host: str = ""
+    # HOST:PORT of the control service (``adminpb.Admin``: faults, GC on demand, PD leader moves) -- a server of
+    # its own, never on a port TiDB's clients use, and only when asked for (tests, `upstream start --control-addr`):
+    # "" serves none. A deployment runs without it.
+    control_addr: str = ""
+    # The SQL front's account: with a password, only this user with it logs in; without one (the default, a fresh
+    # TiDB's root), any user without a password does -- a loopback default, not for a shared network.
+    sql_user: str = "root"
+    sql_password: str = field(default="", repr=False)
 
     def validate(self) -> None:
         if not 1 <= self.stores <= MAX_STORES:
@@ -140,6 +148,10 @@ class ClusterConfig:
             host, _, port = self.mysql_addr.rpartition(":")
             if not host or not port.isdigit():
                 raise ClusterError(f"MySQL address {self.mysql_addr!r} is not HOST:PORT")
+        if self.control_addr:
+            host, _, port = self.control_addr.rpartition(":")
+            if not host or not port.isdigit():
+                raise ClusterError(f"control address {self.control_addr!r} is not HOST:PORT")
         wildcard = [h for h in (self.host, *self.store_hosts, self.mysql_addr.rpartition(":")[0]) if h in _WILDCARDS]
         if wildcard and not self.advertise_host:
             raise ClusterError(
@@ -218,10 +230,13 @@ class Cluster:
             lambda: [sid for sid, n in self.stores.items() if n.up],
             interval=self.config.min_resolved_ts_report_interval_ms / 1000.0)
         self.table_listing = TableListing(self.config.catalog_memory, registry=self.config.metrics_registry)
-        self.mysql = MysqlFront(self.sql, self.table_listing)
+        self.mysql = MysqlFront(self.sql, self.table_listing,
+                                Accounts(self.config.sql_user, self.config.sql_password))
         self.mysql_addr = ""  # once serving; "" when not served
         self.etcd = EtcdKeySpace()  # PD's embedded etcd, where the SQL front registers as TiDB does
         self.pd_addr = ""  # member 1's address (the leader at start)
+        self.control_addr = ""  # the control service's, once serving (config.control_addr); "" when not served
+        self._control_server: grpc.aio.Server | None = None
         self.pd_member_addrs: list[str] = []
 
     @property
@@ -257,15 +272,13 @@ class Cluster:
         # (default 30) with a bare CANCELLED; a loop busy with a large load must not turn into spurious
         # failures of PD calls, so give it longer to pick them up.
         servers: list[tuple[grpc.aio.Server, int]] = []
-        admin = AdminService(self.faults)
         for i, service in enumerate(self.pd_services):
-            # Every member serves etcd's Range and the admin service too (they read the shared state), so
-            # any listed address works for them; PD's own calls follow the leader.
+            # Every member serves etcd's Range too (it reads the shared state), so any listed address works for
+            # it; PD's own calls follow the leader.
             pd = grpc.aio.server(options=[("grpc.server_max_unrequested_time_in_server", 600)])
             pdpb_pb2_grpc.add_PDServicer_to_server(service, pd)
             etcdserverpb_pb2_grpc.add_KVServicer_to_server(
                 EtcdKvService(self.etcd, service.cluster_id, service.member_id), pd)
-            adminpb_pb2_grpc.add_AdminServicer_to_server(admin, pd)
             addr = self.config.pd_addr if i == 0 else f"{host}:0"
             internal = "127.0.0.1" if host in _WILDCARDS else host  # reached by the member's front only
             grpc_port = pd.add_insecure_port(f"{internal}:0")
@@ -295,6 +308,16 @@ class Cluster:
             assert node.server is not None
             await node.server.start()
         self.pd_addr = self.pd_member_addrs[0]
+        if self.config.control_addr:
+            control = grpc.aio.server()
+            adminpb_pb2_grpc.add_AdminServicer_to_server(AdminService(self.faults), control)
+            control_host = self.config.control_addr.rpartition(":")[0]
+            port = control.add_insecure_port(self.config.control_addr)
+            if port == 0:
+                raise ClusterError(f"cannot bind the control service to {self.config.control_addr}")
+            await control.start()
+            self._control_server = control
+            self.control_addr = f"{self.config.published(control_host)}:{port}"
         if self.config.mysql_addr:
             mysql_host, _, mysql_port = self.config.mysql_addr.rpartition(":")
             try:
@@ -306,7 +329,7 @@ class Cluster:
         self.gc.start()
         self.min_resolved_reporter.start()
         log.info("upstream serving", pd_addr=self.pd_addr, pd_members=self.pd_member_addrs,
-                 mysql_addr=self.mysql_addr, store_addrs=self.store_addrs)
+                 mysql_addr=self.mysql_addr, store_addrs=self.store_addrs, control_addr=self.control_addr or None)
 
     async def stop(self, grace: float = 1.0) -> None:
         await self.gc.stop()
@@ -319,6 +342,9 @@ class Cluster:
             if node.server is not None:
                 await node.server.stop(grace)
                 node.server = None
+        if self._control_server is not None:
+            await self._control_server.stop(grace)
+            self._control_server, self.control_addr = None, ""
         for front in self._pd_fronts:
             await front.stop()
         self._pd_fronts = []

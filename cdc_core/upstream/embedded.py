@@ -61,6 +61,12 @@ class EmbeddedCluster:
         return self.cluster.pd_addr
 
     @property
+    def control_addr(self) -> str:
+        """The control service's address ("" unless the config asked for one)."""
+        assert self.cluster is not None, "cluster not started"
+        return self.cluster.control_addr
+
+    @property
     def mysql_addr(self) -> str:
         """The SQL front's MySQL-protocol address ("" when not served)."""
         assert self.cluster is not None, "cluster not started"

@@ -20,20 +20,25 @@ Errors carry MySQL's codes (``mysql_errors``). Each query's statements run in or
 returned (a multi-statement query gets one result, as mysql-mimic answers it). Statements are parsed by the SQL
 front (TiDB's ``CLUSTERED`` keywords included), then offered to mysql-mimic's handlers first.
 
-Not yet: prepared statements run through mysql-mimic's text substitution; TLS and authentication (any user
-is accepted). ``information_schema`` comes from ``info_schema`` (with ``TIDB_TABLE_ID``).
+Accounts (:class:`Accounts`): with no password configured, any user name without a password is accepted, as a
+fresh TiDB's ``root`` (the loopback default); with one, only the configured user with that password
+(``mysql_native_password``, as TiDB's default plugin), anyone else gets error 1045. Not yet: prepared statements
+run through mysql-mimic's text substitution; TLS. ``information_schema`` comes from ``info_schema`` (with
+``TIDB_TABLE_ID``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, cast
 
 from mysql_mimic import MysqlServer, Session
+from mysql_mimic.auth import IdentityProvider, NativePasswordAuthPlugin, User
 from mysql_mimic.charset import CharacterSet
 from mysql_mimic.connection import Connection
 from mysql_mimic.constants import INFO_SCHEMA
@@ -339,15 +344,33 @@ class FrontSession(Session):
         return TidbInfoSchema(self.sql.tables())
 
 
+class Accounts(IdentityProvider):
+    """Who may log in: anyone without a password when ``password`` is empty, else ``user`` with ``password``."""
+
+    def __init__(self, user: str = "root", password: str = "") -> None:
+        self.user, self._auth_string = user, (NativePasswordAuthPlugin.create_auth_string(password) if password
+                                              else None)
+        self._nobody = NativePasswordAuthPlugin.create_auth_string(secrets.token_hex(16))
+
+    async def get_user(self, username: str) -> User | None:
+        if self._auth_string is None:
+            return User(name=username, auth_plugin=NativePasswordAuthPlugin.name)
+        # Another user gets a password nobody knows: error 1045, as a wrong password gets (MySQL does not tell
+        # which users exist).
+        auth = self._auth_string if username == self.user else self._nobody
+        return User(name=username, auth_string=auth, auth_plugin=NativePasswordAuthPlugin.name)
+
+
 class MysqlFront:
     """The MySQL protocol server of a cluster's SQL engine, on the cluster's event loop."""
 
-    def __init__(self, engine: SqlEngine, listing: TableListing | None = None) -> None:
+    def __init__(self, engine: SqlEngine, listing: TableListing | None = None, accounts: Accounts | None = None,
+                 ) -> None:
         self.engine = engine
         self.listing = listing or TableListing()
         self._connections = _Connections()
         self._server = MysqlServer(session_factory=lambda: FrontSession(engine, self.listing),
-                                   control=self._connections)
+                                   control=self._connections, identity_provider=accounts or Accounts())
         self.addr = ""
 
     async def start(self, host: str, port: int = 0) -> str:

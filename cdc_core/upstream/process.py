@@ -50,11 +50,11 @@ def pid_alive(pid: int) -> bool:
 
 
 def write_upstream_file(pd_addr: str, store_addrs: list[str], pid: int, pd_members: list[str] | None = None,
-                        mysql_addr: str = "") -> Path:
+                        mysql_addr: str = "", control_addr: str = "") -> Path:
     path = upstream_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"pd_addr": pd_addr, "pd_members": pd_members or [pd_addr], "mysql_addr": mysql_addr or None,
-            "store_addrs": store_addrs, "pid": pid}
+            "store_addrs": store_addrs, "pid": pid, "control_addr": control_addr or None}
     durable.write_file(path, json.dumps(data, indent=2) + "\n")
     return path
 
@@ -94,8 +94,9 @@ async def serve(config: ClusterConfig) -> None:
     pid = os.getpid()
     try:
         path = write_upstream_file(cluster.pd_addr, cluster.store_addrs, pid, cluster.pd_member_addrs,
-                                   cluster.mysql_addr)
-        print(f"upstream serving: PD {','.join(cluster.pd_member_addrs)}, MySQL {cluster.mysql_addr or '-'}, "
+                                   cluster.mysql_addr, cluster.control_addr)
+        control = f", control {cluster.control_addr}" if cluster.control_addr else ""
+        print(f"upstream serving: PD {','.join(cluster.pd_member_addrs)}, MySQL {cluster.mysql_addr or '-'}{control}, "
               f"stores {', '.join(cluster.store_addrs)} (pid {pid}, {path})", file=sys.stderr, flush=True)
         await stop.wait()
         print("upstream stopping", file=sys.stderr, flush=True)
@@ -161,7 +162,8 @@ def status() -> dict[str, Any]:
         stores = [{"id": s.id, "address": s.address, "state": s.state} for s in client.all_stores()]
         members = client.members()
         leader = client.leader_addr
-    return {"pd": leader, "pd_members": members, "mysql": data.get("mysql_addr"), "stores": stores, "pid": pid}
+    return {"pd": leader, "pd_members": members, "mysql": data.get("mysql_addr"), "stores": stores, "pid": pid,
+            "control": data.get("control_addr")}
 
 
 def stop_running(timeout: float = 30.0) -> tuple[int, bool]:

@@ -19,15 +19,13 @@ import hashlib
 import json
 import logging
 import os
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from airflow.sdk import DAG, Asset, AssetAlias, CronDataIntervalTimetable, DeltaDataIntervalTimetable, Param, task
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
-from airflow.sdk.exceptions import AirflowTimetableInvalid
 
 log = logging.getLogger("cdcflow.airflow")
 
@@ -176,29 +174,21 @@ def build_params(tables: list[str] | None = None) -> dict[str, Param]:
 
 # `schedule = "30s"` / `"5m"` / `"1h"`: windows of a fixed length on an epoch-aligned grid. Cron cannot go below a
 # minute, and a changefeed is often wanted fresher than that.
-_DURATION_RE = re.compile(r"^([0-9]+)\s*(s|m|h)$")
-_DURATION_UNITS = {"s": "seconds", "m": "minutes", "h": "hours"}
-MIN_INTERVAL = timedelta(seconds=5)
-
-
 def timetable_for(schedule: str | None) -> CronDataIntervalTimetable | DeltaDataIntervalTimetable | str | None:
-    """The DAG schedule for a changefeed's ``[airflow] schedule``: a duration, a cron expression or a preset.
+    """The DAG schedule for a changefeed's ``[airflow] schedule`` (``cdc_core.changefeed.schedule``): ``None`` for
+    manual runs only, ``"@once"``, a delta timetable for a duration, else a data-interval cron timetable in UTC.
+    Either way each run has a window ``(start, end]``. A schedule that means nothing raises ``ConfigError`` with
+    the message ``cdcflow changefeed create`` gives."""
+    from cdc_core.changefeed.schedule import parse_schedule
 
-    ``"none"`` (or empty) means manual runs only, ``"@once"`` a single run; ``"30s"``, ``"5m"``, ``"1h"`` a
-    data-interval timetable of that length; anything else a data-interval cron timetable in UTC. Either way
-    each run has a window ``(start, end]``.
-    """
-    text = (schedule or "").strip()
-    if text.lower() in ("", "none", "@none"):
+    parsed = parse_schedule(schedule)
+    if parsed.kind == "none":
         return None
-    if text == "@once":
+    if parsed.kind == "once":
         return "@once"
-    if m := _DURATION_RE.match(text):
-        every = timedelta(**{_DURATION_UNITS[m.group(2)]: int(m.group(1))})
-        if every < MIN_INTERVAL:
-            raise AirflowTimetableInvalid(f"schedule {text!r}: windows shorter than {MIN_INTERVAL} are not supported")
-        return DeltaDataIntervalTimetable(every)
-    timetable = CronDataIntervalTimetable(text, timezone="UTC")
+    if parsed.every is not None:
+        return DeltaDataIntervalTimetable(parsed.every)
+    timetable = CronDataIntervalTimetable(str(parsed.cron), timezone="UTC")
     timetable.validate()
     return timetable
 
@@ -522,17 +512,19 @@ def build_dag(config: Any) -> DAG:
     return dag
 
 
-def build_dags(configs: Iterable[Any] | None = None) -> dict[str, DAG]:
-    """One DAG per changefeed config, keyed by dag_id; by default every config in
-    ``$CDCFLOW_HOME/changefeeds/*.toml``."""
-    if configs is None:
-        from cdc_core.changefeed.config import load_all_configs
+def dag_for_config_file(path: str) -> DAG:
+    """The DAG of the changefeed configured in ``path`` (a file of ``cdcflow_airflow.bundle``'s folder calls
+    this). A config that does not load raises the ``ConfigError`` ``cdcflow changefeed create`` gives for it: the
+    import error of that file only. A config whose file name is not its id (``cdcflow changefeed create`` names
+    it ``<id>.toml``) is refused too: another config may hold that id."""
+    from pathlib import Path
 
-        configs = load_all_configs()
-    dags: dict[str, DAG] = {}
-    for config in configs:
-        dag_id = dag_id_for(config.changefeed_id)
-        if dag_id in dags:
-            raise ValueError(f"two changefeed configs have the id {config.changefeed_id!r}")
-        dags[dag_id] = build_dag(config)
-    return dags
+    from cdc_core.changefeed.config import load_config_file
+    from cdc_core.errors import ConfigError
+
+    config = load_config_file(Path(path))
+    if config.changefeed_id != Path(path).stem:
+        raise ConfigError(f"{path}: `changefeed-id` {config.changefeed_id!r} is not the file's name; a changefeed's "
+                          f"config is {config.changefeed_id}.toml (`cdcflow changefeed create` writes it so)")
+    return build_dag(config)
+

@@ -4,6 +4,8 @@
   (:mod:`cdcflow_airflow.macros`);
 * the **Changefeeds view**: a FastAPI app under ``/cdcflow`` (:mod:`cdcflow_airflow.views.changefeeds`, behind
   Airflow's authentication) and the "Changefeeds" entry of the UI's navigation, which shows its page in the UI;
+* the **metrics endpoint** ``/cdcflow-metrics/metrics`` (:mod:`cdcflow_airflow.views.metrics`): every
+  changefeed's metrics in Prometheus' text format, for a scraper with the bearer token ``$CDCFLOW_METRICS_TOKEN``;
 * nothing for the trigger and the hook: Airflow 3 plugins have no slot for either. The triggerer imports
   ``cdcflow_airflow.triggers.ResolvedTsTrigger`` by the class path the deferring task serialized (Airflow puts the
   plugins folder on ``sys.path``), and hooks are found by import (``cdcflow_airflow.hooks``); a connection type
@@ -37,9 +39,9 @@ class _FastAPIApps:
     """``CdcflowPlugin.fastapi_apps``, computed when read (by the API server) instead of at import."""
 
     def __get__(self, instance: object, owner: type | None = None) -> list[dict[str, Any]]:
-        from cdcflow_airflow.views.changefeeds import fastapi_app_spec
+        from cdcflow_airflow.views import changefeeds, metrics
 
-        return [fastapi_app_spec()]
+        return [changefeeds.fastapi_app_spec(), metrics.fastapi_app_spec()]
 
 
 class CdcflowPlugin(AirflowPlugin):

@@ -71,3 +71,22 @@ def test_an_app_built_without_argv_runs_every_group_in_one_process(tmp_path: Pat
     assert decoded.exit_code == 0 and '"physical_ms"' in decoded.output, decoded.output
     listed = runner.invoke(app, ["changefeed", "list"])  # a placeholder group would answer "No such command"
     assert listed.exit_code == 0 and "checkpoint" in listed.output, listed.output
+
+
+def test_an_error_naming_a_config_section_is_shown_as_written(tmp_path: Path) -> None:
+    """Messages name sections in brackets (``[airflow] schedule``); rich must not take them for markup."""
+    config = tmp_path / "bad.toml"
+    config.write_text('changefeed-id = "bad"\nsink-uri = "file:///l"\n[airflow]\nschedule = "sometimes"\n')
+    proc = run(tmp_path, "changefeed", "create", "--config", str(config))
+    assert proc.returncode == 1 and f"error: {config} [airflow] schedule 'sometimes': neither" in proc.stderr
+
+
+def test_list_shows_a_broken_config_beside_the_others(tmp_path: Path) -> None:
+    d = tmp_path / "changefeeds"
+    d.mkdir()
+    (d / "good.toml").write_text('changefeed-id = "good"\nsink-uri = "file:///l"\n')
+    (d / "bad.toml").write_text('changefeed-id = "bad"\n')
+    proc = run(tmp_path, "changefeed", "list")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines() if line.count("│") > 2}
+    assert "no state" in rows["good"] and "config error" in rows["bad"] and "sink-uri" in rows["bad"], proc.stdout

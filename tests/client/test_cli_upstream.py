@@ -36,8 +36,10 @@ def home(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_start_sql_tso_stop(home: Path) -> None:
-    started = cdcflow(home, "upstream", "start", "--detach", "--regions-per-table", "3", "--pd-members", "2")
+    started = cdcflow(home, "upstream", "start", "--detach", "--regions-per-table", "3", "--pd-members", "2",
+                      "--control-addr", "127.0.0.1:0")
     info = json.loads(started.stdout)
+    assert info["control_addr"].startswith("127.0.0.1:") and info["control_addr"] not in info["pd_members"]
     assert json.loads((home / "upstream.json").read_text()) == info
     assert info["pd_addr"].startswith("127.0.0.1:") and len(set(info["store_addrs"])) == 3  # 3 stores by default
     assert info["pd_members"][0] == info["pd_addr"] and len(set(info["pd_members"])) == 2

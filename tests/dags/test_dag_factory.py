@@ -6,6 +6,8 @@ bodies called with a fake context and a fake ``cdc_core.changefeed.tasks``.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import types
 from datetime import UTC, datetime, timedelta
@@ -19,12 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 from airflow.dag_processing.dagbag import DagBag  # noqa: E402
 from airflow.sdk import CronDataIntervalTimetable  # noqa: E402
 from airflow.sdk.exceptions import (  # noqa: E402
-    AirflowTimetableInvalid,
     ParamValidationError,
 )
-from cdcflow_airflow import dag_factory  # noqa: E402
+from cdcflow_airflow import bundle, dag_factory  # noqa: E402
 
 from cdc_core.codec import tso  # noqa: E402
+from cdc_core.errors import ConfigError  # noqa: E402
 
 START_TS = tso.from_datetime(datetime(2026, 11, 22, 10, 51, 12, 345_000, tzinfo=UTC)) + 7
 ORDERS = f"""\
@@ -57,9 +59,21 @@ def cdcflow_home(tmp_path, monkeypatch):
     return tmp_path
 
 
+def changefeed_bag() -> DagBag:
+    """What the dag processor parses of the changefeed bundle: its folder, synced with the configs."""
+    folder = bundle.default_path()
+    bundle.sync_dag_files(folder)
+    return DagBag(dag_folder=str(folder), safe_mode=True)
+
+
 @pytest.fixture
-def dagbag(cdcflow_home):
-    return DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True)
+def with_bundle(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", bundle.bundle_config_list())
+
+
+@pytest.fixture
+def dagbag(cdcflow_home, with_bundle):
+    return changefeed_bag()
 
 
 @pytest.fixture
@@ -67,22 +81,72 @@ def dag(dagbag):
     return dagbag.dags["cdcflow__orders"]
 
 
-def test_dags_folder_has_one_dag_per_changefeed(dagbag):
+def test_one_dag_file_and_one_dag_per_changefeed(dagbag, cdcflow_home):
     assert dagbag.import_errors == {}
-    assert sorted(dagbag.dag_ids) == ["cdcflow__maintenance", "cdcflow__orders", "cdcflow__users"]
+    assert sorted(dagbag.dag_ids) == ["cdcflow__orders", "cdcflow__users"]
+    files = sorted(p.name for p in (cdcflow_home / "airflow-dags").iterdir())
+    assert files == ["cdcflow_changefeed__orders.py", "cdcflow_changefeed__users.py"]
 
 
-def test_no_changefeeds_no_dags(tmp_path, monkeypatch):
-    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
+def test_the_dags_folder_has_the_maintenance_dag_and_names_the_bundle_when_it_is_missing(cdcflow_home, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", bundle.bundle_config_list())
     bag = DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True)
     assert bag.import_errors == {} and bag.dag_ids == ["cdcflow__maintenance"]
-
-
-def test_a_bad_config_is_an_import_error(cdcflow_home):
-    (cdcflow_home / "changefeeds" / "broken.toml").write_text('changefeed-id = "broken"\n')  # no sink-uri
+    monkeypatch.delenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST")
     bag = DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True)
-    assert len(bag.import_errors) == 1
-    assert "broken.toml" in next(iter(bag.import_errors.values()))
+    (where, error), = bag.import_errors.items()
+    assert where.endswith("cdcflow_changefeeds.py") and "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST" in error
+    assert bundle.CLASSPATH in error
+
+
+def test_no_changefeeds_no_dags(tmp_path, monkeypatch, with_bundle):
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
+    bag = changefeed_bag()
+    assert bag.import_errors == {} and bag.dag_ids == []
+
+
+def _create(config: Path) -> subprocess.CompletedProcess[str]:
+    """``cdcflow changefeed create --config config`` as a user runs it."""
+    return subprocess.run([str(ROOT / ".venv" / "bin" / "cdcflow"), "changefeed", "create", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ('changefeed-id = "broken"\n', "`sink-uri` is required"),
+    ('changefeed-id = "broken"\nsink-uri = "file:///l"\n[airflow]\nschedule = "every five minutes"\n',
+     "neither a duration"),
+    ('changefeed-id = "broken"\nsink-uri = "file:///l"\n[filter]\nrules = ["a.b.c.d"]\n', "[filter]"),
+])
+def test_a_broken_config_is_an_import_error_of_its_own_and_create_refuses_it_alike(cdcflow_home, with_bundle, text,
+                                                                                  says):
+    broken = cdcflow_home / "changefeeds" / "broken.toml"
+    broken.write_text(text)
+    bag = changefeed_bag()
+    # The other changefeeds keep their DAGs; the broken one is an import error of its own file.
+    assert sorted(bag.dag_ids) == ["cdcflow__orders", "cdcflow__users"]
+    (where, error), = bag.import_errors.items()
+    assert where.endswith("cdcflow_changefeed__broken.py")
+    message = error.strip().splitlines()[-1].removeprefix("cdc_core.errors.").removeprefix("ConfigError: ")
+    assert says in message and str(broken) in message, error
+    # `cdcflow changefeed create` refuses the same file with the same message.
+    result = _create(broken)
+    shown = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0 and " ".join(message.split()) in shown and "Traceback" not in shown, shown
+    # Fixed, it is a DAG at the next parse, and the error is gone; removed, so is its DAG file.
+    broken.write_text('changefeed-id = "broken"\nsink-uri = "file:///l"\n')
+    bag = changefeed_bag()
+    assert bag.import_errors == {} and "cdcflow__broken" in bag.dag_ids
+    broken.unlink()
+    assert sorted(changefeed_bag().dag_ids) == ["cdcflow__orders", "cdcflow__users"]
+    assert not (cdcflow_home / "airflow-dags" / "cdcflow_changefeed__broken.py").exists()
+
+
+def test_a_config_not_named_for_its_id_is_an_import_error(cdcflow_home, with_bundle):
+    (cdcflow_home / "changefeeds" / "copy.toml").write_text(ORDERS)  # a second config with the id "orders"
+    bag = changefeed_bag()
+    (where, error), = bag.import_errors.items()
+    assert where.endswith("cdcflow_changefeed__copy.py") and "is not the file's name" in error
+    assert sorted(bag.dag_ids) == ["cdcflow__orders", "cdcflow__users"]
 
 
 def test_tasks_and_order(dag):
@@ -169,16 +233,15 @@ def test_param_validation(dag, name, value, ok):
             param.resolve(value)
 
 
-def test_the_tables_field_picks_from_the_last_windows_tables(cdcflow_home):
+def test_the_tables_field_picks_from_the_last_windows_tables(cdcflow_home, with_bundle):
     from cdc_core.changefeed.state import create_state, locked_state
 
     # No window yet: typed names (no pick list).
-    assert "examples" not in DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True).dags[
-        "cdcflow__orders"].params.get_param("tables").schema
+    assert "examples" not in changefeed_bag().dags["cdcflow__orders"].params.get_param("tables").schema
     create_state("orders", 100)
     with locked_state("orders") as st:
         st.last_window = {"checkpoint_ts": 100, "target_ts": 200, "tables": {"shop.users": {}, "shop.orders": {}}}
-    param = DagBag(dag_folder=str(ROOT / "dags"), safe_mode=True).dags["cdcflow__orders"].params.get_param("tables")
+    param = changefeed_bag().dags["cdcflow__orders"].params.get_param("tables")
     assert param.schema["type"] == ["null", "array"]
     assert param.schema["examples"] == ["shop.orders", "shop.users"]
     assert param.resolve(["shop.users"]) == ["shop.users"]
@@ -197,14 +260,14 @@ def test_schedule_variants():
     assert dag_factory.timetable_for("none") is None
     assert dag_factory.timetable_for("@once") == "@once"
     assert dag_factory.timetable_for("@daily").expression == "0 0 * * *"
-    with pytest.raises(AirflowTimetableInvalid, match="columns"):
+    with pytest.raises(ConfigError, match="5 columns"):
         dag_factory.timetable_for("every five minutes")
     # A duration: fixed-length windows, below cron's one minute too.
     from airflow.sdk import DeltaDataIntervalTimetable
 
     assert dag_factory.timetable_for("20s") == DeltaDataIntervalTimetable(timedelta(seconds=20))
     assert dag_factory.timetable_for("5m") == DeltaDataIntervalTimetable(timedelta(minutes=5))
-    with pytest.raises(AirflowTimetableInvalid, match="shorter than"):
+    with pytest.raises(ConfigError, match="shorter than"):
         dag_factory.timetable_for("1s")
 
 
@@ -215,12 +278,6 @@ def test_retries_can_be_turned_off_for_dags_test(monkeypatch):
     monkeypatch.setenv("CDCFLOW_TASK_RETRIES", "many")
     with pytest.raises(ValueError, match="CDCFLOW_TASK_RETRIES"):
         dag_factory.build_dag(cfg)
-
-
-def test_duplicate_changefeed_ids_rejected():
-    cfg = types.SimpleNamespace(changefeed_id="a", sink_uri="/l", schedule="@hourly", catchup=False, start_ts=0)
-    with pytest.raises(ValueError, match="two changefeed configs"):
-        dag_factory.build_dags([cfg, cfg])
 
 
 # --- task bodies -----------------------------------------------------------------------------------
@@ -455,3 +512,18 @@ def test_dry_run_plans_only(dag, fake_tasks):
     assert _call(dag, "pull", plan, **ctx)["reason"].startswith("dry run")
     assert [c[0] for c in fake_tasks.calls] == ["plan"]
 
+
+
+def test_every_airflow_the_project_starts_is_given_the_bundle():
+    """``make airflow``/``make demo`` (scripts/airflow_env.sh) and the compose deployment set the bundle list to
+    ``bundle_config_list()`` (the tests' Airflow harnesses import it)."""
+    import json
+
+    import yaml
+
+    want = json.loads(bundle.bundle_config_list())
+    shell = subprocess.run(["sh", "-c", f". {ROOT}/scripts/airflow_env.sh && printenv {bundle.ENV}"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout
+    assert json.loads(shell) == want
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert json.loads(compose["x-cdcflow"]["environment"][bundle.ENV]) == want

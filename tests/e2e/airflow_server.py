@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -28,6 +29,7 @@ from typing import Any
 import httpx
 import local_postgres  # scripts/ is on sys.path (tests/conftest.py)
 import spark_connect
+from cdcflow_airflow import bundle_config  # plugins/ is on sys.path (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -54,6 +56,7 @@ class AirflowServer:
         # The tasks' Spark: a Spark Connect server, as `make airflow` runs it (scripts/spark_connect.py).
         self.spark_dir = workdir / "spark-connect"
         self.spark_port = free_port()
+        self.metrics_token = secrets.token_hex(16)
         self.env = {
             **os.environ,
             **env,
@@ -61,6 +64,7 @@ class AirflowServer:
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+            bundle_config.ENV: bundle_config.bundle_config_list(),  # the changefeeds' DAG files
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": local_postgres.url(self.pg_port),
             "CDCFLOW_SPARK_MASTER": spark_connect.url(self.spark_port),
@@ -82,6 +86,8 @@ class AirflowServer:
             "AIRFLOW__CORE__PARALLELISM": "8",
             # Tasks fail at once instead of backing off for minutes (the tests assert on the first outcome).
             "CDCFLOW_TASK_RETRIES": "0",
+            # The bearer token of the metrics endpoint (/cdcflow-metrics/metrics), for a scraper.
+            "CDCFLOW_METRICS_TOKEN": self.metrics_token,
         }
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None

@@ -13,6 +13,7 @@ of a ts (time travel by ``cdcflow.ts``), which a window in flight does not chang
 from __future__ import annotations
 
 import json
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -275,3 +276,121 @@ def test_a_rebuild_backfill_rebuilds_once(feed: Feed) -> None:
     feed.assert_equal_at_checkpoint()
     for end in ends:
         feed.assert_equal_at(end)
+
+
+def test_a_broken_config_is_an_import_error_of_its_own_and_the_other_changefeed_keeps_running(feed: Feed) -> None:
+    """A config that does not load (here an unknown schedule) shows in the UI's import errors as its own DAG file,
+    with the message ``cdcflow changefeed create`` refuses it with; the running changefeed's DAG is neither stale
+    nor marked with the error and keeps running its windows; fixed (here: removed), the error goes."""
+    server = feed.server
+    broken = feed.home / "changefeeds" / "broken.toml"
+    text = 'changefeed-id = "broken"\nsink-uri = "file:///nowhere"\n\n[airflow]\nschedule = "every five minutes"\n'
+    outside = feed.home / "broken-draft.toml"
+    outside.write_text(text)
+    refused = subprocess.run([str(ROOT / ".venv" / "bin" / "cdcflow"), "changefeed", "create", "--config",
+                              str(outside)], env={**server.env, "CDCFLOW_HOME": str(feed.home), "COLUMNS": "400"},
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and not broken.exists(), refused.stderr
+    said = refused.stderr.strip().removeprefix("error: ").replace(str(outside), "")
+    assert "neither a duration" in said, refused.stderr
+
+    def errors() -> list[dict[str, Any]]:
+        r = server.api("GET", "/api/v2/importErrors")
+        r.raise_for_status()
+        return list(r.json()["import_errors"])
+
+    broken.write_text(text)  # as a person editing the config directory would
+    try:
+        ours = wait_for(lambda: [e for e in errors() if e["filename"].endswith("cdcflow_changefeed__broken.py")],
+                        120, "the broken config's import error")
+        assert len(errors()) == 1 and said in ours[0]["stack_trace"].replace(str(broken), ""), ours
+        details = server.api("GET", f"/api/v2/dags/{DAG_ID}").json()
+        assert details["has_import_errors"] is False and details["is_stale"] is False, details
+        since = datetime.now(UTC)
+        feed.batch()
+        written = feed.now_ts()
+        run = wait_for(lambda: [r for r in server.runs(DAG_ID) if r["run_type"] == "scheduled" and
+                                datetime.fromisoformat(r["run_after"]) > since and interval_end_ts(r) > written],
+                       180, "a scheduled run after the broken config appeared")[-1]
+        feed.assert_ok(server.wait_run(DAG_ID, run["dag_run_id"], timeout_s=600))
+        feed.assert_equal_at(interval_end_ts(run))
+    finally:
+        broken.unlink(missing_ok=True)
+    wait_for(lambda: not errors(), 120, "the import error to go with the config")
+
+
+def _prometheus(server: Any, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Debian's Prometheus scraping the API server's metrics endpoint every second, with cdcflow's alert rules."""
+    import shutil
+
+    from airflow_server import free_port
+
+    exe = shutil.which("prometheus")
+    assert exe, "Debian's prometheus is missing (make test's preflight installs it)"
+    port = free_port()
+    config = workdir / "prometheus.yml"
+    config.write_text(f"""\
+global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+rule_files: ["{ROOT / 'deploy' / 'prometheus' / 'cdcflow-alerts.yml'}"]
+scrape_configs:
+  - job_name: cdcflow
+    metrics_path: /cdcflow-metrics/metrics
+    authorization: {{type: Bearer, credentials: "{server.metrics_token}"}}
+    static_configs: [{{targets: ["127.0.0.1:{server.port}"]}}]
+""")
+    log = open(workdir / "prometheus.log", "wb")
+    proc = subprocess.Popen([exe, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def test_prometheus_scrapes_the_lag_rising_and_falling(feed: Feed, tmp_path: Path) -> None:
+    """A real Prometheus scrapes the deployment: the checkpoint lag rises while the DAG is paused (no window runs)
+    and falls once a window runs again; the shipped alert rules load."""
+    import httpx
+
+    server = feed.server
+    proc, url = _prometheus(server, tmp_path)
+    try:
+        def lag() -> float | None:
+            try:
+                r = httpx.get(f"{url}/api/v1/query", timeout=10,
+                              params={"query": f'cdcflow_changefeed_checkpoint_lag_seconds{{changefeed="{CF}"}}'})
+            except httpx.TransportError:  # not listening yet
+                return None
+            result = r.json()["data"]["result"] if r.status_code == 200 else []
+            return float(result[0]["value"][1]) if result else None
+
+        def scraped() -> bool:
+            assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-3000:]
+            return lag() is not None
+
+        wait_for(scraped, 120, "Prometheus to scrape the lag", poll_s=1.0)
+        rules = httpx.get(f"{url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+        assert sorted(r["name"] for g in rules for r in g["rules"]) == sorted([
+            "CdcflowChangefeedInError", "CdcflowCheckpointLagging", "CdcflowChecksFailed",
+            "CdcflowGcSafePointNearCheckpoint", "CdcflowConfigBroken", "CdcflowUpstreamDown"])
+        server.pause_and_settle(DAG_ID)
+        paused_at = lag()
+        assert paused_at is not None
+        # No window runs: the lag grows with the wall clock, scrape after scrape.
+        risen = wait_for(lambda: (v := lag()) is not None and v >= paused_at + 10 and v, 60, "the lag to rise",
+                         poll_s=1.0)
+        seen = [risen]
+        server.set_paused(DAG_ID, False)
+        since = datetime.now(UTC)
+
+        def ran() -> list[dict[str, Any]]:
+            seen.append(lag() or 0.0)  # still rising until the run publishes its window
+            return [r for r in server.runs(DAG_ID) if r["run_type"] == "scheduled" and r["state"] == "success"
+                    and datetime.fromisoformat(r["run_after"]) > since]
+
+        wait_for(ran, 600, "a scheduled run to replicate after the pause", poll_s=1.0)
+        peak = max(seen)
+        # The window published: the checkpoint jumped by the paused time, and the lag with it.
+        fallen = wait_for(lambda: (v := lag()) is not None and v < peak - 5 and v, 60, "the lag to fall",
+                          poll_s=1.0)
+        assert fallen < peak
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -11,6 +11,7 @@ as in production, so a backfill run waits on the window lease between scheduled 
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,11 +37,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     work = tmp_path_factory.mktemp("topology")
     t = DistributedAirflow(work, work / "cdcflow")
+    # The upstream's SQL takes root with a password only (as compose runs it): this process logs in with it too.
+    saved = os.environ.get("CDCFLOW_TIDB_PASSWORD")
+    os.environ["CDCFLOW_TIDB_PASSWORD"] = t.values["TIDB_PASSWORD"]
     try:
         t.start()
         yield t
     finally:
         t.remove()
+        if saved is None:
+            os.environ.pop("CDCFLOW_TIDB_PASSWORD", None)
+        else:
+            os.environ["CDCFLOW_TIDB_PASSWORD"] = saved
 
 
 def assert_ran_on_the_cluster(feed: AirflowFeed, run: dict[str, Any]) -> None:
@@ -71,6 +79,12 @@ def feed(cluster: Any) -> AirflowFeed:
 def test_every_service_is_where_the_topology_says(cluster: Any) -> None:
     with UpstreamClient(cluster.upstream_pd) as c:
         stores = c.all_stores()
+    import pymysql
+
+    host, _, port = cluster.addresses["upstream:mysql"].rpartition(":")
+    with pytest.raises(pymysql.err.OperationalError) as denied:
+        pymysql.connect(host=host, port=int(port), user="root", password="")  # as compose: a password, no default
+    assert denied.value.args[0] == 1045
     assert sorted(s.address.rsplit(":", 1)[0] for s in stores) == list(cluster.STORE_HOSTS)
     assert sorted(w["host"] for w in cluster.spark_workers()) == list(cluster.SPARK_WORKER_HOSTS)
     assert cluster._celery_workers_up()

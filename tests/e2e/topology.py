@@ -34,6 +34,7 @@ from typing import Any
 import httpx
 import local_postgres  # scripts/ is on sys.path (tests/conftest.py)
 from airflow_server import VENV_BIN, AirflowServer, free_port
+from cdcflow_airflow import bundle_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,6 +78,7 @@ SHARED_ENV: dict[str, str] = {
     "CDCFLOW_SPARK_ENGINE": "submit",
     "CDCFLOW_SPARK_MASTER": "spark://{spark-master:master}",
     "CDCFLOW_DELTA_WRITER": "delta-spark",
+    "CDCFLOW_TIDB_PASSWORD": "{TIDB_PASSWORD}",
     "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
         "postgresql+psycopg2://{POSTGRES_USER}:{POSTGRES_PASSWORD}@{postgres:pg}/airflow",
@@ -88,9 +90,10 @@ SHARED_ENV: dict[str, str] = {
     "AIRFLOW__CORE__PLUGINS_FOLDER": "{path:plugins}",
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": "http://{airflow-apiserver:api}/execution/",
+    bundle_config.ENV: bundle_config.bundle_config_list(),
 }
-SECRET_NAMES = ("POSTGRES_USER", "POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_FERNET_KEY")
-_PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+SECRET_NAMES = ("POSTGRES_USER", "POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_FERNET_KEY", "TIDB_PASSWORD")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_:.-]*)\}")  # {name} or {service:port}; JSON braces are not
 
 
 def fill(template: str, addresses: dict[str, str], values: dict[str, str]) -> str:
@@ -173,6 +176,7 @@ class DistributedAirflow(AirflowServer):
             "POSTGRES_PASSWORD": secrets.token_hex(8),
             "AIRFLOW_JWT_SECRET": secrets.token_hex(16),
             "AIRFLOW_FERNET_KEY": _fernet_key(),
+            "TIDB_PASSWORD": secrets.token_hex(8),
             "path:home": str(cdc_home),
             "path:dags": str(ROOT / "dags"),
             "path:plugins": str(ROOT / "plugins"),
@@ -233,7 +237,8 @@ class DistributedAirflow(AirflowServer):
         self._spawn("upstream", [str(VENV_BIN / "cdcflow"), "upstream", "start", "--stores", "2",
                                  "--store-hosts", ",".join(self.STORE_HOSTS), "--pd-addr", f"127.0.0.1:{pd}",
                                  "--mysql-addr", f"127.0.0.1:{mysql}", "--advertise-host", "",
-                                 "--min-ts-interval-ms", "200"])
+                                 "--min-ts-interval-ms", "200"],
+                    env={"CDCFLOW_UPSTREAM_SQL_PASSWORD": self.values["TIDB_PASSWORD"]})
         master = self.ports["spark-master:master"]
         self._spawn("spark-master", [str(VENV_BIN / "spark-class"), "org.apache.spark.deploy.master.Master",
                                      "--host", "127.0.0.1", "--port", str(master),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +64,17 @@ def fabricated_changefeed(cdcflow_home: Path, tmp_path: Path) -> dict[str, Any]:
     metrics_history.record_pull_memory(CHANGEFEED_ID, metrics_history.PullMemory(
         peak_pending_bytes=3 << 20, max_pending_bytes=1 << 30, paused=False, samples=50, seconds=1.0, at=now))
     return {"changefeed_id": CHANGEFEED_ID, "checkpoints": checkpoints, "now": now, "sink": sink}
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    """Airflow's API server app (the core API with the plugin's apps mounted), in process."""
+    import airflow.settings
+    from airflow.api_fastapi.app import create_app
+    from airflow.models.revoked_token import RevokedToken
+    from fastapi.testclient import TestClient
+
+    # A valid JWT is checked against the revoked-token table of the metadata DB (a temp SQLite here).
+    RevokedToken.__table__.create(airflow.settings.engine, checkfirst=True)
+    with TestClient(create_app("core")) as c:
+        yield c

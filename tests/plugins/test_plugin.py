@@ -27,7 +27,8 @@ def test_the_api_servers_plugin_manager_loads_macros_app_and_view() -> None:
     info = _cdcflow_info()
     assert str(info["source"]) == "$PLUGINS_FOLDER/cdcflow_airflow/plugin.py"
     assert sorted(m.rsplit(".", 1)[-1] for m in info["macros"]) == ["datetime_to_tso", "tso_to_datetime"]
-    assert [(a["url_prefix"], a["app"]) for a in info["fastapi_apps"]] == [("/cdcflow", "fastapi.applications.FastAPI")]
+    assert [(a["url_prefix"], a["app"]) for a in info["fastapi_apps"]] == [
+        ("/cdcflow", "fastapi.applications.FastAPI"), ("/cdcflow-metrics", "fastapi.applications.FastAPI")]
     assert info["external_views"] == [{"name": "Changefeeds", "href": "cdcflow/changefeeds",
                                        "url_route": "cdcflow-changefeeds", "destination": "nav",
                                        "nav_top_level": True}]

@@ -4,7 +4,6 @@ the plugin mounted under ``/cdcflow``, behind Airflow's authentication (SimpleAu
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -13,19 +12,6 @@ import pytest
 
 API = "/cdcflow/api/changefeeds"
 PAGE = "/cdcflow/changefeeds"
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    import airflow.settings
-    from airflow.api_fastapi.app import create_app
-    from airflow.models.revoked_token import RevokedToken
-    from fastapi.testclient import TestClient
-
-    # A valid JWT is checked against the revoked-token table of the metadata DB (a temp SQLite here).
-    RevokedToken.__table__.create(airflow.settings.engine, checkfirst=True)
-    with TestClient(create_app("core")) as c:
-        yield c
 
 
 def _token(**kwargs: Any) -> str:

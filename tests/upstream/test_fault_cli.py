@@ -1,5 +1,6 @@
 """``cdcflow upstream fault ...`` and ``cdcflow upstream workload`` in-process (CliRunner) against an
-embedded 2-store cluster: each command goes through the admin gRPC service and prints JSON."""
+embedded 2-store cluster: each command goes through the admin gRPC service, on the control port, and prints JSON;
+an upstream started without a control port serves no fault to anyone, on any of its ports."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from cdc_core.upstream.embedded import EmbeddedCluster
 
 @pytest.fixture(scope="module")
 def ec() -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(ClusterConfig(stores=2, min_ts_interval_ms=50)).start()
+    c = EmbeddedCluster(ClusterConfig(stores=2, min_ts_interval_ms=50, control_addr="127.0.0.1:0")).start()
     with UpstreamClient(c.pd_addr) as u:
         u.execute("CREATE DATABASE d; USE d; CREATE TABLE t (a INT PRIMARY KEY, b INT); "
                   "INSERT INTO t VALUES (-1, 1), (1, 1)")
@@ -28,7 +29,8 @@ def ec() -> Iterator[EmbeddedCluster]:
 
 
 def run(ec: EmbeddedCluster, *args: str) -> Any:
-    res = CliRunner().invoke(upstream_cmd.app, [*args, "--pd", ec.pd_addr])
+    where = ["--control", ec.control_addr] if args[0] == "fault" else ["--pd", ec.pd_addr]
+    res = CliRunner().invoke(upstream_cmd.app, [*args, *where])
     if res.exception is not None:
         raise res.exception
     assert res.exit_code == 0, res.output
@@ -80,3 +82,22 @@ def test_workload_command(ec: EmbeddedCluster) -> None:
     assert summary["txns"] == 60 and summary["committed"] > 0 and summary["txn_per_s"] > 0
     with UpstreamClient(ec.pd_addr) as u:
         assert u.query("SELECT COUNT(*) AS n FROM wcli.sbtest1")[0]["n"] > 0
+
+
+def test_without_a_control_port_no_port_serves_faults(tmp_path, monkeypatch) -> None:
+    import grpc
+
+    from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc
+
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))  # no upstream.json: nothing names a control port
+    monkeypatch.delenv("CDCFLOW_UPSTREAM_CONTROL", raising=False)
+    with EmbeddedCluster(ClusterConfig(stores=1, min_ts_interval_ms=50)) as plain:
+        assert plain.control_addr == ""
+        for addr in (plain.pd_addr, plain.store_addr):  # PD (gRPC and HTTP on one port) and a store
+            with grpc.insecure_channel(addr) as ch, pytest.raises(grpc.RpcError) as e:
+                adminpb_pb2_grpc.AdminStub(ch).StopStore(adminpb_pb2.StoreRequest(store_id=1), timeout=10)
+            assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED, addr
+        res = CliRunner().invoke(upstream_cmd.app, ["fault", "gc"])
+        assert isinstance(res.exception, UpstreamError) and "--control-addr" in str(res.exception)
+        res = CliRunner().invoke(upstream_cmd.app, ["fault", "gc", "--control", plain.pd_addr])
+        assert isinstance(res.exception, UpstreamError) and "no control service there" in str(res.exception)

@@ -48,7 +48,8 @@ def test_gc_keeps_what_a_read_at_the_safe_point_sees() -> None:
 @pytest.fixture
 def ec() -> Iterator[EmbeddedCluster]:
     # gc_life_time 0: a pass collects everything up to now unless a service safe point holds it back
-    c = EmbeddedCluster(ClusterConfig(stores=2, min_ts_interval_ms=50, gc_life_time_s=0)).start()
+    c = EmbeddedCluster(ClusterConfig(stores=2, min_ts_interval_ms=50, gc_life_time_s=0,
+                                      control_addr="127.0.0.1:0")).start()
     yield c
     c.stop()
 
@@ -62,7 +63,7 @@ def test_gc_pass_sql_reads_and_feed_registers_below_the_safe_point(ec: EmbeddedC
         tid = table_id(ec, "d", "t")
         key = keycodec.row_key(tid, 1)
         assert len(ec.call(lambda: ec.cluster.store.versions(key))) == 3  # type: ignore[union-attr]
-        with grpc.insecure_channel(ec.pd_addr) as ch:
+        with grpc.insecure_channel(ec.control_addr) as ch:
             resp = adminpb_pb2_grpc.AdminStub(ch).RunGc(adminpb_pb2.GcRequest())
         sp = resp.safe_point
         assert sp > c2 and resp.versions_removed >= 2

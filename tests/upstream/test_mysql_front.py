@@ -236,3 +236,25 @@ def test_every_type_reaches_a_mysql_client_typed(ec: EmbeddedCluster) -> None:
         assert cur.fetchall() == (("2024-01-02 03:04:06", "2024-01-02 03:04:05.000", "-01:02:03.46",
                                    "2024-01-02 03:04:05.100000"),)
     raw.close()
+
+
+def test_with_a_password_only_its_user_logs_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--sql-password``: the configured user with that password; a wrong password, no password or another user
+    is error 1045. cdcflow's own client passes ``$CDCFLOW_TIDB_PASSWORD``."""
+    from cdc_core.client.upstream import UpstreamClient
+    from cdc_core.upstream.cluster import ClusterConfig
+
+    with EmbeddedCluster(ClusterConfig(stores=1, sql_user="cdc", sql_password="s3cret-pw")) as locked:
+        host, _, port = locked.mysql_addr.rpartition(":")
+        for user, password in (("cdc", "wrong"), ("cdc", ""), ("root", ""), ("root", "s3cret-pw")):
+            code, _ = _codes(lambda u=user, p=password: pymysql.connect(host=host, port=int(port), user=u, password=p))
+            assert code == 1045, (user, password)
+        with pymysql.connect(host=host, port=int(port), user="cdc", password="s3cret-pw") as conn, \
+                conn.cursor() as cur:
+            cur.execute("SELECT 1")
+            assert cur.fetchall() == ((1,),)
+        assert "s3cret-pw" not in repr(locked.cluster.config)
+        monkeypatch.setenv("CDCFLOW_TIDB_PASSWORD", "s3cret-pw")
+        with UpstreamClient(locked.pd_addr, tidb=f"cdc@{locked.mysql_addr}") as c:
+            c.execute("CREATE DATABASE a; CREATE TABLE a.t (id INT PRIMARY KEY); INSERT INTO a.t VALUES (1)")
+            assert c.query("SELECT id FROM a.t") == [{"id": 1}]
