@@ -45,7 +45,7 @@ class ResolvedTsSensor(BaseOperator):
         self.inline_wait = inline_wait
 
     def execute(self, context: Mapping[str, Any]) -> dict[str, Any]:
-        from cdcflow_airflow.dag_factory import skip_reason
+        from cdcflow_airflow.window_tasks import skip_reason
 
         plan = self.plan
         reason = skip_reason(plan, context.get("params"))

@@ -1,4 +1,5 @@
-"""The changefeed DAGs: what the dags folder yields for a CDCFLOW_HOME, and what the tasks pass on.
+"""The changefeed DAGs: what the changefeeds' bundle and the dags folder yield for a CDCFLOW_HOME, and what the
+tasks pass on (``cdcflow_airflow.window_tasks``, the task bodies).
 
 No Airflow DB and no `airflow dags test` here: parsing, structure, params, timetable, and the task
 bodies called with a fake context and a fake ``cdc_core.changefeed.tasks``.
@@ -23,7 +24,7 @@ from airflow.sdk import CronDataIntervalTimetable  # noqa: E402
 from airflow.sdk.exceptions import (  # noqa: E402
     ParamValidationError,
 )
-from cdcflow_airflow import bundle, dag_factory  # noqa: E402
+from cdcflow_airflow import bundle, dag_factory, window_tasks  # noqa: E402
 
 from cdc_core.codec import tso  # noqa: E402
 from cdc_core.errors import ConfigError  # noqa: E402
@@ -397,13 +398,13 @@ def test_a_backfill_run_is_tagged_by_its_conf_without_a_backfill_id():
 
     assert not hasattr(run(DagRunType.BACKFILL, None, "x")["dag_run"], "backfill_id")
     rebuild = {"mode": "rebuild", "tables": ["shop.orders"]}
-    first = dag_factory.run_tag_for(run(DagRunType.BACKFILL, rebuild, "backfill__2026-11-23T00:00:00+00:00"))
-    second = dag_factory.run_tag_for(run(DagRunType.BACKFILL, dict(reversed(rebuild.items())),
+    first = window_tasks.run_tag_for(run(DagRunType.BACKFILL, rebuild, "backfill__2026-11-23T00:00:00+00:00"))
+    second = window_tasks.run_tag_for(run(DagRunType.BACKFILL, dict(reversed(rebuild.items())),
                                          "backfill__2026-11-23T00:05:00+00:00"))
     assert first is not None and first.startswith("backfill-") and first == second  # one backfill, one tag
-    assert dag_factory.run_tag_for(run(DagRunType.BACKFILL, {"mode": "rebuild"}, "b")) != first
-    assert dag_factory.run_tag_for(run(DagRunType.MANUAL, rebuild, "manual__1")) is None
-    assert dag_factory.run_tag_for(run(DagRunType.SCHEDULED, None, "scheduled__1")) is None
+    assert window_tasks.run_tag_for(run(DagRunType.BACKFILL, {"mode": "rebuild"}, "b")) != first
+    assert window_tasks.run_tag_for(run(DagRunType.MANUAL, rebuild, "manual__1")) is None
+    assert window_tasks.run_tag_for(run(DagRunType.SCHEDULED, None, "scheduled__1")) is None
 
 
 def test_runs_take_turns_through_the_window_lease(dag, fake_tasks):
@@ -416,13 +417,13 @@ def test_runs_take_turns_through_the_window_lease(dag, fake_tasks):
     # A second run cannot plan while r1's window is open (it would wait; here it may not wait at all).
     other = _context(dag, end=datetime(2026, 11, 22, 12, 10, tzinfo=UTC))
     other["dag_run"] = types.SimpleNamespace(run_after=None, dag_id="cdcflow__orders", run_id="r2")
-    orig = dag_factory.LEASE_WAIT
-    dag_factory.LEASE_WAIT = type(orig)(0)
+    orig = window_tasks.LEASE_WAIT
+    window_tasks.LEASE_WAIT = type(orig)(0)
     try:
         with pytest.raises(lease.LeaseBusy, match="r1"):
             _call(dag, "plan", **other)
     finally:
-        dag_factory.LEASE_WAIT = orig
+        window_tasks.LEASE_WAIT = orig
     for task_id in ("pull", "apply_check"):
         _call(dag, task_id, plan, **ctx)
     _call(dag, "publish", plan, {"apply": {}, "check": {}}, **ctx)
@@ -483,13 +484,13 @@ def test_publish_emits_an_asset_event_per_changed_table(dag):
         "shop.orders": {"rows_upserted": 3, "rows_deleted": 1, "skipped": False, "delta_version": 7},
         "shop.users": {"rows_upserted": 0, "rows_deleted": 0, "skipped": True},
     }}
-    emitted = dag_factory.emit_asset_events(plan, published, {"outlet_events": Accessors()})
+    emitted = window_tasks.emit_asset_events(plan, published, {"outlet_events": Accessors()})
     assert emitted == ["file:///lake/orders/shop/orders"]
-    [(asset, extra)] = events[dag_factory.asset_alias_for("orders")].added
+    [(asset, extra)] = events[window_tasks.asset_alias_for("orders")].added
     assert asset.uri == "file:///lake/orders/shop/orders" and asset.group == "delta"
     assert extra == {"changefeed_id": "orders", "table": "shop.orders", "checkpoint_ts": 200, "window_start_ts": 100,
                      "rows_upserted": 3, "rows_deleted": 1, "delta_version": 7}
-    assert dag_factory.emit_asset_events(plan, {"skipped": True}, {"outlet_events": Accessors()}) == []
+    assert window_tasks.emit_asset_events(plan, {"skipped": True}, {"outlet_events": Accessors()}) == []
 
 
 def test_skipped_plan_makes_the_rest_a_logged_no_op(dag, fake_tasks, caplog):
