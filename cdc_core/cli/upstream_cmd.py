@@ -52,6 +52,10 @@ def start(
         "", "--sql-password", envvar=SQL_PASSWORD_ENV, show_default=False,
         help=f"The SQL front's password (better from ${SQL_PASSWORD_ENV}: an argument shows in `ps`). Set, only "
              "--sql-user with it logs in; unset, any user without a password (a fresh TiDB's root: loopback only)."),
+    tls_ca: str = typer.Option("", "--tls-ca", help="CA of the cluster's TLS (with --tls-cert and --tls-key): mutual "
+                               "TLS on PD, the stores and the control port, TLS on the SQL front."),
+    tls_cert: str = typer.Option("", "--tls-cert", help="The servers' certificate (PEM), signed by --tls-ca."),
+    tls_key: str = typer.Option("", "--tls-key", help="The certificate's private key (PEM)."),
     detach: bool = typer.Option(False, "--detach", help="Run in the background; return once it serves."),
     regions_per_table: int = typer.Option(2, "--regions-per-table", help="Regions each new table's rows get."),
     min_ts_interval_ms: int = typer.Option(200, "--min-ts-interval-ms", help="Resolved-ts interval of the feed."),
@@ -90,6 +94,7 @@ def start(
 
     The address goes to $CDCFLOW_HOME/upstream.json while it serves; data lives in memory only.
     """
+    from cdc_core.tls import ENV_CA, ENV_CERT, ENV_KEY, TlsConfig
     from cdc_core.upstream import process
     from cdc_core.upstream.cluster import ClusterConfig, ClusterError
 
@@ -103,6 +108,10 @@ def start(
         catalog_memory = MemoryLimitConfig.from_mapping(memory_flags, where="cdcflow upstream start --catalog-*")
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    try:
+        tls = TlsConfig.from_paths(tls_ca, tls_cert, tls_key, "cdcflow upstream start --tls-*")
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     config = ClusterConfig(pd_addr=pd_addr, mysql_addr=mysql_addr, pd_members=pd_members, stores=stores,
                            regions_per_table=regions_per_table,
                            min_ts_interval_ms=min_ts_interval_ms, split_region_keys=split_region_keys,
@@ -112,7 +121,7 @@ def start(
                            sink_memory_quota_bytes=sink_memory_quota,
                            store_hosts=tuple(h.strip() for h in store_hosts.split(",") if h.strip()),
                            advertise_host=advertise_host.strip(), control_addr=control_addr.strip(),
-                           sql_user=sql_user, sql_password=sql_password)
+                           sql_user=sql_user, sql_password=sql_password, tls=tls)
     try:
         config.validate()
     except ClusterError as exc:
@@ -129,6 +138,11 @@ def start(
                 "--advertise-host", advertise_host, "--control-addr", control_addr, "--sql-user", sql_user]
         if sql_password:  # to the child through its environment, never its arguments
             os.environ[SQL_PASSWORD_ENV] = sql_password
+        if tls is not None:
+            args += ["--tls-ca", tls.ca_path, "--tls-cert", tls.cert_path, "--tls-key", tls.key_path]
+            # this process checks that the child serves: over TLS, with the servers' certificate unless told
+            for env, path in ((ENV_CA, tls.ca_path), (ENV_CERT, tls.cert_path), (ENV_KEY, tls.key_path)):
+                os.environ.setdefault(env, path)
         args += [arg for key, value in memory_flags.items() for arg in (f"--catalog-{key}", str(value))]
         info = process.spawn_detached(args)
         typer.echo(json.dumps(info))

@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc
 
+from cdc_core import tls
 from cdc_core.codec.memcomparable import decode_key
 from cdc_core.errors import UpstreamError
 from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc
@@ -56,7 +57,7 @@ class AdminClient:
     def __init__(self, control_addr: str, timeout: float = 60.0) -> None:
         self.control_addr = control_addr
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(control_addr)
+        self._channel = tls.grpc_channel(control_addr)
         self._stub = adminpb_pb2_grpc.AdminStub(self._channel)
 
     def _call(self, name: str, request: Any) -> Any:

@@ -1,10 +1,12 @@
-"""PD addresses as a user gives them (TiCDC's ``--pd``: comma-separated, optionally ``http://``) and as PD's
+"""PD addresses as a user gives them (TiCDC's ``--pd``: comma-separated, optionally ``http://``, or ``https://``
+with TLS configured) and as PD's
 members report them (client URLs). Free of gRPC: changefeed configs validate with it on every load.
 """
 
 from __future__ import annotations
 
 from cdc_core.errors import UpstreamError
+from cdc_core.tls import ENV_CA, ENV_CERT, ENV_KEY, client_tls
 
 
 def split_addrs(spec: str) -> list[str]:
@@ -14,9 +16,10 @@ def split_addrs(spec: str) -> list[str]:
         addr = part.strip()
         if not addr:
             continue
-        if addr.startswith("https://"):
-            raise UpstreamError(f"PD address {addr!r}: TLS to PD is not supported yet; give an http:// address")
-        addr = addr.removeprefix("http://").rstrip("/")
+        if addr.startswith("https://") and client_tls() is None:
+            raise UpstreamError(f"PD address {addr!r}: https:// needs the TLS files (${ENV_CA}, ${ENV_CERT}, "
+                                f"${ENV_KEY}), or give an http:// address")
+        addr = addr.removeprefix("http://").removeprefix("https://").rstrip("/")
         host, sep, port = addr.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise UpstreamError(f"PD address {part.strip()!r} is not HOST:PORT (or http://HOST:PORT)")

@@ -178,7 +178,10 @@ class PdMembers:
         """The error when no member named a leader; every address and what it answered."""
         tried = "; ".join(f"{a}: {why}" for a, why in self.failures.items()) or "no address"
         if unreachable_only:
-            return UpstreamError(f"cannot reach the upstream at {self.spec} ({what}): no PD member answered: {tried}")
+            from cdc_core.tls import handshake_hint
+
+            return UpstreamError(f"cannot reach the upstream at {self.spec} ({what}): no PD member answered: {tried}"
+                                 f"{handshake_hint(tried)}")
         return UpstreamError(f"PD {self.spec}: no leader found ({what}): {tried}")
 
     def all_unreachable(self) -> bool:

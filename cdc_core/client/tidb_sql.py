@@ -31,6 +31,7 @@ import pymysql.cursors
 from cdc_core.codec.value_text import json_value
 from cdc_core.errors import ConfigError, UpstreamError
 from cdc_core.log import get_logger
+from cdc_core.tls import client_tls, handshake_hint
 
 log = get_logger("cdcflow.client.tidb_sql")
 
@@ -147,17 +148,21 @@ TIME_ZONE_INIT = "SET time_zone = '+00:00'"
 def connect(addresses: list[TidbAddress], timeout: float = 60.0) -> tuple[pymysql.connections.Connection[Any], str]:
     """A MySQL connection (autocommit, utf8mb4) to the first of ``addresses`` that accepts one, and its address."""
     failures = []
+    secure = client_tls()
     for a in addresses:
         password = a.password if a.password is not None else os.environ.get(ENV_PASSWORD, "")
         try:
             conn = pymysql.connect(
                 host=a.host, port=a.port, user=a.user, password=password, autocommit=True, charset="utf8mb4",
                 connect_timeout=min(timeout, 10.0), read_timeout=timeout, write_timeout=timeout,
+                # TLS to TiDB when configured: the server's certificate checked against the CA and its address,
+                # this certificate offered
+                ssl=secure.pymysql_ssl() if secure else None,
                 # TIMESTAMP values (and DATE_FORMAT of them in checksums) in UTC, as the lake holds them, whatever
                 # the server's time zone
                 init_command=TIME_ZONE_INIT)
         except pymysql.err.MySQLError as exc:
-            failures.append(f"{a.addr}: {_message(exc)}")
+            failures.append(f"{a.addr}: {_message(exc)}{handshake_hint(_message(exc))}")
             continue
         return conn, a.addr
     raise UpstreamError("cannot connect to TiDB's SQL port: " + "; ".join(failures))

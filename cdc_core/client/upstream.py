@@ -23,6 +23,7 @@ from typing import Any, TypeVar, cast
 
 import grpc
 
+from cdc_core import tls
 from cdc_core.client import pd_protocol
 from cdc_core.client.tidb_sql import (
     ENV_TIDB,
@@ -125,7 +126,7 @@ class UpstreamClient:
     def _channel(self, addr: str) -> grpc.Channel:
         ch = self._channels.get(addr)
         if ch is None:
-            ch = self._channels[addr] = grpc.insecure_channel(addr)
+            ch = self._channels[addr] = tls.grpc_channel(addr)
         return ch
 
     def _stub(self, addr: str, stub_type: type[_S]) -> _S:
@@ -155,7 +156,8 @@ class UpstreamClient:
     def _error(self, what: str, addr: str, exc: grpc.RpcError) -> UpstreamError:
         code, details = _code(exc), _details(exc)
         if code == grpc.StatusCode.UNAVAILABLE:
-            return UpstreamError(f"cannot reach the upstream at {addr} ({what}): {details}")
+            hint = tls.handshake_hint(details)
+            return UpstreamError(f"cannot reach the upstream at {addr} ({what}): {details}{hint}")
         if code == grpc.StatusCode.FAILED_PRECONDITION and pd_protocol.is_cluster_id_mismatch(details):
             return pd_protocol.mismatch_error(addr, details)
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:

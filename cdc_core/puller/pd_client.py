@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import grpc
 
+from cdc_core import tls
 from cdc_core.client import pd_protocol
 from cdc_core.codec.memcomparable import KeyDecodeError, decode_key, encode_key
 from cdc_core.errors import UpstreamError
@@ -62,7 +63,7 @@ class PDClient:
     def _stub(self, addr: str) -> pdpb_pb2_grpc.PDStub:
         stub = self._stubs.get(addr)
         if stub is None:
-            self._channels[addr] = ch = grpc.aio.insecure_channel(addr)
+            self._channels[addr] = ch = tls.aio_grpc_channel(addr)
             stub = self._stubs[addr] = pdpb_pb2_grpc.PDStub(ch)
         return stub
 

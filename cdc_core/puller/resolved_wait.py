@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from cdc_core import tls
 from cdc_core.client.pd_addrs import split_addrs
 from cdc_core.codec import tso
 from cdc_core.puller.matcher import RowChange
@@ -53,7 +54,7 @@ async def pd_min_resolved_ts(http: httpx.AsyncClient, pd_addrs: list[str]) -> in
     None when none does, or the PD has no such API (before v6.x) or answers something else."""
     for addr in pd_addrs:
         try:
-            r = await http.get(f"http://{addr}{MIN_RESOLVED_TS_PATH}")
+            r = await http.get(f"{tls.http_scheme()}://{addr}{MIN_RESOLVED_TS_PATH}")
         except httpx.HTTPError:
             continue
         if r.status_code != 200:
@@ -89,7 +90,7 @@ async def wait_resolved(
 
         give_up = time.monotonic() + pd_grace_s
         members = split_addrs(pd_addr)
-        async with httpx.AsyncClient(timeout=min(poll_s * 2, 5.0)) as http:
+        async with httpx.AsyncClient(timeout=min(poll_s * 2, 5.0), verify=tls.httpx_verify()) as http:
             while (ts := await pd_min_resolved_ts(http, members)) is not None:
                 if ts >= target_ts:
                     return WaitResult(ts, "pd", time.monotonic() - started)

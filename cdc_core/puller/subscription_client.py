@@ -84,6 +84,7 @@ import numpy as np
 import pyarrow as pa
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
+from cdc_core import tls
 from cdc_core.codec.key import min_end
 from cdc_core.codec.memcomparable import encode_key
 from cdc_core.errors import ChangefeedError, UpstreamError
@@ -423,7 +424,7 @@ class SubscriptionClient:
     def _pick_worker(self, addr: str) -> StoreWorker:
         workers = self._workers.get(addr)
         if workers is None:
-            ch = self._channels[addr] = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
+            ch = self._channels[addr] = tls.aio_grpc_channel(addr, options=CHANNEL_OPTIONS)
             workers = self._workers[addr] = [
                 StoreWorker(addr, i, ch, self._dispatch, self._on_stream_broken) for i in range(self.workers_per_store)
             ]

@@ -38,6 +38,7 @@ from cdc_core.proto import (
     pdpb_pb2_grpc,
 )
 from cdc_core.schema import ddl_history
+from cdc_core.tls import TlsConfig
 from cdc_core.upstream.admin_service import AdminService
 from cdc_core.upstream.bulk_import import DEFAULT_REGION_KEYS
 from cdc_core.upstream.catalog import Catalog
@@ -122,6 +123,9 @@ class ClusterConfig:
     # TiDB's root), any user without a password does -- a loopback default, not for a shared network.
     sql_user: str = "root"
     sql_password: str = field(default="", repr=False)
+    # Mutual TLS on PD (gRPC and HTTP), the stores and the control service, TLS on the SQL front (cdc_core.tls);
+    # None: plaintext, as a cluster without `[security]`.
+    tls: TlsConfig | None = None
 
     def validate(self) -> None:
         if not 1 <= self.stores <= MAX_STORES:
@@ -231,7 +235,9 @@ class Cluster:
             interval=self.config.min_resolved_ts_report_interval_ms / 1000.0)
         self.table_listing = TableListing(self.config.catalog_memory, registry=self.config.metrics_registry)
         self.mysql = MysqlFront(self.sql, self.table_listing,
-                                Accounts(self.config.sql_user, self.config.sql_password))
+                                Accounts(self.config.sql_user, self.config.sql_password),
+                                ssl=self.config.tls.server_context(require_client_cert=False) if self.config.tls
+                                else None)
         self.mysql_addr = ""  # once serving; "" when not served
         self.etcd = EtcdKeySpace()  # PD's embedded etcd, where the SQL front registers as TiDB does
         self.pd_addr = ""  # member 1's address (the leader at start)
@@ -266,6 +272,11 @@ class Cluster:
         return [metapb_pb2.Store(id=n.id, address=n.addr, state=metapb_pb2.Up if n.up else metapb_pb2.Offline)
                 for n in self.stores.values() if n.addr]
 
+    def _add_port(self, server: grpc.aio.Server, addr: str) -> int:
+        if self.config.tls is None:
+            return server.add_insecure_port(addr)
+        return server.add_secure_port(addr, self.config.tls.server_credentials())
+
     async def start(self) -> None:
         host = self.config.host
         # A call the busy loop has not picked up yet is cancelled by gRPC core after this many seconds
@@ -283,8 +294,12 @@ class Cluster:
             internal = "127.0.0.1" if host in _WILDCARDS else host  # reached by the member's front only
             grpc_port = pd.add_insecure_port(f"{internal}:0")
             front = PdFront(internal, grpc_port, service.cluster_min_resolved_ts)
+            # With TLS the front terminates it (ALPN h2 for gRPC, http/1.1 for the HTTP API) and pipes plaintext
+            # to the member's gRPC server, which only listens on loopback.
+            front_tls = self.config.tls.server_context(alpn=["h2", "http/1.1"]) if self.config.tls else None
             try:  # the member's address: its gRPC and its HTTP API (pd_http.py)
-                pd_port = await front.start(addr.rpartition(":")[0] or host, int(addr.rpartition(":")[2]))
+                pd_port = await front.start(addr.rpartition(":")[0] or host, int(addr.rpartition(":")[2]),
+                                            ssl=front_tls)
             except OSError as exc:
                 raise ClusterError(f"cannot bind PD member {service.member_id} to {addr}: {exc}") from exc
             if grpc_port == 0:
@@ -295,12 +310,13 @@ class Cluster:
             srv = grpc.aio.server()
             cdcpb_pb2_grpc.add_ChangeDataServicer_to_server(node.cdc, srv)
             store_host = self.config.store_host(node.id)
-            port = srv.add_insecure_port(f"{store_host}:0")
+            port = self._add_port(srv, f"{store_host}:0")
             if port == 0:
                 raise ClusterError(f"cannot bind a server for store {node.id} on {store_host}")
             node.server, node.addr = srv, f"{self.config.published(store_host)}:{port}"
         for (server, port), service in zip(servers, self.pd_services, strict=True):
-            service.client_url = f"http://{self.config.published(host)}:{port}"
+            scheme = "https" if self.config.tls else "http"
+            service.client_url = f"{scheme}://{self.config.published(host)}:{port}"
             await server.start()
             self._pd_servers.append(server)
             self.pd_member_addrs.append(f"{self.config.published(host)}:{port}")
@@ -312,7 +328,7 @@ class Cluster:
             control = grpc.aio.server()
             adminpb_pb2_grpc.add_AdminServicer_to_server(AdminService(self.faults), control)
             control_host = self.config.control_addr.rpartition(":")[0]
-            port = control.add_insecure_port(self.config.control_addr)
+            port = self._add_port(control, self.config.control_addr)
             if port == 0:
                 raise ClusterError(f"cannot bind the control service to {self.config.control_addr}")
             await control.start()

@@ -23,7 +23,8 @@ front (TiDB's ``CLUSTERED`` keywords included), then offered to mysql-mimic's ha
 Accounts (:class:`Accounts`): with no password configured, any user name without a password is accepted, as a
 fresh TiDB's ``root`` (the loopback default); with one, only the configured user with that password
 (``mysql_native_password``, as TiDB's default plugin), anyone else gets error 1045. Not yet: prepared statements
-run through mysql-mimic's text substitution; TLS. ``information_schema`` comes from ``info_schema`` (with
+run through mysql-mimic's text substitution. With an SSL context (the cluster's TLS), clients may switch to TLS
+(MySQL's SSL request, as TiDB with ``ssl-cert`` set). ``information_schema`` comes from ``info_schema`` (with
 ``TIDB_TABLE_ID``).
 """
 
@@ -35,9 +36,11 @@ import secrets
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
+from ssl import SSLContext
 from typing import Any, cast
 
 from mysql_mimic import MysqlServer, Session
+from mysql_mimic import server as mysql_mimic_server
 from mysql_mimic.auth import IdentityProvider, NativePasswordAuthPlugin, User
 from mysql_mimic.charset import CharacterSet
 from mysql_mimic.connection import Connection
@@ -46,6 +49,7 @@ from mysql_mimic.control import LocalControl
 from mysql_mimic.errors import SQLSTATES, ErrorCode, MysqlError
 from mysql_mimic.results import AllowedResult, ResultColumn, infer_type
 from mysql_mimic.session import Query
+from mysql_mimic.stream import MysqlStream
 from mysql_mimic.types import ColumnType
 from mysql_mimic.utils import find_dbs
 from mysql_mimic.variables import SYSTEM_VARIABLES, GlobalVariables, SessionVariables
@@ -344,6 +348,56 @@ class FrontSession(Session):
         return TidbInfoSchema(self.sql.tables())
 
 
+class TlsSafeStream:
+    """mysql-mimic's stream with a TLS upgrade that keeps what the client sent right after its SSL request.
+
+    A client sends the SSL request packet and at once its TLS ClientHello; both often arrive in one read, which the
+    connection's StreamReader buffers. mysql-mimic's ``start_tls`` (asyncio's ``loop.start_tls``) hands the socket
+    to a new SSL protocol and leaves those buffered bytes behind, so the server never sees the ClientHello and the
+    handshake hangs until a timeout (seen as "handshake operation timed out" or EOF under load). This does what
+    ``loop.start_tls`` does, and feeds the buffered bytes to the SSL protocol before reading resumes."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A wrapper, not a subclass: MysqlStream is compiled (mypyc) and takes no interpreted subclasses.
+        self._stream = MysqlStream(reader, writer)
+        self.reader, self.writer = reader, writer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def start_tls(self, ssl: SSLContext) -> None:
+        from asyncio import sslproto
+
+        loop = asyncio.get_running_loop()
+        transport = cast(asyncio.Transport, self.writer.transport)
+        protocol = transport.get_protocol()
+        buffered = bytes(self.reader._buffer)  # type: ignore[attr-defined]
+        self.reader._buffer.clear()  # type: ignore[attr-defined]
+        waiter = loop.create_future()
+        tls = sslproto.SSLProtocol(loop, protocol, ssl, waiter, server_side=True, call_connection_made=False)
+        transport.pause_reading()
+        transport.set_protocol(tls)
+        tls.connection_made(transport)
+        while buffered:
+            buf = tls.get_buffer(len(buffered))
+            n = min(len(buf), len(buffered))
+            buf[:n] = buffered[:n]
+            tls.buffer_updated(n)
+            buffered = buffered[n:]
+        transport.resume_reading()
+        try:
+            await waiter
+        except BaseException:
+            transport.close()
+            raise
+        self.writer._transport = tls._app_transport  # type: ignore[attr-defined]
+        self.reader._transport = tls._app_transport  # type: ignore[attr-defined]
+
+
+# mysql-mimic's server builds each connection's stream by this module-level name (mysql_mimic/server.py).
+mysql_mimic_server.MysqlStream = TlsSafeStream  # type: ignore[misc]
+
+
 class Accounts(IdentityProvider):
     """Who may log in: anyone without a password when ``password`` is empty, else ``user`` with ``password``."""
 
@@ -365,12 +419,12 @@ class MysqlFront:
     """The MySQL protocol server of a cluster's SQL engine, on the cluster's event loop."""
 
     def __init__(self, engine: SqlEngine, listing: TableListing | None = None, accounts: Accounts | None = None,
-                 ) -> None:
+                 ssl: SSLContext | None = None) -> None:
         self.engine = engine
         self.listing = listing or TableListing()
         self._connections = _Connections()
         self._server = MysqlServer(session_factory=lambda: FrontSession(engine, self.listing),
-                                   control=self._connections, identity_provider=accounts or Accounts())
+                                   control=self._connections, identity_provider=accounts or Accounts(), ssl=ssl)
         self.addr = ""
 
     async def start(self, host: str, port: int = 0) -> str:

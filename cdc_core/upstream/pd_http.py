@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable
+from ssl import SSLContext
 
 from cdc_core.log import get_logger
 
@@ -37,8 +38,8 @@ class PdFront:
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
 
-    async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._accept, host, port)
+    async def start(self, host: str, port: int, ssl: SSLContext | None = None) -> int:
+        self._server = await asyncio.start_server(self._accept, host, port, ssl=ssl)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:

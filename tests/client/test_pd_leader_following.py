@@ -46,7 +46,7 @@ def test_pd_addresses_are_parsed_as_ticdc_takes_them() -> None:
     assert split_addrs("a:1") == ["a:1"]
     assert split_addrs(" http://a:1/, b:2 ,a:1,") == ["a:1", "b:2"]
     for bad, said in [("a", "'a' is not HOST:PORT"), ("a:x", "'a:x' is not HOST:PORT"), (" , ", "no PD address"),
-                      ("https://a:1", "TLS to PD is not supported yet")]:
+                      ("https://a:1", "https:// needs the TLS files")]:
         with pytest.raises(UpstreamError, match=said):
             split_addrs(bad)
 
