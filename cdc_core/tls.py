@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -84,8 +86,28 @@ def _from_env(ca: str, cert: str, key: str) -> TlsConfig | None:
     return TlsConfig.from_paths(ca, cert, key, f"${ENV_CA} / ${ENV_CERT} / ${ENV_KEY}")
 
 
+_UNSET: Any = object()
+_pinned: Any = _UNSET
+
+
+@contextmanager
+def pinned(tls: TlsConfig | None) -> Iterator[None]:
+    """Use ``tls`` (the driver's :func:`client_tls`) in this process while the block runs, whatever the environment
+    says. For Spark's Python workers: they are forked from a daemon that started with the environment of the first
+    job, and on a cluster they run where the driver's environment never was, so a job's upstream reads carry the
+    driver's TLS files with them (the same paths on every node, as TiCDC's ``[security]`` expects)."""
+    global _pinned
+    before, _pinned = _pinned, tls
+    try:
+        yield
+    finally:
+        _pinned = before
+
+
 def client_tls() -> TlsConfig | None:
-    """The client's TLS files from the environment, or None for plaintext."""
+    """The client's TLS files (:func:`pinned`, else the environment), or None for plaintext."""
+    if _pinned is not _UNSET:
+        return _pinned  # type: ignore[no-any-return]
     return _from_env(os.environ.get(ENV_CA, ""), os.environ.get(ENV_CERT, ""), os.environ.get(ENV_KEY, ""))
 
 

@@ -49,6 +49,7 @@ from cdc_core.codec import key as keycodec
 from cdc_core.codec import mysql_type as mt
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
+from cdc_core.tls import TlsConfig, client_tls, pinned
 from spark_jobs.delta_writer import app_id_for, commit_metadata, create_silver_table, table_path
 from spark_jobs.job_io import args_file_main
 from spark_jobs.mount import image_columns
@@ -276,13 +277,15 @@ def _batched(rows: Iterator[tuple[Any, ...]], schema: pa.Schema) -> Iterator[pa.
         yield _rows_batch(batch, schema)
 
 
-def fetch_chunk_batches(pd_addr: str, tidb: str | None, ts: int, table_json: str, schema: pa.Schema,
-                        specs: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def fetch_chunk_batches(pd_addr: str, tidb: str | None, tls: TlsConfig | None, ts: int, table_json: str,
+                        schema: pa.Schema, specs: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body (a Spark Python worker): chunk specs (``lo``, ``hi``) in, their rows out as batches
-    of ``schema`` (what Spark expects for the table's image columns), ``LOAD_BATCH_ROWS`` rows at most."""
+    of ``schema`` (what Spark expects for the table's image columns), ``LOAD_BATCH_ROWS`` rows at most, read
+    with the driver's TLS files (``tls``)."""
     chunks = (Chunk.from_spec(lo, hi) for b in specs
               for lo, hi in zip(b.column("lo").to_pylist(), b.column("hi").to_pylist(), strict=True))
-    yield from _batched(fetch_partition(pd_addr, tidb, ts, table_json, chunks), schema)
+    with pinned(tls):
+        yield from _batched(fetch_partition(pd_addr, tidb, ts, table_json, chunks), schema)
 
 
 def upstream_frame(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo, *, tidb: str | None = None,
@@ -301,7 +304,7 @@ def upstream_frame(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo,
     spec = spark.createDataFrame([c.spec() for c in chunks], "lo STRING, hi STRING").repartition(len(chunks))
     target = spark.createDataFrame([], spark_schema(table)).schema
     arrow_target = to_arrow_schema(target, timezone="UTC")  # the session's time zone (spark_jobs.session)
-    fetch = functools.partial(fetch_chunk_batches, pd_addr, tidb, ts, table.to_json(), arrow_target)
+    fetch = functools.partial(fetch_chunk_batches, pd_addr, tidb, client_tls(), ts, table.to_json(), arrow_target)
     return spec.mapInArrow(fetch, target)
 
 

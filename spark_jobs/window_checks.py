@@ -34,6 +34,7 @@ from cdc_core.client.tidb_sql import sql_literal
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
+from cdc_core.tls import TlsConfig, client_tls, pinned
 from spark_jobs import data_quality as dq
 from spark_jobs.delta_writer import table_path
 from spark_jobs.job_io import args_file_main
@@ -114,10 +115,10 @@ def point_select(table: TableInfo, key: Sequence[str], values: Sequence[tuple[An
     return f"SELECT {cols} FROM `{table.db_name}`.`{table.name}` WHERE {where}"
 
 
-def fetch_points(pd_addr: str, tidb: str | None, ts: int, table_json: str, key: Sequence[str], schema: pa.Schema,
-                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def fetch_points(pd_addr: str, tidb: str | None, tls: TlsConfig | None, ts: int, table_json: str, key: Sequence[str],
+                 schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: batches of key values in, the upstream rows at them (at ``ts``) out, through one
-    MySQL connection per task, ``POINT_BATCH`` keys per statement."""
+    MySQL connection per task (with the driver's TLS files, ``tls``), ``POINT_BATCH`` keys per statement."""
     from cdc_core.client.upstream import UpstreamClient
     from spark_jobs.snapshot_load import _batched, _typed_row
 
@@ -131,7 +132,8 @@ def fetch_points(pd_addr: str, tidb: str | None, ts: int, table_json: str, key: 
                     for row in client.iter_rows(point_select(table, key, values[i:i + POINT_BATCH]), at_ts=ts):
                         yield _typed_row(table, row)
 
-    yield from _batched(rows(), schema)
+    with pinned(tls):
+        yield from _batched(rows(), schema)
 
 
 def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
@@ -148,7 +150,7 @@ def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: in
     if any(k != ROWID_COLUMN and table.column(k).kind not in _LITERAL_KINDS for k in key):
         return upstream_frame(spark, pd_addr, ts, table, tidb=tidb).join(keys, on=key, how="left_semi")
     target = spark.createDataFrame([], spark_schema(table)).schema
-    fetch = functools.partial(fetch_points, pd_addr, tidb, ts, table.to_json(), key,
+    fetch = functools.partial(fetch_points, pd_addr, tidb, client_tls(), ts, table.to_json(), key,
                               to_arrow_schema(target, timezone="UTC"))
     return keys.mapInArrow(fetch, target)
 

@@ -109,8 +109,18 @@ def test_only_clients_with_the_clusters_ca_and_a_certificate_are_served(tls_clus
     assert res.exit_code == 0, res.output  # the control port: mutual TLS as well
 
 
+def _start_spark_without_tls() -> None:
+    """Start Spark and its Python workers before the TLS variables are set, as a cluster's executors start where
+    the driver's environment never was: the window's upstream reads on them (the checks' point reads) must carry
+    the driver's TLS files instead of finding them in their environment."""
+    from spark_jobs.session import get_spark
+
+    assert get_spark("cdcflow").range(4).mapInArrow(lambda batches: batches, "id long").count() == 4
+
+
 def test_a_changefeed_runs_over_tls_and_the_wrong_ca_moves_no_checkpoint(
         tls_cluster: EmbeddedCluster, pki: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _start_spark_without_tls()
     monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("CDCFLOW_UPSTREAM", tls_cluster.pd_addr)
     _trust(monkeypatch, pki["good"])
