@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv preflight-test test lint typecheck unit demo proto lock bench bench-scale airflow clean
+.PHONY: all venv preflight-test test lint typecheck unit demo proto lock bench bench-scale soak airflow clean
 
 all: test
 
@@ -52,6 +52,11 @@ bench: venv
 ## bench-scale: issue 18's 10 M-row benchmark (hours and ~8 GB at its defaults; CDCFLOW_SCALE_* scale it down)
 bench-scale: venv
 	$(VENV)/bin/pytest tests/bench/test_scale_bench.py -q -p no:cacheprovider --override-ini addopts= -o timeout=0 -s
+
+## soak: issue 20's soak, 50 windows of the distributed topology under kill -9 and region faults (~1 hour;
+## CDCFLOW_SOAK_WINDOWS, _EVERY_S, _KILL_EVERY_S, _ROWS_PER_S, _SEED change it); figures printed and in soak-figures.json
+soak: venv preflight-test
+	$(VENV)/bin/pytest tests/soak -q -p no:cacheprovider --override-ini addopts= -o timeout=0 -s --import-mode=importlib
 
 clean:
 	-[ ! -e .airflow/pg ] || $(VENV)/bin/python scripts/local_postgres.py remove --dir .airflow/pg

@@ -21,3 +21,8 @@ class ChangefeedError(CdcflowError):
 
 class DataQualityError(ChangefeedError):
     """A data-quality check failed at a barrier."""
+
+
+class TransientError(CdcflowError):
+    """A failure that a retry can fix (a process of the job killed, a Spark cluster member lost): the step fails
+    and is retried, and the changefeed stays normal, as TiCDC retries what it does not know to be permanent."""

@@ -93,8 +93,9 @@ def _target_port(published: Any) -> int:
 
 def test_compose_is_the_process_topology_make_test_runs(resolved):
     """docker-compose.yml and tests/e2e/topology.py (the distributed end-to-end test's processes) are one topology:
-    the same services, each with the same command, options and replicas, the same published ports, and every
-    cdcflow and Airflow service with the topology's environment, each address naming the same service and port."""
+    the same services, each with the same command, options, replicas and restart policy, the same published ports,
+    and every cdcflow and Airflow service with the topology's environment, each address naming the same service and
+    port."""
     sys.path.insert(0, str(ROOT / "tests" / "e2e"))
     from topology import SERVICES, SHARED_ENV, fill
 
@@ -104,6 +105,7 @@ def test_compose_is_the_process_topology_make_test_runs(resolved):
                  for name, spec in SERVICES.items() for port_name, port in spec.ports.items()}
     for name, spec in SERVICES.items():
         svc = services[name]
+        assert svc.get("restart") == ("unless-stopped" if spec.restarts else None), (name, svc.get("restart"))
         if spec.image:
             assert svc["image"].split(":")[0] == spec.image, name
             continue

@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from cdc_core.errors import ChangefeedError
+from cdc_core.errors import ChangefeedError, TransientError
 
 JOBS = {
     "apply_window": "spark_jobs.apply_window:run_job",
@@ -60,6 +61,28 @@ def _failure(stdout: str, stderr: str, lines: int = 20) -> str:
     return "\n".join(stderr.splitlines()[-lines:])
 
 
+# What spark-submit's output says when the cluster, not the job, failed: the driver lost its executors or its
+# master, or the application was removed (a worker or the master died under it).
+_CLUSTER_FAILURES = ("SparkContext was shut down", "ExecutorLostFailure", "Master removed our application",
+                     "All masters are unresponsive", "Py4JNetworkError", "Connection refused")
+
+
+def submit_failure(job: str, returncode: int, stdout: str, stderr: str) -> ChangefeedError | TransientError:
+    """The error of a failed ``spark-submit``: transient (the step is retried, the changefeed stays normal) when a
+    signal ended it (``kill -9`` of spark-submit's JVM or of the Python driver: a negative code, or 128 + the
+    signal from the launcher script) or the cluster failed under it and no cdcflow error ended the job; else a
+    ``ChangefeedError`` (the changefeed goes into error: the job itself refused, a retry would do the same)."""
+    said = _failure(stdout, stderr)
+    message = f"spark-submit of {job} failed (exit {returncode}):\n{said}"
+    raised = re.findall(r"cdc_core\.errors\.(\w+)", said)
+    if raised:  # the job ended on a cdcflow error: as transient as the job said it was
+        transient = raised[-1] in ("UpstreamError", "TransientError")
+    else:
+        killed = returncode < 0 or returncode in (128 + 9, 128 + 15)
+        transient = killed or any(m in stdout or m in stderr for m in _CLUSTER_FAILURES)
+    return TransientError(message) if transient else ChangefeedError(message)
+
+
 def _delta_confs() -> dict[str, str]:
     module = importlib.import_module("spark_jobs.delta_jars")
     confs: dict[str, str] = module.session_confs()
@@ -91,7 +114,6 @@ def _submit(job: str, args: dict[str, Any]) -> dict[str, Any]:
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
-            raise ChangefeedError(f"spark-submit of {job} failed (exit {proc.returncode}):\n"
-                                  f"{_failure(proc.stdout, proc.stderr)}")
+            raise submit_failure(job, proc.returncode, proc.stdout, proc.stderr)
         out: dict[str, Any] = json.loads(r.read_text())
         return out

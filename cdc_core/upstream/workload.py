@@ -275,11 +275,12 @@ class Workload:
             f"ALTER TABLE {t} DROP COLUMN x{gen}",
         ][step]
 
-    def run(self) -> WorkloadSummary:
+    def run(self, stop: threading.Event | None = None) -> WorkloadSummary:
+        """Run until the duration or count is spent, or until ``stop`` is set (by another thread)."""
         cfg = self.cfg
         cfg.validate()
         deadline = time.monotonic() + cfg.duration_s if cfg.duration_s > 0 else None
-        stop = threading.Event()
+        stop = stop or threading.Event()
         workers = [_Worker(cfg, self.execute, i) for i in range(cfg.threads)]
         total = WorkloadSummary()
 

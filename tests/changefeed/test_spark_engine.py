@@ -47,3 +47,60 @@ def test_a_failed_submission_names_the_job_and_shows_the_drivers_error(tmp_path,
     monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "yarn")
     with pytest.raises(ChangefeedError, match="must be 'local' or 'submit'"):
         spark_engine.run_job("apply_window", {})
+
+
+def test_a_killed_submission_is_transient_and_leaves_the_changefeed_normal(tmp_path, monkeypatch):
+    """``kill -9`` of spark-submit's JVM mid-job (what the soak does to a task): a TransientError, so the step is
+    retried and the changefeed stays normal, its checkpoint where it was."""
+    import threading
+
+    import psutil
+
+    from cdc_core.changefeed.state import create_state, load_state
+    from cdc_core.changefeed.tasks import _guard
+    from cdc_core.errors import TransientError
+
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
+    monkeypatch.setenv("CDCFLOW_SPARK_MASTER", "local[1]")
+    create_state("cf", 7)
+    c = clustered_table()
+    sink = f"file://{tmp_path}/lake"
+    args = {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": 10, "after_ts": 0, "tables": [c.to_dict()],
+            "writer": "delta-spark"}
+    me, killed = psutil.Process(), threading.Event()
+
+    def kill_the_submission() -> None:
+        while not killed.is_set():
+            for child in me.children(recursive=True):
+                try:
+                    if "org.apache.spark.deploy.SparkSubmit" in " ".join(child.cmdline()):
+                        child.kill()
+                        killed.set()
+                        return
+                except psutil.NoSuchProcess:
+                    continue
+            killed.wait(0.2)
+
+    killer = threading.Thread(target=kill_the_submission, daemon=True)
+    killer.start()
+    with pytest.raises(TransientError, match=r"spark-submit of apply_window failed \(exit (-9|137)\)"):
+        _guard("cf", "apply", spark_engine.run_job, "apply_window", args)
+    killed.set()
+    st = load_state("cf")
+    assert (st.state, st.checkpoint_ts, st.error) == ("normal", 7, None)
+
+
+@pytest.mark.parametrize(("code", "stdout", "stderr", "transient"), [
+    (1, "Traceback (most recent call last):\n  ...\ncdc_core.errors.ChangefeedError: unsupported DDL", "", False),
+    (1, "Traceback (most recent call last):\n  ...\ncdc_core.errors.UpstreamError: no PD member answered", "", True),
+    (1, "", "ERROR TaskSchedulerImpl: Lost executor 0\norg.apache.spark.SparkException: ExecutorLostFailure", True),
+    (-9, "", "", True),
+    (137, "", "", True),
+    (1, "Traceback (most recent call last):\n  ...\nKeyError: 'tables'", "", False),
+])
+def test_which_failed_submissions_are_transient(code, stdout, stderr, transient):
+    from cdc_core.errors import TransientError
+
+    err = spark_engine.submit_failure("apply_window", code, stdout, stderr)
+    assert isinstance(err, TransientError) is transient and f"(exit {code})" in str(err)

@@ -11,7 +11,6 @@ as in production, so a backfill run waits on the window lease between scheduled 
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,22 +32,11 @@ EVERY_S = 30
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from topology import DistributedAirflow
+    from topology import running
 
-    work = tmp_path_factory.mktemp("topology")
-    t = DistributedAirflow(work, work / "cdcflow")
     # The upstream's SQL takes root with a password only (as compose runs it): this process logs in with it too.
-    saved = os.environ.get("CDCFLOW_TIDB_PASSWORD")
-    os.environ["CDCFLOW_TIDB_PASSWORD"] = t.values["TIDB_PASSWORD"]
-    try:
-        t.start()
+    with running(tmp_path_factory.mktemp("topology")) as t:
         yield t
-    finally:
-        t.remove()
-        if saved is None:
-            os.environ.pop("CDCFLOW_TIDB_PASSWORD", None)
-        else:
-            os.environ["CDCFLOW_TIDB_PASSWORD"] = saved
 
 
 def assert_ran_on_the_cluster(feed: AirflowFeed, run: dict[str, Any]) -> None:

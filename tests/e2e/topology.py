@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,17 +52,21 @@ class Service:
     published: tuple[str, ...] = ()  # ports an operator reaches from the host
     options: tuple[str, ...] = ()
     image: str | None = None  # an off-the-shelf server (compose: this image; here: Debian's package)
+    # brought back when it dies (compose: ``restart: unless-stopped``; the soak restarts what it kills). Not the
+    # upstream: it would come back empty, its TSO behind every checkpoint; not the one-shot init.
+    restarts: bool = True
 
 
 SERVICES: dict[str, Service] = {
     "postgres": Service(("postgres",), image="postgres", ports={"pg": 5432}),
     "redis": Service(("redis-server",), image="redis", ports={"redis": 6379}),
     "upstream": Service(("cdcflow", "upstream", "start"), ports={"pd": 2379, "mysql": 4000},
-                        published=("pd", "mysql"), options=("--pd-addr", "--mysql-addr", "--advertise-host")),
+                        published=("pd", "mysql"), options=("--pd-addr", "--mysql-addr", "--advertise-host"),
+                        restarts=False),
     "spark-master": Service(("spark-class", "org.apache.spark.deploy.master.Master"), ports={"master": 7077},
                             published=("master",), options=("--host",)),
     "spark-worker": Service(("spark-class", "org.apache.spark.deploy.worker.Worker"), replicas=2),
-    "airflow-init": Service(("airflow", "db", "migrate")),
+    "airflow-init": Service(("airflow", "db", "migrate"), restarts=False),
     "airflow-apiserver": Service(("airflow", "api-server"), ports={"api": 8080}, published=("api",)),
     "airflow-scheduler": Service(("airflow", "scheduler")),
     "airflow-dag-processor": Service(("airflow", "dag-processor")),
@@ -90,6 +95,11 @@ SHARED_ENV: dict[str, str] = {
     "AIRFLOW__CORE__PLUGINS_FOLDER": "{path:plugins}",
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": "http://{airflow-apiserver:api}/execution/",
+    # failure detection for windows a minute apart (docker-compose.yml says why)
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "120",
+    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "60",
+    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
+    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "30",
     bundle_config.ENV: bundle_config.bundle_config_list(),
 }
 SECRET_NAMES = ("POSTGRES_USER", "POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_FERNET_KEY", "TIDB_PASSWORD")
@@ -111,10 +121,28 @@ class _Proc:
     """A long-running process of the topology, in a session of its own, its output in ``log``."""
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
-        self.name, self.log = name, log
+        self.name, self.log, self.argv, self.env = name, log, argv, env
         self._out = open(log, "ab")
-        self.popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._out, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
+        self.popen = self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=self._out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def kill(self) -> None:
+        """``kill -9`` of the whole session, as a container dies: the process and everything it started (the
+        children in process groups of their own too: task supervisors, spark-submit, executors)."""
+        sid = self.popen.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sid, signal.SIGKILL)
+        subprocess.run(["pkill", "-KILL", "-s", str(sid)], capture_output=True)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=10)
+
+    def restart(self) -> None:
+        """Start it again with the same command and environment (a restart policy's job)."""
+        assert not self.alive(), f"{self.name} is still running"
+        self.popen = self._start()
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -126,20 +154,12 @@ class _Proc:
             return ""
 
     def stop(self) -> None:
-        sid = self.popen.pid
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(sid, signal.SIGTERM)
-            try:
+                os.killpg(self.popen.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(sid, signal.SIGKILL)
-        # children in process groups of their own (task supervisors, spark-submit, executors), same session
-        subprocess.run(["pkill", "-KILL", "-s", str(sid)], capture_output=True)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
+        self.kill()  # what is left, and children in process groups of their own (task supervisors, spark-submit)
         self._out.close()
 
 
@@ -159,9 +179,14 @@ class DistributedAirflow(AirflowServer):
     STORE_HOSTS = ("127.0.0.2", "127.0.0.3")
     SPARK_WORKER_HOSTS = ("127.0.0.5", "127.0.0.6")
 
-    def __init__(self, workdir: Path, cdc_home: Path) -> None:
+    def __init__(self, workdir: Path, cdc_home: Path, *, control: bool = False,
+                 airflow_env: dict[str, str] | None = None) -> None:
+        """``control``: start the upstream with its control port (``control_addr``; faults, as the soak injects
+        them), which compose does not; ``airflow_env``: settings for every Airflow process on top of the
+        topology's."""
         super().__init__(workdir, {"CDCFLOW_HOME": str(cdc_home)})
         self.cdc_home = cdc_home
+        self.control_addr = f"127.0.0.1:{free_port()}" if control else None
         self.procs: list[_Proc] = []
         self.ports = {f"{svc}:{name}": free_port() for svc, s in SERVICES.items() for name in s.ports}
         self.addresses = {k: f"127.0.0.1:{p}" for k, p in self.ports.items()}
@@ -193,6 +218,7 @@ class DistributedAirflow(AirflowServer):
             # logs are files under the shared AIRFLOW_HOME, which the API server reads directly.
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
+            **(airflow_env or {}),
         })
 
     @property
@@ -237,7 +263,8 @@ class DistributedAirflow(AirflowServer):
         self._spawn("upstream", [str(VENV_BIN / "cdcflow"), "upstream", "start", "--stores", "2",
                                  "--store-hosts", ",".join(self.STORE_HOSTS), "--pd-addr", f"127.0.0.1:{pd}",
                                  "--mysql-addr", f"127.0.0.1:{mysql}", "--advertise-host", "",
-                                 "--min-ts-interval-ms", "200"],
+                                 "--min-ts-interval-ms", "200",
+                                 *(["--control-addr", self.control_addr] if self.control_addr else [])],
                     env={"CDCFLOW_UPSTREAM_SQL_PASSWORD": self.values["TIDB_PASSWORD"]})
         master = self.ports["spark-master:master"]
         self._spawn("spark-master", [str(VENV_BIN / "spark-class"), "org.apache.spark.deploy.master.Master",
@@ -291,6 +318,24 @@ class DistributedAirflow(AirflowServer):
 
     def log_tail(self, lines: int = 80) -> str:
         return "\n".join(f"--- {p.name}\n{p.tail(lines // 4)}" for p in self.procs)
+
+
+@contextlib.contextmanager
+def running(workdir: Path, **kwargs: Any) -> Iterator[DistributedAirflow]:
+    """The topology started under ``workdir`` (``kwargs``: :class:`DistributedAirflow`'s), this process logged in
+    to its upstream's SQL as every cdcflow process of it is (root with the deployment's password); removed after."""
+    t = DistributedAirflow(workdir, workdir / "cdcflow", **kwargs)
+    saved = os.environ.get("CDCFLOW_TIDB_PASSWORD")
+    os.environ["CDCFLOW_TIDB_PASSWORD"] = t.values["TIDB_PASSWORD"]
+    try:
+        t.start()
+        yield t
+    finally:
+        t.remove()
+        if saved is None:
+            os.environ.pop("CDCFLOW_TIDB_PASSWORD", None)
+        else:
+            os.environ["CDCFLOW_TIDB_PASSWORD"] = saved
 
 
 def _spark_home() -> str:
