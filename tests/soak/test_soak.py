@@ -44,7 +44,8 @@ def _env(name: str, default: float) -> float:
 
 WINDOWS = int(_env("WINDOWS", 50))
 EVERY_S = int(_env("EVERY_S", 30))
-KILL_EVERY_S = _env("KILL_EVERY_S", 45)
+KILL_EVERY_S = _env("KILL_EVERY_S", 120)
+DDL_EVERY_S = _env("DDL_EVERY_S", 60)
 RATE = _env("ROWS_PER_S", 20)  # the workload's pace
 STALL_S = _env("STALL_S", 900)
 SEED = int(_env("SEED", 1))
@@ -103,7 +104,7 @@ def test_soak(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CDCFLOW_HOME", str(cluster.cdc_home))
     pd = cluster.upstream_pd
     cfg = WorkloadConfig(db=DB, tables=2, id_range=5_000, initial_rows=2_000, duration_s=24 * 3600, threads=2,
-                         seed=SEED, rows_per_s=RATE, ddl_per_s=1 / 20)
+                         seed=SEED, rows_per_s=RATE, ddl_per_s=1 / DDL_EVERY_S)
     tables = [f"sbtest{i + 1}" for i in range(cfg.tables)]
     feed = AirflowFeed(cluster, pd, cluster.cdc_home, CF, DB)
     config = cluster.cdc_home / f"{CF}.toml"
@@ -121,7 +122,8 @@ def test_soak(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     chaos = Chaos(cluster, [f"{DB}.{t}" for t in tables], cfg.id_range, seed=SEED, kill_every_s=KILL_EVERY_S)
     figures: dict[str, Any] = {"windows": 0, "compared": Counter[str](), "needed_a_person": [],
                                "settings": {"windows": WINDOWS, "every_s": EVERY_S, "kill_every_s": KILL_EVERY_S,
-                                            "rows_per_s": RATE, "seed": SEED, "max_s": MAX_S}}
+                                            "ddl_every_s": DDL_EVERY_S, "rows_per_s": RATE, "seed": SEED,
+                                            "max_s": MAX_S}}
     out = cluster.workdir / "soak-figures.json"
     start_ts = load_state(CF).checkpoint_ts
     cluster.set_paused(DAG_ID, False)

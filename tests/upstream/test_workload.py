@@ -86,3 +86,20 @@ def test_workload_paces_rows_and_touches_several_rows_per_statement(upstream_cli
     check_consistency(cfg, upstream_client.query)
     with pytest.raises(ValueError, match="rows per transaction"):
         WorkloadConfig(txns=1, rows_per_txn=0).validate()
+
+
+def test_a_workload_stops_when_told(upstream_client: Any, fresh_db: str) -> None:
+    """``run(stop)``: a day-long run (the soak's) ends when another thread sets ``stop``, its summary whole."""
+    import threading
+
+    cfg = WorkloadConfig(db=fresh_db, tables=1, id_range=100, initial_rows=10, duration_s=24 * 3600, threads=2,
+                         rows_per_s=200, ddl_per_s=5)
+    w = Workload(cfg, lambda s: [(r.affected_rows, r.commit_ts) for r in upstream_client.execute(s)])
+    w.prepare()
+    stop, out = threading.Event(), {}
+    runner = threading.Thread(target=lambda: out.update(w.run(stop).to_dict()))
+    runner.start()
+    threading.Timer(1.5, stop.set).start()
+    runner.join(timeout=30)
+    assert not runner.is_alive(), "the workload did not stop"
+    assert out["committed"] > 0 and 1.0 < out["elapsed_s"] < 30, out
