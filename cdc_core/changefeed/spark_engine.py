@@ -79,7 +79,8 @@ def submit_failure(job: str, returncode: int, stdout: str, stderr: str) -> Chang
         transient = raised[-1] in ("UpstreamError", "TransientError")
     else:
         killed = returncode < 0 or returncode in (128 + 9, 128 + 15)
-        transient = killed or any(m in stdout or m in stderr for m in _CLUSTER_FAILURES)
+        # in what ended it (the traceback, else stderr's tail), not in the INFO lines of a job that recovered
+        transient = killed or any(m in said for m in _CLUSTER_FAILURES)
     return TransientError(message) if transient else ChangefeedError(message)
 
 

@@ -130,6 +130,13 @@ def test_soak(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     writer.start()
     chaos.start()
 
+    def save() -> None:
+        """The figures so far, with the chaos's, in ``out`` (kept as the run goes: a run stopped early keeps them)."""
+        figures.update({"wall_s": round(time.monotonic() - started), "kills": chaos.log.kills_by_victim(),
+                        "kill_log": [vars(k) for k in chaos.log.kills], "faults": dict(chaos.log.faults),
+                        "workload": summary})
+        out.write_text(json.dumps(figures, indent=2, default=str))
+
     def observe(last: int) -> int:
         """One look at the changefeed: an error is resumed (and counted), a new checkpoint compared."""
         st = load_state(CF)
@@ -142,9 +149,7 @@ def test_soak(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
             figures["compared"].update(got)
             if got["lost"] or got["extra"]:
                 figures.setdefault("differences", []).append({"ts": st.checkpoint_ts, **got})
-            out.write_text(json.dumps({**figures, "kills": chaos.log.kills_by_victim(),
-                                       "kill_log": [vars(k) for k in chaos.log.kills],
-                                       "wall_s": round(time.monotonic() - started)}, indent=2, default=str))
+            save()
         return max(last, st.checkpoint_ts)
 
     last, moved_at = start_ts, time.monotonic()
@@ -177,16 +182,13 @@ def test_soak(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 
     runs = cluster.runs(DAG_ID)
     figures.update({
-        "wall_s": round(time.monotonic() - started),
         "start_ts": start_ts, "checkpoint_ts": load_state(CF).checkpoint_ts,
-        "kills": chaos.log.kills_by_victim(), "kill_log": [vars(k) for k in chaos.log.kills],
-        "faults": dict(chaos.log.faults), "workload": summary,
         "dag_runs": dict(Counter(r["state"] for r in runs)),
         "task_retries": sum(max(0, int(ti.get("try_number") or 1) - 1) for r in runs
                             for ti in cluster.task_instances(DAG_ID, r["dag_run_id"]).values()),
         "compared": dict(figures["compared"]),
     })
-    out.write_text(json.dumps(figures, indent=2, default=str))
+    save()
     print(f"\nsoak figures ({out}):\n" + json.dumps({k: v for k, v in figures.items() if k != "kill_log"},
                                                     indent=2, default=str))
     assert "stalled_at" not in figures, f"the checkpoint stood still for {STALL_S:g}s at {figures['stalled_at']}"
