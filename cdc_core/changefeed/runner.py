@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cdc_core.changefeed import lease, tasks
+from cdc_core.changefeed import lease, spark_engine, tasks
 from cdc_core.changefeed.state import load_state
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -53,10 +53,11 @@ def _run_window(changefeed_id: str, target_ts: int | None, say: Progress, *, mod
         return {"plan": p, "skipped": True}
     pulled = tasks.pull(p)
     say("pull", pulled)
-    applied = tasks.apply(p)
-    say("apply", applied)
-    checked = tasks.check(p)
-    say("check", checked)
+    with spark_engine.one_application():  # under spark-submit: one application for the window's jobs
+        applied = tasks.apply(p)
+        say("apply", applied)
+        checked = tasks.check(p)
+        say("check", checked)
     published = tasks.publish(p, applied, checked)
     say("publish", published)
     return {"plan": p, "pull": pulled, "apply": applied, "check": checked, "publish": published, "skipped": False}

@@ -1,26 +1,38 @@
-"""How a changefeed runs its Spark jobs: in this process (embedded engine) or via spark-submit.
+"""How a changefeed runs its Spark jobs: in this process (embedded engine) or as a Spark application.
 
 ``cdc_core`` does not import ``spark_jobs`` (the layering runs the other way); it names the job
 entry points and either imports them at call time (``local``, the default: one shared local
-SparkSession, no JVM start per window) or submits ``spark_jobs/<job>.py`` with JSON arguments to
-the cluster named by ``CDCFLOW_SPARK_MASTER`` (``submit``). Select with ``CDCFLOW_SPARK_ENGINE``.
+SparkSession, no JVM start per window) or runs them in an application submitted with ``spark-submit``
+to the cluster named by ``CDCFLOW_SPARK_MASTER`` (``submit``). Select with ``CDCFLOW_SPARK_ENGINE``.
+
+Under ``submit``, the jobs inside a ``one_application()`` block (a task's apply and checks) share one
+application (``spark_jobs/job_server.py``): one driver JVM, one registration with the master, one set of
+executors for the window's DDL, apply, checks and rollback. A job outside such a block gets an application
+of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from cdc_core.errors import ChangefeedError, TransientError
+from cdc_core.log import get_logger
+
+log = get_logger("cdcflow.spark_engine")
 
 JOBS = {
     "apply_window": "spark_jobs.apply_window:run_job",
@@ -48,7 +60,10 @@ def run_job(job: str, args: dict[str, Any]) -> dict[str, Any]:
         fn = getattr(importlib.import_module(module), func)
         result: dict[str, Any] = fn(args)
         return result
-    return _submit(job, args)
+    if _current is not None:
+        return _current.run(job, args)
+    with _Application() as app:
+        return app.run(job, args)
 
 
 def _failure(stdout: str, stderr: str, lines: int = 20) -> str:
@@ -90,20 +105,86 @@ def _delta_confs() -> dict[str, str]:
     return confs
 
 
-def _submit(job: str, args: dict[str, Any]) -> dict[str, Any]:
-    submit = shutil.which("spark-submit") or str(Path(sys.executable).parent / "spark-submit")
-    master = os.environ.get("CDCFLOW_SPARK_MASTER", "local[2]")
-    module = JOBS[job].split(":")[0]
-    with tempfile.TemporaryDirectory() as d:
-        a, r = Path(d) / "args.json", Path(d) / "result.json"
-        a.write_text(json.dumps(args))
-        spec = importlib.util.find_spec(module)
+_current: _Application | None = None
+
+
+@contextlib.contextmanager
+def one_application() -> Iterator[None]:
+    """Run the jobs of this block in one Spark application (``submit``; a no-op under ``local``, whose session is
+    already shared). Nested blocks use the outer one. The application is submitted at the block's first job and
+    ends with the block."""
+    global _current
+    if _current is not None or engine() != "submit":
+        yield
+        return
+    with _Application() as app:
+        _current = app
+        try:
+            yield
+        finally:
+            _current = None
+
+
+class _Application:
+    """One ``spark-submit`` of ``spark_jobs/job_server.py``, talked to over a Unix socket in a private directory.
+
+    A job's exception comes back as its traceback and is judged as a one-shot job's exit would be
+    (``submit_failure``); the application's end (killed, its JVM gone) is judged by its exit code and output."""
+
+    def __init__(self) -> None:
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: socket.socket | None = None
+        self._requests: IO[bytes] | None = None
+        self._replies: IO[bytes] | None = None
+        self._lock = threading.Lock()
+        self.jobs = 0
+
+    def __enter__(self) -> _Application:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, job: str, args: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            if self._proc is None:
+                self._start(job)
+            elif self._proc.poll() is not None:
+                raise self._ended(job)
+            assert self._requests is not None and self._replies is not None
+            try:
+                self._requests.write(json.dumps({"job": job, "entry": JOBS[job], "args": args}).encode() + b"\n")
+                self._requests.flush()
+                line = self._replies.readline()
+            except OSError:
+                line = b""
+            if not line:  # the driver is gone (killed, or its JVM was)
+                raise self._ended(job)
+            self.jobs += 1
+            reply: dict[str, Any] = json.loads(line)
+            if "error" in reply:
+                # A driver whose JVM was killed under it answers with the py4j error: the exit code says why.
+                code = self._proc.poll() if self._proc is not None else None
+                raise submit_failure(job, code or 1, reply["error"], "")
+            result: dict[str, Any] = reply["result"]
+            return result
+
+    def _start(self, job: str) -> None:
+        submit = shutil.which("spark-submit") or str(Path(sys.executable).parent / "spark-submit")
+        master = os.environ.get("CDCFLOW_SPARK_MASTER", "local[2]")
+        spec = importlib.util.find_spec("spark_jobs.job_server")
         if spec is None or spec.origin is None:
-            raise ChangefeedError(f"cannot find the Spark job module {module}")
+            raise ChangefeedError("cannot find the Spark job server module spark_jobs.job_server")
+        self._dir = tempfile.TemporaryDirectory(prefix="cdcflow-spark-")
+        d = Path(self._dir.name)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(d / "jobs.sock"))
+        listener.listen(1)
         cmd = [submit, "--master", master]
         for k, v in _delta_confs().items():  # delta-spark's jars and Delta's extension, as local sessions have
             cmd += ["--conf", f"{k}={v}"]
-        cmd += [spec.origin, "--args", str(a), "--result", str(r)]
+        cmd += [spec.origin, "--socket", str(d / "jobs.sock")]
         env = dict(os.environ)
         pyspark_spec = importlib.util.find_spec("pyspark")
         if "SPARK_HOME" not in env and pyspark_spec is not None and pyspark_spec.origin:
@@ -113,8 +194,58 @@ def _submit(job: str, args: dict[str, Any]) -> dict[str, Any]:
         # default is whatever `python3` is on PATH. A cluster's executors are told theirs by its deployment.
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         env.setdefault("PYSPARK_PYTHON", sys.executable)
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if proc.returncode != 0:
-            raise submit_failure(job, proc.returncode, proc.stdout, proc.stderr)
-        out: dict[str, Any] = json.loads(r.read_text())
-        return out
+        # Output to files, not pipes: nobody has to drain them while a job runs, and a failure reads their tails.
+        with open(d / "stdout", "wb") as out, open(d / "stderr", "wb") as err:
+            self._proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+        try:
+            listener.settimeout(1.0)
+            while self._conn is None:
+                try:
+                    self._conn, _ = listener.accept()
+                except TimeoutError:
+                    if self._proc.poll() is not None:  # it ended before its driver ran (bad conf, no JVM, killed)
+                        raise self._ended(job) from None
+        finally:
+            listener.close()
+        self._conn.settimeout(None)
+        self._requests = self._conn.makefile("wb")
+        self._replies = self._conn.makefile("rb")
+        log.info("spark application started", pid=self._proc.pid, master=master, first_job=job)
+
+    def _output(self) -> tuple[str, str]:
+        if self._dir is None:
+            return "", ""
+        d = Path(self._dir.name)
+        return tuple(  # type: ignore[return-value]
+            (d / n).read_text(errors="replace") if (d / n).exists() else "" for n in ("stdout", "stderr"))
+
+    def _ended(self, job: str) -> ChangefeedError | TransientError:
+        """The error of an application that ended under ``job``: as a one-shot submission's exit would say."""
+        assert self._proc is not None
+        try:
+            code = self._proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            code = self._proc.wait()
+        stdout, stderr = self._output()
+        if code == 0:
+            return ChangefeedError(f"spark-submit of {job}: the application ended without answering:\n"
+                                   f"{_failure(stdout, stderr)}")
+        return submit_failure(job, code, stdout, stderr)
+
+    def close(self) -> None:
+        """End the application: the driver sees the socket close and returns; a driver that does not is killed."""
+        for f in (self._requests, self._replies, self._conn):
+            with contextlib.suppress(OSError):
+                if f is not None:
+                    f.close()
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            log.info("spark application ended", pid=self._proc.pid, code=self._proc.returncode, jobs=self.jobs)
+        if self._dir is not None:
+            self._dir.cleanup()
+        self._proc = self._conn = self._requests = self._replies = self._dir = None

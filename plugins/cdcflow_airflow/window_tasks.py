@@ -181,15 +181,17 @@ def run_pull(plan: dict, context: Mapping[str, Any]) -> dict:
 
 
 def run_apply_check(plan: dict, context: Mapping[str, Any]) -> dict:
-    """``apply`` then ``check`` of the window, in one task: one process and one Spark session for both (a task
-    of its own for the checks cost a process start, a DAG parse and a Spark session per window, ~8 s here).
+    """``apply`` then ``check`` of the window, in one task: one process and one Spark session (under
+    spark-submit, one application) for both (a task of its own for the checks cost a process start, a DAG parse
+    and a Spark session per window, ~8 s here).
     Its XCom: ``{"skipped": False, "apply": ..., "check": ...}``."""
     if (done := _skipped("apply_check", plan, context)) is not None:
         return done
-    from cdc_core.changefeed import tasks
+    from cdc_core.changefeed import spark_engine, tasks
 
-    applied = tasks.apply(plan)
-    checked = tasks.check(plan)
+    with spark_engine.one_application():  # under spark-submit: one application for the DDL, apply and checks
+        applied = tasks.apply(plan)
+        checked = tasks.check(plan)
     return {"skipped": False, "apply": applied, "check": checked}
 
 

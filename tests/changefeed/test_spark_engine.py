@@ -104,3 +104,83 @@ def test_which_failed_submissions_are_transient(code, stdout, stderr, transient)
 
     err = spark_engine.submit_failure("apply_window", code, stdout, stderr)
     assert isinstance(err, TransientError) is transient and f"(exit {code})" in str(err)
+
+
+def _submissions(monkeypatch) -> list[list[str]]:
+    """The spark-submit command lines started from now on."""
+    import subprocess
+
+    started: list[list[str]] = []
+    real = subprocess.Popen
+
+    def popen(cmd, *a, **k):
+        if "spark-submit" in str(cmd[0]):
+            started.append(list(cmd))
+        return real(cmd, *a, **k)
+
+    monkeypatch.setattr(spark_engine.subprocess, "Popen", popen)
+    return started
+
+
+def test_a_tasks_jobs_share_one_application(tmp_path, monkeypatch):
+    """Inside ``one_application`` the jobs go to one submitted driver: one spark-submit for three jobs, and a job
+    that raises is reported (with the driver's words) without ending the application for the next one."""
+    from spark_jobs.bronze import write_bronze
+    from spark_jobs.delta_writer import app_id_for, table_path
+
+    monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
+    monkeypatch.setenv("CDCFLOW_SPARK_MASTER", "local[1]")
+    started = _submissions(monkeypatch)
+    c = clustered_table()
+    sink = f"file://{tmp_path}/lake"
+    write_bronze(sink, "cf", 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).arrow())
+    write_bronze(sink, "cf", 20, Bronze().put(c, 3, 15, {1: 3, 2: 3}).arrow())
+
+    def window(end: int, after: int) -> dict:
+        return {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": end, "after_ts": after,
+                "tables": [c.to_dict()], "writer": "delta-spark"}
+
+    with spark_engine.one_application():
+        assert spark_engine.run_job("apply_window", window(10, 0))["tables"]["test.c"]["applied_version"] == 10
+        with pytest.raises(ChangefeedError, match=r"(?s)spark-submit of apply_window failed.*no longer takes"):
+            spark_engine.run_job("apply_window", {**window(20, 10), "barrier_ts": 15})
+        with spark_engine.one_application():  # nested: the outer application
+            assert spark_engine.run_job("apply_window", window(20, 10))["rows_upserted"] == 1
+    assert len(started) == 1 and started[0][-3].endswith("job_server.py"), started
+    dt = DeltaTable(table_path(sink, c))
+    assert sorted(r["a"] for r in dt.to_pyarrow_table().to_pylist()) == [1, 3]
+    assert dt.transaction_version(app_id_for("cf")) == 20
+    spark_engine.run_job("apply_window", window(20, 10))  # outside a block: an application of its own
+    assert len(started) == 2
+
+
+def test_a_driver_killed_between_jobs_is_transient(tmp_path, monkeypatch):
+    """``kill -9`` of the application's Python driver while it waits for the next job: that job fails as a killed
+    submission does (transient, the exit code in the message), not as a hang or a job error."""
+    import psutil
+
+    from cdc_core.errors import TransientError
+
+    monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
+    monkeypatch.setenv("CDCFLOW_SPARK_MASTER", "local[1]")
+    c = clustered_table()
+    sink = f"file://{tmp_path}/lake"
+    write = {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": 10, "after_ts": 0, "tables": [c.to_dict()],
+             "writer": "delta-spark"}
+    from spark_jobs.bronze import write_bronze
+
+    write_bronze(sink, "cf", 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).arrow())
+    with spark_engine.one_application():
+        spark_engine.run_job("apply_window", write)
+        def is_driver(p: psutil.Process) -> bool:
+            try:
+                return any(a.endswith("job_server.py") for a in p.cmdline()) and "java" not in p.name()
+            except psutil.Error:  # a Spark worker that ended and is not reaped yet
+                return False
+
+        drivers = [p for p in psutil.Process().children(recursive=True) if is_driver(p)]
+        assert len(drivers) == 1, drivers
+        drivers[0].kill()
+        drivers[0].wait(30)
+        with pytest.raises(TransientError, match=r"spark-submit of apply_window failed \(exit 137\)"):
+            spark_engine.run_job("apply_window", write)

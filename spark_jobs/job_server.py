@@ -1,0 +1,63 @@
+"""The driver of one Spark application that runs many cdcflow jobs: what ``spark-submit`` starts for a task.
+
+``cdc_core.changefeed.spark_engine`` submits this file once per task (``spark_engine.one_application``) instead of
+one application per job: a window's DDL, apply, checks and rollback then share one driver JVM, one registration
+with the master and one set of executors (each submission cost all three again: ~20-40 s under the soak's load).
+
+Protocol, over the Unix socket the submitter listens on (``--socket``; a local file, because spark-submit's Python
+runner gives the driver no stdin and merges its stderr into stdout): one JSON request per line,
+``{"job": name, "entry": "spark_jobs.<module>:<function>", "args": {...}}``, answered by one JSON line,
+``{"result": {...}}`` or ``{"error": "<the traceback>"}``. The job's own exception does not end the application (the
+submitter decides what it means, as it does with a one-shot job's exit); the end of the socket does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import socket
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+ENTRY_PACKAGE = "spark_jobs."  # only cdcflow's jobs run here, whatever a request names
+
+
+def run_request(request: dict[str, Any]) -> dict[str, Any]:
+    """One job: its result, or the traceback of what it raised."""
+    try:
+        module, _, func = str(request["entry"]).partition(":")
+        if not module.startswith(ENTRY_PACKAGE) or not func:
+            raise ValueError(f"not a cdcflow Spark job entry: {request['entry']!r}")
+        result = getattr(importlib.import_module(module), func)(request["args"])
+        json.dumps(result)  # fail here, with this job's name, rather than in the reply
+        return {"result": result}
+    except Exception:
+        logging.getLogger("cdcflow.job_server").exception("job %s failed", request.get("job"))
+        return {"error": traceback.format_exc()}
+
+
+def serve(path: str) -> int:
+    """Answer the submitter's requests until it closes the socket."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(path)
+        with conn.makefile("rb") as requests, conn.makefile("wb") as replies:
+            for line in requests:
+                reply = run_request(json.loads(line))
+                replies.write(json.dumps(reply).encode() + b"\n")
+                replies.flush()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="spark_jobs.job_server", description="cdcflow's Spark jobs, one application")
+    p.add_argument("--socket", required=True, help="the submitter's Unix socket")
+    ns = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    return serve(ns.socket)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
