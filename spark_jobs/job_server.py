@@ -5,10 +5,12 @@ one application per job: a window's DDL, apply, checks and rollback then share o
 with the master and one set of executors (each submission cost all three again: ~20-40 s under the soak's load).
 
 Protocol, over the Unix socket the submitter listens on (``--socket``; a local file, because spark-submit's Python
-runner gives the driver no stdin and merges its stderr into stdout): one JSON request per line,
-``{"job": name, "entry": "spark_jobs.<module>:<function>", "args": {...}}``, answered by one JSON line,
-``{"result": {...}}`` or ``{"error": "<the traceback>"}``. The job's own exception does not end the application (the
-submitter decides what it means, as it does with a one-shot job's exit); the end of the socket does.
+runner gives the driver no stdin and merges its stderr into stdout): first ``{"pid": <this driver>}`` (so that a
+submitter that gives up can kill it, not only the JVM it runs under), then one JSON request per line,
+``{"job": name, "entry": "spark_jobs.<module>:<function>", "args": {...}}``, each answered by one JSON line,
+``{"result": {...}}`` or ``{"error": "<the traceback>", "spark_alive": <whether the SparkContext still runs>}``.
+The job's own exception does not end the application (the submitter judges it, as it judges a one-shot job's exit);
+the end of the socket does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import socket
 import traceback
 from collections.abc import Sequence
@@ -34,9 +37,20 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
         result = getattr(importlib.import_module(module), func)(request["args"])
         json.dumps(result)  # fail here, with this job's name, rather than in the reply
         return {"result": result}
-    except Exception:
-        logging.getLogger("cdcflow.job_server").exception("job %s failed", request.get("job"))
-        return {"error": traceback.format_exc()}
+    except Exception:  # the traceback goes back to the submitter, which logs and judges it
+        return {"error": traceback.format_exc(), "spark_alive": spark_alive()}
+
+
+def spark_alive() -> bool:
+    """Whether this driver's SparkContext still runs: a job that failed under a stopped context or a JVM gone (the
+    cluster's failure, not the job's) says no."""
+    try:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        return sc is None or not sc._jsc.sc().isStopped()
+    except Exception:  # py4j cannot reach the JVM
+        return False
 
 
 def serve(path: str) -> int:
@@ -44,6 +58,8 @@ def serve(path: str) -> int:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(path)
         with conn.makefile("rb") as requests, conn.makefile("wb") as replies:
+            replies.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+            replies.flush()
             for line in requests:
                 reply = run_request(json.loads(line))
                 replies.write(json.dumps(reply).encode() + b"\n")
@@ -60,4 +76,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from cdc_core.process_exit import run_and_exit
+
+    run_and_exit(main)

@@ -14,12 +14,14 @@ of its own.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib
 import importlib.util
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -60,8 +62,8 @@ def run_job(job: str, args: dict[str, Any]) -> dict[str, Any]:
         fn = getattr(importlib.import_module(module), func)
         result: dict[str, Any] = fn(args)
         return result
-    if _current is not None:
-        return _current.run(job, args)
+    if (app := _current.get()) is not None:
+        return app.run(job, args)
     with _Application() as app:
         return app.run(job, args)
 
@@ -105,7 +107,9 @@ def _delta_confs() -> dict[str, str]:
     return confs
 
 
-_current: _Application | None = None
+# The application of the enclosing ``one_application`` block (a ContextVar: a thread of its own submits its own).
+_current: contextvars.ContextVar[_Application | None] = contextvars.ContextVar("cdcflow_spark_application",
+                                                                               default=None)
 
 
 @contextlib.contextmanager
@@ -113,30 +117,33 @@ def one_application() -> Iterator[None]:
     """Run the jobs of this block in one Spark application (``submit``; a no-op under ``local``, whose session is
     already shared). Nested blocks use the outer one. The application is submitted at the block's first job and
     ends with the block."""
-    global _current
-    if _current is not None or engine() != "submit":
+    if _current.get() is not None or engine() != "submit":
         yield
         return
     with _Application() as app:
-        _current = app
+        token = _current.set(app)
         try:
             yield
         finally:
-            _current = None
+            _current.reset(token)
 
 
 class _Application:
     """One ``spark-submit`` of ``spark_jobs/job_server.py``, talked to over a Unix socket in a private directory.
 
     A job's exception comes back as its traceback and is judged as a one-shot job's exit would be
-    (``submit_failure``); the application's end (killed, its JVM gone) is judged by its exit code and output."""
+    (``submit_failure``); the application's end (killed, its JVM gone) by its exit code and the output written
+    since the job was sent. Whatever interrupts a job here (Airflow's timeout, a signal) ends the application at
+    once, its Python driver first: nothing keeps writing Delta after the task gave up."""
 
     def __init__(self) -> None:
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._driver_pid: int | None = None
         self._conn: socket.socket | None = None
         self._requests: IO[bytes] | None = None
         self._replies: IO[bytes] | None = None
+        self._sent_at = (0, 0)  # the sizes of stdout and stderr when the job under way was sent
         self._lock = threading.Lock()
         self.jobs = 0
 
@@ -148,27 +155,41 @@ class _Application:
 
     def run(self, job: str, args: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
-            if self._proc is None:
-                self._start(job)
-            elif self._proc.poll() is not None:
-                raise self._ended(job)
-            assert self._requests is not None and self._replies is not None
             try:
-                self._requests.write(json.dumps({"job": job, "entry": JOBS[job], "args": args}).encode() + b"\n")
-                self._requests.flush()
-                line = self._replies.readline()
-            except OSError:
-                line = b""
-            if not line:  # the driver is gone (killed, or its JVM was)
-                raise self._ended(job)
-            self.jobs += 1
-            reply: dict[str, Any] = json.loads(line)
-            if "error" in reply:
-                # A driver whose JVM was killed under it answers with the py4j error: the exit code says why.
-                code = self._proc.poll() if self._proc is not None else None
-                raise submit_failure(job, code or 1, reply["error"], "")
+                return self._run(job, args)
+            except BaseException as exc:
+                if not isinstance(exc, (ChangefeedError, TransientError)):  # interrupted mid-job: not reusable
+                    self._kill()
+                raise
+
+    def _run(self, job: str, args: dict[str, Any]) -> dict[str, Any]:
+        if self._proc is None:
+            self._start(job)
+        elif self._proc.poll() is not None:
+            raise self._ended(job)
+        assert self._requests is not None and self._replies is not None
+        self._sent_at = self._output_sizes()
+        try:
+            self._requests.write(json.dumps({"job": job, "entry": JOBS[job], "args": args}).encode() + b"\n")
+            self._requests.flush()
+            line = self._replies.readline()
+        except OSError:
+            line = b""
+        if not line:  # the driver is gone (killed, or its JVM was)
+            raise self._ended(job)
+        self.jobs += 1
+        reply: dict[str, Any] = json.loads(line)
+        if "error" not in reply:
             result: dict[str, Any] = reply["result"]
             return result
+        if reply.get("spark_alive", True):  # the job raised: judged as its one-shot exit would be
+            raise submit_failure(job, 1, reply["error"], "")
+        # The job failed because the driver's Spark went away (its JVM killed or stopping, the cluster gone): the
+        # application's failure, not the job's, whatever the py4j error says. Its exit code, when it has one, says how.
+        code = self._wait(30)
+        said = _failure(reply["error"], "")
+        raise TransientError(f"spark-submit of {job} failed (exit {code}; the driver's Spark stopped under the "
+                             f"job):\n{said}")
 
     def _start(self, job: str) -> None:
         submit = shutil.which("spark-submit") or str(Path(sys.executable).parent / "spark-submit")
@@ -176,11 +197,10 @@ class _Application:
         spec = importlib.util.find_spec("spark_jobs.job_server")
         if spec is None or spec.origin is None:
             raise ChangefeedError("cannot find the Spark job server module spark_jobs.job_server")
-        self._dir = tempfile.TemporaryDirectory(prefix="cdcflow-spark-")
+        # A Unix socket's path has at most 107 bytes: a long $TMPDIR falls back to /tmp.
+        self._dir = tempfile.TemporaryDirectory(prefix="cdcflow-spark-",
+                                                dir=None if len(tempfile.gettempdir()) < 60 else "/tmp")
         d = Path(self._dir.name)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(d / "jobs.sock"))
-        listener.listen(1)
         cmd = [submit, "--master", master]
         for k, v in _delta_confs().items():  # delta-spark's jars and Delta's extension, as local sessions have
             cmd += ["--conf", f"{k}={v}"]
@@ -194,10 +214,12 @@ class _Application:
         # default is whatever `python3` is on PATH. A cluster's executors are told theirs by its deployment.
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         env.setdefault("PYSPARK_PYTHON", sys.executable)
-        # Output to files, not pipes: nobody has to drain them while a job runs, and a failure reads their tails.
-        with open(d / "stdout", "wb") as out, open(d / "stderr", "wb") as err:
-            self._proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-        try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(str(d / "jobs.sock"))
+            listener.listen(1)
+            # Output to files, not pipes: nobody has to drain them while a job runs; a failure reads what was added.
+            with open(d / "stdout", "wb") as out, open(d / "stderr", "wb") as err:
+                self._proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
             listener.settimeout(1.0)
             while self._conn is None:
                 try:
@@ -205,47 +227,88 @@ class _Application:
                 except TimeoutError:
                     if self._proc.poll() is not None:  # it ended before its driver ran (bad conf, no JVM, killed)
                         raise self._ended(job) from None
-        finally:
-            listener.close()
         self._conn.settimeout(None)
         self._requests = self._conn.makefile("wb")
         self._replies = self._conn.makefile("rb")
-        log.info("spark application started", pid=self._proc.pid, master=master, first_job=job)
+        hello = self._replies.readline()
+        if not hello:
+            raise self._ended(job)
+        self._driver_pid = int(json.loads(hello)["pid"])
+        log.info("spark application started", pid=self._proc.pid, driver_pid=self._driver_pid, master=master,
+                 first_job=job)
 
-    def _output(self) -> tuple[str, str]:
+    def _output_sizes(self) -> tuple[int, int]:
         if self._dir is None:
-            return "", ""
+            return 0, 0
         d = Path(self._dir.name)
         return tuple(  # type: ignore[return-value]
-            (d / n).read_text(errors="replace") if (d / n).exists() else "" for n in ("stdout", "stderr"))
+            (d / n).stat().st_size if (d / n).exists() else 0 for n in ("stdout", "stderr"))
+
+    def _output(self) -> tuple[str, str]:
+        """What the application wrote to stdout and stderr since the job under way was sent (an earlier job's
+        traceback must not decide what ended this one)."""
+        if self._dir is None:
+            return "", ""
+        d, texts = Path(self._dir.name), []
+        for name, since in zip(("stdout", "stderr"), self._sent_at, strict=True):
+            try:
+                with open(d / name, "rb") as f:
+                    f.seek(since)
+                    texts.append(f.read().decode(errors="replace"))
+            except FileNotFoundError:
+                texts.append("")
+        return texts[0], texts[1]
+
+    def _wait(self, timeout: float) -> int | None:
+        """The JVM's exit code, waiting up to ``timeout`` seconds for it (None: still running)."""
+        assert self._proc is not None
+        try:
+            return self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
     def _ended(self, job: str) -> ChangefeedError | TransientError:
         """The error of an application that ended under ``job``: as a one-shot submission's exit would say."""
-        assert self._proc is not None
-        try:
-            code = self._proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            code = self._proc.wait()
+        code = self._wait(60)
+        if code is None:
+            self._kill()
+            code = self._wait(60)
         stdout, stderr = self._output()
         if code == 0:
             return ChangefeedError(f"spark-submit of {job}: the application ended without answering:\n"
                                    f"{_failure(stdout, stderr)}")
-        return submit_failure(job, code, stdout, stderr)
+        return submit_failure(job, code if code is not None else -9, stdout, stderr)
+
+    def _kill(self) -> None:
+        """``kill -9`` of the Python driver, then of the JVM it runs under (the driver is the JVM's child: killing
+        only the JVM would leave it running its job)."""
+        if self._driver_pid is not None and self._driver_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._driver_pid, signal.SIGKILL)
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+
+    def _driver_alive(self) -> bool:
+        """Whether the driver's pid is still this application's driver (the JVM that started it may be gone, and
+        the pid then free for another process)."""
+        try:
+            return "job_server.py" in Path(f"/proc/{self._driver_pid}/cmdline").read_text(errors="replace")
+        except FileNotFoundError:
+            return False
+        except OSError:  # no /proc: it is ours for as long as the JVM runs
+            return self._proc is not None and self._proc.poll() is None
 
     def close(self) -> None:
-        """End the application: the driver sees the socket close and returns; a driver that does not is killed."""
+        """End the application: the driver sees the socket close and returns; one that does not is killed."""
         for f in (self._requests, self._replies, self._conn):
             with contextlib.suppress(OSError):
                 if f is not None:
                     f.close()
         if self._proc is not None:
-            try:
-                self._proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+            self._wait(60)
+            self._kill()  # a driver that outlived its JVM (killed under a job) has nothing left to serve
+            self._proc.wait()
             log.info("spark application ended", pid=self._proc.pid, code=self._proc.returncode, jobs=self.jobs)
         if self._dir is not None:
             self._dir.cleanup()
-        self._proc = self._conn = self._requests = self._replies = self._dir = None
+        self._proc = self._conn = self._requests = self._replies = self._dir = self._driver_pid = None

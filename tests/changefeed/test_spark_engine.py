@@ -154,33 +154,71 @@ def test_a_tasks_jobs_share_one_application(tmp_path, monkeypatch):
     assert len(started) == 2
 
 
-def test_a_driver_killed_between_jobs_is_transient(tmp_path, monkeypatch):
-    """``kill -9`` of the application's Python driver while it waits for the next job: that job fails as a killed
-    submission does (transient, the exit code in the message), not as a hang or a job error."""
+def _application_processes() -> tuple:
+    """The running application's JVM (spark-submit) and its Python driver (``job_server.py``)."""
     import psutil
 
+    def has(p: psutil.Process, word: str) -> bool:
+        try:
+            return any(word in a for a in p.cmdline())
+        except psutil.Error:  # a Spark worker that ended and is not reaped yet
+            return False
+
+    mine = psutil.Process().children(recursive=True)
+    jvms = [p for p in mine if has(p, "org.apache.spark.deploy.SparkSubmit")]
+    drivers = [p for p in mine if has(p, "job_server.py") and p not in jvms]
+    assert len(jvms) == 1 and len(drivers) == 1, (jvms, drivers)
+    return jvms[0], drivers[0]
+
+
+def _one_window(tmp_path) -> dict:
+    from spark_jobs.bronze import write_bronze
+
+    c = clustered_table()
+    sink = f"file://{tmp_path}/lake"
+    write_bronze(sink, "cf", 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).arrow())
+    return {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": 10, "after_ts": 0, "tables": [c.to_dict()],
+            "writer": "delta-spark"}
+
+
+@pytest.mark.parametrize("victim", ["driver", "jvm"])
+def test_an_application_killed_between_jobs_fails_the_next_job_as_transient(tmp_path, monkeypatch, victim):
+    """``kill -9`` of the application's Python driver, or of its JVM, while it waits for the next job: that job
+    fails as a killed submission does (transient, the exit code in the message), judged by what this job's
+    application said, not by an earlier job's traceback; and no driver outlives the block."""
     from cdc_core.errors import TransientError
 
     monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
     monkeypatch.setenv("CDCFLOW_SPARK_MASTER", "local[1]")
-    c = clustered_table()
-    sink = f"file://{tmp_path}/lake"
-    write = {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": 10, "after_ts": 0, "tables": [c.to_dict()],
-             "writer": "delta-spark"}
-    from spark_jobs.bronze import write_bronze
-
-    write_bronze(sink, "cf", 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).arrow())
+    window = _one_window(tmp_path)
     with spark_engine.one_application():
-        spark_engine.run_job("apply_window", write)
-        def is_driver(p: psutil.Process) -> bool:
-            try:
-                return any(a.endswith("job_server.py") for a in p.cmdline()) and "java" not in p.name()
-            except psutil.Error:  # a Spark worker that ended and is not reaped yet
-                return False
+        with pytest.raises(ChangefeedError, match="no longer takes barrier_ts"):  # a job's own error first
+            spark_engine.run_job("apply_window", {**window, "barrier_ts": 5})
+        spark_engine.run_job("apply_window", window)
+        jvm, driver = _application_processes()
+        killed = driver if victim == "driver" else jvm
+        killed.kill()  # not psutil's wait: it would reap the JVM, our child, before the engine reads its exit code
+        _until(lambda: _dead(killed))
+        code = "137" if victim == "driver" else "-9"
+        with pytest.raises(TransientError, match=rf"spark-submit of apply_window failed \(exit {code}") as failed:
+            spark_engine.run_job("apply_window", window)
+        assert "no longer takes barrier_ts" not in str(failed.value)
+    _until(lambda: _dead(driver) and _dead(jvm))  # a driver whose JVM was killed is killed when the block ends
 
-        drivers = [p for p in psutil.Process().children(recursive=True) if is_driver(p)]
-        assert len(drivers) == 1, drivers
-        drivers[0].kill()
-        drivers[0].wait(30)
-        with pytest.raises(TransientError, match=r"spark-submit of apply_window failed \(exit 137\)"):
-            spark_engine.run_job("apply_window", write)
+
+def _dead(p) -> bool:
+    import psutil
+
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _until(condition, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
