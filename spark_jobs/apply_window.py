@@ -22,7 +22,7 @@ given either way (both are used when both are given):
 
 ``ignore_txn_start_ts`` applies to every table.
 
-Run under spark-submit (``cdc_core.changefeed.spark_engine`` does this with ``--args``)::
+``cdc_core.changefeed.spark_engine`` runs it in a task's application (``spark_jobs.job_server``); by hand::
 
     spark-submit spark_jobs/apply_window.py --args args.json --result result.json
     spark-submit spark_jobs/apply_window.py --sink S --changefeed CF --window-end-ts T \\

@@ -1,7 +1,8 @@
-"""The spark-submit protocol of cdcflow's jobs: JSON arguments in, JSON result out.
+"""The command line of cdcflow's jobs run by hand: JSON arguments in, JSON result out.
 
-``cdc_core.changefeed.spark_engine`` runs ``spark-submit <job>.py --args FILE --result FILE``;
-each job's ``main`` reads its arguments and writes its result through these two functions.
+``spark-submit <job>.py --args FILE [--result FILE]`` runs one job; each job's ``main`` reads its arguments and
+writes its result through these functions. (``cdc_core.changefeed.spark_engine`` does not use them: it runs a
+task's jobs in one application, ``spark_jobs.job_server``.)
 """
 
 from __future__ import annotations
