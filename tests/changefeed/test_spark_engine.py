@@ -18,30 +18,8 @@ from spark_jobs_builders import Bronze, clustered_table
 pytestmark = pytest.mark.spark
 
 
-def test_a_submitted_apply_writes_through_delta_spark(tmp_path, monkeypatch):
-    from spark_jobs.bronze import write_bronze
-    from spark_jobs.delta_writer import app_id_for, table_path
-
+def test_unknown_jobs_and_engines_are_refused(monkeypatch):
     monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
-    monkeypatch.setenv("CDCFLOW_SPARK_MASTER", "local[1]")
-    c = clustered_table()
-    sink = f"file://{tmp_path}/lake"
-    write_bronze(sink, "cf", 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).put(c, 2, 6, {1: 2, 2: 2}).arrow())
-    out = spark_engine.run_job("apply_window", {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": 10,
-                                                "after_ts": 0, "tables": [c.to_dict()], "writer": "delta-spark"})
-    assert out["rows_upserted"] == 2 and out["tables"]["test.c"]["applied_version"] == 10
-    dt = DeltaTable(table_path(sink, c))
-    assert sorted(r["a"] for r in dt.to_pyarrow_table().to_pylist()) == [1, 2]
-    assert dt.transaction_version(app_id_for("cf")) == 10
-    assert "Delta-Lake/" in dt.history(1)[0]["engineInfo"]  # written by delta-spark in the submitted driver
-
-
-def test_a_failed_submission_names_the_job_and_shows_the_drivers_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
-    monkeypatch.setenv("CDCFLOW_SPARK_MASTER", "local[1]")
-    with pytest.raises(ChangefeedError, match=r"(?s)spark-submit of apply_window failed.*no longer takes barrier_ts"):
-        spark_engine.run_job("apply_window", {"sink_uri": f"file://{tmp_path}", "changefeed_id": "cf",
-                                              "window_end_ts": 10, "barrier_ts": 5, "tables": []})
     with pytest.raises(ChangefeedError, match="unknown Spark job"):
         spark_engine.run_job("drop_everything", {})
     monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "yarn")
@@ -123,8 +101,9 @@ def _submissions(monkeypatch) -> list[list[str]]:
 
 
 def test_a_tasks_jobs_share_one_application(tmp_path, monkeypatch):
-    """Inside ``one_application`` the jobs go to one submitted driver: one spark-submit for three jobs, and a job
-    that raises is reported (with the driver's words) without ending the application for the next one."""
+    """Inside ``one_application`` the jobs go to one submitted driver (the Delta jars on its command line: it writes
+    through delta-spark): one spark-submit for three jobs, and a job that raises is reported (with the driver's
+    words) without ending the application for the next one."""
     from spark_jobs.bronze import write_bronze
     from spark_jobs.delta_writer import app_id_for, table_path
 
@@ -150,6 +129,7 @@ def test_a_tasks_jobs_share_one_application(tmp_path, monkeypatch):
     dt = DeltaTable(table_path(sink, c))
     assert sorted(r["a"] for r in dt.to_pyarrow_table().to_pylist()) == [1, 3]
     assert dt.transaction_version(app_id_for("cf")) == 20
+    assert "Delta-Lake/" in dt.history(1)[0]["engineInfo"]  # written by delta-spark in the submitted driver
     spark_engine.run_job("apply_window", window(20, 10))  # outside a block: an application of its own
     assert len(started) == 2
 
