@@ -28,17 +28,17 @@ from typing import Any
 ENTRY_PACKAGE = "spark_jobs."  # only cdcflow's jobs run here, whatever a request names
 
 
-def run_request(request: dict[str, Any]) -> dict[str, Any]:
-    """One job: its result, or the traceback of what it raised."""
+def run_request(request: dict[str, Any]) -> bytes:
+    """One job: the reply line with its result, or with the traceback of what it raised (a result that is not
+    JSON included)."""
     try:
         module, _, func = str(request["entry"]).partition(":")
         if not module.startswith(ENTRY_PACKAGE) or not func:
             raise ValueError(f"not a cdcflow Spark job entry: {request['entry']!r}")
         result = getattr(importlib.import_module(module), func)(request["args"])
-        json.dumps(result)  # fail here, with this job's name, rather than in the reply
-        return {"result": result}
+        return json.dumps({"result": result}).encode() + b"\n"
     except Exception:  # the traceback goes back to the submitter, which logs and judges it
-        return {"error": traceback.format_exc(), "spark_alive": spark_alive()}
+        return json.dumps({"error": traceback.format_exc(), "spark_alive": spark_alive()}).encode() + b"\n"
 
 
 def spark_alive() -> bool:
@@ -61,8 +61,7 @@ def serve(path: str) -> int:
             replies.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
             replies.flush()
             for line in requests:
-                reply = run_request(json.loads(line))
-                replies.write(json.dumps(reply).encode() + b"\n")
+                replies.write(run_request(json.loads(line)))
                 replies.flush()
     return 0
 
