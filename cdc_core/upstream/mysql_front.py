@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
 from ssl import SSLContext
@@ -149,6 +149,16 @@ def _mysql_error(exc: SqlError) -> MysqlError:
     return MysqlError(mysql_errors.strip_context(exc.message), cast(ErrorCode, code.code))
 
 
+def _statement_error(exc: SqlError | SchemaError | GcSafePointPassedError) -> MysqlError:
+    """The MySQL error a statement's failure is sent as (while it runs, or while its rows stream)."""
+    if isinstance(exc, SqlError):
+        return _mysql_error(exc)
+    if isinstance(exc, SchemaError):  # e.g. an unknown column name: the SQL is wrong
+        return _mysql_error(SqlError(str(exc)))
+    # a transaction outlived the GC safe point
+    return MysqlError(str(exc), cast(ErrorCode, mysql_errors.TIDB_GC_TOO_EARLY.code))
+
+
 class UnknownDatabase(Exception):
     """The handshake named a database that does not exist."""
 
@@ -177,6 +187,7 @@ class FrontSession(Session):
         self.engine = engine
         self.listing = listing
         self.sql = engine.session()
+        self.sql.stream_rows = True  # a SELECT's rows go out as they are read (see _streamed)
         super().__init__(SessionVariables(_VARIABLES))
         self.middlewares = [
             self._set_var_middleware,
@@ -235,12 +246,8 @@ class FrontSession(Session):
     async def _run(self, st: ParsedStatement) -> AllowedResult:
         try:
             res = await self.sql.run(st)
-        except SqlError as exc:
-            raise _mysql_error(exc) from exc
-        except SchemaError as exc:  # e.g. an unknown column name: the SQL is wrong
-            raise _mysql_error(SqlError(str(exc))) from exc
-        except GcSafePointPassedError as exc:  # a transaction outlived the GC safe point
-            raise MysqlError(str(exc), cast(ErrorCode, mysql_errors.TIDB_GC_TOO_EARLY.code)) from exc
+        except (SqlError, SchemaError, GcSafePointPassedError) as exc:
+            raise _statement_error(exc) from exc
         finally:
             self.variables.set("tidb_current_ts", self.sql.txn.start_ts if self.sql.txn else 0, force=True)
         if res.commit_ts:
@@ -259,11 +266,33 @@ class FrontSession(Session):
             native = [_is_fsp(col) for col in res.column_defs]
             native += [False] * (len(res.columns) - len(native))  # a computed column has no definition
             # Values of time columns go as they are: their encoders print them (and the binary protocol takes them).
-            return [tuple(row.get(c) if native[i] else _wire_value(row.get(c)) for i, c in enumerate(res.columns))
-                    for row in res.rows], columns
+            def wire(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+                return [tuple(row.get(c) if native[i] else _wire_value(row.get(c)) for i, c in enumerate(res.columns))
+                        for row in rows]
+
+            if res.more is None:
+                return wire(res.rows), columns
+            return self._streamed(wire(res.rows), res.more, wire), columns
         if res.affected_rows:
             self._report_affected_rows(res.affected_rows)
         return None
+
+    async def _streamed(self, first: list[tuple[Any, ...]], more: Iterator[list[dict[str, Any]]],
+                        wire: Callable[[list[dict[str, Any]]], list[tuple[Any, ...]]]
+                        ) -> AsyncIterator[tuple[Any, ...]]:
+        """A streamed SELECT's rows as mysql-mimic writes them: each next batch decoded off the event loop (which
+        meanwhile serves PD, the change feeds and the other sessions) once the one before is on the socket, so a
+        result of any size holds one batch here and the socket's buffer (the client's read timeout sees rows all
+        along). An error after the first batch reaches the client as an error packet in place of the rows."""
+        batch = first
+        while batch:
+            for row in batch:
+                yield row
+            await self.connection.stream.drain()
+            try:
+                batch = wire(await asyncio.to_thread(next, more, []))
+            except (SqlError, SchemaError, GcSafePointPassedError) as exc:
+                raise _statement_error(exc) from exc
 
     def _report_affected_rows(self, n: int) -> None:
         """The next OK packet carries ``n`` affected rows. mysql-mimic's ``Session`` cannot return them (its

@@ -27,7 +27,8 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from itertools import islice
+from typing import Any, Final, cast
 
 import sqlglot
 from sqlglot import exp
@@ -66,6 +67,8 @@ log = get_logger("cdcflow.upstream.sql")
 _DIALECT = MySQL()
 _CLUSTER_WORDS = {"CLUSTERED": True, "NONCLUSTERED": False}
 _AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Sum, exp.BitwiseXorAgg)
+# Rows a streamed SELECT decodes at a time (one batch per trip off the event loop; what a result holds at once).
+STREAM_BATCH_ROWS: Final = 1024
 # ALTER TABLE t ADD PARTITION (<definitions>) / DROP PARTITION p[, q] / TRUNCATE PARTITION p[, q]; the ADD body is read
 # as the definitions of the table's partitioning method (group 3, prefixed with the method by the caller).
 _PARTITION_OP_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+(ADD|DROP|TRUNCATE)\s+PARTITION\b\s*(.*)$",
@@ -98,6 +101,9 @@ class StatementResult:
     column_defs: list[Column | None] = field(default_factory=list)
     affected_rows: int = 0
     commit_ts: int = 0  # the commit ts of the transaction this statement committed (0: none)
+    # A streamed SELECT's rows after ``rows`` (its first batch), decoded a batch per ``next`` as the client reads
+    # them (sessions with ``stream_rows``): a region's million rows never make one list, as TiDB streams them.
+    more: Iterator[list[dict[str, Any]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -246,6 +252,9 @@ class Session:
         self.db: str | None = None
         self.txn: Transaction | None = None
         self.last_start_ts = 0  # start ts of the last transaction committed here (0: a DDL, or none yet)
+        # A plain SELECT (no ORDER BY, LIMIT or aggregate) returns its first batch of rows and the rest as
+        # ``StatementResult.more``, read by the caller while it sends them (the MySQL front): else every row at once.
+        self.stream_rows = False
 
     @property
     def at_ts(self) -> int:
@@ -757,7 +766,6 @@ class Session:
         _reject(node, "SELECT", "distinct", "group", "having", "joins", "laterals", "with", "windows", "qualify")
         from_ = node.args.get("from_") or node.args.get("from")
         info: TableInfo | None = None
-        contexts: list[tuple[dict[str, Any], StoredRow | None]]
         if from_ is not None:
             info = self._table(from_.this, "SELECT ... FROM")
             counted = self._count_star(node, info, txn)
@@ -766,8 +774,8 @@ class Session:
             folded = self._fold_aggregates(node, info, txn)
             if folded is not None:
                 return StatementResult(statement=st.text, columns=list(folded), rows=[folded])
-            matched = self._matching(info, txn, node.args.get("where"))
-            contexts = [(ctx, row) for row, ctx in matched]
+            contexts: Iterable[tuple[dict[str, Any], StoredRow | None]] = (
+                (ctx, row) for row, ctx in self._iter_matching(info, txn, node.args.get("where")))
         else:
             if node.args.get("where") and not truthy(evaluate(node.args["where"].this, {})):
                 contexts = []
@@ -805,11 +813,13 @@ class Session:
             row = {name: folded.get(name) for name, _, _ in out}
             return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=[row])
         order = node.args.get("order")
+        limited = node.args.get("limit") is not None or node.args.get("offset") is not None
         if order is not None:
-            contexts = self._order(contexts, order.expressions, out)
-        contexts = self._limit(node, contexts)
-        rows = []
-        for ctx, _stored in contexts:
+            contexts = self._order(list(contexts), order.expressions, out)
+        if limited:
+            contexts = self._limit(node, list(contexts))
+
+        def output(ctx: dict[str, Any]) -> dict[str, Any]:
             r: dict[str, Any] = {}
             for name, e, colname in out:
                 if colname is not None and info is not None:
@@ -817,10 +827,18 @@ class Session:
                 else:
                     assert e is not None
                     r[name] = evaluate(e, ctx)
-            rows.append(r)
+            return r
+
         defs = [info.column(c) if info is not None and c is not None and c != ROWID_COLUMN else None
                 for _, _, c in out]
-        return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=rows, column_defs=defs)
+        columns = [n for n, _, _ in out]
+        rows = (output(ctx) for ctx, _stored in contexts)
+        if self.stream_rows and order is None and not limited:
+            batches = iter(lambda: list(islice(rows, STREAM_BATCH_ROWS)), [])
+            # The first batch now, where the statement runs: an error in WHERE is the statement's, before any row.
+            return StatementResult(statement=st.text, columns=columns, rows=next(batches, []), column_defs=defs,
+                                   more=batches)
+        return StatementResult(statement=st.text, columns=columns, rows=list(rows), column_defs=defs)
 
     @staticmethod
     def _count_star(node: exp.Select, info: TableInfo, txn: Transaction) -> tuple[str, int] | None:
