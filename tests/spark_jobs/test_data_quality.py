@@ -145,6 +145,31 @@ def test_duplicate_key_fails_with_sample_keys(spark, sink):
     assert rep.results[2].success  # the content itself matches upstream
 
 
+def test_a_table_past_the_driver_bound_is_read_by_spark_alike(spark, sink, monkeypatch):
+    """A table above DRIVER_READ_ROWS is read by Spark's Delta reader, not through the driver: the same rows, typed
+    the same (every type of T), a column the Delta table lacks as NULL, the same checksum and report."""
+    import spark_jobs.data_quality as dq
+
+    t = typed_table(9104, "big_read")
+    typed = [_typed(r) for r in JSON_ROWS]
+    data = pa.Table.from_pylist(typed, schema=t.arrow_schema())
+    write_deltalake(table_path(sink, t), data.drop_columns(["def_s"]))  # e.g. added by a DDL not applied yet
+    small, v_small = read_silver(spark, sink, t)
+    monkeypatch.setattr(dq, "DRIVER_READ_ROWS", 2)
+    big, v_big = read_silver(spark, sink, t)
+    plan = {name: df._jdf.queryExecution().toString() for name, df in (("small", small), ("big", big))}
+    assert "LocalRelation" in plan["small"]
+    assert "LocalRelation" not in plan["big"] and "parquet" in plan["big"]  # the files, not rows from the driver
+    assert big.schema == small.schema and v_big == v_small == 0
+    assert sorted(big.collect()) == sorted(small.collect())
+    assert {r["def_s"] for r in big.collect()} == {None}
+    assert spark_checksum(big, t) == spark_checksum(small, t)
+    rep = run_checks(sink, t, expected_rows=[{**r, "def_s": None} for r in JSON_ROWS], mode="checksum", ts=3,
+                     spark=spark)
+    by = {r.expectation: r for r in rep.results}
+    assert by["row_count_equals"].success and by["checksum_equals"].success and by["delta_key_unique"].success
+
+
 def test_missing_table_reads_empty(spark, sink):
     df, version = read_silver(spark, sink, T)
     assert df.count() == 0 and version is None
