@@ -202,25 +202,26 @@ class AirflowServer:
     def pause_and_settle(self, dag_id: str, timeout_s: float = 900.0) -> None:
         """Pause a DAG and leave none of its runs in flight: a paused DAG's queued runs stay queued (on unpause
         they would run before whatever a test asks for next), and the scheduler does not look at the running
-        runs of a paused DAG at all. So runs with a task under way are let finish (unpaused meanwhile), and
-        runs with no task started are deleted."""
+        runs of a paused DAG at all. So running runs are let finish (unpaused meanwhile: Airflow refuses to delete
+        a running run, even one between two tasks), and queued runs are deleted."""
         deadline = time.monotonic() + timeout_s
         while True:
             self.set_paused(dag_id, True)
             open_runs = [r for r in self.runs(dag_id) if r["state"] in ("queued", "running")]
-            busy = [r for r in open_runs if r["state"] == "running" and self._tasks_under_way(dag_id, r)]
+            busy = [r for r in open_runs if r["state"] == "running"]
             if not busy:
                 for run in open_runs:
-                    self.api("DELETE", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}").raise_for_status()
-                return
+                    r = self.api("DELETE", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}")
+                    if r.status_code == 409:  # it started running since the listing ("cannot be deleted in running
+                        break                 # state"): look again, and let it finish
+                    r.raise_for_status()
+                else:
+                    return
+                continue
             assert time.monotonic() < deadline, f"runs of {dag_id} still under way: {[r['dag_run_id'] for r in busy]}"
             self.set_paused(dag_id, False)
             for run in busy:
                 self.wait_run(dag_id, run["dag_run_id"], timeout_s=max(1.0, deadline - time.monotonic()))
-
-    def _tasks_under_way(self, dag_id: str, run: dict[str, Any]) -> bool:
-        started = {"queued", "running", "deferred", "up_for_retry", "up_for_reschedule", "restarting"}
-        return any(ti.get("state") in started for ti in self.task_instances(dag_id, run["dag_run_id"]).values())
 
     def trigger(self, dag_id: str, conf: dict[str, Any]) -> httpx.Response:
         return self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
