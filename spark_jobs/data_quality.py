@@ -51,6 +51,7 @@ from spark_jobs.job_io import read_args, write_result
 from spark_jobs.mount import image_columns
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
 
@@ -215,6 +216,16 @@ def version_as_of(path: str, ts: int) -> int | None:
 DRIVER_READ_ROWS = 100_000
 
 
+def log_row_count(dt: DeltaTable) -> int | None:
+    """Rows of a Delta table version from its log's file statistics (``numRecords`` of the live files, no data
+    read); None when a file lacks them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    counts = pa.table(dt.get_add_actions(flatten=True)).column("num_records")
+    return int(pc.sum(counts).as_py() or 0) if counts.null_count == 0 else None
+
+
 def read_silver(
     spark: SparkSession, sink: str, table: TableInfo, as_of_ts: int | None = None
 ) -> tuple[DataFrame, int | None]:
@@ -238,8 +249,8 @@ def read_silver(
         return spark.createDataFrame(schema.empty_table(), schema=spark_schema_ddl(table)), None
     dt = DeltaTable(path, version=version)
     present = set(dt.schema().to_arrow().names)
-    counts = pa.table(dt.get_add_actions(flatten=True)).column("num_records")
-    if counts.null_count == 0 and sum(counts.to_pylist()) <= DRIVER_READ_ROWS:
+    rows = log_row_count(dt)
+    if rows is not None and rows <= DRIVER_READ_ROWS:
         data = dt.to_pyarrow_table(columns=[n for n in schema.names if n in present])
         cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
                 for f in schema]  # fmt: skip

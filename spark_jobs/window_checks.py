@@ -176,14 +176,11 @@ def _live_files(path: str, version: int | None = None) -> pa.Table:
 def delta_count(path: str) -> int:
     """Rows of the Delta table from its log's file statistics (no data read); a file without ``numRecords``
     is counted from its Parquet footer."""
-    import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    actions = _live_files(path)
-    counts = actions.column("num_records")
-    if counts.null_count == 0:
-        return int(pc.sum(counts).as_py() or 0)
-    return int(DeltaTable(path).to_pyarrow_dataset().count_rows())
+    dt = DeltaTable(path)
+    rows = dq.log_row_count(dt)
+    return rows if rows is not None else int(dt.to_pyarrow_dataset().count_rows())
 
 
 def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_ts: int, column: str,
