@@ -20,6 +20,13 @@ versions committed after its checkpoint, found through an index by commit ts (``
 data older than the checkpoint the same way (the min/max commit ts its SST files record), so a region whose keys
 mostly predate the checkpoint costs what changed since, not what it holds.
 
+``count`` (``COUNT(*)``'s pushed-down scan) answers from the map's order statistics: the keys of the range, less
+those whose newest version is a tombstone (a sorted list, ``_dead``), corrected for the versions committed after the
+read's ts (the index by commit ts). TiKV's coprocessor walks the keys, in Rust and a region per core, at millions
+of keys a second; a Python walk of a 5 M-key table takes 10 s, and the stand-in, not the pipeline, would be what a
+window's count check measured. A read below the newest ingest, or with more versions after it than keys in the
+range, walks the keys.
+
 ``ingest`` writes versions straight in, without locks or observers (TiDB's physical import: Lightning's SST
 ingest); they are not in the index by commit ts, so a scan from below the newest ingest walks the keys.
 
@@ -163,6 +170,7 @@ class MvccStore:
         # ``_writes`` a page at a time under this lock, and the event loop changes it (commit, GC) under it.
         self._mutex = threading.RLock()
         self._by_ts: SortedList = SortedList()  # (commit_ts, key) of every version above the safe point
+        self._dead: SortedList = SortedList()  # keys whose newest version is a tombstone (until GC drops them)
         self._locks: SortedDict = SortedDict()  # key -> Lock
         self._observers: list[MvccObserver] = []
         self.safe_point = 0  # versions a read below this ts needs may be gone
@@ -227,9 +235,22 @@ class MvccStore:
 
     def count(self, start: bytes, end: bytes, ts: int) -> int:
         """How many live keys ``[start, end)`` holds at ``ts``, none kept or copied (``COUNT(*)``'s pushed-down
-        scan), a page of ``SCAN_PAGE`` keys per hold of the lock as :meth:`iter_scan` reads."""
+        scan): from the order statistics (module docstring) in O(log n + versions after ``ts``) when ``ts`` is at
+        or above the newest ingest and fewer versions follow it than the range has keys (``index_scan_ratio``),
+        else a walk of a page of ``SCAN_PAGE`` keys per hold of the lock, as :meth:`iter_scan` reads."""
         self.check_read_ts(ts)
         writes = self._writes
+        with self._mutex:
+            first_after = self._by_ts.bisect_left((ts + 1, b""))
+            in_range = (writes.bisect_left(end) if end else len(writes)) - writes.bisect_left(start)
+            if ts >= self._ingest_ts and len(self._by_ts) - first_after < in_range * self.index_scan_ratio:
+                dead = self._dead
+                n = in_range - ((dead.bisect_left(end) if end else len(dead)) - dead.bisect_left(start))
+                later = {k for _, k in self._by_ts.islice(first_after) if k >= start and (not end or k < end)}
+                for key in later:  # the count above is of the newest versions: undo what came after ts
+                    vs = writes[key]
+                    n += (_live_at(vs, ts) is not None) - (vs[-1].op is Op.PUT)
+                return n
         n, lo, first = 0, start, True
         while True:
             with self._mutex:
@@ -364,6 +385,7 @@ class MvccStore:
                 v = Version(start_ts, commit_ts, lk.op, lk.value)
                 self._writes.setdefault(key, []).append(v)
                 self._by_ts.add((commit_ts, key))
+                self._note_newest(key, prev, v)
                 records.append(VersionRecord(key, start_ts, commit_ts, lk.op, lk.value, _value_of(prev)))
         for rec in records:
             for obs in self._observers:
@@ -387,9 +409,19 @@ class MvccStore:
                 else:
                     if vs[-1].commit_ts >= commit_ts:
                         raise WriteConflictError(key, commit_ts, vs[-1].commit_ts)
-                    vs.append(Version(commit_ts, commit_ts, Op.PUT, value))
+                    v = Version(commit_ts, commit_ts, Op.PUT, value)
+                    self._note_newest(key, vs[-1], v)
+                    vs.append(v)
                 n += 1
         return n
+
+    def _note_newest(self, key: bytes, prev: Version | None, v: Version) -> None:
+        """Keep ``_dead`` true when ``v`` becomes ``key``'s newest version after ``prev`` (under the lock)."""
+        was_dead, dead = prev is not None and prev.op is not Op.PUT, v.op is not Op.PUT
+        if dead and not was_dead:
+            self._dead.add(key)
+        elif was_dead and not dead:
+            self._dead.remove(key)
 
     def rollback(self, keys: Iterable[bytes], start_ts: int) -> list[Lock]:
         """Drop the transaction's locks on ``keys`` (keys it does not lock are ignored)."""
@@ -445,8 +477,9 @@ class MvccStore:
                     del vs[:keep_from]
                     if not vs:
                         empty.append(key)
-            for key in empty:
+            for key in empty:  # only a key whose newest version is a tombstone GC empties
                 del self._writes[key]
+                self._dead.discard(key)
             keys_removed = len(empty)
             done = scanned < key_limit or last is None
         return GcStats(sp, scanned, removed, keys_removed), (None if done else last)

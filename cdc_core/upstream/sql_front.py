@@ -843,7 +843,8 @@ class Session:
     @staticmethod
     def _count_star(node: exp.Select, info: TableInfo, txn: Transaction) -> tuple[str, int] | None:
         """``SELECT COUNT(*) FROM t`` (no WHERE): the live row keys counted, no row decoded or kept (TiDB pushes
-        it down to TiKV's coprocessor, which counts keys the same way)."""
+        it down to TiKV's coprocessor, which walks the keys; the store answers from its order statistics,
+        :meth:`MvccStore.count`)."""
         if node.args.get("where") or len(node.expressions) != 1 or node.args.get("limit") or node.args.get("offset"):
             return None
         item = node.expressions[0]

@@ -122,6 +122,20 @@ def test_versions_after_lists_changes_with_old_values_in_chunks() -> None:
     assert [r.key for r in recs] == [b"b", b"b"]
 
 
+def _count_walked_keys(s: MvccStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the keys the store's walks read from now on (until ``monkeypatch`` undoes it): ``[n]``."""
+    walked = [0]
+    real = s._writes.irange
+
+    def counting(*args: object, **kwargs: object) -> object:
+        for k in real(*args, **kwargs):
+            walked[0] += 1
+            yield k
+
+    monkeypatch.setattr(s._writes, "irange", counting)
+    return walked
+
+
 def test_versions_after_by_commit_ts_index_equals_the_key_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past a checkpoint that most keys predate, the incremental scan reads the versions committed since (the index
     by commit ts) instead of every key; both give the same records, chunks, resume keys and GC behaviour."""
@@ -154,23 +168,64 @@ def test_versions_after_by_commit_ts_index_equals_the_key_walk(monkeypatch: pyte
     cases = [(c, lo, hi, limit) for c in checkpoints for lo, hi in [(b"", b""), (b"k00500", b"k01500")]
              for limit in (None, 7)]
     by_index = [scan(*c) for c in cases]
-    walked_keys = 0
-    real_irange = s._writes.irange
-
-    def counting_irange(*args: object, **kwargs: object) -> object:
-        nonlocal walked_keys
-        for k in real_irange(*args, **kwargs):
-            walked_keys += 1
-            yield k
-
     assert all(by_index[:-4]) and by_index[0] != by_index[-4]
     monkeypatch.setattr(s, "index_scan_ratio", 0.0)  # every call walks the keys
-    monkeypatch.setattr(s._writes, "irange", counting_irange)
+    walked = _count_walked_keys(s, monkeypatch)
     assert [scan(*c) for c in cases] == by_index
-    assert walked_keys > 2000
+    assert walked[0] > 2000
     monkeypatch.undo()
     s.gc(checkpoints[-1])  # the index forgets what the safe point passed; later checkpoints still read the same
     assert scan(checkpoints[-1], b"", b"", None) == by_index[-4]
+
+
+def test_count_from_order_statistics_equals_the_key_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """COUNT(*)'s pushed-down count answers from the key map's order statistics and the versions after its ts,
+    walking no key, and agrees with the walk and with the rows a scan returns at every ts: through ingests,
+    deletes, re-inserts of deleted keys, keys born after the ts, and GC dropping tombstones."""
+    import random
+
+    rng = random.Random(18)
+    s = MvccStore()
+    s.ingest(((f"k{i:05d}".encode(), b"v0") for i in range(0, 3000, 2)), 5)  # a physical import first
+    ts = 10
+    marks = [ts]
+    for _ in range(1500):  # inserts, updates, deletes, re-inserts; a few keys many times
+        k = f"k{rng.randrange(3000):05d}"
+        put(s, ts, ts + 1, **{k: None if rng.random() < 0.3 else f"v{ts}".encode()})
+        ts += 2
+        if rng.random() < 0.05:
+            marks.append(ts)
+    marks.append(ts)
+    ranges = [(b"", b""), (b"k00500", b"k01500"), (b"k02990", b""), (b"a", b"b")]
+
+    def walk(at: int, lo: bytes, hi: bytes) -> int:
+        return sum(1 for _ in s.iter_scan(lo, hi, at))
+
+    def keys_walked(at: int, lo: bytes, hi: bytes) -> tuple[int, int]:
+        with monkeypatch.context() as m:
+            walked = _count_walked_keys(s, m)
+            n = s.count(lo, hi, at)
+        return n, walked[0]
+
+    # Marks late in the history have fewer versions after them than the wide ranges have keys: counted from the
+    # statistics, no key walked (a range of a few keys is walked: that is cheaper than the versions after).
+    late = [at for at in marks if s._by_ts.bisect_left((at + 1, b"")) > len(s._by_ts) - 500]
+    assert len(late) > 3
+    for at in late:
+        for lo, hi in ranges:
+            n, walked = keys_walked(at, lo, hi)
+            assert n == walk(at, lo, hi), (at, lo, hi)
+            if lo in (b"", b"k00500"):
+                assert walked == 0, (at, lo, hi)
+    with monkeypatch.context() as m:
+        m.setattr(s, "index_scan_ratio", 0.0)  # every count walks the keys: the same answers
+        assert all(s.count(lo, hi, at) == walk(at, lo, hi) for at in marks for lo, hi in ranges)
+    assert s.count(b"", b"", 6) == 1500 and s.count(b"", b"", 4) == 0  # before and after the ingest: walked
+
+    s.gc(marks[-3])  # tombstones at the safe point go: the statistics follow
+    assert all(s.count(lo, hi, at) == walk(at, lo, hi) for at in marks[-3:] for lo, hi in ranges)
+    assert all(s.get(k, ts) is None for k in s._dead) and len(s._dead) == sum(
+        1 for k in s._writes if s.versions(k)[-1].op is Op.DELETE)
 
 
 def test_observers_see_changes_in_order() -> None:
