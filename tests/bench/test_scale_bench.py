@@ -147,8 +147,9 @@ def _workload(home: Path, db: str, tables: int, id_range: int, rate: float, seco
          "--rows-per-s", str(rate), "--duration-s", str(seconds)], env=env, stdout=subprocess.PIPE, text=True)
 
 
-def _finish(p: subprocess.Popen[str]) -> dict[str, Any]:
-    out, _ = p.communicate(timeout=600)
+def _finish(p: subprocess.Popen[str], seconds: float) -> dict[str, Any]:
+    """The summary of a workload process started for ``seconds`` (waited for that long and 10 minutes more)."""
+    out, _ = p.communicate(timeout=seconds + 600)
     assert p.returncode == 0, out
     return json.loads(out[out.index("{"):])  # type: ignore[no-any-return]
 
@@ -228,7 +229,7 @@ def test_scale(upstream_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             next_at += WINDOW_S
             windows.append(_window(cid)[0])
         sampler.lag = False
-        done = [_finish(p) for p in loads]
+        done = [_finish(p, 0) for p in loads]  # their minutes are over: the windows ran as long
         rows = sum(d["rows"] for d in done)
         figures["lag"] = {"rows_per_s": round(rows / seconds), "windows": len(windows),
                           "window_s_p50": round(_pct(windows, 0.5), 1), "window_s_max": round(max(windows), 1),
@@ -242,7 +243,7 @@ def test_scale(upstream_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         backlog_s = BACKLOG_MINUTES * 60
         loads = [_workload(home, "big", 1, BIG_ROWS // 2, RATE * share, backlog_s),
                  _workload(home, "small", TABLES, TABLE_ROWS // 2, RATE * (1 - share), backlog_s)]
-        done = [_finish(p) for p in loads]
+        done = [_finish(p, backlog_s) for p in loads]
         rows = sum(d["rows"] for d in done)
         sampler.pids = {k: v for k, v in sampler.pids.items() if not k.startswith("workload")}
         sampler.reset_peaks()
