@@ -151,6 +151,11 @@ def _value_of(v: Version | None) -> bytes | None:
 SCAN_PAGE = 1024  # keys a scan reads per hold of the store's lock
 
 
+def _in_range(keys: SortedDict | SortedList, start: bytes, end: bytes) -> int:
+    """How many of the sorted ``keys`` are in ``[start, end)`` (``end == b""``: no bound), by bisection."""
+    return (keys.bisect_left(end) if end else len(keys)) - keys.bisect_left(start)
+
+
 def _live_at(vs: list[Version], ts: int) -> Version | None:
     """The version of a key a read at ``ts`` sees when it holds a value (None: absent or deleted at ``ts``)."""
     v: Version | None = vs[-1]
@@ -241,11 +246,9 @@ class MvccStore:
         self.check_read_ts(ts)
         writes = self._writes
         with self._mutex:
-            first_after = self._by_ts.bisect_left((ts + 1, b""))
-            in_range = (writes.bisect_left(end) if end else len(writes)) - writes.bisect_left(start)
-            if ts >= self._ingest_ts and len(self._by_ts) - first_after < in_range * self.index_scan_ratio:
-                dead = self._dead
-                n = in_range - ((dead.bisect_left(end) if end else len(dead)) - dead.bisect_left(start))
+            first_after = self._index_after(ts, start, end)
+            if first_after is not None:
+                n = _in_range(writes, start, end) - _in_range(self._dead, start, end)
                 later = {k for _, k in self._by_ts.islice(first_after) if k >= start and (not end or k < end)}
                 for key in later:  # the count above is of the newest versions: undo what came after ts
                     vs = writes[key]
@@ -259,6 +262,17 @@ class MvccStore:
             if len(keys) < SCAN_PAGE:
                 return n
             lo, first = keys[-1], False
+
+    def _index_after(self, ts: int, start: bytes, end: bytes) -> int | None:
+        """Where the versions committed after ``ts`` begin in the index by commit ts, when reading them costs less
+        than walking the keys of ``[start, end)`` (``index_scan_ratio``); None: walk. The index holds what is
+        above the safe point and no ingested version: a read from below either walks (as TiKV serves it, with
+        the versions GC kept)."""
+        first_after = self._by_ts.bisect_left((ts + 1, b""))
+        if (ts >= max(self.safe_point, self._ingest_ts)
+                and len(self._by_ts) - first_after < _in_range(self._writes, start, end) * self.index_scan_ratio):
+            return first_after
+        return None
 
     def check_read_ts(self, ts: int) -> None:
         """Raise ``GcSafePointPassedError`` if a read (or a change scan) at ``ts`` may miss GC'd versions."""
@@ -298,12 +312,8 @@ class MvccStore:
         last: bytes | None = None
         inclusive = (from_key is None, False)
         keys: Iterable[bytes] = self._writes.irange(lo, end or None, inclusive=inclusive)
-        first_after = self._by_ts.bisect_left((after_ts + 1, b""))
-        in_range = (self._writes.bisect_left(end) if end else len(self._writes)) - self._writes.bisect_left(lo)
-        # The index holds what is above the safe point: a scan from below it (served as TiKV serves it, with the
-        # versions GC kept) walks the keys.
-        if (after_ts >= max(self.safe_point, self._ingest_ts)
-                and len(self._by_ts) - first_after < in_range * self.index_scan_ratio):
+        first_after = self._index_after(after_ts, lo, end)
+        if first_after is not None:
             keys = sorted({k for _, k in self._by_ts.islice(first_after)
                            if (k > lo if from_key is not None else k >= lo) and (not end or k < end)})
         for key in keys:
