@@ -51,6 +51,7 @@ from spark_jobs.job_io import read_args, write_result
 from spark_jobs.mount import image_columns
 
 if TYPE_CHECKING:
+    import pandas as pd
     from deltalake import DeltaTable
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
@@ -322,8 +323,9 @@ def _gx_context() -> Any:
 _GX_SOURCES = threading.Lock()  # the context's datasource registry is shared by the threads of a job
 
 
-def _validate(df: DataFrame, expectations: list[Any]) -> list[Any]:
-    """Validate a Spark DataFrame against expectations in one GX run; results in expectation order.
+def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any]) -> list[Any]:
+    """Validate a Spark DataFrame (or a pandas one: a few rows on the driver) against expectations in one GX run;
+    results in expectation order.
 
     Each run gets its own datasource (GX asset names are per datasource), removed afterwards; runs of several
     threads (the window checks of several tables) validate at once, registering their datasources one at a time.
@@ -333,7 +335,8 @@ def _validate(df: DataFrame, expectations: list[Any]) -> list[Any]:
     ctx = _gx_context()
     name = f"cdcflow_{uuid.uuid4().hex[:12]}"
     with _GX_SOURCES:
-        ds = ctx.data_sources.add_spark(name=name)
+        spark_frame = hasattr(df, "sparkSession")
+        ds = ctx.data_sources.add_spark(name=name) if spark_frame else ctx.data_sources.add_pandas(name=name)
     try:
         batch = (
             ds.add_dataframe_asset(name="silver")
@@ -568,10 +571,10 @@ def _schema_result(sink: str, table: TableInfo, version: int | None = None) -> E
                              observed=[f"{n} {t}" for n, t in got], expected=[f"{n} {t}" for n, t in want])
 
 
-def _not_null_result(column: str, r: Any, df: DataFrame, table: TableInfo) -> ExpectationResult:
+def _not_null_result(column: str, r: Any, df: DataFrame | None, table: TableInfo) -> ExpectationResult:
     n = int(r.result.get("unexpected_count") or 0)
     samples: list[dict[str, Any]] = []
-    if not r.success:
+    if not r.success and df is not None:
         from pyspark.sql import functions as F
 
         key = list(table.delta_key())
@@ -649,9 +652,9 @@ def structural_expectations(table: TableInfo) -> dict[str, Any]:
     return named
 
 
-def structural_results(got: dict[str, Any], df: DataFrame, table: TableInfo) -> list[ExpectationResult]:
+def structural_results(got: dict[str, Any], df: DataFrame | None, table: TableInfo) -> list[ExpectationResult]:
     """The results of :func:`structural_expectations` (``got``: GX results by the same names), after the key's:
-    NOT NULL, then unique indexes."""
+    NOT NULL, then unique indexes; the sample keys of a NULL are read from ``df`` (None: no samples)."""
     out = [_not_null_result(c.name, got[f"not_null:{c.name}"], df, table) for c in table.columns if not c.nullable]
     out.extend(_index_unique_result(n, cols, got[f"index:{n}"]) for n, cols in _other_unique_indexes(table))
     return out

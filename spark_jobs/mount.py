@@ -101,19 +101,39 @@ def _image(table: TableInfo, batch: pa.RecordBatch, column: str, present: pa.Arr
 
 def decode_batches(table_json: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: bronze events of one table (with ``_handle``) in, :func:`mounted_schema` batches out."""
+
+    table = TableInfo.from_json(table_json)
+    for batch in batches:
+        yield decode_batch(table, batch)
+
+
+def decode_batch(table: TableInfo, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """One batch of bronze events of ``table`` (with ``_handle``) as a :func:`mounted_schema` batch."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = TableInfo.from_json(table_json)
-    schema = mounted_schema(table)
-    for batch in batches:
-        is_put = pc.fill_null(pc.and_(pc.equal(batch.column("op"), "put"), pc.is_valid(batch.column("value"))),
-                              False)
-        has_old = pc.is_valid(batch.column("old_value"))
-        new = _image(table, batch, "value", is_put)
-        old = _image(table, batch, "old_value", has_old)
-        passed = [batch.column(n) for n in (*_PASSED, HANDLE)]
-        yield pa.RecordBatch.from_arrays([*passed, new, old], schema=schema)
+    is_put = pc.fill_null(pc.and_(pc.equal(batch.column("op"), "put"), pc.is_valid(batch.column("value"))), False)
+    has_old = pc.is_valid(batch.column("old_value"))
+    new = _image(table, batch, "value", is_put)
+    old = _image(table, batch, "old_value", has_old)
+    passed = [batch.column(n) for n in (*_PASSED, HANDLE)]
+    return pa.RecordBatch.from_arrays([*passed, new, old], schema=mounted_schema(table))
+
+
+def handle_array(keys: pa.Array) -> pa.Array:
+    """:func:`handle_expr` in Arrow: the BIGINT handles of row keys (bytes 12..19, big-endian, sign bit flipped;
+    ``tablecodec.EncodeRowKeyWithHandle`` in pingcap/tidb ``pkg/tablecodec/tablecodec.go``). A key too short to hold
+    one (a common handle's key is longer, never shorter) gives null."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    raw = pc.binary_slice(keys, 11, 19)
+    whole = pc.fill_null(pc.equal(pc.binary_length(raw), 8), False)
+    fixed = pc.if_else(whole, raw, pa.scalar(bytes(8), pa.binary())).cast(pa.binary(8))
+    unsigned = np.frombuffer(fixed.buffers()[1], dtype=">u8", count=len(fixed), offset=fixed.offset * 8)
+    signed = (unsigned.astype(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)
+    return pa.array(signed, type=pa.int64(), mask=~whole.to_numpy(zero_copy_only=False))
 
 
 _DECODE_ERROR = "RowDecodeError: "

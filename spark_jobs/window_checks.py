@@ -19,13 +19,20 @@ window is in one of them: a merge rewrites the files it touches), filtered to th
 should have removed and left in an older file is not seen by 2 and 3; the count (4) sees it. Whole-table
 comparisons -- every row, every unique index across all files -- are the full reconciliation's
 (:mod:`spark_jobs.data_quality`, ``cdcflow verify`` and the maintenance DAG).
+
+Two engines run these checks. :func:`check_on_driver` runs them in Arrow on the driver, no Spark job, for a table
+whose changed keys the driver holds (:mod:`spark_jobs.changed_keys` reads those of all a window's tables in one
+pass); :func:`run_checks` runs them in Spark, for a table past the driver's key budget, keyed by a type without an
+exact SQL literal, or failing a check on the driver (Spark's report then names the keys that differ).
+:func:`run_job` puts each table where it belongs.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -41,7 +48,10 @@ from spark_jobs.job_io import args_file_main
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
+
+    from cdc_core.client.upstream import UpstreamClient
 
 log = logging.getLogger(__name__)
 
@@ -115,25 +125,47 @@ def point_select(table: TableInfo, key: Sequence[str], values: Sequence[tuple[An
     return f"SELECT {cols} FROM `{table.db_name}`.`{table.name}` WHERE {where}"
 
 
+def _rows_at(client: UpstreamClient, table: TableInfo, ts: int, key: Sequence[str],
+             batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
+    """The upstream rows (image values, in order) at the key values of ``batches`` at ``ts``, ``POINT_BATCH`` keys
+    per statement."""
+    from spark_jobs.snapshot_load import _typed_row
+
+    for b in batches:
+        values = list(zip(*(b.column(k).to_pylist() for k in key), strict=True))
+        for i in range(0, len(values), POINT_BATCH):
+            for row in client.iter_rows(point_select(table, key, values[i:i + POINT_BATCH]), at_ts=ts):
+                yield _typed_row(table, row)
+
+
 def fetch_points(pd_addr: str, tidb: str | None, tls: TlsConfig | None, ts: int, table_json: str, key: Sequence[str],
                  schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: batches of key values in, the upstream rows at them (at ``ts``) out, through one
-    MySQL connection per task (with the driver's TLS files, ``tls``), ``POINT_BATCH`` keys per statement."""
+    MySQL connection per task (with the driver's TLS files, ``tls``)."""
     from cdc_core.client.upstream import UpstreamClient
-    from spark_jobs.snapshot_load import _batched, _typed_row
+    from spark_jobs.snapshot_load import _batched
 
     table = TableInfo.from_json(table_json)
 
     def rows() -> Iterator[tuple[Any, ...]]:
         with UpstreamClient(pd_addr, tidb=tidb) as client:
-            for b in batches:
-                values = list(zip(*(b.column(k).to_pylist() for k in key), strict=True))
-                for i in range(0, len(values), POINT_BATCH):
-                    for row in client.iter_rows(point_select(table, key, values[i:i + POINT_BATCH]), at_ts=ts):
-                        yield _typed_row(table, row)
+            yield from _rows_at(client, table, ts, key, batches)
 
     with pinned(tls):
         yield from _batched(rows(), schema)
+
+
+def upstream_rows_at(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table) -> pa.Table:
+    """The upstream rows at ``keys`` at ``ts``, read on the driver (silver schema)."""
+    import pyarrow as pa
+
+    from cdc_core.client.upstream import UpstreamClient
+    from spark_jobs.snapshot_load import _batched
+
+    schema = table.arrow_schema()
+    with UpstreamClient(pd_addr, tidb=tidb) as client:
+        rows = _rows_at(client, table, ts, keys.column_names, keys.to_batches(max_chunksize=POINT_BATCH))
+        return pa.Table.from_batches(list(_batched(rows, schema)), schema=schema)
 
 
 def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
@@ -183,17 +215,16 @@ def delta_count(path: str) -> int:
     return rows if rows is not None else int(dt.to_pyarrow_dataset().count_rows())
 
 
-def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_ts: int, column: str,
-                        values: pa.Array) -> tuple[DataFrame, int]:
-    """The rows of the files committed after the table's version at ``after_ts`` (all files when it had none) whose
-    ``column`` holds one of ``values`` (the changed keys' first column: a merge rewrites whole files, so the files
-    a window wrote may hold the table; the filter runs in the Arrow scan, and only the rows at those keys reach
-    Spark), as a DataFrame of the image columns, and the current Delta version."""
+def rows_written_since(dt: DeltaTable, path: str, table: TableInfo, after_ts: int, column: str,
+                       values: pa.Array) -> pa.Table:
+    """The rows (silver schema) of ``dt``'s files committed after the table's version at ``after_ts`` (all files
+    when it had none) whose ``column`` holds one of ``values`` (the changed keys' first column: a merge rewrites
+    whole files, so the files a window wrote may hold the table). The files are scanned batch by batch and only the
+    rows at those values are kept: the driver holds what the window changed, not what its files hold."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.dataset as pads
-    from deltalake import DeltaTable
 
-    dt = DeltaTable(path)
     before = dq.version_as_of(path, after_ts)
     old = set(_live_files(path, before).column("path").to_pylist()) if before is not None else set()
     ds = dt.to_pyarrow_dataset()
@@ -201,19 +232,54 @@ def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_
     schema = table.arrow_schema()
     names = [n for n in schema.names if n in ds.schema.names]
     typ = ds.schema.field(column).type
-    # An integer key is filtered in the scan. Others are not: the dataset's file statistics may type a string as
-    # another Arrow string type than its schema does (string vs string_view), which Arrow cannot compare; Spark's
-    # semi-join with the keys then does the filtering.
+    # An integer key is filtered in the scan. Others are filtered batch by batch: the dataset's file statistics may
+    # type a string as another Arrow string type than its schema does (string vs string_view), which the scan's
+    # filter cannot compare.
     wanted = pads.field(column).isin(values.cast(typ)) if pa.types.is_integer(typ) else None
-    data = pads.FileSystemDataset(fragments, ds.schema, ds.format, ds.filesystem).to_table(columns=names,
-                                                                                          filter=wanted)
+    scanner = pads.FileSystemDataset(fragments, ds.schema, ds.format, ds.filesystem).scanner(columns=names,
+                                                                                            filter=wanted)
+    kept = []
+    for b in scanner.to_batches():
+        if wanted is None:
+            b = b.filter(pc.is_in(b.column(column).cast(values.type), value_set=values))
+        if b.num_rows:
+            kept.append(b)
+    data = pa.Table.from_batches(kept, schema=scanner.projected_schema)
     cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
             for f in schema]  # fmt: skip
-    frame = spark.createDataFrame(pa.Table.from_arrays(cols, schema=schema), schema=dq.spark_schema_ddl(table))
-    return frame, dt.version()
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_ts: int, column: str,
+                        values: pa.Array) -> tuple[DataFrame, int]:
+    """:func:`rows_written_since` as a DataFrame of the image columns (Spark's semi-join with the keys does the
+    rest of the filtering), and the current Delta version."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path)
+    rows = rows_written_since(dt, path, table, after_ts, column, values)
+    return spark.createDataFrame(rows, schema=dq.spark_schema_ddl(table)), dt.version()
 
 
 # --- the checks -------------------------------------------------------------------------------
+
+
+def _mode_text(mode: str, content: bool) -> str:
+    why = "changed keys" if content else "changed keys; no rows or count: event filters drop rows on purpose"
+    return f"{mode} ({why})"
+
+
+def _count_result(got: int, want: int) -> dq.ExpectationResult:
+    ok = want == got
+    return dq.ExpectationResult(expectation="row_count_equals", success=ok, observed=got, expected=want,
+                                details="" if ok else f"Delta's log counts {got} rows, upstream {want}")
+
+
+def _rows_equal_result(bad: int, samples: list[dict[str, Any]]) -> dq.ExpectationResult:
+    return dq.ExpectationResult(
+        expectation="rows_equal", success=bad == 0,
+        details="" if bad == 0 else f"{bad} changed key(s) hold other rows in Delta than upstream",
+        observed=bad, expected=0, sample_keys=samples)
 
 
 def _rows_equal(table: TableInfo, key: list[str], delta: DataFrame, upstream: DataFrame) -> dq.ExpectationResult:
@@ -221,11 +287,7 @@ def _rows_equal(table: TableInfo, key: list[str], delta: DataFrame, upstream: Da
     key_cols = dq.delta_key_columns(table)
     n, samples = dq.differing_keys(dq.keyed_hashes(delta, table, key_cols), dq.keyed_hashes(upstream, table, key_cols),
                                    key, count=True)
-    bad = int(n or 0)
-    return dq.ExpectationResult(
-        expectation="rows_equal", success=bad == 0,
-        details="" if bad == 0 else f"{bad} changed key(s) hold other rows in Delta than upstream",
-        observed=bad, expected=0, sample_keys=samples)
+    return _rows_equal_result(int(n or 0), samples)
 
 
 def run_checks(
@@ -239,14 +301,10 @@ def run_checks(
 
     from spark_jobs.session import get_spark
 
-    if mode not in dq.MODES:
-        raise ValueError(f"data-quality mode must be one of {dq.MODES}, got {mode!r}")
-    why = "changed keys" if content else "changed keys; no rows or count: event filters drop rows on purpose"
-    report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=f"{mode} ({why})", passed=True)
+    _check_args(mode, content, pd_addr)
+    report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
     if mode == "off":
         return report
-    if content and pd_addr is None:
-        raise ValueError("the changed-key checks need the upstream (pd_addr)")
     spark = spark or get_spark()
     path = table_path(sink, table)
     key = list(table.delta_key())
@@ -272,12 +330,8 @@ def run_checks(
     try:
         if content:
             assert pd_addr is not None
-            want = upstream_count(pd_addr, tidb, ts, table)
+            report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table)))
             lap("upstream_count")
-            ok = want == report.row_count
-            report.results.append(dq.ExpectationResult(
-                expectation="row_count_equals", success=ok, observed=report.row_count, expected=want,
-                details="" if ok else f"Delta's log counts {report.row_count} rows, upstream {want}"))
             if mode == "checksum":
                 up = upstream_at_keys(spark, pd_addr, tidb, ts, table, keys).cache()
                 try:
@@ -302,11 +356,104 @@ def run_checks(
     return report
 
 
+def _check_args(mode: str, content: bool, pd_addr: str | None) -> None:
+    if mode not in dq.MODES:
+        raise ValueError(f"data-quality mode must be one of {dq.MODES}, got {mode!r}")
+    if mode != "off" and content and pd_addr is None:
+        raise ValueError("the changed-key checks need the upstream (pd_addr)")
+
+
 def _frame_results(df: DataFrame, table: TableInfo) -> list[dq.ExpectationResult]:
     """Key uniqueness, NOT NULL and unique indexes of the Delta rows at the changed keys, in one GX run."""
     named = dq.structural_expectations(table)
     got = dict(zip(named, dq._validate(df, list(named.values())), strict=True))
     return [dq._uniqueness_result(got["key"], table), *dq.structural_results(got, df, table)]
+
+# --- the checks on the driver -------------------------------------------------------------------
+
+# Changed keys of a window's tables that its checks hold on the driver, in all; a table past the budget is checked
+# in Spark (:mod:`spark_jobs.changed_keys`).
+DRIVER_KEYS = 200_000
+
+
+def checkable_on_driver(table: TableInfo) -> bool:
+    """Whether every Delta key column is written as an exact SQL literal (the point reads need them)."""
+    return all(k == ROWID_COLUMN or table.column(k).kind in _LITERAL_KINDS for k in table.delta_key())
+
+
+def same_rows(a: pa.Table, b: pa.Table) -> bool:
+    """Whether two tables of one schema hold the same rows, as multisets (at the changed keys, row for row what
+    :func:`_rows_equal` compares by hash). False also when a value has no exact Python equality (a NaN, an
+    unhashable value): :func:`run_checks` then compares the table in Spark."""
+    if a.num_rows != b.num_rows:
+        return False
+
+    def rows(t: pa.Table) -> Counter[tuple[Any, ...]]:
+        return Counter(zip(*(c.to_pylist() for c in t.columns), strict=True))
+
+    try:
+        return rows(a) == rows(b)
+    except TypeError:
+        return False
+
+
+def _structural_columns(table: TableInfo) -> list[str]:
+    named = [*table.delta_key(), *(c.name for c in table.columns if not c.nullable)]
+    named += [c for _, cols in dq._other_unique_indexes(table) for c in cols]
+    return list(dict.fromkeys(named))
+
+
+def check_on_driver(
+    sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
+    tidb: str | None = None, content: bool = True,
+) -> dq.CheckReport | None:
+    """:func:`run_checks` for a table whose changed keys the driver holds (``keys``, from
+    :mod:`spark_jobs.changed_keys`), every step on the driver in Arrow and no Spark job: the Delta rows at the keys
+    from the files written since ``after_ts`` (delta-rs), the upstream's at them by batched point reads, compared
+    row for row; Great Expectations on them as a pandas frame. Returns the report when every check passes, None
+    when one fails: the caller then checks the table again with :func:`run_checks`, whose report says what differs
+    and where (a failure is rare and worth its diagnosis; a window's checks that pass cost no Spark job)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    _check_args(mode, content, pd_addr)
+    report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
+    if mode == "off":
+        return report
+    path = table_path(sink, table)
+    key = list(table.delta_key())
+    started = time.monotonic()
+    if DeltaTable.is_deltatable(path):
+        dt = DeltaTable(path)
+        report.delta_version = dt.version()
+        counted = dq.log_row_count(dt)
+        report.row_count = counted if counted is not None else int(dt.to_pyarrow_dataset().count_rows())
+        written = rows_written_since(dt, path, table, after_ts, key[0], keys.column(key[0]).combine_chunks())
+        try:
+            at_keys = written.join(keys, keys=key, join_type="left semi")
+        except pa.ArrowNotImplementedError:
+            return None
+    else:
+        report.row_count, at_keys = 0, table.arrow_schema().empty_table()
+    if content:
+        assert pd_addr is not None
+        report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table)))
+        if mode == "checksum":
+            same = same_rows(at_keys, upstream_rows_at(pd_addr, tidb, ts, table, keys))
+            report.results.append(_rows_equal_result(0 if same else 1, []))
+    report.results.append(dq._schema_result(sink, table, report.delta_version))
+    named = dq.structural_expectations(table)
+    frame = at_keys.select(_structural_columns(table)).to_pandas()
+    got = dict(zip(named, dq._validate(frame, list(named.values())), strict=True))
+    if not all(r.success for r in report.results) or not all(r.success for r in got.values()):
+        return None
+    report.results += [dq._uniqueness_result(got["key"], table), *dq.structural_results(got, None, table)]
+    log.info("window checks of %s at %d on the driver: %d changed keys, %.3f s", table.qualified_name, ts,
+             keys.num_rows, time.monotonic() - started)
+    return report
+
+
+# --- the job ----------------------------------------------------------------------------------
 
 TABLE_THREADS = 4  # tables checked at once by one job
 
@@ -317,28 +464,56 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     ``after_ts``, ``ts``, ``mode``, ``pd_addr`` and optional ``tidb``. Returns ``{"tables": {name:
     CheckReport.to_dict()}}``.
 
-    One job checks every table a window touched: a window touching fifty tables is one Spark submission, not
-    fifty, and its tables are checked ``TABLE_THREADS`` at a time (Spark runs the jobs of several threads at once;
-    most of a small table's check is waiting on Spark's scheduling and the upstream, not computing)."""
+    One job checks every table a window touched. The window's changed keys of all of them are read in one pass over
+    its bronze files (:mod:`spark_jobs.changed_keys`), and each table whose keys the driver holds is checked there
+    (:func:`check_on_driver`, no Spark job: a window touching fifty tables costs fifty small reads, not the
+    several hundred Spark jobs of checking each in Spark). The others -- past the driver's key budget, keyed by
+    a type without an exact SQL literal, or failing a check -- are checked by :func:`run_checks` in Spark,
+    ``TABLE_THREADS`` at a time (most of a table's check is waiting on Spark's scheduling and the upstream)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from spark_jobs.session import get_spark
+    from spark_jobs.changed_keys import changed_keys_arrow
 
-    spark = get_spark()
-
-    def one(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
+    mode, pd_addr, tidb = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb")
+    entries = []
+    for entry in args["tables"]:
         t = entry["table"]
         table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
-        return table.qualified_name, run_checks(
-            args["sink_uri"], args["changefeed_id"], int(args["window_end_ts"]), table,
-            after_ts=int(args["after_ts"]), ts=int(args["ts"]), mode=args.get("mode", "checksum"),
-            pd_addr=args.get("pd_addr"), tidb=args.get("tidb"), content=bool(entry.get("content", True)), spark=spark,
-        ).to_dict()
+        entries.append((table, bool(entry.get("content", True))))
+    for _, content in entries:
+        _check_args(mode, content, pd_addr)
+    reports: dict[str, dict[str, Any]] = {}
+    threads = max(1, min(TABLE_THREADS, len(entries)))
+    if mode != "off":
+        on_driver = [(t, c) for t, c in entries if checkable_on_driver(t)]
+        keys = changed_keys_arrow(sink, args["changefeed_id"], int(args["window_end_ts"]),
+                                  [t for t, _ in on_driver], after_ts, ts, limit=DRIVER_KEYS)
 
-    entries = list(args["tables"])
-    with ThreadPoolExecutor(max_workers=max(1, min(TABLE_THREADS, len(entries))),
-                            thread_name_prefix="window-checks") as pool:
-        return {"tables": dict(pool.map(one, entries))}
+        def driver(entry: tuple[TableInfo, bool]) -> tuple[str, dq.CheckReport | None]:
+            table, content = entry
+            k = keys.get(table.qualified_name)
+            return table.qualified_name, None if k is None else check_on_driver(
+                sink, table, k, after_ts=after_ts, ts=ts, mode=mode, pd_addr=pd_addr, tidb=tidb, content=content)
+
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
+            reports.update((name, r.to_dict()) for name, r in pool.map(driver, on_driver) if r is not None)
+    in_spark = [(t, c) for t, c in entries if t.qualified_name not in reports]
+    log.info("window checks at %d: %d table(s) checked on the driver, %d in Spark", ts, len(reports), len(in_spark))
+    if in_spark:
+        from spark_jobs.session import get_spark
+
+        spark = get_spark()
+
+        def one(entry: tuple[TableInfo, bool]) -> tuple[str, dict[str, Any]]:
+            table, content = entry
+            return table.qualified_name, run_checks(
+                sink, args["changefeed_id"], int(args["window_end_ts"]), table, after_ts=after_ts, ts=ts, mode=mode,
+                pd_addr=pd_addr, tidb=tidb, content=content, spark=spark).to_dict()
+
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
+            reports.update(pool.map(one, in_spark))
+    return {"tables": {t.qualified_name: reports[t.qualified_name] for t, _ in entries}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

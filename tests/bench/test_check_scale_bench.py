@@ -8,9 +8,13 @@ embedded upstream, replicated by a changefeed's first window (an initial snapsho
 and one window replicates them; the check step's time is measured between the runner's "apply" and "check"
 progress calls.
 
+A second test weighs what the number of tables a window touched costs: one window changing ``CHANGES`` rows spread
+over ``CDCFLOW_BENCH_TABLES`` tables against one window changing as many rows of one table, side by side; the
+ratio of their check steps, and the cost each further table adds.
+
 Run: ``.venv/bin/pytest tests/bench/test_check_scale_bench.py -q -p no:cacheprovider --override-ini addopts= -s``
 Env: ``CDCFLOW_BENCH_SMALL_ROWS`` (10000), ``CDCFLOW_BENCH_LARGE_ROWS`` (300000), ``CDCFLOW_BENCH_CHANGES``
-(1000).
+(1000), ``CDCFLOW_BENCH_TABLES`` (24).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from cdc_core.client.upstream import UpstreamClient
 SMALL = int(os.environ.get("CDCFLOW_BENCH_SMALL_ROWS", "10000"))
 LARGE = int(os.environ.get("CDCFLOW_BENCH_LARGE_ROWS", "300000"))
 CHANGES = int(os.environ.get("CDCFLOW_BENCH_CHANGES", "1000"))
+TABLES = int(os.environ.get("CDCFLOW_BENCH_TABLES", "24"))
 BATCH = 10_000
 
 
@@ -40,23 +45,30 @@ def cdc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream_cluster: 
     return tmp_path
 
 
-def _measure(c: UpstreamClient, home: Path, rows: int) -> dict[str, float]:
+def _load(c: UpstreamClient, table: str, rows: int) -> None:
+    c.execute(f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, k INT, c VARCHAR(64), pad VARCHAR(32))")
+    for lo in range(0, rows, BATCH):
+        c.execute(f"INSERT INTO {table} VALUES " + ", ".join(
+            f"({i}, {i % 1000}, 'c-{i:012d}-{'x' * 40}', 'pad-{i % 977}')" for i in range(lo, min(lo + BATCH, rows))))
+
+
+def _create(home: Path, cid: str, db: str, start: int) -> None:
     from typer.testing import CliRunner
 
     from cdc_core.cli.main import build_app
 
-    db, cid = f"bench_checks_{rows}", f"checks{rows}"
-    c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.t (id BIGINT PRIMARY KEY, k INT, c VARCHAR(64), "
-              "pad VARCHAR(32))")
-    for lo in range(0, rows, BATCH):
-        c.execute(f"INSERT INTO {db}.t VALUES " + ", ".join(
-            f"({i}, {i % 1000}, 'c-{i:012d}-{'x' * 40}', 'pad-{i % 977}')" for i in range(lo, min(lo + BATCH, rows))))
-    start = c.get_ts()
     cfg = home / f"{cid}.toml"
     cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{home / cid}"\nstart-ts = {start}\n'
                    f'initial-snapshot = true\n[filter]\nrules = ["{db}.*"]\n')
     res = CliRunner().invoke(build_app(), ["changefeed", "create", "--config", str(cfg)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
+
+
+def _measure(c: UpstreamClient, home: Path, rows: int) -> dict[str, float]:
+    db, cid = f"bench_checks_{rows}", f"checks{rows}"
+    c.execute(f"CREATE DATABASE {db}")
+    _load(c, f"{db}.t", rows)
+    _create(home, cid, db, c.get_ts())
     runner.run_until(cid, c.get_ts())  # the snapshot window
     rng = random.Random(rows)
     ids = rng.sample(range(rows), CHANGES)
@@ -82,3 +94,30 @@ def test_the_window_checks_cost_what_the_window_changed(cdc_home: Path, upstream
           f"{large['window_check_s']:.2f} s on {LARGE:,} rows (ratio {ratio:.2f}, goal <= 1.5); full reconciliation "
           f"{small['full_check_s']:.2f} s / {large['full_check_s']:.2f} s (ratio {full_ratio:.2f})")
     assert ratio <= 1.5
+
+
+def _check_seconds(c: UpstreamClient, home: Path, db: str, tables: int, rows: int) -> float:
+    """The check step of one window changing ``CHANGES`` rows spread evenly over ``tables`` tables of ``rows``."""
+    cid = db.replace("_", "")
+    c.execute(f"CREATE DATABASE {db}")
+    for i in range(tables):
+        _load(c, f"{db}.t{i}", rows)
+    _create(home, cid, db, c.get_ts())
+    runner.run_until(cid, c.get_ts())  # the snapshot window
+    rng = random.Random(tables)
+    for i in range(tables):
+        ids = rng.sample(range(rows), CHANGES // tables)
+        c.execute(f"UPDATE {db}.t{i} SET k = -1 WHERE id IN ({', '.join(map(str, ids))})")
+    marks: dict[str, float] = {}
+    results = runner.run_until(cid, c.get_ts(), lambda step, info: marks.setdefault(step, time.monotonic()))
+    assert results[-1]["check"]["passed"] and len(results[-1]["check"]["tables"]) == tables
+    return marks["check"] - marks["apply"]
+
+
+def test_the_window_checks_cost_per_table_touched(cdc_home: Path, upstream_cluster: Any) -> None:
+    with UpstreamClient(upstream_cluster.pd_addr, timeout=120) as c:
+        one = _check_seconds(c, cdc_home, "bench_one_table", 1, 2 * CHANGES)
+        many = _check_seconds(c, cdc_home, "bench_many_tables", TABLES, 2 * CHANGES)
+    per_table = (many - one) / (TABLES - 1)
+    print(f"\n{CHANGES} changed rows: window checks {one:.2f} s in one table, {many:.2f} s over {TABLES} tables "
+          f"(ratio {many / one:.2f}; {per_table:.2f} s per further table)")

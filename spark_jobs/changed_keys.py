@@ -1,0 +1,115 @@
+"""The Delta keys a window changed, for every table it touched, read from the bronze window in Arrow on the driver.
+
+What :func:`spark_jobs.window_checks.changed_keys` computes in Spark for one table, for all of a window's tables in
+one pass over its part files: batch by batch (``BATCH_ROWS`` events), filtered to the tables and to
+``(after_ts, ts]`` in the Parquet scan, decoded by the apply's decoder (:func:`spark_jobs.mount.decode_batch`), of
+which only the key columns of both images are kept (and the handle of a delete without an old value, which is the
+key of a table keyed by its int handle or ``_tidb_rowid``). A table's keys are de-duplicated as they accumulate.
+
+Memory is bounded by ``limit`` keys in all: past it, the table holding the most keys is given up (None) and its
+checks read its keys in Spark, so a catch-up window's millions of changes never gather on the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from cdc_core.errors import ChangefeedError
+from cdc_core.schema.model import ROWID_COLUMN, TableInfo
+from spark_jobs.bronze import BRONZE_SCHEMA, part_files
+from spark_jobs.mount import HANDLE, NEW, OLD, decode_batch, handle_array
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+BATCH_ROWS = 65_536
+_READ = ("table_id", "key", "op", "start_ts", "commit_ts", "value", "old_value")
+
+
+def _key_schema(table: TableInfo) -> pa.Schema:
+    import pyarrow as pa
+
+    image = table.arrow_schema()
+    return pa.schema([image.field(k) for k in table.delta_key()])
+
+
+def keys_of_batch(table: TableInfo, events: pa.RecordBatch) -> pa.Table:
+    """The Delta keys (not de-duplicated) of one batch of ``table``'s bronze events: both images' key columns, and
+    the handle of an event with neither image (a delete without an old value) when the handle is the key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cdc_core.codec.rowcodec_batch import RowDecodeError
+
+    schema = _key_schema(table)
+    batch = pa.RecordBatch.from_arrays(
+        [events.column(n) for n in _READ[:5]] + [handle_array(events.column("key")), events.column("value"),
+                                                 events.column("old_value")],
+        names=[*_READ[:5], HANDLE, "value", "old_value"])
+    try:
+        mounted = decode_batch(table, batch)
+    except RowDecodeError as exc:
+        raise ChangefeedError(str(exc)) from exc
+    parts = []
+    for image in (NEW, OLD):
+        s = mounted.column(image)
+        parts.append(pa.table([s.field(k) for k in schema.names], schema=schema).filter(pc.is_valid(s)))
+    by_handle = table.handle_column is not None or ROWID_COLUMN in schema.names
+    if by_handle and len(schema) == 1:
+        neither = pc.and_(pc.is_null(mounted.column(NEW)), pc.is_null(mounted.column(OLD)))
+        handles = mounted.column(HANDLE).filter(neither)
+        parts.append(pa.table([handles.cast(schema.field(0).type)], schema=schema))
+    return pa.concat_tables(parts)
+
+
+def _distinct(t: pa.Table) -> pa.Table:
+    return t.group_by(t.column_names, use_threads=False).aggregate([])
+
+
+def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables: Sequence[TableInfo],
+                       after_ts: int, ts: int, *, limit: int) -> dict[str, pa.Table | None]:
+    """Per table (by qualified name), the distinct Delta keys of its events in ``(after_ts, ts]`` of the bronze
+    window ending at ``window_end_ts``, as an Arrow table of the key columns (silver types); None for a table given
+    up at the ``limit`` (see the module docstring) or whose keys Arrow cannot group."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+
+    live = {t.qualified_name: t for t in tables}
+    held: dict[str, list[pa.Table]] = {name: [] for name in live}
+    rows: dict[str, int] = dict.fromkeys(live, 0)
+    out: dict[str, pa.Table | None] = {}
+    files = part_files(sink, changefeed_id, window_end_ts)
+    ids = sorted({pid for t in tables for pid in t.physical_ids})
+    if files and ids:
+        scan = pads.dataset(files, schema=BRONZE_SCHEMA, format="parquet").to_batches(
+            columns=list(_READ), batch_size=BATCH_ROWS,
+            filter=pads.field("table_id").isin(ids) & (pads.field("commit_ts") > after_ts)
+            & (pads.field("commit_ts") <= ts))
+        for batch in scan:
+            for name, table in list(live.items()):
+                events = batch.filter(pc.is_in(batch.column("table_id"), pa.array(table.physical_ids, pa.int64())))
+                if events.num_rows == 0:
+                    continue
+                held[name].append(keys_of_batch(table, events))
+                rows[name] += held[name][-1].num_rows
+                if rows[name] > BATCH_ROWS and len(held[name]) > 1:
+                    try:
+                        held[name] = [_distinct(pa.concat_tables(held[name]))]
+                    except pa.ArrowNotImplementedError:
+                        out[name] = None
+                        del live[name], held[name], rows[name]
+                        continue
+                    rows[name] = held[name][0].num_rows
+            while live and sum(rows.values()) > limit:
+                drop = max(rows, key=lambda n: rows[n])
+                out[drop] = None
+                del live[drop], held[drop], rows[drop]
+    for name, table in live.items():
+        parts = held[name]
+        try:
+            out[name] = _distinct(pa.concat_tables(parts)) if parts else _key_schema(table).empty_table()
+        except pa.ArrowNotImplementedError:
+            out[name] = None
+    return out

@@ -1,0 +1,114 @@
+"""The window checks on the driver (window_checks.check_on_driver) report what the Spark checks report, for tables
+keyed by an int handle, a string, a DECIMAL and DATETIME pair, ``_tidb_rowid``; a table keyed by a DOUBLE (no exact
+SQL literal) and one past the driver's key budget are checked in Spark; a window's job puts each table where it
+belongs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2elib import cli as _cli
+
+from cdc_core.changefeed import runner
+from cdc_core.changefeed.config import load_config
+from cdc_core.changefeed.reconcile import tables_at
+from cdc_core.client.upstream import UpstreamClient
+from spark_jobs import window_checks
+from spark_jobs.changed_keys import changed_keys_arrow
+
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
+
+DB, CID = "e2e_wchecks", "wchecks"
+TABLES = {
+    "k": "(id BIGINT PRIMARY KEY, v VARCHAR(20) NOT NULL, u INT, UNIQUE KEY uk_u (u))",
+    "s": "(code VARCHAR(16) PRIMARY KEY, amt DECIMAL(10,2), at DATETIME(6))",
+    "m": "(a DECIMAL(8,2), b DATETIME, c VARCHAR(8), PRIMARY KEY (a, b))",
+    "r": "(a INT, b VARCHAR(8))",
+    "f": "(x DOUBLE PRIMARY KEY, y INT)",
+}
+
+
+def _rows(i: int) -> dict[str, str]:
+    return {
+        "k": f"({i}, 'v{i}', {i * 10})",
+        "s": f"('code-{i:04d}', {i}.25, '2024-01-{1 + i % 28:02d} 10:00:00.{i:06d}')",
+        "m": f"({i}.50, '2024-02-{1 + i % 28:02d} 0{i % 10}:00:00', 'c{i}')",
+        "r": f"({i}, 'b{i}')",
+        "f": f"({i}.5, {i})",
+    }
+
+
+def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any, caplog: Any) -> None:
+    sink = cdc_home / "lake"
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"CREATE DATABASE {DB}; " + "; ".join(f"CREATE TABLE {DB}.{t} {cols}" for t, cols in TABLES.items()))
+        start = c.get_ts()
+        for t in TABLES:
+            c.execute(f"INSERT INTO {DB}.{t} VALUES " + ", ".join(_rows(i)[t] for i in range(1, 41)))
+        cfg = cdc_home / f"{CID}.toml"
+        cfg.write_text(f'changefeed-id = "{CID}"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                       f'[filter]\nrules = ["{DB}.*"]\n')
+        _cli("changefeed", "create", "--config", str(cfg))
+        runner.run_until(CID, c.get_ts())
+        # The window: updates (one moving a key), deletes, inserts in every table.
+        c.execute(f"UPDATE {DB}.k SET v = 'moved', id = 400 WHERE id = 4; UPDATE {DB}.k SET u = NULL WHERE id < 8; "
+                  f"DELETE FROM {DB}.k WHERE id = 9; INSERT INTO {DB}.k VALUES " + _rows(50)["k"])
+        c.execute(f"UPDATE {DB}.s SET amt = amt + 1 WHERE code < 'code-0010'; DELETE FROM {DB}.s WHERE "
+                  f"code = 'code-0011'; INSERT INTO {DB}.s VALUES " + _rows(60)["s"])
+        c.execute(f"UPDATE {DB}.m SET c = 'x' WHERE a < 5; DELETE FROM {DB}.m WHERE a = 6.50; "
+                  f"INSERT INTO {DB}.m VALUES " + _rows(70)["m"])
+        c.execute(f"UPDATE {DB}.r SET b = 'y' WHERE a < 5; DELETE FROM {DB}.r WHERE a = 6")
+        c.execute(f"UPDATE {DB}.f SET y = -1 WHERE x < 5; DELETE FROM {DB}.f WHERE x = 6.5")
+        caplog.set_level("INFO", logger="spark_jobs.window_checks")
+        result = runner.run_until(CID, c.get_ts())[-1]
+    assert result["check"]["passed"] and sorted(result["check"]["tables"]) == [f"{DB}.{t}" for t in sorted(TABLES)]
+    assert "4 table(s) checked on the driver, 1 in Spark" in caplog.text
+
+    plan = result["plan"]
+    after, ts = plan["checkpoint_ts"], plan["target_ts"]
+    tables = {t.name: t for t in tables_at(load_config(CID), ts)}
+    keys = changed_keys_arrow(f"file://{sink}", CID, ts, list(tables.values()), after, ts, limit=1000)
+    common = {"after_ts": after, "ts": ts, "mode": "checksum", "pd_addr": upstream_cluster.pd_addr}
+    for name in "ksmr":
+        assert window_checks.checkable_on_driver(tables[name])
+        driver = window_checks.check_on_driver(f"file://{sink}", tables[name], keys[f"{DB}.{name}"], **common)
+        spark = window_checks.run_checks(f"file://{sink}", CID, ts, tables[name], **common)
+        assert driver is not None and spark.passed, (name, spark.to_dict())
+        assert driver.to_dict() == spark.to_dict(), name
+        assert {r.expectation for r in driver.results} >= {"row_count_equals", "rows_equal", "schema_equals",
+                                                           "delta_key_unique"}
+    assert "unique:uk_u" in {r.expectation for r in
+                             window_checks.check_on_driver(f"file://{sink}", tables["k"], keys[f"{DB}.k"],
+                                                           **common).results}  # type: ignore[union-attr]
+    assert not window_checks.checkable_on_driver(tables["f"])
+    assert keys[f"{DB}.k"].num_rows == 10  # 4 and 400, 1..7, 9, 50: the keys the window changed, no others
+
+
+def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, upstream_cluster: Any) -> None:
+    """A difference the driver sees is handed to Spark, whose report names the key."""
+    sink = cdc_home / "lake"
+    db, cid = "e2e_wchecks_diff", "wchecksdiff"
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+        start = c.get_ts()
+        c.execute(f"INSERT INTO {db}.t VALUES (1, 1), (2, 2), (3, 3)")
+        cfg = cdc_home / f"{cid}.toml"
+        cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                       f'[filter]\nrules = ["{db}.*"]\n')
+        _cli("changefeed", "create", "--config", str(cfg))
+        result = runner.run_until(cid, c.get_ts())[-1]
+        c.execute(f"UPDATE {db}.t SET v = 20 WHERE id = 2")  # after the window: the upstream at a later ts differs
+        later = c.get_ts()
+    plan = result["plan"]
+    (table,) = tables_at(load_config(cid), plan["target_ts"])
+    out = window_checks.run_job({
+        "sink_uri": f"file://{sink}", "changefeed_id": cid, "window_end_ts": plan["target_ts"],
+        "tables": [{"table": table.to_json(), "content": True}], "after_ts": plan["checkpoint_ts"], "ts": later,
+        "mode": "checksum", "pd_addr": upstream_cluster.pd_addr,
+    })
+    rep = out["tables"][f"{db}.t"]
+    failed = [r for r in rep["results"] if not r["success"]]
+    assert not rep["passed"] and [r["expectation"] for r in failed] == ["rows_equal"]
+    assert failed[0]["sample_keys"] == [{"id": "2", "_problem": "differs"}]
