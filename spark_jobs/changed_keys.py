@@ -84,10 +84,12 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
     ids = sorted({pid for t in tables for pid in t.physical_ids})
     if files and ids:
         scan = pads.dataset(files, schema=BRONZE_SCHEMA, format="parquet").to_batches(
-            columns=list(_READ), batch_size=BATCH_ROWS,
+            columns=list(_READ), batch_size=BATCH_ROWS, batch_readahead=1, fragment_readahead=1,
             filter=pads.field("table_id").isin(ids) & (pads.field("commit_ts") > after_ts)
             & (pads.field("commit_ts") <= ts))
         for batch in scan:
+            if not live:  # every table left to Spark: the rest of the window is not the driver's to read
+                break
             for name, table in list(live.items()):
                 events = batch.filter(pc.is_in(batch.column("table_id"), pa.array(table.physical_ids, pa.int64())))
                 if events.num_rows == 0:

@@ -331,12 +331,13 @@ def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any]) -> list[Any
     threads (the window checks of several tables) validate at once, registering their datasources one at a time.
     """
     import great_expectations as gx
+    import pandas as pd
 
     ctx = _gx_context()
     name = f"cdcflow_{uuid.uuid4().hex[:12]}"
     with _GX_SOURCES:
-        spark_frame = hasattr(df, "sparkSession")
-        ds = ctx.data_sources.add_spark(name=name) if spark_frame else ctx.data_sources.add_pandas(name=name)
+        pandas_frame = isinstance(df, pd.DataFrame)
+        ds = ctx.data_sources.add_pandas(name=name) if pandas_frame else ctx.data_sources.add_spark(name=name)
     try:
         batch = (
             ds.add_dataframe_asset(name="silver")
