@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Final
 
 __all__ = ["ACTION_ENV", "ENV", "KILLED_STATUS", "KNOWN_POINTS", "MODE_POINTS", "POINTS", "SUB_WINDOW_POINTS",
@@ -66,6 +67,7 @@ class Crash(BaseException):
 
 
 _counts: dict[str, int] = {}
+_COUNTING = threading.Lock()
 _parsed: tuple[str, dict[str, int]] | None = None
 
 
@@ -92,7 +94,8 @@ def hit(name: str) -> None:
     armed = _armed()
     if not armed or name not in armed:
         return
-    n = _counts[name] = _counts.get(name, 0) + 1
+    with _COUNTING:  # several threads reach one point (the tables of a window are merged at once)
+        n = _counts[name] = _counts.get(name, 0) + 1
     if n == armed[name]:
         if os.environ.get(ACTION_ENV, "exit") == "raise":
             raise Crash(f"failpoint {name} (hit {n})")

@@ -35,6 +35,7 @@ import argparse
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from cdc_core import failpoint
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+TABLE_THREADS = 4  # tables merged at once: most of a small table's merge waits on Spark's scheduling and the commit
 
 TableEntry = TableInfo | str | Mapping[str, Any]
 
@@ -139,34 +142,40 @@ def apply_window(
     cached = sum(1 for t, _ in pending if present.intersection(t.physical_ids)) > 1
     if cached:
         events = events.cache()
+    def one(entry: tuple[TableInfo, list[dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
+        t, filters = entry
+        path = table_path(sink, t)
+        if not present.intersection(t.physical_ids):
+            writer.ensure_table(path, t)
+            return t.qualified_name, {
+                "table_id": t.id, "rows_upserted": 0, "rows_deleted": 0,
+                "delta_version": writer.table_version(path), "skipped": True,
+                "applied_version": writer.applied_version(path, app_id),
+                "reason": f"no row events in ({after_ts}, {upto}]", "changes": 0, "path": path,
+            }  # fmt: skip
+        mounted = apply_event_filters(mount(events, t), t, filters, ignore_txn_start_ts)
+        changes = net_effect(mounted, t, deduplicated=True)
+        try:
+            res = _merge(writer, path, t, changes, app_id, ver, filters)
+        except Exception as exc:
+            failure = decode_failure(exc)
+            if failure is None:
+                raise
+            raise ChangefeedError(failure) from exc
+        failpoint.hit("apply.table_committed")
+        log.info(
+            "applied window %d (%s, %d] as version %d to %s: +%d -%d (version %s, skipped=%s)",
+            window_end_ts, after_ts, upto, ver, t.qualified_name, res.rows_upserted, res.rows_deleted,
+            res.delta_version, res.skipped,
+        )  # fmt: skip
+        return t.qualified_name, {"table_id": t.id, **res.to_dict(), "path": path}
+
     try:
-        for t, filters in pending:
-            path = table_path(sink, t)
-            if not present.intersection(t.physical_ids):
-                writer.ensure_table(path, t)
-                results[t.qualified_name] = {
-                    "table_id": t.id, "rows_upserted": 0, "rows_deleted": 0,
-                    "delta_version": writer.table_version(path), "skipped": True,
-                    "applied_version": writer.applied_version(path, app_id),
-                    "reason": f"no row events in ({after_ts}, {upto}]", "changes": 0, "path": path,
-                }  # fmt: skip
-                continue
-            mounted = apply_event_filters(mount(events, t), t, filters, ignore_txn_start_ts)
-            changes = net_effect(mounted, t, deduplicated=True)
-            try:
-                res = _merge(writer, path, t, changes, app_id, ver, filters)
-            except Exception as exc:
-                failure = decode_failure(exc)
-                if failure is None:
-                    raise
-                raise ChangefeedError(failure) from exc
-            failpoint.hit("apply.table_committed")
-            results[t.qualified_name] = {"table_id": t.id, **res.to_dict(), "path": path}
-            log.info(
-                "applied window %d (%s, %d] as version %d to %s: +%d -%d (version %s, skipped=%s)",
-                window_end_ts, after_ts, upto, ver, t.qualified_name, res.rows_upserted, res.rows_deleted,
-                res.delta_version, res.skipped,
-            )  # fmt: skip
+        # Tables are merged TABLE_THREADS at a time. Each commits on its own with the app transaction, so a failure
+        # in one leaves the others' commits, which a re-run skips ("already applied").
+        with ThreadPoolExecutor(max_workers=max(1, min(TABLE_THREADS, len(pending))),
+                                thread_name_prefix="apply-window") as pool:
+            results.update(pool.map(one, pending))
     finally:
         if cached:
             events.unpersist()

@@ -87,6 +87,20 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
             columns=list(_READ), batch_size=BATCH_ROWS, batch_readahead=1, fragment_readahead=1,
             filter=pads.field("table_id").isin(ids) & (pads.field("commit_ts") > after_ts)
             & (pads.field("commit_ts") <= ts))
+        def give_up(name: str) -> None:
+            out[name] = None
+            del live[name], held[name], rows[name]
+
+        def compact(name: str) -> None:
+            """De-duplicate a table's keys held so far (an update holds its key twice: both images)."""
+            if len(held[name]) > 1 or (held[name] and rows[name] > 1):
+                try:
+                    held[name] = [_distinct(pa.concat_tables(held[name]))]
+                except pa.ArrowNotImplementedError:
+                    give_up(name)
+                    return
+                rows[name] = held[name][0].num_rows
+
         for batch in scan:
             if not live:  # every table left to Spark: the rest of the window is not the driver's to read
                 break
@@ -96,18 +110,13 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
                     continue
                 held[name].append(keys_of_batch(table, events))
                 rows[name] += held[name][-1].num_rows
-                if rows[name] > BATCH_ROWS and len(held[name]) > 1:
-                    try:
-                        held[name] = [_distinct(pa.concat_tables(held[name]))]
-                    except pa.ArrowNotImplementedError:
-                        out[name] = None
-                        del live[name], held[name], rows[name]
-                        continue
-                    rows[name] = held[name][0].num_rows
+                if rows[name] > BATCH_ROWS:
+                    compact(name)
+            if sum(rows.values()) > limit:
+                for name in list(live):
+                    compact(name)
             while live and sum(rows.values()) > limit:
-                drop = max(rows, key=lambda n: rows[n])
-                out[drop] = None
-                del live[drop], held[drop], rows[drop]
+                give_up(max(rows, key=lambda n: rows[n]))
     for name, table in live.items():
         parts = held[name]
         try:

@@ -69,6 +69,18 @@ def test_past_the_budget_the_table_with_most_keys_is_left_to_spark(tmp_path: Pat
     assert changed_keys_arrow(sink, CID, END, [c, r], 0, 80, limit=350)["test.c"].num_rows == 300
 
 
+def test_the_budget_counts_distinct_keys(tmp_path: Path, bronze: Bronze) -> None:
+    """An update holds its key twice (both images): 150 updated rows are 150 keys of the budget, not 300."""
+    c, r = clustered_table(), rowid_table()
+    for i in range(150):
+        bronze.put(c, i, 20, {1: i, 2: 1}, old={1: i, 2: 0})
+    for i in range(50):
+        bronze.put(r, i, 20, {1: i, 2: "a"})
+    got = changed_keys_arrow(_window(tmp_path, bronze), CID, END, [c, r], 0, 80, limit=200)
+    assert got["test.c"] is not None and got["test.c"].num_rows == 150
+    assert got["test.r"] is not None and got["test.r"].num_rows == 50
+
+
 def test_a_window_without_the_tables_events_has_no_keys(tmp_path: Path, bronze: Bronze) -> None:
     sink = _window(tmp_path, bronze.put(clustered_table(999, "other"), 1, 20, {1: 1, 2: 1}))
     got = changed_keys_arrow(sink, CID, END, [clustered_table()], 0, 80, limit=10)
