@@ -27,13 +27,6 @@ BATCH_ROWS = 65_536
 _READ = ("table_id", "key", "op", "start_ts", "commit_ts", "value", "old_value")
 
 
-def _key_schema(table: TableInfo) -> pa.Schema:
-    import pyarrow as pa
-
-    image = table.arrow_schema()
-    return pa.schema([image.field(k) for k in table.delta_key()])
-
-
 def keys_of_batch(table: TableInfo, events: pa.RecordBatch) -> pa.Table:
     """The Delta keys (not de-duplicated) of one batch of ``table``'s bronze events: both images' key columns, and
     the handle of an event with neither image (a delete without an old value) when the handle is the key."""
@@ -42,7 +35,7 @@ def keys_of_batch(table: TableInfo, events: pa.RecordBatch) -> pa.Table:
 
     from cdc_core.codec.rowcodec_batch import RowDecodeError
 
-    schema = _key_schema(table)
+    schema = table.key_schema()
     batch = pa.RecordBatch.from_arrays(
         [events.column(n) for n in _READ[:5]] + [handle_array(events.column("key")), events.column("value"),
                                                  events.column("old_value")],
@@ -80,6 +73,22 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
     held: dict[str, list[pa.Table]] = {name: [] for name in live}
     rows: dict[str, int] = dict.fromkeys(live, 0)
     out: dict[str, pa.Table | None] = {}
+
+    def give_up(name: str) -> None:
+        out[name] = None
+        del live[name], held[name], rows[name]
+
+    def compact(name: str) -> None:
+        """De-duplicate a table's keys held so far (an update holds its key twice: both images); a table whose
+        keys Arrow cannot group is given up."""
+        if len(held[name]) > 1 or (held[name] and rows[name] > 1):
+            try:
+                held[name] = [_distinct(pa.concat_tables(held[name]))]
+            except pa.ArrowNotImplementedError:
+                give_up(name)
+                return
+            rows[name] = held[name][0].num_rows
+
     files = part_files(sink, changefeed_id, window_end_ts)
     ids = sorted({pid for t in tables for pid in t.physical_ids})
     if files and ids:
@@ -87,20 +96,6 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
             columns=list(_READ), batch_size=BATCH_ROWS, batch_readahead=1, fragment_readahead=1,
             filter=pads.field("table_id").isin(ids) & (pads.field("commit_ts") > after_ts)
             & (pads.field("commit_ts") <= ts))
-        def give_up(name: str) -> None:
-            out[name] = None
-            del live[name], held[name], rows[name]
-
-        def compact(name: str) -> None:
-            """De-duplicate a table's keys held so far (an update holds its key twice: both images)."""
-            if len(held[name]) > 1 or (held[name] and rows[name] > 1):
-                try:
-                    held[name] = [_distinct(pa.concat_tables(held[name]))]
-                except pa.ArrowNotImplementedError:
-                    give_up(name)
-                    return
-                rows[name] = held[name][0].num_rows
-
         for batch in scan:
             if not live:  # every table left to Spark: the rest of the window is not the driver's to read
                 break
@@ -117,10 +112,8 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
                     compact(name)
             while live and sum(rows.values()) > limit:
                 give_up(max(rows, key=lambda n: rows[n]))
+    for name in list(live):
+        compact(name)
     for name, table in live.items():
-        parts = held[name]
-        try:
-            out[name] = _distinct(pa.concat_tables(parts)) if parts else _key_schema(table).empty_table()
-        except pa.ArrowNotImplementedError:
-            out[name] = None
+        out[name] = held[name][0] if held[name] else table.key_schema().empty_table()
     return out

@@ -191,16 +191,17 @@ def spark_schema_ddl(table: TableInfo) -> str:
     return ", ".join(f"`{n}` {t}" for n, t in image_columns(table))
 
 
-def version_as_of(path: str, ts: int) -> int | None:
-    """The newest Delta version of ``path`` whose cdcflow commit ts (:func:`~spark_jobs.delta_writer.commit_ts`) is
-    ``<= ts`` -- the table as the changefeed had it at ``ts``. Every commit cdcflow makes carries its ts, but the
-    table's creation: versions before the first stamped commit count as ts 0; an unstamped commit after it (an
-    edit made outside cdcflow) is never the changefeed's state at any ts."""
+def version_as_of(path: str | DeltaTable, ts: int) -> int | None:
+    """The newest Delta version of ``path`` (or of an open table) whose cdcflow commit ts
+    (:func:`~spark_jobs.delta_writer.commit_ts`) is ``<= ts`` -- the table as the changefeed had it at ``ts``. Every
+    commit cdcflow makes carries its ts, but the table's creation: versions before the first stamped commit count as
+    ts 0; an unstamped commit after it (an edit made outside cdcflow) is never the changefeed's state at any ts."""
     from deltalake import DeltaTable
 
     best = None
     stamped = False
-    for info in sorted(DeltaTable(path).history(), key=lambda h: int(h["version"])):
+    dt = DeltaTable(path) if isinstance(path, str) else path
+    for info in sorted(dt.history(), key=lambda h: int(h["version"])):
         at = commit_ts(info)
         if at == 0 and stamped:
             continue

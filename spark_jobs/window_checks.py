@@ -228,8 +228,8 @@ def rows_written_since(dt: DeltaTable, path: str, table: TableInfo, after_ts: in
 
     schema = table.arrow_schema()
     key = list(keys.column_names)
-    keys = keys.cast(pa.schema([schema.field(k) for k in key]))
-    before = dq.version_as_of(path, after_ts)
+    keys = keys.cast(table.key_schema())
+    before = dq.version_as_of(dt, after_ts)
     old = set(_live_files(path, before).column("path").to_pylist()) if before is not None else set()
     ds = dt.to_pyarrow_dataset()
     fragments = [f for f in ds.get_fragments() if f.path not in old]

@@ -242,6 +242,13 @@ class TableInfo:
             fields.append(pa.field(ROWID_COLUMN, pa.int64(), nullable=True))
         return pa.schema(fields)
 
+    def key_schema(self) -> pa.Schema:
+        """The Arrow schema of the Delta key columns (:meth:`delta_key`), typed as in :meth:`arrow_schema`."""
+        import pyarrow as pa
+
+        image = self.arrow_schema()
+        return pa.schema([image.field(k) for k in self.delta_key()])
+
     # --- serialization ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
