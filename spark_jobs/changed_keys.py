@@ -73,21 +73,25 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
     held: dict[str, list[pa.Table]] = {name: [] for name in live}
     rows: dict[str, int] = dict.fromkeys(live, 0)
     out: dict[str, pa.Table | None] = {}
+    raw: set[str] = set()  # tables holding keys not yet de-duplicated
 
     def give_up(name: str) -> None:
         out[name] = None
         del live[name], held[name], rows[name]
+        raw.discard(name)
 
     def compact(name: str) -> None:
         """De-duplicate a table's keys held so far (an update holds its key twice: both images); a table whose
         keys Arrow cannot group is given up."""
-        if len(held[name]) > 1 or (held[name] and rows[name] > 1):
-            try:
-                held[name] = [_distinct(pa.concat_tables(held[name]))]
-            except pa.ArrowNotImplementedError:
-                give_up(name)
-                return
-            rows[name] = held[name][0].num_rows
+        if name not in raw:
+            return
+        try:
+            held[name] = [_distinct(pa.concat_tables(held[name]))]
+        except pa.ArrowNotImplementedError:
+            give_up(name)
+            return
+        rows[name] = held[name][0].num_rows
+        raw.discard(name)
 
     files = part_files(sink, changefeed_id, window_end_ts)
     ids = sorted({pid for t in tables for pid in t.physical_ids})
@@ -105,6 +109,7 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
                     continue
                 held[name].append(keys_of_batch(table, events))
                 rows[name] += held[name][-1].num_rows
+                raw.add(name)
                 if rows[name] > BATCH_ROWS:
                     compact(name)
             if sum(rows.values()) > limit:
