@@ -314,7 +314,8 @@ class DeltaSparkWriter:
     The net change set stays a DataFrame end to end (nothing is collected to the driver). The app transaction
     rides on Delta's idempotent-DML session confs ``spark.databricks.delta.write.txnAppId`` / ``txnVersion``, the
     commit's ``cdcflow.*`` metadata on ``spark.databricks.delta.commitInfo.userMetadata`` (JSON; see
-    :func:`commit_metadata`). Session confs are per session, so merges of one session take turns (``_CONF_LOCK``).
+    :func:`commit_metadata`). Session confs are per session and every commit reads them, so all commits of one
+    session -- merges, their empty appends, table creates -- take turns (``_CONF_LOCK``).
     Tables it creates have deletion vectors off: delta-rs's Arrow dataset reader, which the checks and readers
     use, cannot read them yet.
     """
@@ -340,7 +341,10 @@ class DeltaSparkWriter:
                    .property("delta.enableDeletionVectors", "false"))
         for name, stype in image_columns(table):
             builder = builder.addColumn(name, stype, nullable=True)
-        builder.execute()
+        # Under the lock: a create commit takes the session's commitInfo.userMetadata too, so one made while
+        # another thread's merge holds its confs would carry that merge's cdcflow.commit_ts.
+        with _CONF_LOCK:
+            builder.execute()
 
     def applied_version(self, path: str, app_id: str) -> int | None:
         # The txn action is part of the Delta protocol: delta-rs reads what delta-spark wrote.
@@ -389,15 +393,15 @@ class DeltaSparkWriter:
             finally:
                 for k in confs:
                     self.spark.conf.unset(k)
-        last = RsTable(path).history(1)[0]
-        metrics = last.get("operationMetrics") or {}
-        if last.get("operation") != "MERGE" or self.applied_version(path, app_id) != version:
-            # delta-spark commits no MERGE whose source is empty: record the app transaction with an empty
-            # append instead (as the delta-rs writer does), Delta's idempotent-write options on the writer.
-            (self.spark.createDataFrame([], source.select(*[quote(c) for c in cols]).schema).write.format("delta")
-             .mode("append").option("txnAppId", app_id).option("txnVersion", str(version))
-             .option("userMetadata", confs[_USER_METADATA_CONF]).save(path))
-            last, metrics = RsTable(path).history(1)[0], {}
+            last = RsTable(path).history(1)[0]
+            metrics = last.get("operationMetrics") or {}
+            if last.get("operation") != "MERGE" or self.applied_version(path, app_id) != version:
+                # delta-spark commits no MERGE whose source is empty: record the app transaction with an empty
+                # append instead (as the delta-rs writer does), Delta's idempotent-write options on the writer.
+                (self.spark.createDataFrame([], source.select(*[quote(c) for c in cols]).schema).write
+                 .format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", str(version))
+                 .option("userMetadata", confs[_USER_METADATA_CONF]).save(path))
+                last, metrics = RsTable(path).history(1)[0], {}
         upserted = int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))
         deleted = int(metrics.get("numTargetRowsDeleted", 0))
         return WriteResult(upserted, deleted, int(last["version"]), False, self.applied_version(path, app_id), None,

@@ -128,3 +128,26 @@ def test_a_table_with_column_mapping_is_refused_not_misread(spark, tmp_path):
         with pytest.raises(ChangefeedError, match=r"column mapping \(delta.columnMapping.mode=name\).*--mode snapshot"):
             writer.merge(path, t, ch, app_id="cdcflow/t", version=6)
     assert DeltaTable(path).transaction_version("cdcflow/t") == 5
+
+
+def test_a_table_created_while_another_threads_merge_holds_the_session_confs_carries_none_of_them(spark, tmp_path):
+    """A window's tables are merged four at a time on one session: a create commit reads the session's
+    commitInfo.userMetadata as a merge does, so it waits for a merge holding its confs (a create that carried the
+    merge's cdcflow.ts gave readers a second commit at that ts: CI of stop 37, test_writer_parity)."""
+    import json
+    import threading
+
+    from spark_jobs.delta_writer import _CONF_LOCK, _USER_METADATA_CONF, commit_metadata, commit_ts
+
+    path, t = str(tmp_path / "c"), clustered_table()
+    DeltaSparkWriter(spark).ensure_table(str(tmp_path / "warm"), t)  # a session's first create takes seconds
+    created = threading.Thread(target=DeltaSparkWriter(spark).ensure_table, args=(path, t))
+    with _CONF_LOCK:  # another thread's merge, mid-flight
+        spark.conf.set(_USER_METADATA_CONF, json.dumps(commit_metadata(nonclustered_table(), 15)))
+        created.start()
+        created.join(timeout=3)  # unlocked, the create commits within this (about 1 s)
+        spark.conf.unset(_USER_METADATA_CONF)
+    created.join()
+    history = DeltaTable(path).history()
+    assert [h["operation"] for h in history] == ["CREATE TABLE"]
+    assert not commit_ts(history[0]), history[0]
