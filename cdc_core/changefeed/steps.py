@@ -67,7 +67,8 @@ def apply_steps(
     for step in steps:
         if isinstance(step, DmlStep):
             tables = tables_at(step.upto_ts)
-            result = spark_engine.run_job("apply_window", {
+            idle = _idle_step(cfg, step, window_end_ts, [target_of(t) for t in tables])
+            result = idle if idle is not None else spark_engine.run_job("apply_window", {
                 "sink_uri": cfg.sink_uri,
                 "changefeed_id": cfg.changefeed_id,
                 "after_ts": step.after_ts,
@@ -101,6 +102,40 @@ def apply_steps(
             if after_ddl is not None:
                 after_ddl(job)
     return out
+
+
+def _idle_step(cfg: ChangefeedConfig, step: DmlStep, window_end_ts: int, tables: list[TableInfo]
+               ) -> dict[str, Any] | None:
+    """The ``apply_window`` result of a step without a row event of its tables, computed without a Spark job (what
+    the job returns for such a step: every table skipped, nothing committed), when every table's Delta table exists
+    (the job would create a missing one); None otherwise. An idle window then costs a read of the bronze window's
+    ``table_id`` column and of the tables' Delta logs, not a Spark application (under ``spark-submit``, a JVM)."""
+    from deltalake import DeltaTable
+
+    from cdc_core.codec import changelog
+    from cdc_core.codec.sink_uri import local_path
+
+    try:
+        root = local_path(cfg.sink_uri)
+    except ValueError:  # a sink the embedded engine does not read: the job decides
+        return None
+    ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, window_end_ts, step.after_ts, step.upto_ts)
+    if any(ids.intersection(t.physical_ids) for t in tables):
+        return None
+    paths = {t.qualified_name: root / t.db_name / t.name for t in tables}
+    if not all((p / "_delta_log").is_dir() for p in paths.values()):
+        return None
+    out: dict[str, Any] = {}
+    for t in tables:
+        dt = DeltaTable(str(paths[t.qualified_name]))
+        out[t.qualified_name] = {
+            "table_id": t.id, "rows_upserted": 0, "rows_deleted": 0, "delta_version": dt.version(), "skipped": True,
+            "reason": f"no row events in ({step.after_ts}, {step.upto_ts}]", "changes": 0,
+            "path": str(paths[t.qualified_name]),
+        }  # fmt: skip
+    log.info("DML step without row events: no apply job", after_ts=step.after_ts, upto_ts=step.upto_ts,
+             tables=len(tables))
+    return {"tables": out}
 
 
 def _ddl_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,

@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 from e2elib import cli as _cli
 from e2elib import delta_rows, upstream_rows
 
-from cdc_core.changefeed import runner, tasks
+from cdc_core.changefeed import runner, spark_engine, tasks
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec.changelog import list_windows
@@ -18,7 +18,7 @@ from cdc_core.codec.changelog import list_windows
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 
-def test_two_windows_match_the_upstream_snapshot(cdc_home, upstream_cluster):
+def test_two_windows_match_the_upstream_snapshot(cdc_home, upstream_cluster, monkeypatch):
     db = "e2e_skel"
     sink = cdc_home / "lake"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
@@ -109,3 +109,26 @@ def test_two_windows_match_the_upstream_snapshot(cdc_home, upstream_cluster):
         assert set(old) == {f"{db}.acct", f"{db}.t", f"{db}.nc"} and all(r["ts"] == t1 for r in old.values())
         assert all(r["passed"] for r in old.values()), old
         assert old[f"{db}.acct"]["delta_version"] < DeltaTable(str(sink / db / "acct")).version()
+
+        # An idle window (no row event, no DDL) runs no Spark job: the apply step's result says each table had no
+        # row events, no Delta table gets a commit, and the checkpoint moves.
+        jobs: list[str] = []
+        real = spark_engine.run_job
+
+        def recorded(name, args, *a, **kw):
+            jobs.append(name)
+            return real(name, args, *a, **kw)
+
+        monkeypatch.setattr(spark_engine, "run_job", recorded)
+        t3 = c.get_ts()
+        (idle,) = runner.run_until("skel", t3)
+        assert jobs == [] and load_state("skel").checkpoint_ts == t3
+        applied = idle["apply"]["tables"]
+        assert set(applied) == {f"{db}.acct", f"{db}.t", f"{db}.nc"} and all(s["skipped"] for s in applied.values())
+        assert {t: DeltaTable(str(sink / db / t)).version() for t in ("acct", "t", "nc")} == versions
+        # The next window with a change runs its apply job again.
+        c.execute(f"INSERT INTO {db}.t VALUES (7, 7)")
+        t4 = c.get_ts()
+        runner.run_until("skel", t4)
+        assert "apply_window" in jobs and "window_checks" in jobs
+        assert delta_rows(sink, db, "t", "a") == upstream_rows(c, db, "t", "a", t4)
