@@ -39,10 +39,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from cdc_core import failpoint
+from cdc_core.changefeed.apply_result import no_events_reason, skipped
+from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
 from spark_jobs.bronze import read_bronze
-from spark_jobs.delta_writer import DeltaWriter, app_id_for, get_writer, table_path
+from spark_jobs.delta_writer import DeltaWriter, get_writer
 from spark_jobs.event_filters import apply_event_filters
 from spark_jobs.job_io import read_args, write_result
 from spark_jobs.mount import decode_failure, mount
@@ -119,11 +121,7 @@ def apply_window(
             if moved is not None and int(moved["ts"]) >= ver:
                 reason = f"the table left {path} at ts {moved['ts']} (to {moved['to']}); this step is older"
         if reason is not None:
-            results[t.qualified_name] = {
-                "table_id": t.id, "rows_upserted": 0, "rows_deleted": 0,
-                "delta_version": writer.table_version(path), "skipped": True,
-                "applied_version": recorded, "reason": reason, "changes": 0, "path": path,
-            }  # fmt: skip
+            results[t.qualified_name] = skipped(t, path, reason, writer.table_version(path), recorded)
         else:
             pending.append((t, filters))
     if not pending:
@@ -147,12 +145,8 @@ def apply_window(
         path = table_path(sink, t)
         if not present.intersection(t.physical_ids):
             writer.ensure_table(path, t)
-            return t.qualified_name, {
-                "table_id": t.id, "rows_upserted": 0, "rows_deleted": 0,
-                "delta_version": writer.table_version(path), "skipped": True,
-                "applied_version": writer.applied_version(path, app_id),
-                "reason": f"no row events in ({after_ts}, {upto}]", "changes": 0, "path": path,
-            }  # fmt: skip
+            return t.qualified_name, skipped(t, path, no_events_reason(after_ts, upto), writer.table_version(path),
+                                             writer.applied_version(path, app_id))
         mounted = apply_event_filters(mount(events, t), t, filters, ignore_txn_start_ts)
         changes = net_effect(mounted, t, deduplicated=True)
         try:

@@ -43,10 +43,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
+from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import DataQualityError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
-from spark_jobs.delta_writer import commit_ts, table_path
+from spark_jobs.delta_writer import commit_ts
 from spark_jobs.job_io import read_args, write_result
 from spark_jobs.mount import image_columns
 

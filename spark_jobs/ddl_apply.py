@@ -86,12 +86,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.ddl_history import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.schema.partition import PartitionError
-from spark_jobs.delta_writer import app_id_for, check_schema, create_silver_table, merge_predicate, table_path
+from spark_jobs.delta_writer import check_schema, create_silver_table, merge_predicate
 from spark_jobs.job_io import args_file_main
 from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_move
 

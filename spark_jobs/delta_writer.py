@@ -37,24 +37,6 @@ if TYPE_CHECKING:
 
 WRITER_ENV = "CDCFLOW_DELTA_WRITER"
 WRITER_KINDS = ("delta-rs", "delta-spark")
-APP_ID_PREFIX = "cdcflow/"
-
-
-def app_id_for(changefeed_id: str) -> str:
-    """The Delta application-transaction id of a changefeed."""
-    return f"{APP_ID_PREFIX}{changefeed_id}"
-
-
-def table_path(sink: str, table: TableInfo) -> str:
-    """``<sink>/<db>/<table>``: the silver table of an upstream table.
-
-    ``file://`` sinks become local paths; other URIs (``s3://``...) are passed to delta-rs as is.
-    """
-    if sink.startswith("file://"):
-        return os.path.join(sink[len("file://") :], table.db_name, table.name)
-    if "://" in sink:
-        return f"{sink.rstrip('/')}/{table.db_name}/{table.name}"
-    return os.path.join(sink, table.db_name, table.name)
 
 
 def quote(name: str) -> str:

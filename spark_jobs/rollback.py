@@ -15,9 +15,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.schema.model import TableInfo
 from spark_jobs.data_quality import version_as_of
-from spark_jobs.delta_writer import app_id_for, commit_metadata, table_path
+from spark_jobs.delta_writer import commit_metadata
 from spark_jobs.job_io import args_file_main
 
 log = logging.getLogger(__name__)

@@ -47,10 +47,11 @@ from cdc_core.client.tidb_sql import sql_literal
 from cdc_core.codec import changelog, memcomparable, rowcodec
 from cdc_core.codec import key as keycodec
 from cdc_core.codec import mysql_type as mt
+from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from cdc_core.tls import TlsConfig, client_tls, pinned
-from spark_jobs.delta_writer import app_id_for, commit_metadata, create_silver_table, table_path
+from spark_jobs.delta_writer import commit_metadata, create_silver_table
 from spark_jobs.job_io import args_file_main
 from spark_jobs.mount import image_columns
 

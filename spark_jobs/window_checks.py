@@ -38,12 +38,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from cdc_core.client.tidb_sql import sql_literal
+from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.tls import TlsConfig, client_tls, pinned
 from spark_jobs import data_quality as dq
-from spark_jobs.delta_writer import table_path
 from spark_jobs.job_io import args_file_main
 
 if TYPE_CHECKING:

@@ -112,30 +112,30 @@ def _idle_step(cfg: ChangefeedConfig, step: DmlStep, window_end_ts: int, tables:
     ``table_id`` column and of the tables' Delta logs, not a Spark application (under ``spark-submit``, a JVM)."""
     from deltalake import DeltaTable
 
+    from cdc_core.changefeed.apply_result import no_events_reason, skipped
     from cdc_core.codec import changelog
-    from cdc_core.codec.sink_uri import local_path
+    from cdc_core.codec.sink_uri import app_id_for, local_path, table_path
 
     try:
-        root = local_path(cfg.sink_uri)
+        local_path(cfg.sink_uri)
     except ValueError:  # a sink the embedded engine does not read: the job decides
         return None
     ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, window_end_ts, step.after_ts, step.upto_ts)
     if any(ids.intersection(t.physical_ids) for t in tables):
         return None
-    paths = {t.qualified_name: root / t.db_name / t.name for t in tables}
-    if not all((p / "_delta_log").is_dir() for p in paths.values()):
+    paths = {t.qualified_name: table_path(cfg.sink_uri, t) for t in tables}
+    if not all(DeltaTable.is_deltatable(p) for p in paths.values()):
         return None
     out: dict[str, Any] = {}
+    app_id, reason = app_id_for(cfg.changefeed_id), no_events_reason(step.after_ts, step.upto_ts)
     for t in tables:
-        dt = DeltaTable(str(paths[t.qualified_name]))
-        out[t.qualified_name] = {
-            "table_id": t.id, "rows_upserted": 0, "rows_deleted": 0, "delta_version": dt.version(), "skipped": True,
-            "reason": f"no row events in ({step.after_ts}, {step.upto_ts}]", "changes": 0,
-            "path": str(paths[t.qualified_name]),
-        }  # fmt: skip
+        path = paths[t.qualified_name]
+        dt = DeltaTable(path)
+        out[t.qualified_name] = skipped(t, path, reason, dt.version(), dt.transaction_version(app_id))
     log.info("DML step without row events: no apply job", after_ts=step.after_ts, upto_ts=step.upto_ts,
              tables=len(tables))
-    return {"tables": out}
+    return {"window_end_ts": window_end_ts, "after_ts": step.after_ts, "upto_ts": step.upto_ts,
+            "version": step.version, "tables": out, "rows_upserted": 0, "rows_deleted": 0}
 
 
 def _ddl_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,

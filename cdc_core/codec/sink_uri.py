@@ -1,4 +1,5 @@
-"""Sink URIs: where a changefeed's sink (silver tables, bronze changelog) lives on this machine.
+"""Sink URIs and the sink's layout: where a changefeed's sink (silver tables, bronze changelog) lives, the path of
+an upstream table's silver table in it and the Delta application-transaction id a changefeed commits under.
 
 Kept apart from ``changelog`` (which needs pyarrow) so that loading a changefeed config stays cheap: every
 Airflow task, DAG parse and CLI call loads one.
@@ -6,7 +7,31 @@ Airflow task, DAG parse and CLI call loads one.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cdc_core.schema.model import TableInfo
+
+APP_ID_PREFIX = "cdcflow/"
+
+
+def app_id_for(changefeed_id: str) -> str:
+    """The Delta application-transaction id of a changefeed (the ``txn`` action's ``appId`` its commits carry)."""
+    return f"{APP_ID_PREFIX}{changefeed_id}"
+
+
+def table_path(sink: str, table: TableInfo) -> str:
+    """``<sink>/<db>/<table>``: the silver table of an upstream table.
+
+    ``file://`` sinks become local paths; other URIs (``s3://``...) are passed to delta-rs as is.
+    """
+    if sink.startswith("file://"):
+        return os.path.join(sink[len("file://") :], table.db_name, table.name)
+    if "://" in sink:
+        return f"{sink.rstrip('/')}/{table.db_name}/{table.name}"
+    return os.path.join(sink, table.db_name, table.name)
 
 
 def local_path(sink_uri: str) -> Path:

@@ -117,9 +117,10 @@ def _bare_merge(path: str, source: pa.Table) -> float:
 
 @pytest.mark.spark
 def test_bench_apply_window_vs_bare_delta_rs_merge(tmp_path: Path) -> None:
+    from cdc_core.codec.sink_uri import table_path
     from spark_jobs.apply_window import apply_window
     from spark_jobs.bronze import read_bronze, write_bronze
-    from spark_jobs.delta_writer import DeltaRsWriter, table_path
+    from spark_jobs.delta_writer import DeltaRsWriter
     from spark_jobs.mount import mount
     from spark_jobs.net_effect import dedupe, net_effect
     from spark_jobs.session import get_spark
@@ -178,9 +179,10 @@ def _bare_spark_merge(spark, path: str, source: pa.Table) -> float:
 def _side_by_side(spark, tmp: Path, base_rows: int, net_rows: int) -> tuple[dict[str, float], int]:
     """Seconds of each writer's ``apply_window`` and of each engine's bare MERGE of the same window, on four
     identical copies of a ``base_rows`` table; and the window's events."""
+    from cdc_core.codec.sink_uri import table_path
     from spark_jobs.apply_window import apply_window
     from spark_jobs.bronze import write_bronze
-    from spark_jobs.delta_writer import DeltaRsWriter, DeltaSparkWriter, table_path
+    from spark_jobs.delta_writer import DeltaRsWriter, DeltaSparkWriter
 
     base = str(tmp / "base")
     _base_table(base, base_rows)

@@ -104,8 +104,8 @@ def test_a_tasks_jobs_share_one_application(tmp_path, monkeypatch):
     """Inside ``one_application`` the jobs go to one submitted driver (the Delta jars on its command line: it writes
     through delta-spark): one spark-submit for three jobs, and a job that raises is reported (with the driver's
     words) without ending the application for the next one."""
+    from cdc_core.codec.sink_uri import app_id_for, table_path
     from spark_jobs.bronze import write_bronze
-    from spark_jobs.delta_writer import app_id_for, table_path
 
     monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
     monkeypatch.setenv("CDCFLOW_SPARK_MASTER", "local[1]")

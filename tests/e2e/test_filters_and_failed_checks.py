@@ -30,8 +30,8 @@ from cdc_core.changefeed.dq_results import results_path
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
+from cdc_core.codec.sink_uri import app_id_for
 from cdc_core.errors import ChangefeedError, DataQualityError
-from spark_jobs.delta_writer import app_id_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

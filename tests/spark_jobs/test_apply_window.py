@@ -11,10 +11,11 @@ import pytest
 from deltalake import DeltaTable
 from spark_jobs_builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
+from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from spark_jobs.apply_window import apply_window, main, run_job
 from spark_jobs.bronze import write_bronze
-from spark_jobs.delta_writer import app_id_for, applied_version, table_path
+from spark_jobs.delta_writer import applied_version
 
 pytestmark = pytest.mark.spark
 CF = "cf1"

@@ -11,12 +11,12 @@ import pytest
 from deltalake import write_deltalake
 from spark_jobs_builders import Bronze, rowid_table, typed_table
 
+from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import DataQualityError
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.apply_window import apply_window
 from spark_jobs.bronze import write_bronze
 from spark_jobs.data_quality import read_silver, run_checks, run_job, spark_checksum, table_checksum
-from spark_jobs.delta_writer import table_path
 
 pytestmark = pytest.mark.spark
 

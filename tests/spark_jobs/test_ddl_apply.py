@@ -13,13 +13,14 @@ import pytest
 from deltalake import DeltaTable
 from spark_jobs_builders import Bronze, clustered_table, rowid_table
 
+from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.apply_window import apply_window
 from spark_jobs.bronze import write_bronze
 from spark_jobs.ddl_apply import apply_ddl, run_job, swapped_column_ids
-from spark_jobs.delta_writer import DeltaRsWriter, app_id_for, applied_version, table_path
+from spark_jobs.delta_writer import DeltaRsWriter, applied_version
 from spark_jobs.net_effect import OP_COL
 from spark_jobs.table_moves import dropped_path, read_move
 

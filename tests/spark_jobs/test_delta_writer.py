@@ -7,18 +7,17 @@ import pytest
 from deltalake import DeltaTable
 from spark_jobs_builders import clustered_table, nonclustered_table, rowid_table
 
+from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.delta_writer import (
     DeltaRsWriter,
     DeltaSparkWriter,
-    app_id_for,
     changes_to_arrow,
     default_writer_kind,
     delta_spark_available,
     get_writer,
     merge_predicate,
-    table_path,
 )
 
 pytestmark = pytest.mark.spark

@@ -6,11 +6,11 @@ import pytest
 from deltalake import DeltaTable
 from spark_jobs_builders import Bronze, clustered_table, nonclustered_table
 
+from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.apply_window import apply_window, run_job
 from spark_jobs.bronze import write_bronze
-from spark_jobs.delta_writer import table_path
 
 pytestmark = pytest.mark.spark
 CF = "cf1"

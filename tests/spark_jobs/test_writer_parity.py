@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable
 from spark_jobs_builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
+from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import Column, TableInfo
 from spark_jobs.apply_window import apply_window
@@ -23,9 +24,7 @@ from spark_jobs.delta_writer import (
     DeltaRsWriter,
     DeltaSparkWriter,
     DeltaWriter,
-    app_id_for,
     commit_ts,
-    table_path,
 )
 
 pytestmark = pytest.mark.spark
