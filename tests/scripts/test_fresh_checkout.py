@@ -5,14 +5,15 @@ suite runs as root; its server comes from the PostgreSQL wheel of the lock). The
 unprivileged one starts with the module, in the background.
 
 The checkout is this tree's tracked files as they are in the working tree. Its ``.venv`` is a link to this
-tree's (the same lock, so ``make``'s bootstrap finds it ready) when the checkout's user can use it; otherwise
-(another user, and this venv's Python under a private home, as pyenv's is) ``make demo`` bootstraps one from the
-lock, as on a fresh machine.
+tree's (the same lock, so ``make``'s bootstrap finds it ready) when the checkout's user can use it and it is
+bootstrapped from the lock as it is; otherwise (another user, and this venv's Python under a private home, as
+pyenv's is; or a stale venv) ``make demo`` bootstraps one from the lock, as on a fresh machine.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pwd
@@ -55,11 +56,21 @@ def _checkout(dest: Path, *, link_venv: bool) -> None:
             continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / rel, follow_symlinks=False)
-    if link_venv:
+    if link_venv and _venv_is_current():
         (dest / ".venv").symlink_to(ROOT / ".venv", target_is_directory=True)
     jars = ROOT / ".cache" / "jars"
     if jars.is_dir():  # what jars.lock pins, as this tree's bootstrap fetched it: a test run downloads nothing
         shutil.copytree(jars, dest / ".cache" / "jars")
+
+
+def _venv_is_current() -> bool:
+    """Whether this tree's venv was bootstrapped from its lock as it is now (scripts/bootstrap.sh's stamp). Only then
+    may a checkout link it: a checkout's bootstrap would refresh a stale one, installing the project editable from
+    the checkout, which the test then deletes (this tree's own imports broken)."""
+    stamp = ROOT / ".venv" / ".cdcflow-bootstrap"
+    want = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in ("uv.lock", "pyproject.toml",
+                                                                      "scripts/bootstrap.sh"))).hexdigest()
+    return stamp.is_file() and stamp.read_text().strip() == want
 
 
 # The machine's settings a user's shell has too: how to reach the package registries (CA bundle, proxies).
