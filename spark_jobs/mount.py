@@ -122,8 +122,9 @@ def decode_batch(table: TableInfo, batch: pa.RecordBatch) -> pa.RecordBatch:
 
 def handle_array(keys: pa.Array) -> pa.Array:
     """:func:`handle_expr` in Arrow: the BIGINT handles of row keys (bytes 12..19, big-endian, sign bit flipped;
-    ``tablecodec.EncodeRowKeyWithHandle`` in pingcap/tidb ``pkg/tablecodec/tablecodec.go``). A key too short to hold
-    one (a common handle's key is longer, never shorter) gives null."""
+    ``tablecodec.EncodeRowKeyWithHandle`` in pingcap/tidb ``pkg/tablecodec/tablecodec.go``). Meaningful for int-handle
+    and ``_tidb_rowid`` tables only: a common handle's key gives the bytes after ``_r`` read as one, or null when it
+    is shorter (a DECIMAL(5,0) primary key's is 17 bytes), as does any key too short to hold one."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
