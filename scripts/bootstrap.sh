@@ -2,13 +2,19 @@
 # Creates or refreshes the project-local virtualenv (.venv) from uv.lock, the project's lock file
 # (every package pinned with its hashes; `make lock` re-resolves it). Idempotent: when the lock
 # file, pyproject.toml and this script are unchanged since the last successful run, it only checks
-# Java and exits.
+# Java and exits. `bootstrap.sh --is-current` only answers whether that is so (exit 0) or not (exit 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 UV_VERSION=0.13.8
 VENV=.venv
 STAMP="$VENV/.cdcflow-bootstrap"
+want=$(cat uv.lock pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
+current() { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$VENV/bin/python" ]; }
+if [ "${1:-}" = "--is-current" ]; then
+  current
+  exit
+fi
 
 # --- Java (Spark needs a JVM >= 17) -------------------------------------------------------------
 if ! command -v java >/dev/null 2>&1; then
@@ -36,8 +42,7 @@ if [ -z "$PY" ]; then
   exit 1
 fi
 
-want=$(cat uv.lock pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$VENV/bin/python" ]; then
+if current; then
   # The Delta jars (jars.lock) are checked every time: a few milliseconds when they are there.
   exec "$VENV/bin/python" scripts/fetch_jars.py
 fi

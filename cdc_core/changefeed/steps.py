@@ -67,7 +67,8 @@ def apply_steps(
     for step in steps:
         if isinstance(step, DmlStep):
             tables = tables_at(step.upto_ts)
-            idle = _idle_step(cfg, step, window_end_ts, [target_of(t) for t in tables])
+            targets = [target_of(t) for t in tables]
+            idle = _idle_step(cfg, step, window_end_ts, targets)
             result = idle if idle is not None else spark_engine.run_job("apply_window", {
                 "sink_uri": cfg.sink_uri,
                 "changefeed_id": cfg.changefeed_id,
@@ -75,7 +76,7 @@ def apply_steps(
                 "upto_ts": step.upto_ts,
                 "version": step.version,
                 "window_end_ts": window_end_ts,
-                "tables": [target_of(t).to_json() for t in tables],
+                "tables": [t.to_json() for t in targets],
                 "event_filters": {str(t.id): efilter.dml_specs(t.db_name, t.name) for t in tables},
                 "ignore_txn_start_ts": sorted(efilter.ignore_txn_start_ts),
                 "ignore_moves": ignore_moves,
@@ -88,7 +89,7 @@ def apply_steps(
                 agg["delta_version"] = st.get("delta_version")
             failpoint.hit("apply.dml_step_done")
             if after_dml is not None:
-                after_dml(step, [target_of(t) for t in tables], result)
+                after_dml(step, targets, result)
         else:
             job = step.job
             if efilter.ignores_ddl(job.job_type, job.query, job.schema_name, job.table_name):

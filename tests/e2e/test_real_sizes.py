@@ -29,8 +29,15 @@ ROWS = 220_000
 BATCH = 10_000
 
 
+def _values(i: int) -> tuple[int, int, str, str]:
+    """Row ``i``'s (id, k, c, pad)."""
+    return i, i % 1000, f"c-{i:012d}-{'x' * 40}", f"pad-{i % 977:05d}-{'y' * 16}"
+
+
 def _row(i: int) -> str:
-    return f"({i}, {i % 1000}, 'c-{i:012d}-{'x' * 40}', 'pad-{i % 977:05d}-{'y' * 16}')"
+    """Row ``i`` as the values of an INSERT."""
+    v = _values(i)
+    return f"({v[0]}, {v[1]}, '{v[2]}', '{v[3]}')"
 
 
 def _import_files(directory: Path, rows: int) -> str:
@@ -41,11 +48,9 @@ def _import_files(directory: Path, rows: int) -> str:
 
     directory.mkdir(parents=True, exist_ok=True)
     for f, start in enumerate(range(0, rows, BATCH)):
-        ids = range(start, min(start + BATCH, rows))
-        pq.write_table(pa.table({
-            "id": pa.array(ids, pa.int64()), "k": pa.array([i % 1000 for i in ids], pa.int32()),
-            "c": [f"c-{i:012d}-{'x' * 40}" for i in ids], "pad": [f"pad-{i % 977:05d}-{'y' * 16}" for i in ids],
-        }), directory / f"t.{f:05d}.parquet")
+        ids, ks, cs, pads = zip(*(_values(i) for i in range(start, min(start + BATCH, rows))), strict=True)
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "k": pa.array(ks, pa.int32()), "c": cs, "pad": pads}),
+                       directory / f"t.{f:05d}.parquet")
     return str(directory / "t.*.parquet")
 
 

@@ -13,7 +13,6 @@ pyenv's is; or a stale venv) ``make demo`` bootstraps one from the lock, as on a
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import pwd
@@ -64,13 +63,10 @@ def _checkout(dest: Path, *, link_venv: bool) -> None:
 
 
 def _venv_is_current() -> bool:
-    """Whether this tree's venv was bootstrapped from its lock as it is now (scripts/bootstrap.sh's stamp). Only then
-    may a checkout link it: a checkout's bootstrap would refresh a stale one, installing the project editable from
-    the checkout, which the test then deletes (this tree's own imports broken)."""
-    stamp = ROOT / ".venv" / ".cdcflow-bootstrap"
-    want = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in ("uv.lock", "pyproject.toml",
-                                                                      "scripts/bootstrap.sh"))).hexdigest()
-    return stamp.is_file() and stamp.read_text().strip() == want
+    """Whether this tree's venv was bootstrapped from its lock as it is now (``bootstrap.sh --is-current``). Only
+    then may a checkout link it: a checkout's bootstrap would refresh a stale one, installing the project editable
+    from the checkout, which the test then deletes (this tree's own imports broken)."""
+    return subprocess.run(["bash", str(ROOT / "scripts" / "bootstrap.sh"), "--is-current"]).returncode == 0
 
 
 # The machine's settings a user's shell has too: how to reach the package registries (CA bundle, proxies).
