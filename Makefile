@@ -25,8 +25,11 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
+# Two worker processes on this 2-core machine: the suite waits on servers, Airflow's scheduler and Spark much of
+# the time (one process kept the CPUs 40% busy). tests/suite_schedule.py makes the work units and their order.
+TEST_WORKERS ?= 2
 unit: venv
-	$(VENV)/bin/pytest --durations=25 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 ## demo: start the embedded upstream, replicate two windows through Airflow into Delta, show the result
 demo: venv

@@ -27,6 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # plugins/, as Airflow puts it on sys.path: the harnesses read cdcflow_airflow.bundle_config (no Airflow import)
 sys.path.append(str(Path(__file__).resolve().parents[1] / "plugins"))
 
+# how `make test` spreads the suite over two workers, and the summary of where its minutes went
+pytest_plugins = ["suite_schedule"]
+
 _db_counter = itertools.count(1)
 
 

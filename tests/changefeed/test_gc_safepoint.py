@@ -28,10 +28,12 @@ def test_refresh_holds_gc_at_the_checkpoint_and_remove_releases_it(upstream_clus
     ec = upstream_cluster
     sid = "cdcflow-gc-test"
     now_ms = tso.physical_ms(upstream_client.get_ts())
-    # an hour ago: older than the cluster's GC life time (10 min), so this changefeed is what holds GC back
-    # (a new service may not start below another service's point, hence the min)
+    # An hour ago: older than the cluster's GC life time (10 min), so this changefeed is what holds GC back. The
+    # session cluster is shared: a new service may not start below the live services' minimum (PD refuses it), and
+    # a GC pass of an earlier test may have moved the store's safe point, so the checkpoint is at least both.
     others = [v for k, v in _live(ec).items() if k != sid]
-    checkpoint = min([tso.compose(now_ms - 3_600_000), *others])
+    floor = max([ec.call(lambda: ec.cluster.gc.store.safe_point), min(others, default=0)])
+    checkpoint = max(tso.compose(now_ms - 3_600_000), floor)
     sp = gc_safepoint.refresh_service_safe_point(pd_addr, "gc-test", checkpoint, ttl_s=120)
     try:
         assert (sp.service_id, sp.safe_point, sp.ttl_s) == (sid, checkpoint, 120)

@@ -1,0 +1,105 @@
+"""How ``make test`` spreads the suite over its two worker processes, and where the suite's minutes went.
+
+``make test`` runs pytest-xdist with ``-n 2 --dist loadfile --no-loadscope-reorder``: xdist hands a worker one
+work unit at a time, in collection order, whenever it is nearly out of work. This plugin makes those units and
+that order:
+
+- a unit is a test module, so that module- and session-scoped fixtures (a loaded 220,000-row table, a Spark
+  session, the session's upstream) are set up once per worker, not once per test; the modules that share the
+  session Airflow (``airflow_server``) are one unit, so that one worker starts one Airflow (xdist's own
+  ``xdist_group`` marks cannot do this under pytest 9.2: xdist 3.8 renames ``item._nodeid``, which pytest no
+  longer reads, so the scheduler here groups node ids itself);
+- the end-to-end units go first, then Spark's, then the rest: the longest jobs first, and the many short modules
+  at the end fill the gap between the two workers (longest-processing-time-first list scheduling).
+
+Run without ``-n``, the same order applies in one process. The terminal summary then lists the modules that took
+longest and each worker's busy time (the per-file times ``console_output_style = "times"`` gives without xdist).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+SHARED_AIRFLOW_FIXTURE = "airflow_server"
+# the modules whose tests use SHARED_AIRFLOW_FIXTURE (checked at collection: a new one must be named here)
+SHARED_AIRFLOW_MODULES = ("tests/e2e/test_airflow_scheduler.py", "tests/e2e/test_airflow_browser.py")
+SHARED_AIRFLOW_UNIT = "session-airflow"
+TOP_MODULES = 15
+
+
+def unit_of(nodeid: str) -> str:
+    """The work unit of a test: its module, or the one unit of the modules that share the session Airflow."""
+    module = nodeid.split("::", 1)[0]
+    return SHARED_AIRFLOW_UNIT if module in SHARED_AIRFLOW_MODULES else module
+
+
+def _rank(item: pytest.Item) -> int:
+    if item.get_closest_marker("e2e"):
+        return 0
+    if item.get_closest_marker("spark") or item.get_closest_marker("load"):
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    strays = sorted({item.nodeid.split("::", 1)[0] for item in items
+                     if SHARED_AIRFLOW_FIXTURE in getattr(item, "fixturenames", ())} - set(SHARED_AIRFLOW_MODULES))
+    if strays:
+        raise pytest.UsageError(f"{', '.join(strays)} use the session Airflow ({SHARED_AIRFLOW_FIXTURE}): add them to "
+                                f"SHARED_AIRFLOW_MODULES in {__file__}, so that one worker runs all of its tests")
+    first_at: dict[str, int] = {}
+    rank: dict[str, int] = {}
+    for i, item in enumerate(items):
+        unit = unit_of(item.nodeid)
+        first_at.setdefault(unit, i)
+        rank[unit] = min(rank.get(unit, 2), _rank(item))
+    # stable: a unit's tests keep their order, and units of one rank keep the collection's
+    items.sort(key=lambda item: (rank[unit_of(item.nodeid)], first_at[unit_of(item.nodeid)]))
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own answer for --dist loadfile
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class UnitScheduling(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return UnitScheduling(config, log)
+
+
+class _Minutes:
+    """Seconds per module and per worker, from the reports the controller (or the single process) receives."""
+
+    def __init__(self) -> None:
+        self.by_module: dict[str, float] = defaultdict(float)
+        self.worker_of: dict[str, str] = {}
+        self.by_worker: dict[str, float] = defaultdict(float)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        module = report.nodeid.split("::", 1)[0]
+        node = getattr(report, "node", None)
+        worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
+        self.by_module[module] += report.duration
+        self.worker_of[module] = worker
+        self.by_worker[worker] += report.duration
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.by_module:
+            return
+        terminalreporter.section("where the suite's minutes went")
+        busy = ", ".join(f"{w} {s:.0f} s" for w, s in sorted(self.by_worker.items()))
+        terminalreporter.write_line(f"busy time per worker (setup, call and teardown of its tests): {busy}")
+        top = sorted(self.by_module.items(), key=lambda kv: -kv[1])[:TOP_MODULES]
+        for module, seconds in top:
+            terminalreporter.write_line(f"{seconds:8.1f} s  {self.worker_of[module]:>5}  {module}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # in the controller (or a run without xdist), not in a worker
+        config.pluginmanager.register(_Minutes(), "cdcflow-suite-minutes")
