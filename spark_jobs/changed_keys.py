@@ -72,6 +72,9 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
     live = {t.qualified_name: t for t in tables}
     held: dict[str, list[pa.Table]] = {name: [] for name in live}
     rows: dict[str, int] = dict.fromkeys(live, 0)
+    # a table's keys are de-duplicated when they pass twice what its last de-duplication left (at least BATCH_ROWS):
+    # a table with many distinct keys is regrouped O(log n) times, not once a batch
+    compact_at: dict[str, int] = dict.fromkeys(live, BATCH_ROWS)
     out: dict[str, pa.Table | None] = {}
     raw: set[str] = set()  # tables holding keys not yet de-duplicated
 
@@ -91,6 +94,7 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
             give_up(name)
             return
         rows[name] = held[name][0].num_rows
+        compact_at[name] = max(BATCH_ROWS, 2 * rows[name])
         raw.discard(name)
 
     files = part_files(sink, changefeed_id, window_end_ts)
@@ -110,7 +114,7 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
                 held[name].append(keys_of_batch(table, events))
                 rows[name] += held[name][-1].num_rows
                 raw.add(name)
-                if rows[name] > BATCH_ROWS:
+                if rows[name] > compact_at[name]:
                     compact(name)
             if sum(rows.values()) > limit:
                 for name in list(live):

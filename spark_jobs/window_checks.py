@@ -385,10 +385,22 @@ def checkable_on_driver(table: TableInfo) -> bool:
 
 def same_rows(a: pa.Table, b: pa.Table) -> bool:
     """Whether two tables of one schema hold the same rows, as multisets (at the changed keys, row for row what
-    :func:`_rows_equal` compares by hash). False also when a value has no exact Python equality (a NaN, an
-    unhashable value): :func:`run_checks` then compares the table in Spark."""
+    :func:`_rows_equal` compares by hash). False also when a value has no exact equality (a NaN, an unhashable
+    value): :func:`run_checks` then compares the table in Spark.
+
+    Both are sorted on every column in Arrow and compared column for column (no Python object per value, and the
+    GIL released while the window's other tables are checked); a schema Arrow cannot sort (a nested type) is
+    compared as Python tuples."""
+    import pyarrow as pa
+
     if a.num_rows != b.num_rows:
         return False
+    if a.schema.equals(b.schema):
+        order = [(name, "ascending") for name in a.column_names]
+        try:
+            return bool(a.sort_by(order).equals(b.sort_by(order)))
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            pass
 
     def rows(t: pa.Table) -> Counter[tuple[Any, ...]]:
         return Counter(zip(*(c.to_pylist() for c in t.columns), strict=True))

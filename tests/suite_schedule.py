@@ -27,6 +27,10 @@ SHARED_AIRFLOW_FIXTURE = "airflow_server"
 # the modules whose tests use SHARED_AIRFLOW_FIXTURE (checked at collection: a new one must be named here)
 SHARED_AIRFLOW_MODULES = ("tests/e2e/test_airflow_scheduler.py", "tests/e2e/test_airflow_browser.py")
 SHARED_AIRFLOW_UNIT = "session-airflow"
+# Units that start a forest of processes (an Airflow standalone, the distributed topology, `make demo`): two of them
+# at once on two cores slow each other down more than the second worker gains, so they run one at a time, beside
+# the other units (in a first try running side by side, the topology and the Airflow units took ~25 min together).
+FOREST_UNITS = (SHARED_AIRFLOW_UNIT, "tests/e2e/test_distributed_topology.py", "tests/scripts/test_fresh_checkout.py")
 TOP_MODULES = 15
 
 
@@ -67,8 +71,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadFileScheduling
 
     class UnitScheduling(LoadFileScheduling):  # type: ignore[misc]
+        """xdist's file units, with :func:`unit_of`'s grouping and at most one of ``FOREST_UNITS`` at a time."""
+
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            others_run_a_forest = any(
+                unit in FOREST_UNITS and not all(done.values())
+                for other, units in self.assigned_work.items() if other is not node for unit, done in units.items())
+            unit = next((u for u in self.workqueue if u not in FOREST_UNITS or not others_run_a_forest), None)
+            if unit is None:
+                return  # only forests left, one runs elsewhere: this worker waits (see mark_test_complete)
+            self.workqueue.move_to_end(unit, last=False)
+            super()._assign_work_unit(node)
+
+        def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+            super().mark_test_complete(node, item_index, duration)
+            for other, units in list(self.assigned_work.items()):  # a worker left waiting may take a unit now
+                if other is not node and not self._pending_of(units):
+                    self._reschedule(other)
 
     return UnitScheduling(config, log)
 

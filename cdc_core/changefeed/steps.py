@@ -112,6 +112,7 @@ def _idle_step(cfg: ChangefeedConfig, step: DmlStep, window_end_ts: int, tables:
     (the job would create a missing one); None otherwise. An idle window then costs a read of the bronze window's
     ``table_id`` column and of the tables' Delta logs, not a Spark application (under ``spark-submit``, a JVM)."""
     from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
 
     from cdc_core.changefeed.apply_result import no_events_reason, skipped
     from cdc_core.codec import changelog
@@ -124,14 +125,14 @@ def _idle_step(cfg: ChangefeedConfig, step: DmlStep, window_end_ts: int, tables:
     ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, window_end_ts, step.after_ts, step.upto_ts)
     if any(ids.intersection(t.physical_ids) for t in tables):
         return None
-    paths = {t.qualified_name: table_path(cfg.sink_uri, t) for t in tables}
-    if not all(DeltaTable.is_deltatable(p) for p in paths.values()):
-        return None
     out: dict[str, Any] = {}
     app_id, reason = app_id_for(cfg.changefeed_id), no_events_reason(step.after_ts, step.upto_ts)
     for t in tables:
-        path = paths[t.qualified_name]
-        dt = DeltaTable(path)
+        path = table_path(cfg.sink_uri, t)
+        try:
+            dt = DeltaTable(path)  # one read of its log
+        except TableNotFoundError:
+            return None
         out[t.qualified_name] = skipped(t, path, reason, dt.version(), dt.transaction_version(app_id))
     log.info("DML step without row events: no apply job", after_ts=step.after_ts, upto_ts=step.upto_ts,
              tables=len(tables))

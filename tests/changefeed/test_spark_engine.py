@@ -47,12 +47,14 @@ def test_a_killed_submission_is_transient_and_leaves_the_changefeed_normal(tmp_p
     args = {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": 10, "after_ts": 0, "tables": [c.to_dict()],
             "writer": "delta-spark"}
     me, killed = psutil.Process(), threading.Event()
+    # this process's own Spark JVM (a SparkSubmit too, when an earlier test started a session) is not the submission
+    before = {child.pid for child in me.children(recursive=True)}
 
     def kill_the_submission() -> None:
         while not killed.is_set():
             for child in me.children(recursive=True):
                 try:
-                    if "org.apache.spark.deploy.SparkSubmit" in " ".join(child.cmdline()):
+                    if child.pid not in before and "org.apache.spark.deploy.SparkSubmit" in " ".join(child.cmdline()):
                         child.kill()
                         killed.set()
                         return

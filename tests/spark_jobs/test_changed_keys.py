@@ -93,3 +93,27 @@ def test_a_corrupt_value_names_table_and_key(tmp_path: Path, bronze: Bronze) -> 
     sink = _window(tmp_path, bronze)
     with pytest.raises(ChangefeedError, match=r"test\.c .*key"):
         changed_keys_arrow(sink, CID, END, [clustered_table()], 0, 80, limit=10)
+
+
+def test_a_table_with_many_keys_is_regrouped_a_logarithmic_number_of_times(
+        tmp_path: Path, bronze: Bronze, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of 8 events, 480 events on 120 keys: the keys are all found, de-duplicated a handful of times
+    (each time they pass twice what the last de-duplication left), not once for each of the 60 batches."""
+    from spark_jobs import changed_keys as ck
+
+    c = clustered_table()
+    for i in range(480):
+        bronze.put(c, i % 120, 20 + i, {1: i % 120, 2: i})
+    sink = _window(tmp_path, bronze)
+    monkeypatch.setattr(ck, "BATCH_ROWS", 8)
+    calls: list[int] = []
+    distinct = ck._distinct
+
+    def counted(t):  # type: ignore[no-untyped-def]
+        calls.append(t.num_rows)
+        return distinct(t)
+
+    monkeypatch.setattr(ck, "_distinct", counted)
+    got = changed_keys_arrow(sink, CID, END, [c], 0, 1000, limit=10_000)
+    assert sorted(got["test.c"].column(0).to_pylist()) == list(range(120))
+    assert 3 <= len(calls) <= 8, calls

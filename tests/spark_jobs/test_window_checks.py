@@ -1,5 +1,5 @@
 """The SQL of the window checks' point reads (spark_jobs.window_checks): each Delta key value written as the literal
-that selects exactly the upstream rows holding it."""
+that selects exactly the upstream rows holding it; the driver's comparison of the rows at the changed keys."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from spark_jobs_builders import clustered_table
 
 from cdc_core.errors import ChangefeedError
-from spark_jobs.window_checks import key_literal, point_select
+from spark_jobs.window_checks import key_literal, point_select, same_rows
 
 
 def test_a_small_decimal_key_is_a_decimal_literal_not_an_exponent() -> None:
@@ -40,3 +40,29 @@ def test_a_composite_key_selects_by_row_constructor() -> None:
     sql = point_select(t, [a, b], [(1, 2), (3, 4)])
     assert sql == f"SELECT * FROM `{t.db_name}`.`{t.name}` WHERE (`{a}`, `{b}`) IN ((1, 2), (3, 4))"
     assert point_select(t, [a], [(1,), (3,)]).endswith(f"WHERE `{a}` IN (1, 3)")
+
+
+def test_same_rows_compares_multisets_of_rows_whatever_their_order_and_chunks() -> None:
+    a = pa.table({"k": [1, 2, 2, None], "v": ["x", "y", "y", None]})
+    shuffled = a.take([2, 3, 0, 1])
+    assert same_rows(a, shuffled) and same_rows(pa.concat_tables([a.slice(0, 1), a.slice(1)]), shuffled)
+    # the same set of rows with another multiplicity, and one value changed
+    assert not same_rows(a, a.take([0, 0, 1, 3]))
+    assert not same_rows(a, pa.table({"k": [1, 2, 2, None], "v": ["x", "y", "z", None]}))
+    assert not same_rows(a, a.slice(1))
+    typed = pa.table({"d": pa.array([Decimal("1.10"), Decimal("2.00")], pa.decimal128(5, 2)),
+                      "t": pa.array([datetime(2020, 1, 1), None], pa.timestamp("us")),
+                      "b": pa.array([b"\x00", b"\xff"]), "day": pa.array([date(2020, 1, 2), date(1970, 1, 1)])})
+    assert same_rows(typed, typed.take([1, 0]))
+    assert not same_rows(typed, typed.set_column(0, "d", pa.array([Decimal("1.10"), Decimal("2.01")],
+                                                                   pa.decimal128(5, 2))))
+
+
+def test_same_rows_is_false_without_exact_equality_and_compares_unsortable_types_as_tuples() -> None:
+    nan = pa.table({"f": [1.0, float("nan")]})
+    assert not same_rows(nan, nan)  # a NaN equals nothing: the table is compared again in Spark
+    listed = pa.table({"l": pa.array([[1], [2]])})
+    assert not same_rows(listed, listed)  # a list is unhashable
+    nested = pa.table({"s": pa.array([{"a": 1}, {"a": 2}])})
+    assert same_rows(nested, nested.take([1, 0]))
+    assert not same_rows(nested, pa.table({"s": pa.array([{"a": 1}, {"a": 3}])}))
