@@ -10,7 +10,9 @@ that order:
   ``xdist_group`` marks cannot do this under pytest 9.2: xdist 3.8 renames ``item._nodeid``, which pytest no
   longer reads, so the scheduler here groups node ids itself);
 - the end-to-end units go first, then Spark's, then the rest: the longest jobs first, and the many short modules
-  at the end fill the gap between the two workers (longest-processing-time-first list scheduling).
+  at the end fill the gap between the two workers (longest-processing-time-first list scheduling);
+- the units that start a forest of processes (``FOREST_UNITS``) run one at a time: a worker asking for work while
+  the other runs one takes the next unit of another kind, or waits when none is left.
 
 Run without ``-n``, the same order applies in one process. The terminal summary then lists the modules that took
 longest and each worker's busy time (the per-file times ``console_output_style = "times"`` gives without xdist).

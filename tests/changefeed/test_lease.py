@@ -5,10 +5,21 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from cdc_core.changefeed import lease
+
+
+def _fake_in_this_thread(monkeypatch: pytest.MonkeyPatch, name: str, fake: Callable[..., Any]) -> None:
+    """``time.<name>`` is ``fake`` in the test's thread only: the module is global, and other threads of the process
+    (a Spark session's, the session upstream's, when earlier tests started them) must keep the real clock."""
+    me, real = threading.get_ident(), getattr(time, name)
+    monkeypatch.setattr(time, name, lambda *a: fake(*a) if threading.get_ident() == me else real(*a))
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +71,7 @@ def test_a_waiter_that_went_away_leaves_the_queue(monkeypatch):
     with pytest.raises(lease.LeaseBusy, match="gone"):
         lease.acquire("cf", "later", target_ts=9)
     now = lease.time.time()
-    monkeypatch.setattr(lease.time, "time", lambda: now + lease.WAITER_STALE_S + 1)
+    _fake_in_this_thread(monkeypatch, "time", lambda: now + lease.WAITER_STALE_S + 1)
     assert lease.waiters("cf") == {}
     assert lease.acquire("cf", "later", target_ts=9).owner == "later"
     assert lease.waiters("cf") == {}  # the holder is not a waiter
@@ -88,8 +99,8 @@ def test_wait_acquire_times_out_and_leaves_the_queue():
 
 def test_wait_acquire_tells_on_wait_when_the_holder_changes_or_every_notify_interval(monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr(lease.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(lease.time, "time", lambda: clock[0])  # leases and waiters age with the fake clock
+    _fake_in_this_thread(monkeypatch, "monotonic", lambda: clock[0])
+    _fake_in_this_thread(monkeypatch, "time", lambda: clock[0])  # leases and waiters age with the fake clock
     lease.acquire("cf", "a", ttl_s=1e6)
     polls = {"n": 0}
 
@@ -102,7 +113,7 @@ def test_wait_acquire_tells_on_wait_when_the_holder_changes_or_every_notify_inte
         if polls["n"] == 27:
             lease.release("cf", "b")
 
-    monkeypatch.setattr(lease.time, "sleep", sleep)
+    _fake_in_this_thread(monkeypatch, "sleep", sleep)
     told: list[tuple[str, float]] = []
     got = lease.wait_acquire("cf", "w", timeout_s=600, poll_s=2.0, target_ts=5,
                              on_wait=lambda held: told.append((held.owner, clock[0] - 1000)))

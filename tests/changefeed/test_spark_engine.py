@@ -147,7 +147,9 @@ def _application_processes() -> tuple:
             return False
 
     mine = psutil.Process().children(recursive=True)
-    jvms = [p for p in mine if has(p, "org.apache.spark.deploy.SparkSubmit")]
+    # the application's JVM submits job_server.py; this process's own Spark session (a SparkSubmit of pyspark-shell,
+    # when an earlier test started one) is not the application's
+    jvms = [p for p in mine if has(p, "org.apache.spark.deploy.SparkSubmit") and has(p, "job_server.py")]
     drivers = [p for p in mine if has(p, "job_server.py") and p not in jvms]
     assert len(jvms) == 1 and len(drivers) == 1, (jvms, drivers)
     return jvms[0], drivers[0]

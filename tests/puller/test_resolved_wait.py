@@ -17,17 +17,22 @@ def _span(cluster: Any, db: str, table: str) -> tuple[bytes, bytes]:
     return keycodec.table_span(cluster.catalog.table(db, table).id)
 
 
-def test_passes_on_pds_min_resolved_ts_without_subscribing(upstream_cluster: Any, upstream_client: Any,
-                                                           fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    upstream_client.execute(f"USE {fresh_db}; CREATE TABLE t (id INT PRIMARY KEY)")
+def test_passes_on_pds_min_resolved_ts_without_subscribing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a cluster of its own: PD's min resolved ts is cluster-wide, and a lock an earlier test left in the session
+    cluster (a killed job's, a fault's) would hold it back, which is the fallback's case, not this one."""
+    from cdc_core.client.upstream import UpstreamClient
+    from cdc_core.upstream.cluster import ClusterConfig
+    from cdc_core.upstream.embedded import EmbeddedCluster
 
     async def no_subscription(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the wait subscribed a span")
 
     monkeypatch.setattr(SubscriptionClient, "subscribe", no_subscription)
-    target = upstream_client.get_ts()
-    res = asyncio.run(resolved_wait.wait_resolved(upstream_cluster.pd_addr, [_span(upstream_cluster.cluster,
-                                                  fresh_db, "t")], target, poll_s=0.1, timeout_s=30))
+    with EmbeddedCluster(ClusterConfig(min_ts_interval_ms=50)) as ec, UpstreamClient(ec.pd_addr) as c:
+        c.execute("CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY)")
+        target = c.get_ts()
+        res = asyncio.run(resolved_wait.wait_resolved(ec.pd_addr, [_span(ec.cluster, "d", "t")], target, poll_s=0.1,
+                                                      timeout_s=30))
     assert res.how == "pd" and res.resolved_ts >= target
 
 
