@@ -14,8 +14,8 @@ that order:
 - the units that start a forest of processes (``FOREST_UNITS``) run one at a time: a worker asking for work while
   the other runs one takes the next unit of another kind, or waits when none is left.
 
-Run without ``-n``, the same order applies in one process. The terminal summary then lists the modules that took
-longest and each worker's busy time (the per-file times ``console_output_style = "times"`` gives without xdist).
+Run without ``-n``, the tests keep the collection's order. The terminal summary lists the modules that took longest
+and each worker's busy time (the per-file times ``console_output_style = "times"`` gives without xdist).
 """
 
 from __future__ import annotations
@@ -50,12 +50,14 @@ def _rank(item: pytest.Item) -> int:
     return 2
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     strays = sorted({item.nodeid.split("::", 1)[0] for item in items
                      if SHARED_AIRFLOW_FIXTURE in getattr(item, "fixturenames", ())} - set(SHARED_AIRFLOW_MODULES))
     if strays:
         raise pytest.UsageError(f"{', '.join(strays)} use the session Airflow ({SHARED_AIRFLOW_FIXTURE}): add them to "
                                 f"SHARED_AIRFLOW_MODULES in {__file__}, so that one worker runs all of its tests")
+    if not hasattr(config, "workerinput"):  # one process (TEST_WORKERS=0, a developer's run): the collection's order
+        return
     first_at: dict[str, int] = {}
     rank: dict[str, int] = {}
     for i, item in enumerate(items):
