@@ -31,14 +31,18 @@ SHARED_AIRFLOW_MODULES = ("tests/e2e/test_airflow_scheduler.py", "tests/e2e/test
 SHARED_AIRFLOW_UNIT = "session-airflow"
 # Units that start a forest of processes (an Airflow standalone, the distributed topology, `make demo`): two of them
 # at once on two cores slow each other down more than the second worker gains, so they run one at a time, beside
-# the other units (in a first try running side by side, the topology and the Airflow units took ~25 min together).
+# the other units (side by side, in c51891e's CI-like run, they took 813 s and 1009 s against 491 s and 425 s alone).
 FOREST_UNITS = (SHARED_AIRFLOW_UNIT, "tests/e2e/test_distributed_topology.py", "tests/scripts/test_fresh_checkout.py")
 TOP_MODULES = 15
 
 
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def unit_of(nodeid: str) -> str:
     """The work unit of a test: its module, or the one unit of the modules that share the session Airflow."""
-    module = nodeid.split("::", 1)[0]
+    module = module_of(nodeid)
     return SHARED_AIRFLOW_UNIT if module in SHARED_AIRFLOW_MODULES else module
 
 
@@ -51,7 +55,7 @@ def _rank(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    strays = sorted({item.nodeid.split("::", 1)[0] for item in items
+    strays = sorted({module_of(item.nodeid) for item in items
                      if SHARED_AIRFLOW_FIXTURE in getattr(item, "fixturenames", ())} - set(SHARED_AIRFLOW_MODULES))
     if strays:
         raise pytest.UsageError(f"{', '.join(strays)} use the session Airflow ({SHARED_AIRFLOW_FIXTURE}): add them to "
@@ -108,7 +112,7 @@ class _Minutes:
         self.by_worker: dict[str, float] = defaultdict(float)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        module = report.nodeid.split("::", 1)[0]
+        module = module_of(report.nodeid)
         node = getattr(report, "node", None)
         worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
         self.by_module[module] += report.duration

@@ -32,7 +32,7 @@ def test_refresh_holds_gc_at_the_checkpoint_and_remove_releases_it(upstream_clus
     # session cluster is shared: a new service may not start below the live services' minimum (PD refuses it), and
     # a GC pass of an earlier test may have moved the store's safe point, so the checkpoint is at least both.
     others = [v for k, v in _live(ec).items() if k != sid]
-    floor = max([ec.call(lambda: ec.cluster.gc.store.safe_point), min(others, default=0)])
+    floor = max(ec.call(lambda: ec.cluster.gc.store.safe_point), min(others, default=0))
     checkpoint = max(tso.compose(now_ms - 3_600_000), floor)
     sp = gc_safepoint.refresh_service_safe_point(pd_addr, "gc-test", checkpoint, ttl_s=120)
     try:
