@@ -26,6 +26,9 @@ from collections.abc import Sequence
 from typing import Any
 
 ENTRY_PACKAGE = "spark_jobs."  # only cdcflow's jobs run here, whatever a request names
+# The JVM this driver runs under (spark-submit's PythonRunner starts the driver as its child): once it is gone, this
+# process is someone else's child.
+_JVM_PID = os.getppid()
 
 
 def run_request(request: dict[str, Any]) -> bytes:
@@ -43,7 +46,10 @@ def run_request(request: dict[str, Any]) -> bytes:
 
 def spark_alive() -> bool:
     """Whether this driver's SparkContext still runs: a job that failed under a stopped context or a JVM gone (the
-    cluster's failure, not the job's) says no."""
+    cluster's failure, not the job's) says no. Before the first job has made a context, whether the JVM the driver
+    runs under is still there (a job that failed making one because that JVM was killed is not the job's failure)."""
+    if os.getppid() != _JVM_PID:
+        return False
     try:
         from pyspark import SparkContext
 
