@@ -185,13 +185,15 @@ def test_a_row_corrupted_before_the_check_is_rolled_back_with_the_window(cdc_hom
         c.execute(f"BEGIN; UPDATE {db}.acct SET bal = 11 WHERE id = 1; INSERT INTO {db}.log VALUES (2, 'paid');"
                   "COMMIT")
         t2 = c.get_ts()
-        # Once the window's commits are in and before its checks run, something corrupts row 1 in the lake.
+        # Once the window's commits are in and before its checks run, something corrupts row 1 in the lake: at the
+        # step's end, in one thread (each table's merge thread passes a table's commit point, and two of them once
+        # both overwrote the table there, the second failing on the first's commit).
         from cdc_core import failpoint
 
         real_hit = failpoint.hit
 
         def corrupt_once(name: str) -> None:
-            if name == "apply.table_committed" and DeltaTable(acct).version() > at_t1[acct] and not corrupted:
+            if name == "apply.dml_step_done" and DeltaTable(acct).version() > at_t1[acct] and not corrupted:
                 dt = DeltaTable(acct)
                 rows = [{**r, "bal": 999} if r["id"] == 1 else r for r in dt.to_pyarrow_table().to_pylist()]
                 write_deltalake(acct, pa.Table.from_pylist(rows, schema=pa.schema(dt.schema().to_arrow())),
