@@ -46,8 +46,8 @@ def run_request(request: dict[str, Any]) -> bytes:
 
 def spark_alive() -> bool:
     """Whether this driver's SparkContext still runs: a job that failed under a stopped context or a JVM gone (the
-    cluster's failure, not the job's) says no. Before the first job has made a context, whether the JVM the driver
-    runs under is still there (a job that failed making one because that JVM was killed is not the job's failure)."""
+    cluster's failure, not the job's) says no, and so does a driver whose JVM is no longer its parent: before any job
+    has made a context that is the only sign of a killed JVM (the job then fails in py4j, which says nothing of it)."""
     if os.getppid() != _JVM_PID:
         return False
     try:
