@@ -69,7 +69,7 @@ def test_config_and_error_kinds() -> None:
 
 def test_workload_paces_rows_and_touches_several_rows_per_statement(upstream_client: Any, fresh_db: str) -> None:
     cfg = WorkloadConfig(db=fresh_db, tables=1, id_range=1_000, initial_rows=2_001, duration_s=2.0, threads=2,
-                         rows_per_txn=20, rows_per_s=1_000, multi_weight=0, delete_weight=0,
+                         rows_per_txn=20, rows_per_s=250, multi_weight=0, delete_weight=0,
                          pk_update_share=0, uk_update_share=0)
 
     def execute(script: str) -> list[tuple[int, int]]:
@@ -78,9 +78,11 @@ def test_workload_paces_rows_and_touches_several_rows_per_statement(upstream_cli
     w = Workload(cfg, execute)
     w.prepare()
     s = w.run()
-    # 1,000 rows/s in statements of 20 rows: 50 transactions a second, never more (the first one starts at once)
-    assert s.txns <= 2.0 * 1_000 / 20 + 2, s.to_dict()
-    assert s.txns >= 0.5 * 2.0 * 1_000 / 20, s.to_dict()  # and the pace is kept, not starved
+    # 250 rows/s in statements of 20 rows: 12.5 transactions a second, never more (the first one starts at once).
+    # The rate is a quarter of what two sessions reach on a loaded CI machine (42 transactions in 2 s at 1,000 rows/s
+    # in stop 39's CI), so the lower bound tests the pacer, not the machine; unpaced, the run would pass the upper one.
+    assert s.txns <= 2.0 * 250 / 20 + 2, s.to_dict()
+    assert s.txns >= 0.5 * 2.0 * 250 / 20, s.to_dict()  # and the pace is kept, not starved
     # statements of many rows; two sessions updating 20 of 2,001 rows at once may conflict, nothing else fails
     assert s.rows > s.committed * 10 and set(s.errors) <= {"conflict"}, s.to_dict()
     check_consistency(cfg, upstream_client.query)
