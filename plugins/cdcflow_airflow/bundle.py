@@ -7,7 +7,8 @@ which builds that changefeed's DAG only (:func:`cdcflow_airflow.dag_factory.dag_
 is an import error of its own file in the UI, with the message ``cdcflow changefeed create`` gives for it, and
 every other changefeed keeps running. The files follow the configs on :meth:`ChangefeedDagBundle.initialize` and
 :meth:`~ChangefeedDagBundle.refresh` (the dag processor's, every ``[dag_processor] refresh_interval``; a worker's,
-before it runs a task), written atomically and only when they change, so processes may do it at once.
+before it runs a task), written atomically and only when they change, so processes may do it at once. A file's
+mtime follows its config's, so that an edited config is parsed again at once, not at the next periodic parse.
 
 Airflow is told in ``[dag_processor] dag_bundle_config_list`` (``bundle_config.bundle_config_list()``, which keeps
 the DAGs folder's bundle for the maintenance DAG): ``scripts/airflow_env.sh``, the compose file and the tests'
@@ -16,6 +17,7 @@ Airflow set ``AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST`` to it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +62,36 @@ def sync_dag_files(folder: Path) -> None:
 
     folder.mkdir(parents=True, exist_ok=True)
     configs = sorted(changefeeds_dir().glob("*.toml")) if changefeeds_dir().is_dir() else []
-    wanted = {f"{PREFIX}{c.stem}.py": dag_file_text(c.resolve()) for c in configs}
-    for name, text in wanted.items():
+    wanted = {f"{PREFIX}{c.stem}.py": (c, dag_file_text(c.resolve())) for c in configs}
+    for name, (config, text) in wanted.items():
         path = folder / name
         try:
-            if path.read_text() == text:
-                continue
+            same = path.read_text() == text
         except OSError:
-            pass
-        durable.write_file(path, text)
+            same = False
+        if not same:
+            durable.write_file(path, text)
+        _follow_mtime(path, config)
     for path in folder.glob(f"{PREFIX}*.py"):
         if path.name not in wanted:
             path.unlink(missing_ok=True)
+
+
+def _follow_mtime(dag_file: Path, config: Path) -> None:
+    """Give ``dag_file`` its config's mtime when the config is newer.
+
+    The file's text names its config only, so an edited config leaves it as it was. The dag processor parses a file
+    again before ``[dag_processor] min_file_process_interval`` only when its mtime is after the last parse
+    (``file_parsing_sort_mode = "modified_time"``, the default: ``_sort_by_mtime`` in Airflow's
+    ``airflow/dag_processing/manager.py``). Following the config's mtime, an edit reaches the DAG at the bundle's
+    next refresh.
+    """
+    try:
+        edited = config.stat().st_mtime_ns
+        if dag_file.stat().st_mtime_ns < edited:
+            os.utime(dag_file, ns=(edited, edited))
+    except FileNotFoundError:  # removed meanwhile: the next refresh removes its DAG file
+        pass
 
 
 class ChangefeedDagBundle(LocalDagBundle):

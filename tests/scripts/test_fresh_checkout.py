@@ -80,6 +80,8 @@ def _env(user: str | None, home: str, **extra: str) -> dict[str, str]:
                     if ".venv" not in p and _can_use(user, Path(p)))
     env = {k: v for k, v in os.environ.items() if _MACHINE_ENV.search(k)}
     env.update({"PATH": path, "HOME": home, "LANG": os.environ.get("LANG", "C.UTF-8"), **extra})
+    if "SPARK_SUBMIT_OPTS" in os.environ:  # the suite's JIT settings (Makefile's TEST_JVM_OPTS): CPU, not behaviour
+        env["SPARK_SUBMIT_OPTS"] = os.environ["SPARK_SUBMIT_OPTS"]
     return env
 
 
