@@ -29,9 +29,11 @@ typecheck: venv
 # the time (one process kept the CPUs 40% busy). tests/suite_schedule.py makes the work units and their order.
 TEST_WORKERS ?= 2
 # The suite's JVMs (Spark sessions, spark-submit's drivers, the Spark Connect server, the topology's executors) live
-# seconds to minutes over small tables, and the JIT's second compiler costs more CPU than it saves them: with C1 only,
-# tests/changefeed/test_spark_engine.py takes 76 s of the machine's CPU instead of 116 s. The suite is bound by the
-# CPU. Benchmarks and users' JVMs keep the JVM's defaults.
+# seconds to minutes over small tables, and the JIT's second compiler costs more CPU than it saves them. The suite is
+# bound by the CPU. With C1 only, tests/changefeed/test_spark_engine.py took 59 and 63 s (user + sys) instead of 97
+# and 104 s, in two runs of each of: /usr/bin/time [env SPARK_SUBMIT_OPTS="<these>"] .venv/bin/pytest
+#   tests/changefeed/test_spark_engine.py -q -p no:cacheprovider --override-ini addopts= -o timeout=0
+# Benchmarks and users' JVMs keep the JVM's defaults.
 TEST_JVM_OPTS ?= -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dspark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1
 unit: venv
 	SPARK_SUBMIT_OPTS="$(TEST_JVM_OPTS)" $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)

@@ -79,8 +79,8 @@ def test_workload_paces_rows_and_touches_several_rows_per_statement(upstream_cli
     w.prepare()
     s = w.run()
     # 250 rows/s in statements of 20 rows: 12.5 transactions a second, never more (the first one starts at once).
-    # The rate is a quarter of what two sessions reach on a loaded CI machine (42 transactions in 2 s at 1,000 rows/s
-    # in stop 39's CI), so the lower bound tests the pacer, not the machine; unpaced, the run would pass the upper one.
+    # The lower bound (12.5 in 2 s) is under a third of what two sessions reached on a loaded CI machine (42 in 2 s,
+    # asked for 1,000 rows/s), so it tests the pacer, not the machine; unpaced, the run would exceed the upper bound.
     assert s.txns <= 2.0 * 250 / 20 + 2, s.to_dict()
     assert s.txns >= 0.5 * 2.0 * 250 / 20, s.to_dict()  # and the pace is kept, not starved
     # statements of many rows; two sessions updating 20 of 2,001 rows at once may conflict, nothing else fails
