@@ -44,12 +44,14 @@ from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
 from spark_jobs.bronze import read_bronze
-from spark_jobs.delta_writer import DeltaWriter, get_writer
-from spark_jobs.event_filters import apply_event_filters
+from spark_jobs.delta_writer import DeltaRsWriter, DeltaWriter, get_writer
+from spark_jobs.event_filters import apply_event_filters, drops_rows, validate_filters
 from spark_jobs.job_io import read_args, write_result
 from spark_jobs.mount import decode_failure, mount
 from spark_jobs.net_effect import dedupe, net_effect
+from spark_jobs.net_effect_arrow import net_effect_arrow
 from spark_jobs.table_moves import read_move
+from spark_jobs.window_events import events_by_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,6 +59,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TABLE_THREADS = 4  # tables merged at once: most of a small table's merge waits on Spark's scheduling and the commit
+# Events of a step the driver holds to apply them in Arrow (~100 MB of events of ~200-byte rows, both images);
+# the tables past it are applied in Spark. A window is cut at [window] max-events (1 M by default) anyway.
+DRIVER_EVENTS = 250_000
 
 TableEntry = TableInfo | str | Mapping[str, Any]
 
@@ -127,28 +132,51 @@ def apply_window(
     if not pending:
         return results
 
-    events = read_bronze(spark, sink, changefeed_id, window_end_ts,
-                         table_ids=[pid for t, _ in pending for pid in t.physical_ids])
-    if after_ts is not None:
-        events = events.where(F.col("commit_ts") > F.lit(after_ts))
-    events = events.where(F.col("commit_ts") <= F.lit(upto))
-    # Tables without a row event in the step need no Spark work and no commit: one action over the table_id
-    # column alone (Parquet reads just that column; no dedupe shuffle) finds them. Not committing is safe: a
-    # re-run finds no events for them again.
-    present = {int(r[0]) for r in events.select("table_id").distinct().collect()}
-    events = dedupe(events)
-    cached = sum(1 for t, _ in pending if present.intersection(t.physical_ids)) > 1
-    if cached:
-        events = events.cache()
+    # A delta-rs writer merges from Arrow on the driver: the events of tables without row filters (Spark SQL
+    # expressions) are read there in one pass and reduced in Arrow (spark_jobs.net_effect_arrow), no Spark job per
+    # table; the tables past the driver's budget, and all of them for delta-spark, go through Spark.
+    held: dict[str, Any] = {}
+    if isinstance(writer, DeltaRsWriter):
+        for t, filters in pending:
+            validate_filters(filters, t)
+        light = [t for t, filters in pending if not drops_rows(filters)]
+        held = events_by_table(sink, changefeed_id, window_end_ts, light, after_ts, upto, limit=DRIVER_EVENTS)
+    in_spark = [(t, f) for t, f in pending if held.get(t.qualified_name) is None]
+    present: set[int] = set()
+    cached = False
+    if in_spark:
+        events = read_bronze(spark, sink, changefeed_id, window_end_ts,
+                             table_ids=[pid for t, _ in in_spark for pid in t.physical_ids])
+        if after_ts is not None:
+            events = events.where(F.col("commit_ts") > F.lit(after_ts))
+        events = events.where(F.col("commit_ts") <= F.lit(upto))
+        # Tables without a row event in the step need no Spark work and no commit: one action over the table_id
+        # column alone (Parquet reads just that column; no dedupe shuffle) finds them. Not committing is safe: a
+        # re-run finds no events for them again.
+        present = {int(r[0]) for r in events.select("table_id").distinct().collect()}
+        events = dedupe(events)
+        cached = sum(1 for t, _ in in_spark if present.intersection(t.physical_ids)) > 1
+        if cached:
+            events = events.cache()
+    log.info("applying %d table(s) of window %d on the driver, %d in Spark", len(pending) - len(in_spark),
+             window_end_ts, len(in_spark))
+
     def one(entry: tuple[TableInfo, list[dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
         t, filters = entry
         path = table_path(sink, t)
-        if not present.intersection(t.physical_ids):
+        on_driver = held.pop(t.qualified_name, None)  # the driver lets go of the events once the change set is made
+        if on_driver is not None:
+            changes = net_effect_arrow(on_driver, t, ignore_txn_start_ts) if on_driver.num_rows else None
+            del on_driver
+        elif present.intersection(t.physical_ids):
+            changes = net_effect(apply_event_filters(mount(events, t), t, filters, ignore_txn_start_ts), t,
+                                 deduplicated=True)
+        else:
+            changes = None
+        if changes is None:
             writer.ensure_table(path, t)
             return t.qualified_name, skipped(t, path, no_events_reason(after_ts, upto), writer.table_version(path),
                                              writer.applied_version(path, app_id))
-        mounted = apply_event_filters(mount(events, t), t, filters, ignore_txn_start_ts)
-        changes = net_effect(mounted, t, deduplicated=True)
         try:
             res = _merge(writer, path, t, changes, app_id, ver, filters)
         except Exception as exc:

@@ -17,6 +17,7 @@ Only ``file://`` (or bare path) sinks are supported for the changelog, as in
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,6 +89,23 @@ def read_bronze_arrow(sink: str, changefeed_id: str, end_ts: int) -> pa.Table:
 
     parts = [pq.read_table(p, schema=BRONZE_SCHEMA) for p in part_files(sink, changefeed_id, end_ts)]
     return pa.concat_tables(parts) if parts else BRONZE_SCHEMA.empty_table()
+
+
+def scan_window(sink: str, changefeed_id: str, end_ts: int, table_ids: Sequence[int], after_ts: int | None,
+                upto_ts: int, columns: Sequence[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """A window's events of ``table_ids`` with ``after_ts < commit_ts <= upto_ts`` (no lower bound when ``after_ts``
+    is None), read on the driver batch by batch (at most ``batch_rows`` each, one file and one batch read ahead):
+    the tables and the range filter the Parquet scan, so row groups outside them are not decoded."""
+    import pyarrow.dataset as pads
+
+    files = part_files(sink, changefeed_id, end_ts)
+    if not files or not table_ids:
+        return
+    where = pads.field("table_id").isin(sorted({int(i) for i in table_ids})) & (pads.field("commit_ts") <= upto_ts)
+    if after_ts is not None:
+        where = where & (pads.field("commit_ts") > after_ts)
+    yield from pads.dataset(files, schema=BRONZE_SCHEMA, format="parquet").to_batches(
+        columns=list(columns), batch_size=batch_rows, batch_readahead=1, fragment_readahead=1, filter=where)
 
 
 def read_bronze(

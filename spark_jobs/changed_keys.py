@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
-from spark_jobs.bronze import BRONZE_SCHEMA, part_files
+from spark_jobs.bronze import scan_window
 from spark_jobs.mount import HANDLE, NEW, OLD, decode_batch, handle_array
 
 if TYPE_CHECKING:
@@ -67,7 +67,6 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
     up at the ``limit`` (see the module docstring) or whose keys Arrow cannot group."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.dataset as pads
 
     live = {t.qualified_name: t for t in tables}
     held: dict[str, list[pa.Table]] = {name: [] for name in live}
@@ -97,13 +96,9 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
         compact_at[name] = max(BATCH_ROWS, 2 * rows[name])
         raw.discard(name)
 
-    files = part_files(sink, changefeed_id, window_end_ts)
     ids = sorted({pid for t in tables for pid in t.physical_ids})
-    if files and ids:
-        scan = pads.dataset(files, schema=BRONZE_SCHEMA, format="parquet").to_batches(
-            columns=list(_READ), batch_size=BATCH_ROWS, batch_readahead=1, fragment_readahead=1,
-            filter=pads.field("table_id").isin(ids) & (pads.field("commit_ts") > after_ts)
-            & (pads.field("commit_ts") <= ts))
+    if ids:
+        scan = scan_window(sink, changefeed_id, window_end_ts, ids, after_ts, ts, _READ, BATCH_ROWS)
         for batch in scan:
             if not live:  # every table left to Spark: the rest of the window is not the driver's to read
                 break

@@ -61,6 +61,12 @@ def validate_filters(filters: Sequence[Mapping[str, Any]], table: TableInfo) -> 
             )
 
 
+def drops_rows(filters: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``filters`` can drop a row event: one ignores a DML type or has a value expression (the others are the
+    DDL side's, or match nothing here)."""
+    return any(_ignored(filters, k) for k in EVENT_TYPES) or any(_exprs(filters, k) for k in EXPR_KEYS)
+
+
 def _ignored(filters: Sequence[Mapping[str, Any]], event: str) -> bool:
     return any(event in (f.get("ignore_event") or ()) or "all dml" in (f.get("ignore_event") or ()) for f in filters)
 

@@ -33,6 +33,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -157,16 +158,29 @@ def fetch_points(pd_addr: str, tidb: str | None, tls: TlsConfig | None, ts: int,
         yield from _batched(rows(), schema)
 
 
-def upstream_rows_at(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table) -> pa.Table:
+@contextmanager
+def _upstream(pd_addr: str, tidb: str | None, client: UpstreamClient | None) -> Iterator[UpstreamClient]:
+    """``client`` when given (a job's, shared by its tables: one PD lookup, one MySQL connection per thread), else
+    a client of its own, closed after."""
+    from cdc_core.client.upstream import UpstreamClient
+
+    if client is not None:
+        yield client
+        return
+    with UpstreamClient(pd_addr, tidb=tidb) as own:
+        yield own
+
+
+def upstream_rows_at(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table,
+                     client: UpstreamClient | None = None) -> pa.Table:
     """The upstream rows at ``keys`` at ``ts``, read on the driver (silver schema)."""
     import pyarrow as pa
 
-    from cdc_core.client.upstream import UpstreamClient
     from spark_jobs.snapshot_load import _batched
 
     schema = table.arrow_schema()
-    with UpstreamClient(pd_addr, tidb=tidb) as client:
-        rows = _rows_at(client, table, ts, keys.column_names, keys.to_batches(max_chunksize=POINT_BATCH))
+    with _upstream(pd_addr, tidb, client) as c:
+        rows = _rows_at(c, table, ts, keys.column_names, keys.to_batches(max_chunksize=POINT_BATCH))
         return pa.Table.from_batches(list(_batched(rows, schema)), schema=schema)
 
 
@@ -189,11 +203,10 @@ def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: in
     return keys.mapInArrow(fetch, target)
 
 
-def upstream_count(pd_addr: str, tidb: str | None, ts: int, table: TableInfo) -> int:
-    from cdc_core.client.upstream import UpstreamClient
-
-    with UpstreamClient(pd_addr, tidb=tidb) as client:
-        rows = client.query(f"SELECT COUNT(*) AS n FROM `{table.db_name}`.`{table.name}`", at_ts=ts)
+def upstream_count(pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
+                   client: UpstreamClient | None = None) -> int:
+    with _upstream(pd_addr, tidb, client) as c:
+        rows = c.query(f"SELECT COUNT(*) AS n FROM `{table.db_name}`.`{table.name}`", at_ts=ts)
     return int(rows[0]["n"])
 
 
@@ -419,7 +432,7 @@ def _structural_columns(table: TableInfo) -> list[str]:
 
 def check_on_driver(
     sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
-    tidb: str | None = None, content: bool = True,
+    tidb: str | None = None, content: bool = True, client: UpstreamClient | None = None,
 ) -> dq.CheckReport | None:
     """:func:`run_checks` for a table whose changed keys the driver holds (``keys``, from
     :mod:`spark_jobs.changed_keys`), every step on the driver in Arrow and no Spark job: the Delta rows at the keys
@@ -445,9 +458,9 @@ def check_on_driver(
         report.row_count, at_keys = 0, table.arrow_schema().empty_table()
     if content:
         assert pd_addr is not None
-        report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table)))
+        report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table, client)))
         if mode == "checksum":
-            same = same_rows(at_keys, upstream_rows_at(pd_addr, tidb, ts, table, keys))
+            same = same_rows(at_keys, upstream_rows_at(pd_addr, tidb, ts, table, keys, client))
             report.results.append(_rows_equal_result(0 if same else 1, []))
     report.results.append(dq._schema_result(sink, table, report.delta_version))
     named = dq.structural_expectations(table)
@@ -467,6 +480,39 @@ def check_on_driver(
 TABLE_THREADS = 4  # tables checked at once by one job
 
 
+def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], reports: dict[str, dict[str, Any]],
+                   client: UpstreamClient | None, threads: int) -> None:
+    """The tables of ``entries`` checked on the driver (:func:`check_on_driver`), ``threads`` at a time, into
+    ``reports``; a table left out is the Spark checks' (see :func:`run_job`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spark_jobs.changed_keys import changed_keys_arrow
+
+    sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
+    mode, pd_addr, tidb = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb")
+    if mode == "off":
+        return
+    on_driver = [(t, c) for t, c in entries if checkable_on_driver(t)]
+    keys = changed_keys_arrow(sink, args["changefeed_id"], int(args["window_end_ts"]),
+                              [t for t, _ in on_driver], after_ts, ts, limit=DRIVER_KEYS)
+
+    def driver(entry: tuple[TableInfo, bool]) -> tuple[str, dq.CheckReport | None]:
+        table, content = entry
+        k = keys.get(table.qualified_name)
+        if k is None:
+            return table.qualified_name, None
+        try:
+            return table.qualified_name, check_on_driver(sink, table, k, after_ts=after_ts, ts=ts, mode=mode,
+                                                         pd_addr=pd_addr, tidb=tidb, content=content, client=client)
+        except Exception:  # the Spark checks then run, and raise what the table's checks cannot get past
+            log.warning("window checks of %s on the driver failed; checking it in Spark", table.qualified_name,
+                        exc_info=True)
+            return table.qualified_name, None
+
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
+        reports.update((name, r.to_dict()) for name, r in pool.map(driver, on_driver) if r is not None)
+
+
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
     """The ``cdc_core.changefeed.spark_engine`` entry point. ``args``: ``sink_uri``, ``changefeed_id``,
     ``window_end_ts`` (the bronze window), ``tables`` (``{"table": TableInfo JSON, "content": bool}`` each),
@@ -478,10 +524,9 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     (:func:`check_on_driver`, no Spark job: a window touching fifty tables costs fifty small reads, not the
     several hundred Spark jobs of checking each in Spark). The others -- past the driver's key budget, keyed by
     a type without an exact SQL literal, or failing a check -- are checked by :func:`run_checks` in Spark,
-    ``TABLE_THREADS`` at a time (most of a table's check is waiting on Spark's scheduling and the upstream)."""
+    ``TABLE_THREADS`` at a time (most of a table's check is waiting on Spark's scheduling and the upstream). The
+    driver's checks share one upstream client: PD is asked for TiDB once, and each thread keeps its connection."""
     from concurrent.futures import ThreadPoolExecutor
-
-    from spark_jobs.changed_keys import changed_keys_arrow
 
     sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
     mode, pd_addr, tidb = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb")
@@ -494,26 +539,14 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
         _check_args(mode, content, pd_addr)
     reports: dict[str, dict[str, Any]] = {}
     threads = max(1, min(TABLE_THREADS, len(entries)))
-    if mode != "off":
-        on_driver = [(t, c) for t, c in entries if checkable_on_driver(t)]
-        keys = changed_keys_arrow(sink, args["changefeed_id"], int(args["window_end_ts"]),
-                                  [t for t, _ in on_driver], after_ts, ts, limit=DRIVER_KEYS)
+    with ExitStack() as stack:
+        client = None
+        if mode != "off" and pd_addr and any(c for _, c in entries):
+            from cdc_core.client.upstream import UpstreamClient
 
-        def driver(entry: tuple[TableInfo, bool]) -> tuple[str, dq.CheckReport | None]:
-            table, content = entry
-            k = keys.get(table.qualified_name)
-            if k is None:
-                return table.qualified_name, None
-            try:
-                return table.qualified_name, check_on_driver(sink, table, k, after_ts=after_ts, ts=ts, mode=mode,
-                                                             pd_addr=pd_addr, tidb=tidb, content=content)
-            except Exception:  # the Spark checks then run, and raise what the table's checks cannot get past
-                log.warning("window checks of %s on the driver failed; checking it in Spark", table.qualified_name,
-                            exc_info=True)
-                return table.qualified_name, None
-
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
-            reports.update((name, r.to_dict()) for name, r in pool.map(driver, on_driver) if r is not None)
+            client = stack.enter_context(UpstreamClient(pd_addr, tidb=tidb))
+            client.sql_addresses()  # found once, before the threads share the client
+        _driver_checks(args, entries, reports, client, threads)
     in_spark = [(t, c) for t, c in entries if t.qualified_name not in reports]
     log.info("window checks at %d: %d table(s) checked on the driver, %d in Spark", ts, len(reports), len(in_spark))
     if in_spark:

@@ -1,4 +1,6 @@
-"""apply_window end to end on local Delta tables: seed 002 cases, exactly once, barriers, CLI."""
+"""apply_window end to end on local Delta tables: seed 002 cases, exactly once, barriers, CLI. Every case runs
+twice: with the events on the driver (reduced in Arrow, the delta-rs writer's way) and with a driver budget of 0
+events, which sends every table through Spark."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from spark_jobs_builders import Bronze, clustered_table, nonclustered_table, row
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
+from spark_jobs import apply_window as apply_window_module
 from spark_jobs.apply_window import apply_window, main, run_job
 from spark_jobs.bronze import write_bronze
 from spark_jobs.delta_writer import applied_version
@@ -36,9 +39,33 @@ def _version(sink, table):
     return DeltaTable(table_path(sink, table)).version()
 
 
+@pytest.fixture(autouse=True, params=["driver", "spark"])
+def where(request, monkeypatch) -> str:
+    if request.param == "spark":
+        monkeypatch.setattr(apply_window_module, "DRIVER_EVENTS", 0)
+    return str(request.param)
+
+
 @pytest.fixture
 def sink(tmp_path):
     return f"file://{tmp_path}/lake"
+
+
+def test_tables_past_the_driver_budget_go_through_spark(spark, sink, monkeypatch, caplog, where):
+    c, nc = clustered_table(), nonclustered_table()
+    b = Bronze()
+    for i in range(1, 6):
+        b.put(c, i, 10 + i, {1: i, 2: i})
+    b.put(nc, 100, 10, {1: 1, 2: "x", 3: 1}).put(nc, 100, 12, {1: 2, 2: "x", 3: 1}, old={1: 1, 2: "x", 3: 1})
+    if where == "driver":
+        monkeypatch.setattr(apply_window_module, "DRIVER_EVENTS", 4)  # nc's 2 events fit, c's 5 do not
+    with caplog.at_level("INFO", logger="spark_jobs.apply_window"):
+        res = _apply(spark, sink, 20, b, [c, nc])
+    assert f"{1 if where == 'driver' else 0} table(s) of window 20 on the driver, " \
+           f"{1 if where == 'driver' else 2} in Spark" in caplog.text
+    assert _rows(sink, c) == [{"a": i, "b": i} for i in range(1, 6)]
+    assert _rows(sink, nc) == [{"a": 2, "u": "x", "b": 1}]
+    assert res["test.nc"]["rows_upserted"] == 1 and res["test.nc"]["rows_deleted"] == 0
 
 
 def test_seed002_single_pk_update_clustered_and_nonclustered(spark, sink):
