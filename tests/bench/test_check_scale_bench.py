@@ -10,7 +10,8 @@ progress calls.
 
 A second test weighs what the number of tables a window touched costs: one window changing ``CHANGES`` rows spread
 over ``CDCFLOW_BENCH_TABLES`` tables against one window changing as many rows of one table, side by side; the
-ratio of their check steps, and the cost each further table adds.
+ratio of their check steps, and the cost each further table adds; and the apply step of the many-table window with
+every table's events netted in Spark (the apply's driver budget set to 0) beside it.
 
 Run: ``.venv/bin/pytest tests/bench/test_check_scale_bench.py -q -p no:cacheprovider --override-ini addopts= -s``
 Env: ``CDCFLOW_BENCH_SMALL_ROWS`` (10000), ``CDCFLOW_BENCH_LARGE_ROWS`` (300000), ``CDCFLOW_BENCH_CHANGES``
@@ -115,10 +116,18 @@ def _step_seconds(c: UpstreamClient, home: Path, db: str, tables: int, rows: int
     return marks["apply"] - marks["pull"], marks["check"] - marks["apply"]
 
 
-def test_the_window_checks_cost_per_table_touched(cdc_home: Path, upstream_cluster: Any) -> None:
+def test_the_window_checks_cost_per_table_touched(cdc_home: Path, upstream_cluster: Any,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from spark_jobs import apply_window
+
     with UpstreamClient(upstream_cluster.pd_addr, timeout=120) as c:
         (apply_one, one) = _step_seconds(c, cdc_home, "bench_one_table", 1, 2 * CHANGES)
         (apply_many, many) = _step_seconds(c, cdc_home, "bench_many_tables", TABLES, 2 * CHANGES)
+        # the apply's baseline, side by side: every table's events netted in Spark (a driver budget of 0 events)
+        monkeypatch.setattr(apply_window, "DRIVER_EVENTS", 0)
+        (apply_many_spark, _) = _step_seconds(c, cdc_home, "bench_many_tables_spark", TABLES, 2 * CHANGES)
     for step, a, b in (("checks", one, many), ("apply", apply_one, apply_many)):
         print(f"\n{CHANGES} changed rows: window {step} {a:.2f} s in one table, {b:.2f} s over {TABLES} tables "
               f"(ratio {b / a:.2f}; {(b - a) / (TABLES - 1):.2f} s per further table)")
+    print(f"\napply over {TABLES} tables: {apply_many:.2f} s with the events netted on the driver, "
+          f"{apply_many_spark:.2f} s in Spark (ratio {apply_many / apply_many_spark:.2f})")
