@@ -54,12 +54,13 @@ from spark_jobs.table_moves import read_move
 from spark_jobs.window_events import events_by_table
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
 TABLE_THREADS = 4  # tables merged at once: most of a small table's merge waits on Spark's scheduling and the commit
-# Events of a step the driver holds to apply them in Arrow (~100 MB of events of ~200-byte rows, both images);
+# Events of a step the driver holds to apply them in Arrow (at ~200-byte rows with both images, ~100 MB of values);
 # the tables past it are applied in Spark. A window is cut at [window] max-events (1 M by default) anyway.
 DRIVER_EVENTS = 250_000
 
@@ -135,7 +136,7 @@ def apply_window(
     # A delta-rs writer merges from Arrow on the driver: the events of tables without row filters (Spark SQL
     # expressions) are read there in one pass and reduced in Arrow (spark_jobs.net_effect_arrow), no Spark job per
     # table; the tables past the driver's budget, and all of them for delta-spark, go through Spark.
-    held: dict[str, Any] = {}
+    held: dict[str, pa.Table | None] = {}
     if isinstance(writer, DeltaRsWriter):
         for t, filters in pending:
             validate_filters(filters, t)

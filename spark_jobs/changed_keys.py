@@ -15,16 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from spark_jobs.bronze import scan_window
-from spark_jobs.mount import HANDLE, NEW, OLD, decode_batch, handle_array
+from spark_jobs.mount import EVENT_COLUMNS, HANDLE, NEW, OLD, decode_events
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 BATCH_ROWS = 65_536
-_READ = ("table_id", "key", "op", "start_ts", "commit_ts", "value", "old_value")
 
 
 def keys_of_batch(table: TableInfo, events: pa.RecordBatch) -> pa.Table:
@@ -33,17 +31,9 @@ def keys_of_batch(table: TableInfo, events: pa.RecordBatch) -> pa.Table:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from cdc_core.codec.rowcodec_batch import RowDecodeError
 
     schema = table.key_schema()
-    batch = pa.RecordBatch.from_arrays(
-        [events.column(n) for n in _READ[:5]] + [handle_array(events.column("key")), events.column("value"),
-                                                 events.column("old_value")],
-        names=[*_READ[:5], HANDLE, "value", "old_value"])
-    try:
-        mounted = decode_batch(table, batch)
-    except RowDecodeError as exc:
-        raise ChangefeedError(str(exc)) from exc
+    mounted = decode_events(table, events)
     parts = []
     for image in (NEW, OLD):
         s = mounted.column(image)
@@ -98,7 +88,7 @@ def changed_keys_arrow(sink: str, changefeed_id: str, window_end_ts: int, tables
 
     ids = sorted({pid for t in tables for pid in t.physical_ids})
     if ids:
-        scan = scan_window(sink, changefeed_id, window_end_ts, ids, after_ts, ts, _READ, BATCH_ROWS)
+        scan = scan_window(sink, changefeed_id, window_end_ts, ids, after_ts, ts, EVENT_COLUMNS, BATCH_ROWS)
         for batch in scan:
             if not live:  # every table left to Spark: the rest of the window is not the driver's to read
                 break

@@ -30,6 +30,7 @@ OLD = "_old"  # struct: the row image before it (null when the key had no previo
 HANDLE = "_handle"
 _SIGN = "9223372036854775808"  # 2^63
 _PASSED = ("table_id", "key", "op", "start_ts", "commit_ts")
+EVENT_COLUMNS = (*_PASSED, "value", "old_value")  # the bronze columns decode_events reads
 
 
 def handle_expr(key_col: str = "key") -> SparkColumn:
@@ -118,6 +119,25 @@ def decode_batch(table: TableInfo, batch: pa.RecordBatch) -> pa.RecordBatch:
     old = _image(table, batch, "old_value", has_old)
     passed = [batch.column(n) for n in (*_PASSED, HANDLE)]
     return pa.RecordBatch.from_arrays([*passed, new, old], schema=mounted_schema(table))
+
+
+def decode_events(table: TableInfo, events: pa.RecordBatch) -> pa.RecordBatch:
+    """:func:`decode_batch` of bronze events as read on the driver (``EVENT_COLUMNS``; the handle comes from the row
+    keys, :func:`handle_array`). A value that does not decode is a
+    ``ChangefeedError`` naming the table, column, key and commit ts: it fails every retry the same way."""
+    import pyarrow as pa
+
+    from cdc_core.codec.rowcodec_batch import RowDecodeError
+    from cdc_core.errors import ChangefeedError
+
+    batch = pa.RecordBatch.from_arrays(
+        [events.column(n) for n in _PASSED] + [handle_array(events.column("key")), events.column("value"),
+                                               events.column("old_value")],
+        names=[*_PASSED, HANDLE, "value", "old_value"])
+    try:
+        return decode_batch(table, batch)
+    except RowDecodeError as exc:
+        raise ChangefeedError(str(exc)) from exc
 
 
 def handle_array(keys: pa.Array) -> pa.Array:

@@ -4,8 +4,8 @@ What :mod:`spark_jobs.mount` and :mod:`spark_jobs.net_effect` compute in Spark, 
 holds (:mod:`spark_jobs.window_events`): the same decoder (:func:`spark_jobs.mount.decode_batch`) and the same rules
 (seed 002), in Arrow compute kernels over whole columns -- no Python per row, and no Spark job, whose scheduling is
 most of a small table's cost (a window touching fifty tables planned and ran fifty of them). The result has the
-columns of :func:`spark_jobs.net_effect.net_effect` and the same rows: ``tests/spark_jobs/test_net_effect_arrow.py``
-compares the two on random event sets.
+columns of :func:`spark_jobs.net_effect.net_effect` and the same rows: ``tests/spark_jobs/test_net_effect.py`` runs
+every case on both and compares them on random event sets.
 
 1. Exact duplicates by ``(table_id, key, commit_ts, op)`` are removed (the first kept: duplicates are equal).
 2. Events of the ignored transactions (``start_ts``) are dropped.
@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
-from spark_jobs.mount import HANDLE, NEW, OLD, decode_batch, handle_array
+from spark_jobs.mount import HANDLE, NEW, OLD, decode_events
 from spark_jobs.net_effect import COMMIT_TS_COL, DEDUPE_COLUMNS, KIND_DELETE, KIND_INSERT, OP_COL
 
 if TYPE_CHECKING:
@@ -42,25 +41,14 @@ def _first_of_groups(t: pa.Table, by: Sequence[str]) -> pa.Table:
 
 
 def mount_arrow(table: TableInfo, events: pa.Table) -> pa.Table:
-    """:func:`spark_jobs.mount.mount` of events held on the driver (bronze columns ``table_id, key, op, start_ts,
-    commit_ts, value, old_value``); a value that does not decode is a ``ChangefeedError`` naming the table, column,
-    key and commit ts."""
+    """:func:`spark_jobs.mount.mount` of events held on the driver (bronze columns, see
+    :func:`spark_jobs.mount.decode_events`), ``BATCH_ROWS`` at a time."""
     import pyarrow as pa
 
-    from cdc_core.codec.rowcodec_batch import RowDecodeError
     from spark_jobs.mount import mounted_schema
 
-    out = []
-    for b in events.to_batches(max_chunksize=BATCH_ROWS):
-        batch = pa.RecordBatch.from_arrays(
-            [b.column(n) for n in ("table_id", "key", "op", "start_ts", "commit_ts")]
-            + [handle_array(b.column("key")), b.column("value"), b.column("old_value")],
-            names=["table_id", "key", "op", "start_ts", "commit_ts", HANDLE, "value", "old_value"])
-        try:
-            out.append(decode_batch(table, batch))
-        except RowDecodeError as exc:
-            raise ChangefeedError(str(exc)) from exc
-    return pa.Table.from_batches(out, schema=mounted_schema(table))
+    return pa.Table.from_batches([decode_events(table, b) for b in events.to_batches(max_chunksize=BATCH_ROWS)],
+                                 schema=mounted_schema(table))
 
 
 def _null_safe_differs(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:

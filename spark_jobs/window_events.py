@@ -14,28 +14,28 @@ from typing import TYPE_CHECKING
 
 from cdc_core.schema.model import TableInfo
 from spark_jobs.bronze import BRONZE_SCHEMA, scan_window
+from spark_jobs.mount import EVENT_COLUMNS
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 BATCH_ROWS = 65_536
-COLUMNS = ("table_id", "key", "op", "start_ts", "commit_ts", "value", "old_value")
 
 
 def events_by_table(sink: str, changefeed_id: str, window_end_ts: int, tables: Sequence[TableInfo],
                     after_ts: int | None, upto_ts: int, *, limit: int) -> dict[str, pa.Table | None]:
-    """Per table (by qualified name), its events with ``after_ts < commit_ts <= upto_ts`` (``COLUMNS`` of the
+    """Per table (by qualified name), its events with ``after_ts < commit_ts <= upto_ts`` (``EVENT_COLUMNS`` of the
     bronze schema; every physical id of a partitioned table); None for a table given up at ``limit`` events."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    schema = pa.schema([BRONZE_SCHEMA.field(n) for n in COLUMNS])
+    schema = pa.schema([BRONZE_SCHEMA.field(n) for n in EVENT_COLUMNS])
     live = {t.qualified_name: t for t in tables}
     held: dict[str, list[pa.RecordBatch]] = {name: [] for name in live}
     rows: dict[str, int] = dict.fromkeys(live, 0)
     out: dict[str, pa.Table | None] = {}
     ids = sorted({pid for t in tables for pid in t.physical_ids})
-    for batch in scan_window(sink, changefeed_id, window_end_ts, ids, after_ts, upto_ts, COLUMNS, BATCH_ROWS):
+    for batch in scan_window(sink, changefeed_id, window_end_ts, ids, after_ts, upto_ts, EVENT_COLUMNS, BATCH_ROWS):
         if not live:  # every table given up: the rest of the window is Spark's to read
             break
         for name, table in live.items():

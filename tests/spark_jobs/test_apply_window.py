@@ -258,3 +258,12 @@ def test_run_job_and_main(spark, sink, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["tables"]["test.c"]["applied_version"] == 40
     with pytest.raises(ValueError, match="barrier_ts"):
         run_job({"sink_uri": sink, "changefeed_id": CF, "window_end_ts": 40, "barrier_ts": 20, "tables": []})
+
+
+def test_a_value_that_does_not_decode_stops_the_apply_naming_table_and_commit_ts(spark, sink):
+    c = clustered_table()
+    b = Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(c, 2, 11, {1: 2, 2: 2})
+    b.rows[1]["value"] = b"\x80\x00\x05"  # a rowcodec v2 header cut short
+    with pytest.raises(ChangefeedError, match=r"cannot decode a row value: table test\.c .* at commit ts 11"):
+        _apply(spark, sink, 15, b, [c])
+    assert not DeltaTable.is_deltatable(table_path(sink, c)) or _rows(sink, c) == []  # nothing of the window lands
