@@ -36,7 +36,7 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -225,13 +225,21 @@ def select_sql(table: TableInfo, chunk: Chunk) -> str:
     return f"{sql} WHERE {where}" if where else sql
 
 
-def _typed_row(table: TableInfo, row: dict[str, Any]) -> tuple[Any, ...]:
-    """A ``SELECT`` row (JSON values by column name) as Python values of the image columns, in order."""
-    lowered = {k.lower(): v for k, v in row.items()}
-    out: list[Any] = [c.arrow_value(c.convert(lowered.get(c.name.lower()))) for c in table.columns]
-    if ROWID_COLUMN in table.arrow_schema().names:
-        out.append(int(lowered[ROWID_COLUMN]))
-    return tuple(out)
+def row_typer(table: TableInfo) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """What gives a ``SELECT`` row (JSON values by column name) as Python values of ``table``'s image columns, in
+    order. Built once per table: the image's layout (its Arrow schema, whether ``_tidb_rowid`` is in it) was asked
+    for per row, and was most of a check's point-read CPU."""
+    columns = [(c, c.name.lower()) for c in table.columns]
+    rowid = ROWID_COLUMN in table.arrow_schema().names
+
+    def typed(row: dict[str, Any]) -> tuple[Any, ...]:
+        lowered = {k.lower(): v for k, v in row.items()}
+        out: list[Any] = [c.arrow_value(c.convert(lowered.get(name))) for c, name in columns]
+        if rowid:
+            out.append(int(lowered[ROWID_COLUMN]))
+        return tuple(out)
+
+    return typed
 
 
 def fetch_partition(pd_addr: str, tidb: str | None, ts: int, table_json: str, chunks: Iterator[Chunk]
@@ -241,10 +249,11 @@ def fetch_partition(pd_addr: str, tidb: str | None, ts: int, table_json: str, ch
     from cdc_core.client.upstream import UpstreamClient
 
     table = TableInfo.from_json(table_json)
+    typed = row_typer(table)
     with UpstreamClient(pd_addr, tidb=tidb) as client:
         for chunk in chunks:
             for row in client.iter_rows(select_sql(table, chunk), at_ts=ts):
-                yield _typed_row(table, row)
+                yield typed(row)
 
 
 def upstream_reader(pd_addr: str, tidb: str | None, ts: int, source: TableInfo,

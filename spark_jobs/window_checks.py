@@ -132,13 +132,14 @@ def _rows_at(client: UpstreamClient, table: TableInfo, ts: int, key: Sequence[st
              batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
     """The upstream rows (image values, in order) at the key values of ``batches`` at ``ts``, ``POINT_BATCH`` keys
     per statement."""
-    from spark_jobs.snapshot_load import _typed_row
+    from spark_jobs.snapshot_load import row_typer
 
+    typed = row_typer(table)
     for b in batches:
         values = list(zip(*(b.column(k).to_pylist() for k in key), strict=True))
         for i in range(0, len(values), POINT_BATCH):
             for row in client.iter_rows(point_select(table, key, values[i:i + POINT_BATCH]), at_ts=ts):
-                yield _typed_row(table, row)
+                yield typed(row)
 
 
 def fetch_points(pd_addr: str, tidb: str | None, tls: TlsConfig | None, ts: int, table_json: str, key: Sequence[str],

@@ -149,15 +149,22 @@ def plan(info: TableInfo, where: exp.Expression | None) -> Access:
     return Access(lo=lo, hi=hi)
 
 
+def _unparen(node: exp.Expression) -> exp.Expression:
+    # MySQL's one-element row constructor is its element: ``(id) IN ((1), (2))`` is ``id IN (1, 2)``.
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
 def _eq_or_in(term: exp.Expression) -> tuple[exp.Expression, list[exp.Expression]] | None:
     """``(left, values)`` of ``left = value`` (either way round) or ``left IN (values...)``, else None."""
     if isinstance(term, exp.EQ):
-        left, right = term.this, term.expression
+        left, right = _unparen(term.this), _unparen(term.expression)
         if isinstance(right, exp.Column | exp.Tuple) and not isinstance(left, exp.Column | exp.Tuple):
             left, right = right, left
         return left, [right]
     if isinstance(term, exp.In) and not term.args.get("query") and not term.args.get("unnest"):
-        return term.this, list(term.expressions)
+        return _unparen(term.this), [_unparen(v) for v in term.expressions]
     return None
 
 

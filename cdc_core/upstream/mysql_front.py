@@ -180,6 +180,27 @@ class _Connections(LocalControl):
         await super().remove(connection_id)
 
 
+def constant_select(e: exp.Expression) -> tuple[list[tuple[Any, ...]], list[str]] | None:
+    """``(rows, columns)`` of a SELECT whose every item is a literal (aliased, or a number / string, named by
+    itself), as sqlglot's executor answers it; None for anything else (the executor's then)."""
+    if not isinstance(e, exp.Select) or any(e.args.get(a) for a in e.args if a not in ("expressions", "hint")):
+        return None
+    columns: list[str] = []
+    row: list[Any] = []
+    for item in e.expressions:
+        value = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(value, exp.Literal):
+            text = value.this
+            v: Any = text if value.is_string else int(text) if value.is_int else float(text)
+        elif isinstance(item, exp.Alias) and isinstance(value, exp.Null | exp.Boolean):
+            v = None if isinstance(value, exp.Null) else value.this
+        else:
+            return None
+        columns.append(item.alias if isinstance(item, exp.Alias) else value.name)
+        row.append(v)
+    return [tuple(row)], columns
+
+
 class FrontSession(Session):
     """One MySQL connection: a SQL-front session behind mysql-mimic's protocol handlers."""
 
@@ -193,6 +214,7 @@ class FrontSession(Session):
             self._set_var_middleware,
             self._snapshot_middleware,
             self._set_middleware,
+            self._constant_select_middleware,
             self._static_query_middleware,
             self._use_middleware,
             self._kill_middleware,
@@ -309,6 +331,14 @@ class FrontSession(Session):
     async def use(self, database: str) -> None:
         """``USE db`` and COM_INIT_DB (``mysql -D db``)."""
         await self._run(split_script(f"USE `{database.replace('`', '``')}`")[0])
+
+    async def _constant_select_middleware(self, q: Query) -> AllowedResult:
+        """A SELECT of constants -- what ``SELECT @@tidb_last_txn_info`` is once ``_set_var_middleware`` put the
+        values in -- answered here. mysql-mimic's static-query middleware runs sqlglot's executor, optimizer
+        included, on it: 5 to 15 ms of this process's CPU where a point read takes 1.6, and every write a client
+        makes through ``TidbSql`` is followed by one (profiled: a third of the upstream's CPU under a workload)."""
+        answer = constant_select(q.expression)
+        return await q.next() if answer is None else answer
 
     async def _snapshot_middleware(self, q: Query) -> AllowedResult:
         """``SET [@@][session.]tidb_snapshot = ...``: read at that ts from the next statement on."""

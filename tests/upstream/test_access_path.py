@@ -35,6 +35,8 @@ ROWID = TableInfo(3, "d", "r", (Column(1, "v", "int"),))
     ("id > 9.5 AND 20 >= id", Access(lo=10, hi=20)),
     ("id BETWEEN -3 AND 3", Access(lo=-3, hi=3)),
     ("(id >= 1) AND ((id <= 4))", Access(lo=1, hi=4)),
+    ("(id) IN ((3), (1))", Access(points=(1, 3))),  # a one-element row constructor is its element
+    ("(5) = (id)", Access(points=(5,))),
     ("id = 1 OR id = 2", FULL),
     ("v = 'x'", FULL),
     ("id >= '10'", FULL),  # a string bound compares as MySQL converts it: the scan and the filter decide
