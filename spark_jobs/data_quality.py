@@ -737,17 +737,11 @@ def run_checks(
     return report
 
 
-def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point.
+TABLE_THREADS = 4  # tables reconciled at once by one job
 
-    ``args``: ``sink_uri``, ``table`` (TableInfo JSON string or dict), ``mode``, ``ts``, ``content``, ``as_of_ts``,
-    and the upstream to compare with: ``pd_addr`` (and optional ``tidb``), read here at ``ts`` chunk by chunk, or
-    ``expected_rows`` (a short list). Returns :meth:`CheckReport.to_dict` (``passed``, ``results`` with
-    ``expectation``, ``success``, ``details``, ``sample_keys``...).
-    """
-    t = args["table"]
-    table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
-    mode, ts, content = args.get("mode", "checksum"), int(args["ts"]), bool(args.get("content", True))
+
+def _check_one(args: dict[str, Any], table: TableInfo, content: bool) -> CheckReport:
+    mode, ts = args.get("mode", "checksum"), int(args["ts"])
     upstream, pushed = None, None
     if content and mode != "off" and args.get("pd_addr"):
         from spark_jobs import chunk_checksum
@@ -763,7 +757,39 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
         args["sink_uri"], table, expected_rows=args.get("expected_rows"), upstream=upstream, mode=mode,
         ts=ts, content=content, as_of_ts=None if args.get("as_of_ts") is None else int(args["as_of_ts"]),
         pushed=pushed,
-    ).to_dict()  # fmt: skip
+    )  # fmt: skip
+
+
+def _table_of(t: str | bytes | dict[str, Any]) -> TableInfo:
+    return TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
+
+
+def run_job(args: dict[str, Any]) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point.
+
+    ``args``: ``sink_uri``, ``mode``, ``ts``, ``as_of_ts``, the upstream to compare with -- ``pd_addr`` (and optional
+    ``tidb``), read here at ``ts`` chunk by chunk, or ``expected_rows`` (a short list, one table) -- and either
+    ``table`` (TableInfo JSON string or dict) with ``content``, returning :meth:`CheckReport.to_dict` (``passed``,
+    ``results`` with ``expectation``, ``success``, ``details``, ``sample_keys``...), or ``tables``
+    (``{"table", "content"}`` each), returning ``{"tables": {name: report}}``.
+
+    Several tables are reconciled by one job, ``TABLE_THREADS`` at a time: a table's reconciliation is mostly
+    small Spark jobs (GX's metrics, the chunk sums) and waits on the upstream's aggregates, so tables overlap
+    where one table's jobs leave the cores idle, and one Spark application (under ``spark-submit``, one JVM)
+    serves them all.
+    """
+    if "tables" not in args:
+        return _check_one(args, _table_of(args["table"]), bool(args.get("content", True))).to_dict()
+    from concurrent.futures import ThreadPoolExecutor
+
+    entries = [(_table_of(e["table"]), bool(e.get("content", True))) for e in args["tables"]]
+
+    def one(entry: tuple[TableInfo, bool]) -> tuple[str, dict[str, Any]]:
+        return entry[0].qualified_name, _check_one(args, *entry).to_dict()
+
+    with ThreadPoolExecutor(max_workers=max(1, min(TABLE_THREADS, len(entries))),
+                            thread_name_prefix="reconcile") as pool:
+        return {"tables": dict(pool.map(one, entries))}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

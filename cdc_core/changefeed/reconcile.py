@@ -5,8 +5,9 @@ runs apart from them: ``cdcflow verify`` (any ts at or below the checkpoint, not
 with ``full_check`` (its check step), and the maintenance DAG's ``reconcile`` task, per changefeed once its last
 reconciliation is older than the interval (``due``), at the checkpoint and under the window lease, recording the
 results and putting the changefeed in error on a difference (a lake that differs from the upstream at the
-checkpoint is not built on). Each table is the ``data_quality`` Spark job: the upstream read chunk by chunk over
-TiDB's SQL, every row hashed in Spark on both sides, sample keys of the rows that differ.
+checkpoint is not built on). The tables go ``BATCH`` at a time to the ``data_quality`` Spark job, which reconciles
+them concurrently: chunked checksums computed by the upstream and by Spark, rows diffed only in chunks that differ
+(``spark_jobs.chunk_checksum``), sample keys of the rows that differ.
 """
 
 from __future__ import annotations
@@ -36,28 +37,46 @@ def tables_at(cfg: ChangefeedConfig, ts: int) -> list[TableInfo]:
         return [t for t in load_schema(c, ts).tables_at(ts) if cfg.table_filter.match(t.db_name, t.name)]
 
 
+BATCH = 8  # tables per data_quality job: reconciled concurrently inside it; between jobs, progress is reported
+
+
+def _table_args(cfg: ChangefeedConfig, table: TableInfo) -> dict[str, Any]:
+    # A table whose row changes event filters drop is not compared row by row (it differs on purpose).
+    return {"table": table.to_json(), "content": not cfg.event_filter.drops_rows_of(table.db_name, table.name)}
+
+
+def _job_args(cfg: ChangefeedConfig, ts: int, as_of_ts: int | None) -> dict[str, Any]:
+    return {"sink_uri": cfg.sink_uri, "pd_addr": resolve_pd_addr(cfg.upstream), "tidb": cfg.tidb,
+            "mode": "checksum", "ts": ts, "as_of_ts": as_of_ts}
+
+
 def check_table(cfg: ChangefeedConfig, table: TableInfo, ts: int, *, as_of_ts: int | None = None) -> dict[str, Any]:
     """One table whole at ``ts`` (``as_of_ts``: the Delta table as of that ts, below the checkpoint)."""
-    # A table whose row changes event filters drop is not compared row by row (it differs on purpose).
-    content = not cfg.event_filter.drops_rows_of(table.db_name, table.name)
-    return spark_engine.run_job("data_quality", {
-        "sink_uri": cfg.sink_uri, "table": table.to_json(), "pd_addr": resolve_pd_addr(cfg.upstream),
-        "tidb": cfg.tidb, "mode": "checksum", "ts": ts, "content": content, "as_of_ts": as_of_ts})
+    return spark_engine.run_job("data_quality", {**_job_args(cfg, ts, as_of_ts), **_table_args(cfg, table)})
 
 
 def reconcile(changefeed_id: str, ts: int | None = None, *,
               on_table: Callable[[TableInfo, dict[str, Any]], object] | None = None) -> dict[str, Any]:
-    """Every replicated table at ``ts`` (default: the checkpoint) against its Delta table; ``{name: report}``."""
+    """Every replicated table at ``ts`` (default: the checkpoint) against its Delta table; ``{name: report}``.
+    ``BATCH`` tables per ``data_quality`` job, all jobs in one Spark application; ``on_table`` hears of each
+    table once its job has ended."""
     cfg = load_config(changefeed_id)
     checkpoint = load_state(changefeed_id).checkpoint_ts
     at = checkpoint if ts is None else ts
     if at > checkpoint:
         raise ConfigError(f"ts {at} is after the checkpoint {checkpoint}: Delta does not hold that yet")
     reports: dict[str, Any] = {}
-    for t in tables_at(cfg, at):
-        reports[t.qualified_name] = rep = check_table(cfg, t, at, as_of_ts=at if at < checkpoint else None)
-        if on_table is not None:
-            on_table(t, rep)
+    tables = tables_at(cfg, at)
+    common = _job_args(cfg, at, at if at < checkpoint else None)
+    with spark_engine.one_application():
+        for i in range(0, len(tables), BATCH):
+            batch = tables[i:i + BATCH]
+            done = spark_engine.run_job("data_quality", {**common,
+                                                         "tables": [_table_args(cfg, t) for t in batch]})["tables"]
+            for t in batch:
+                reports[t.qualified_name] = rep = done[t.qualified_name]
+                if on_table is not None:
+                    on_table(t, rep)
     return reports
 
 

@@ -497,17 +497,16 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     efilter = cfg.event_filter
     pd_addr = resolve_pd_addr(cfg.upstream)
     common = {"sink_uri": cfg.sink_uri, "pd_addr": pd_addr, "tidb": cfg.tidb, "mode": cfg.dq_mode, "ts": ts}
+    whole: list[dict[str, Any]] = []
     by_keys: list[dict[str, Any]] = []
     for t in tables:
         # Event filters drop row changes on purpose: such a table cannot equal the upstream snapshot,
         # so its rows and count are not compared (key uniqueness, NOT NULL and schema still are).
         content = not efilter.drops_rows_of(t.db_name, t.name)
-        if t.qualified_name in full or not _has_window(plan):
-            # The job reads the upstream rows at ts itself, chunk by chunk over TiDB's SQL (never one list here).
-            reports[t.qualified_name] = spark_engine.run_job("data_quality",
-                                                             {**common, "table": t.to_json(), "content": content})
-        else:
-            by_keys.append({"table": t.to_json(), "content": content})
+        entry = {"table": t.to_json(), "content": content}
+        (whole if t.qualified_name in full or not _has_window(plan) else by_keys).append(entry)
+    if whole:  # one job reconciles them; it reads the upstream at ts itself, chunk by chunk (never one list here)
+        reports.update(spark_engine.run_job("data_quality", {**common, "tables": whole})["tables"])
     if by_keys:  # one job for every table checked by its changed keys
         reports.update(spark_engine.run_job("window_checks", {
             **common, "tables": by_keys, "changefeed_id": cfg.changefeed_id, "window_end_ts": plan["target_ts"],

@@ -248,7 +248,10 @@ class Session:
     def __init__(self, engine: SqlEngine, at_ts: int = 0) -> None:
         self.engine = engine
         self._at_ts = at_ts
-        self._snapshot_schema: dict[tuple[str, str], TableInfo] | None = None
+        # The schema at each snapshot ts read lately: a reader that goes back to one ts statement after statement
+        # (the window checks' point reads, each between ``SET tidb_snapshot = ts`` and ``= ''``) replays the DDL
+        # history once, not per statement.
+        self._snapshot_schemas: dict[int, dict[tuple[str, str], TableInfo]] = {}
         self.db: str | None = None
         self.txn: Transaction | None = None
         self.last_start_ts = 0  # start ts of the last transaction committed here (0: a DDL, or none yet)
@@ -263,16 +266,14 @@ class Session:
 
     @at_ts.setter
     def at_ts(self, ts: int) -> None:
-        if ts != self._at_ts:
-            self._snapshot_schema = None  # a new snapshot has its own schema
-        self._at_ts = ts
+        self._at_ts = ts  # a new snapshot has its own schema: _snapshot_schema is per ts
+
+    _SNAPSHOT_SCHEMAS = 4  # snapshot ts whose schemas a session keeps
 
     def tables(self) -> list[TableInfo]:
         """Every table the session sees (at its snapshot ts when one is set), system tables included, by id."""
         if self.at_ts:
-            self._snapshot_table("", "")
-            assert self._snapshot_schema is not None
-            return sorted(self._snapshot_schema.values(), key=lambda t: t.id)
+            return sorted(self._snapshot_schema().values(), key=lambda t: t.id)
         return self.catalog.tables()
 
     @property
@@ -652,21 +653,31 @@ class Session:
 
     def _snapshot_table(self, db: str, name: str) -> TableInfo | None:
         """The table as it was at the session's read ts (TiDB reads a snapshot with the schema of
-        that snapshot): replayed from the finished DDL jobs visible at that ts."""
-        if self._snapshot_schema is None:
+        that snapshot)."""
+        return self._snapshot_schema().get((db.lower(), name.lower()))
+
+    def _snapshot_schema(self) -> dict[tuple[str, str], TableInfo]:
+        """The tables at the session's read ts by (db, name), lowercased: replayed from the finished DDL jobs
+        visible at that ts."""
+        ts = self.at_ts
+        found = self._snapshot_schemas.pop(ts, None)
+        if found is None:
             jobs: dict[tuple[int, int], DDLJob] = {}
             for table_id in (ddl_history.HISTORY_TABLE_ID, ddl_history.JOB_TABLE_ID):
                 start, end = keycodec.table_span(table_id)
-                for _, v in self.engine.store.scan(start, end, self.at_ts):
+                for _, v in self.engine.store.scan(start, end, ts):
                     for job in ddl_history.history_from_value(table_id, v):
                         # A done job not yet moved carries no finished ts: it finished at or before the read ts.
-                        jobs.setdefault(job.key, job if job.finished_ts else replace(job, finished_ts=self.at_ts))
+                        jobs.setdefault(job.key, job if job.finished_ts else replace(job, finished_ts=ts))
             tables = SchemaStorage.from_jobs(jobs.values())
-            self._snapshot_schema = {(t.db_name.lower(), t.name.lower()): t for t in tables.tables_at(self.at_ts)}
+            found = {(t.db_name.lower(), t.name.lower()): t for t in tables.tables_at(ts)}
             # System tables are not DDL jobs themselves.
             for info in ddl_history.SYSTEM_TABLES:
-                self._snapshot_schema[(info.db_name, info.name)] = info
-        return self._snapshot_schema.get((db.lower(), name.lower()))
+                found[(info.db_name, info.name)] = info
+            while len(self._snapshot_schemas) >= self._SNAPSHOT_SCHEMAS:
+                del self._snapshot_schemas[next(iter(self._snapshot_schemas))]  # the least recently read
+        self._snapshot_schemas[ts] = found  # last: the most recently read
+        return found
 
     def _writable(self, ref: exp.Expression | None, what: str) -> TableInfo:
         info = self._table(ref, what)

@@ -270,9 +270,11 @@ def test_the_scheduled_reconciliation_finds_what_no_window_changed(cdc_home: Pat
 
     db, sink = "e2e_reconcile", cdc_home / "lake"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
-        c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.acct (id INT PRIMARY KEY, bal INT NOT NULL)")
+        c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.acct (id INT PRIMARY KEY, bal INT NOT NULL); "
+                  f"CREATE TABLE {db}.note (id INT PRIMARY KEY, txt VARCHAR(16))")
         start = c.get_ts()
         c.execute(f"INSERT INTO {db}.acct VALUES " + ", ".join(f"({i}, {i * 10})" for i in range(1, 51)))
+        c.execute(f"INSERT INTO {db}.note VALUES " + ", ".join(f"({i}, 'n{i}')" for i in range(1, 31)))
         cfg = cdc_home / "rc.toml"
         cfg.write_text(f'changefeed-id = "rc"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
                        f'[filter]\nrules = ["{db}.*"]\n')
@@ -280,7 +282,7 @@ def test_the_scheduled_reconciliation_finds_what_no_window_changed(cdc_home: Pat
         runner.run_until("rc", c.get_ts())
         mine = [cf for cf in maintenance.list_changefeeds() if cf["changefeed_id"] == "rc"]
         out = maintenance.reconcile_changefeeds(mine, 24)
-        assert out["changefeeds"]["rc"]["failed"] == [] and out["changefeeds"]["rc"]["tables"] == 1
+        assert out["changefeeds"]["rc"]["failed"] == [] and out["changefeeds"]["rc"]["tables"] == 2  # one job
         last = load_state("rc").last_reconciliation
         assert last is not None and last["passed"] and last["ts"] == load_state("rc").checkpoint_ts
         assert maintenance.reconcile_changefeeds(mine, 24)["changefeeds"]["rc"] == {

@@ -153,12 +153,15 @@ def test_snapshot_reads_use_the_schema_of_their_ts(upstream_client: Any, fresh_d
     c = upstream_client
     c.execute(f"USE {fresh_db}; CREATE TABLE t (id INT PRIMARY KEY, qty INT); INSERT INTO t VALUES (1, 5)")
     before = c.get_ts()
-    c.execute(f"USE {fresh_db}; ALTER TABLE t DROP COLUMN qty; ALTER TABLE t ADD COLUMN note VARCHAR(4) DEFAULT 'n';"
-              "RENAME TABLE t TO t2")
-    assert c.query(f"SELECT * FROM {fresh_db}.t", at_ts=before) == [{"id": 1, "qty": 5}]
-    assert c.query(f"SELECT * FROM {fresh_db}.t2") == [{"id": 1, "note": "n"}]
-    with pytest.raises(UpstreamError, match="doesn't exist"):
-        c.query(f"SELECT * FROM {fresh_db}.t2", at_ts=before)
+    c.execute(f"USE {fresh_db}; ALTER TABLE t DROP COLUMN qty")
+    middle = c.get_ts()
+    c.execute(f"USE {fresh_db}; ALTER TABLE t ADD COLUMN note VARCHAR(4) DEFAULT 'n'; RENAME TABLE t TO t2")
+    for _ in range(2):  # one session going back and forth between snapshots: each read gets the schema of its ts
+        assert c.query(f"SELECT * FROM {fresh_db}.t", at_ts=before) == [{"id": 1, "qty": 5}]
+        assert c.query(f"SELECT * FROM {fresh_db}.t", at_ts=middle) == [{"id": 1}]
+        assert c.query(f"SELECT * FROM {fresh_db}.t2") == [{"id": 1, "note": "n"}]
+        with pytest.raises(UpstreamError, match="doesn't exist"):
+            c.query(f"SELECT * FROM {fresh_db}.t2", at_ts=before)
 
 
 def test_several_changes_in_one_alter_are_one_multi_schema_change_job(upstream_cluster: Any, upstream_client: Any,
