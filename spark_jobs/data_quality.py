@@ -53,6 +53,7 @@ from spark_jobs.mount import image_columns
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
     from deltalake import DeltaTable
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
@@ -239,6 +240,15 @@ def read_silver(
     A table that does not exist yet reads as empty (version None). ``as_of_ts`` reads it as of that ts (Delta
     time travel to :func:`version_as_of`), for checks of a ts below the checkpoint.
     """
+    df, version, _ = _read_silver(spark, sink, table, as_of_ts)
+    return df, version
+
+
+def _read_silver(
+    spark: SparkSession, sink: str, table: TableInfo, as_of_ts: int | None = None
+) -> tuple[DataFrame, int | None, pa.Table | None]:
+    """:func:`read_silver`, and the rows as Arrow when the driver read them (a table of ``DRIVER_READ_ROWS`` at
+    most, or none yet), else None."""
     import pyarrow as pa
     from deltalake import DeltaTable
     from pyspark.sql import functions as F
@@ -249,7 +259,8 @@ def read_silver(
     if DeltaTable.is_deltatable(path) and as_of_ts is not None:
         version = version_as_of(path, as_of_ts)
     if not DeltaTable.is_deltatable(path) or (as_of_ts is not None and version is None):
-        return spark.createDataFrame(schema.empty_table(), schema=spark_schema_ddl(table)), None
+        empty = schema.empty_table()
+        return spark.createDataFrame(empty, schema=spark_schema_ddl(table)), None, empty
     dt = DeltaTable(path, version=version)
     present = set(dt.schema().to_arrow().names)
     rows = log_row_count(dt)
@@ -258,10 +269,10 @@ def read_silver(
         cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
                 for f in schema]  # fmt: skip
         data = pa.Table.from_arrays(cols, schema=schema)
-        return spark.createDataFrame(data, schema=spark_schema_ddl(table)), dt.version()
+        return spark.createDataFrame(data, schema=spark_schema_ddl(table)), dt.version(), data
     df = spark.read.format("delta").option("versionAsOf", dt.version()).load(path)
     return df.select(*[(F.col(f"`{n}`") if n in present else F.lit(None)).cast(t).alias(n)
-                       for n, t in image_columns(table)]), dt.version()
+                       for n, t in image_columns(table)]), dt.version(), None
 
 
 # --- the report ---------------------------------------------------------------------------------
@@ -489,19 +500,21 @@ class PushedDown:
             sums = cc.upstream_sums(client, ts, table, chunks)
         return cls(pd_addr, tidb, ts, table, chunks, sums)
 
-    def compare(self, spark: SparkSession, df: DataFrame) -> ExpectationResult:
+    def compare(self, df: DataFrame) -> ExpectationResult:
         """Every chunk's count and checksum, Delta's (one Spark job) against the upstream's, in one GX run over a
         frame of them; the differing chunks are bisected down to the pieces to diff row by row."""
         import great_expectations.expectations as gxe
+        import pandas as pd
 
         from cdc_core.client.upstream import UpstreamClient
         from spark_jobs import chunk_checksum as cc
 
         got = cc.delta_sums(df, self.table, self.chunks)
-        frame = spark.createDataFrame(
+        # A row per chunk, on the driver: GX validates it as a pandas frame (over Spark, a few jobs for a few rows).
+        frame = pd.DataFrame(
             [(i, f"{g.count}:{g.checksum:08x}", f"{u.count}:{u.checksum:08x}")
              for i, (g, u) in enumerate(zip(got, self.upstream, strict=True))],
-            "chunk INT, delta STRING, upstream STRING")
+            columns=["chunk", "delta", "upstream"])
         (r,) = _validate(frame, [gxe.ExpectColumnPairValuesToBeEqual(column_A="delta", column_B="upstream")])
         differ = [i for i, (g, u) in enumerate(zip(got, self.upstream, strict=True)) if not u.same(g)]
         if differ:
@@ -531,6 +544,7 @@ def _content_results(
 ) -> list[ExpectationResult]:
     """Row count (from the GX result) and, in "checksum" mode, the checksum against the upstream rows."""
     import great_expectations.expectations as gxe
+    import pandas as pd
 
     got_count = int(r_count.result.get("observed_value") or 0)
     out = [ExpectationResult(
@@ -539,11 +553,11 @@ def _content_results(
         observed=got_count, expected=want_count,
     )]
     if mode == "checksum" and upstream.pushed is not None:
-        out.append(upstream.pushed.compare(spark, df))
+        out.append(upstream.pushed.compare(df))
     elif mode == "checksum":
         want_sum = upstream.checksum(table)
         got_sum = spark_checksum(df, table)
-        frame = spark.createDataFrame([(got_sum,)], "checksum STRING")
+        frame = pd.DataFrame({"checksum": [got_sum]})  # one row: a pandas frame, no Spark job
         (r_sum,) = _validate(frame, [gxe.ExpectColumnValuesToBeInSet(column="checksum", value_set=[want_sum])])
         out.append(ExpectationResult(
             expectation="checksum_equals", success=bool(r_sum.success),
@@ -655,6 +669,24 @@ def structural_expectations(table: TableInfo) -> dict[str, Any]:
     return named
 
 
+def structural_columns(table: TableInfo) -> list[str]:
+    """The columns :func:`structural_expectations` read: the key, the NOT NULL columns, the unique indexes'."""
+    named = [*table.delta_key(), *(c.name for c in table.columns if not c.nullable)]
+    named += [c for _, cols in _other_unique_indexes(table) for c in cols]
+    return list(dict.fromkeys(named))
+
+
+def _validate_on_driver(rows: pa.Table, table: TableInfo, named: dict[str, Any]) -> dict[str, Any] | None:
+    """GX results by name of ``named`` on ``rows`` (a table the driver read whole) as a pandas frame: each
+    expectation is a pass over the frame instead of Spark jobs (GX's metrics, two or three jobs an expectation,
+    were most of a small table's reconciliation). None when one fails: Spark then validates the table again, and
+    its results name the keys, as for a table read by Spark."""
+    # Integers with NULLs stay exact Python ints (a float64 would make 2^53 and 2^53 + 1 one value).
+    frame = rows.select(structural_columns(table)).to_pandas(integer_object_nulls=True)
+    got = dict(zip(named, _validate(frame, list(named.values())), strict=True))
+    return got if all(r.success for r in got.values()) else None
+
+
 def structural_results(got: dict[str, Any], df: DataFrame | None, table: TableInfo) -> list[ExpectationResult]:
     """The results of :func:`structural_expectations` (``got``: GX results by the same names), after the key's:
     NOT NULL, then unique indexes; the sample keys of a NULL are read from ``df`` (None: no samples)."""
@@ -705,7 +737,7 @@ def run_checks(
         # count, the checksum and, on a difference, the sample keys.
         up = Upstream(frame=upstream.select(*[f"`{c.name}`" for c in table.columns]).cache()
                       if upstream is not None else None, rows=expected_rows, pushed=pushed)
-    df, report.delta_version = read_silver(spark, sink, table, as_of_ts)
+    df, report.delta_version, local = _read_silver(spark, sink, table, as_of_ts)
     df = df.cache()
     try:
         want_count = up.count() if up is not None else None
@@ -713,10 +745,12 @@ def run_checks(
         named = structural_expectations(table)
         if want_count is not None:
             named["count"] = gxe.ExpectTableRowCountToEqual(value=want_count)
-        got = dict(zip(named, _validate(df, list(named.values())), strict=True))
+        got = _validate_on_driver(local, table, named) if local is not None else None
+        if got is None:
+            got = dict(zip(named, _validate(df, list(named.values())), strict=True))
         report.results.append(_uniqueness_result(got["key"], table))
         if up is None or want_count is None:
-            report.row_count = int(df.count())
+            report.row_count = local.num_rows if local is not None else int(df.count())
         else:
             content_results = _content_results(spark, df, table, up, want_count, got["count"], mode)
             report.results.extend(content_results)

@@ -425,12 +425,6 @@ def same_rows(a: pa.Table, b: pa.Table) -> bool:
         return False
 
 
-def _structural_columns(table: TableInfo) -> list[str]:
-    named = [*table.delta_key(), *(c.name for c in table.columns if not c.nullable)]
-    named += [c for _, cols in dq._other_unique_indexes(table) for c in cols]
-    return list(dict.fromkeys(named))
-
-
 def check_on_driver(
     sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
     tidb: str | None = None, content: bool = True, client: UpstreamClient | None = None,
@@ -466,7 +460,7 @@ def check_on_driver(
     report.results.append(dq._schema_result(sink, table, report.delta_version))
     named = dq.structural_expectations(table)
     # Integers with NULLs stay exact Python ints (a float64 would make 2^53 and 2^53 + 1 one value).
-    frame = at_keys.select(_structural_columns(table)).to_pandas(integer_object_nulls=True)
+    frame = at_keys.select(dq.structural_columns(table)).to_pandas(integer_object_nulls=True)
     got = dict(zip(named, dq._validate(frame, list(named.values())), strict=True))
     if not all(r.success for r in report.results) or not all(r.success for r in got.values()):
         return None

@@ -78,9 +78,9 @@ def test_a_difference_is_bisected_to_a_small_piece_and_named_by_key(
     lake = upstream_frame(spark, upstream_cluster.pd_addr, ts, table).cache()
     wrong = lake.withColumn("n", F.when(F.col("id") == 12_345, F.lit(-1)).otherwise(F.col("n"))).where("id != 777")
     pushed = dq.PushedDown.read(upstream_cluster.pd_addr, None, ts, table)
-    assert pushed.compare(spark, lake).success and not pushed.pieces
+    assert pushed.compare(lake).success and not pushed.pieces
     pushed = dq.PushedDown.read(upstream_cluster.pd_addr, None, ts, table)
-    result = pushed.compare(spark, wrong)
+    result = pushed.compare(wrong)
     assert not result.success and "differ" in result.details
     # two rows differ: each is found in a piece of at most ROW_DIFF_ROWS rows
     assert len(pushed.pieces) == 2

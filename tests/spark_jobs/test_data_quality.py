@@ -232,3 +232,39 @@ def test_unique_indexes_besides_the_key_are_checked_nulls_aside(spark, sink):
     assert [r.expectation for r in rep.results if not r.success] == ["unique:uk_email", "unique:uk_ab"]
     assert by["unique:uk_email"].sample_keys == [{"email": "x"}]
     assert by["unique:uk_ab"].sample_keys == [{"a": 2, "b": 2}]
+
+
+def test_a_table_the_driver_read_is_validated_there_with_sparks_report(spark, sink, monkeypatch):
+    """A table the driver read whole (``DRIVER_READ_ROWS`` at most) is validated by GX on a pandas frame, no Spark
+    job: the same report as Spark's, unique indexes with NULLs included; a failing expectation is validated again in
+    Spark, whose results name the keys."""
+    import spark_jobs.data_quality as dq
+
+    t = TableInfo(
+        id=321, db_name="test", name="uk_driver",
+        columns=(Column(1, "id", "bigint", nullable=False), Column(2, "email", "varchar", length=16),
+                 Column(3, "a", "int"), Column(4, "b", "int")),
+        indexes=(Index("PRIMARY", ("id",), unique=True, primary=True), Index("uk_email", ("email",), unique=True),
+                 Index("uk_ab", ("a", "b"), unique=True)),
+    )  # fmt: skip
+    rows = [{"id": 2**53, "email": "x", "a": 1, "b": None}, {"id": 2**53 + 1, "email": None, "a": 1, "b": None},
+            {"id": 3, "email": None, "a": 2, "b": 2}]  # fmt: skip
+    write_deltalake(table_path(sink, t), pa.Table.from_pylist(rows, schema=t.arrow_schema()))
+    engines: list[str] = []
+    validate = dq._validate
+    monkeypatch.setattr(dq, "_validate", lambda df, ex: (engines.append(type(df).__module__.split(".")[0]),
+                                                         validate(df, ex))[1])
+    on_driver = run_checks(sink, t, expected_rows=rows, mode="checksum", ts=11, spark=spark).to_dict()
+    assert engines == ["pandas", "pandas"] and on_driver["passed"]  # the table's expectations, then the checksum
+    engines.clear()
+    monkeypatch.setattr(dq, "DRIVER_READ_ROWS", 0)
+    assert run_checks(sink, t, expected_rows=rows, mode="checksum", ts=11, spark=spark).to_dict() == on_driver
+    assert engines == ["pyspark", "pandas"]
+    engines.clear()
+    monkeypatch.setattr(dq, "DRIVER_READ_ROWS", 100_000)
+    dup = [*rows, {"id": 4, "email": "x", "a": 2, "b": 2}]
+    write_deltalake(table_path(sink, t), pa.Table.from_pylist(dup, schema=t.arrow_schema()), mode="overwrite")
+    rep = run_checks(sink, t, expected_rows=dup, mode="checksum", ts=12, spark=spark)
+    assert engines == ["pandas", "pyspark", "pandas"]
+    assert [(r.expectation, r.sample_keys) for r in rep.results if not r.success] == [
+        ("unique:uk_email", [{"email": "x"}]), ("unique:uk_ab", [{"a": 2, "b": 2}])]
