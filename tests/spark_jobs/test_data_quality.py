@@ -210,14 +210,19 @@ def test_not_null_and_schema_drift_fail_naming_column_and_keys(spark, sink):
     assert "unexpected ['v int64', 'extra string']" in by["schema_equals"].details
 
 
-def test_unique_indexes_besides_the_key_are_checked_nulls_aside(spark, sink):
-    t = TableInfo(
-        id=320, db_name="test", name="uk",
-        columns=(Column(1, "id", "int", nullable=False), Column(2, "email", "varchar", length=16),
+def _unique_keyed(table_id: int, name: str, id_type: str) -> TableInfo:
+    """``id`` PRIMARY KEY, ``email`` UNIQUE and ``(a, b)`` UNIQUE, all but ``id`` nullable."""
+    return TableInfo(
+        id=table_id, db_name="test", name=name,
+        columns=(Column(1, "id", id_type, nullable=False), Column(2, "email", "varchar", length=16),
                  Column(3, "a", "int"), Column(4, "b", "int")),
         indexes=(Index("PRIMARY", ("id",), unique=True, primary=True), Index("uk_email", ("email",), unique=True),
                  Index("uk_ab", ("a", "b"), unique=True)),
     )  # fmt: skip
+
+
+def test_unique_indexes_besides_the_key_are_checked_nulls_aside(spark, sink):
+    t = _unique_keyed(320, "uk", "int")
     rows = [{"id": 1, "email": "x", "a": 1, "b": None}, {"id": 2, "email": None, "a": 1, "b": None},
             {"id": 3, "email": None, "a": 2, "b": 2}]  # fmt: skip
     write_deltalake(table_path(sink, t), pa.Table.from_pylist(rows, schema=t.arrow_schema()))
@@ -240,13 +245,7 @@ def test_a_table_the_driver_read_is_validated_there_with_sparks_report(spark, si
     Spark, whose results name the keys."""
     import spark_jobs.data_quality as dq
 
-    t = TableInfo(
-        id=321, db_name="test", name="uk_driver",
-        columns=(Column(1, "id", "bigint", nullable=False), Column(2, "email", "varchar", length=16),
-                 Column(3, "a", "int"), Column(4, "b", "int")),
-        indexes=(Index("PRIMARY", ("id",), unique=True, primary=True), Index("uk_email", ("email",), unique=True),
-                 Index("uk_ab", ("a", "b"), unique=True)),
-    )  # fmt: skip
+    t = _unique_keyed(321, "uk_driver", "bigint")
     rows = [{"id": 2**53, "email": "x", "a": 1, "b": None}, {"id": 2**53 + 1, "email": None, "a": 1, "b": None},
             {"id": 3, "email": None, "a": 2, "b": 2}]  # fmt: skip
     write_deltalake(table_path(sink, t), pa.Table.from_pylist(rows, schema=t.arrow_schema()))
