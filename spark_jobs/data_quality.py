@@ -676,15 +676,13 @@ def structural_columns(table: TableInfo) -> list[str]:
     return list(dict.fromkeys(named))
 
 
-def _validate_on_driver(rows: pa.Table, table: TableInfo, named: dict[str, Any]) -> dict[str, Any] | None:
-    """GX results by name of ``named`` on ``rows`` (a table the driver read whole) as a pandas frame: each
-    expectation is a pass over the frame instead of Spark jobs (GX's metrics, two or three jobs an expectation,
-    were most of a small table's reconciliation). None when one fails: Spark then validates the table again, and
-    its results name the keys, as for a table read by Spark."""
+def validate_arrow(rows: pa.Table, table: TableInfo, named: dict[str, Any]) -> dict[str, Any]:
+    """GX results by name of ``named`` (:func:`structural_expectations`, and a row count) on ``rows`` held by the
+    driver, as a pandas frame of :func:`structural_columns`: each expectation a pass over the frame, where over a
+    Spark frame GX's metrics are Spark jobs, two or three an expectation."""
     # Integers with NULLs stay exact Python ints (a float64 would make 2^53 and 2^53 + 1 one value).
     frame = rows.select(structural_columns(table)).to_pandas(integer_object_nulls=True)
-    got = dict(zip(named, _validate(frame, list(named.values())), strict=True))
-    return got if all(r.success for r in got.values()) else None
+    return dict(zip(named, _validate(frame, list(named.values())), strict=True))
 
 
 def structural_results(got: dict[str, Any], df: DataFrame | None, table: TableInfo) -> list[ExpectationResult]:
@@ -745,8 +743,10 @@ def run_checks(
         named = structural_expectations(table)
         if want_count is not None:
             named["count"] = gxe.ExpectTableRowCountToEqual(value=want_count)
-        got = _validate_on_driver(local, table, named) if local is not None else None
-        if got is None:
+        # A table the driver read whole is validated there; when an expectation fails, Spark validates it again
+        # and its results name the keys, as for a table Spark read.
+        got = validate_arrow(local, table, named) if local is not None else None
+        if got is None or not all(r.success for r in got.values()):
             got = dict(zip(named, _validate(df, list(named.values())), strict=True))
         report.results.append(_uniqueness_result(got["key"], table))
         if up is None or want_count is None:

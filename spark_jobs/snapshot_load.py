@@ -227,8 +227,8 @@ def select_sql(table: TableInfo, chunk: Chunk) -> str:
 
 def row_typer(table: TableInfo) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     """What gives a ``SELECT`` row (JSON values by column name) as Python values of ``table``'s image columns, in
-    order. Built once per table: the image's layout (its Arrow schema, whether ``_tidb_rowid`` is in it) was asked
-    for per row, and was most of a check's point-read CPU."""
+    order. The image's layout (whether ``_tidb_rowid`` is in it, which takes its Arrow schema) is worked out once
+    per table, not per row."""
     columns = [(c, c.name.lower()) for c in table.columns]
     rowid = ROWID_COLUMN in table.arrow_schema().names
 

@@ -459,9 +459,7 @@ def check_on_driver(
             report.results.append(_rows_equal_result(0 if same else 1, []))
     report.results.append(dq._schema_result(sink, table, report.delta_version))
     named = dq.structural_expectations(table)
-    # Integers with NULLs stay exact Python ints (a float64 would make 2^53 and 2^53 + 1 one value).
-    frame = at_keys.select(dq.structural_columns(table)).to_pandas(integer_object_nulls=True)
-    got = dict(zip(named, dq._validate(frame, list(named.values())), strict=True))
+    got = dq.validate_arrow(at_keys, table, named)
     if not all(r.success for r in report.results) or not all(r.success for r in got.values()):
         return None
     report.results += [dq._uniqueness_result(got["key"], table), *dq.structural_results(got, None, table)]

@@ -40,8 +40,10 @@ def tables_at(cfg: ChangefeedConfig, ts: int) -> list[TableInfo]:
 BATCH = 8  # tables per data_quality job: reconciled concurrently inside it; between jobs, progress is reported
 
 
-def _table_args(cfg: ChangefeedConfig, table: TableInfo) -> dict[str, Any]:
-    # A table whose row changes event filters drop is not compared row by row (it differs on purpose).
+def table_entry(cfg: ChangefeedConfig, table: TableInfo) -> dict[str, Any]:
+    """A table as the ``data_quality`` and ``window_checks`` jobs take it. Event filters that drop its row changes
+    make it differ from the upstream on purpose: its rows and count are not compared (``content`` false; key
+    uniqueness, NOT NULL and schema still are)."""
     return {"table": table.to_json(), "content": not cfg.event_filter.drops_rows_of(table.db_name, table.name)}
 
 
@@ -52,7 +54,7 @@ def _job_args(cfg: ChangefeedConfig, ts: int, as_of_ts: int | None) -> dict[str,
 
 def check_table(cfg: ChangefeedConfig, table: TableInfo, ts: int, *, as_of_ts: int | None = None) -> dict[str, Any]:
     """One table whole at ``ts`` (``as_of_ts``: the Delta table as of that ts, below the checkpoint)."""
-    return spark_engine.run_job("data_quality", {**_job_args(cfg, ts, as_of_ts), **_table_args(cfg, table)})
+    return spark_engine.run_job("data_quality", {**_job_args(cfg, ts, as_of_ts), **table_entry(cfg, table)})
 
 
 def reconcile(changefeed_id: str, ts: int | None = None, *,
@@ -72,7 +74,7 @@ def reconcile(changefeed_id: str, ts: int | None = None, *,
         for i in range(0, len(tables), BATCH):
             batch = tables[i:i + BATCH]
             done = spark_engine.run_job("data_quality", {**common,
-                                                         "tables": [_table_args(cfg, t) for t in batch]})["tables"]
+                                                         "tables": [table_entry(cfg, t) for t in batch]})["tables"]
             for t in batch:
                 reports[t.qualified_name] = rep = done[t.qualified_name]
                 if on_table is not None:

@@ -39,6 +39,7 @@ from . import snapshot as snapshotmod
 from .barriers import DmlStep, plan_steps, relevant
 from .config import ChangefeedConfig, load_config
 from .ddl_puller import SchemaLog, decode_jobs
+from .reconcile import table_entry
 from .schema_loader import load_schema_jobs
 from .state import ChangefeedState, advance_checkpoint, load_state, locked_state, set_error
 from .steps import apply_steps, changed, replicated_at
@@ -494,17 +495,12 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     ``full``, by the keys the window changed (``window_checks``) for the others. A failure puts the changefeed in
     error (the checkpoint stays) and raises ``DataQualityError``."""
     reports: dict[str, Any] = {}
-    efilter = cfg.event_filter
     pd_addr = resolve_pd_addr(cfg.upstream)
     common = {"sink_uri": cfg.sink_uri, "pd_addr": pd_addr, "tidb": cfg.tidb, "mode": cfg.dq_mode, "ts": ts}
     whole: list[dict[str, Any]] = []
     by_keys: list[dict[str, Any]] = []
     for t in tables:
-        # Event filters drop row changes on purpose: such a table cannot equal the upstream snapshot,
-        # so its rows and count are not compared (key uniqueness, NOT NULL and schema still are).
-        content = not efilter.drops_rows_of(t.db_name, t.name)
-        entry = {"table": t.to_json(), "content": content}
-        (whole if t.qualified_name in full or not _has_window(plan) else by_keys).append(entry)
+        (whole if t.qualified_name in full or not _has_window(plan) else by_keys).append(table_entry(cfg, t))
     if whole:  # one job reconciles them; it reads the upstream at ts itself, chunk by chunk (never one list here)
         reports.update(spark_engine.run_job("data_quality", {**common, "tables": whole})["tables"])
     if by_keys:  # one job for every table checked by its changed keys

@@ -245,6 +245,8 @@ class SqlEngine:
 
 
 class Session:
+    _SNAPSHOT_SCHEMAS = 4  # snapshot ts whose schemas a session keeps
+
     def __init__(self, engine: SqlEngine, at_ts: int = 0) -> None:
         self.engine = engine
         self._at_ts = at_ts
@@ -266,9 +268,7 @@ class Session:
 
     @at_ts.setter
     def at_ts(self, ts: int) -> None:
-        self._at_ts = ts  # a new snapshot has its own schema: _snapshot_schema is per ts
-
-    _SNAPSHOT_SCHEMAS = 4  # snapshot ts whose schemas a session keeps
+        self._at_ts = ts  # each snapshot ts has its own schema (_snapshot_schema)
 
     def tables(self) -> list[TableInfo]:
         """Every table the session sees (at its snapshot ts when one is set), system tables included, by id."""
