@@ -336,9 +336,10 @@ def _gx_context() -> Any:
 _GX_SOURCES = threading.Lock()  # the context's datasource registry is shared by the threads of a job
 
 
-def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any]) -> list[Any]:
+def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any], result_format: str | None = None) -> list[Any]:
     """Validate a Spark DataFrame (or a pandas one: a few rows on the driver) against expectations in one GX run;
-    results in expectation order.
+    results in expectation order. ``result_format`` "BOOLEAN_ONLY" (success alone: no counts or sample values, fewer
+    metrics) for a caller that looks again when one fails; SUMMARY with ``SAMPLE_KEYS`` sample values otherwise.
 
     Each run gets its own datasource (GX asset names are per datasource), removed afterwards; runs of several
     threads (the window checks of several tables) validate at once, registering their datasources one at a time.
@@ -358,7 +359,8 @@ def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any]) -> list[Any
             .get_batch(batch_parameters={"dataframe": df})
         )
         suite = gx.ExpectationSuite(name=name, expectations=expectations)
-        res = batch.validate(suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_KEYS})
+        res = batch.validate(suite, result_format=result_format or {"result_format": "SUMMARY",
+                                                                    "partial_unexpected_count": SAMPLE_KEYS})
     finally:
         with _GX_SOURCES:
             ctx.data_sources.delete(name)

@@ -425,24 +425,16 @@ def same_rows(a: pa.Table, b: pa.Table) -> bool:
         return False
 
 
-def check_on_driver(
+def _content_on_driver(
     sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
-    tidb: str | None = None, content: bool = True, client: UpstreamClient | None = None,
-) -> dq.CheckReport | None:
-    """:func:`run_checks` for a table whose changed keys the driver holds (``keys``, from
-    :mod:`spark_jobs.changed_keys`), every step on the driver in Arrow and no Spark job: the Delta rows at the keys
-    from the files written since ``after_ts`` (delta-rs), the upstream's at them by batched point reads, compared
-    row for row; Great Expectations on them as a pandas frame. Returns the report when every check passes, None
-    when one fails: the caller then checks the table again with :func:`run_checks`, whose report says what differs
-    and where (a failure is rare and worth its diagnosis; a window's checks that pass cost no Spark job)."""
+    tidb: str | None, content: bool, client: UpstreamClient | None,
+) -> tuple[dq.CheckReport, pa.Table] | None:
+    """:func:`check_on_driver` but the structural expectations: the report so far and the Delta rows at the keys
+    (:func:`spark_jobs.data_quality.structural_columns`), or None when a check failed."""
     from deltalake import DeltaTable
 
-    _check_args(mode, content, pd_addr)
     report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
-    if mode == "off":
-        return report
     path = table_path(sink, table)
-    started = time.monotonic()
     if DeltaTable.is_deltatable(path):
         dt = DeltaTable(path)
         report.delta_version = dt.version()
@@ -458,13 +450,33 @@ def check_on_driver(
             same = same_rows(at_keys, upstream_rows_at(pd_addr, tidb, ts, table, keys, client))
             report.results.append(_rows_equal_result(0 if same else 1, []))
     report.results.append(dq._schema_result(sink, table, report.delta_version))
-    named = dq.structural_expectations(table)
-    got = dq.validate_arrow(at_keys, table, named)
-    if not all(r.success for r in report.results) or not all(r.success for r in got.values()):
+    if not all(r.success for r in report.results):
         return None
-    report.results += [dq._uniqueness_result(got["key"], table), *dq.structural_results(got, None, table)]
-    log.info("window checks of %s at %d on the driver: %d changed keys, %.3f s", table.qualified_name, ts,
-             keys.num_rows, time.monotonic() - started)
+    return report, at_keys.select(dq.structural_columns(table))
+
+
+def check_on_driver(
+    sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
+    tidb: str | None = None, content: bool = True, client: UpstreamClient | None = None,
+) -> dq.CheckReport | None:
+    """:func:`run_checks` for a table whose changed keys the driver holds (``keys``, from
+    :mod:`spark_jobs.changed_keys`), every step on the driver in Arrow and no Spark job: the Delta rows at the keys
+    from the files written since ``after_ts`` (delta-rs), the upstream's at them by batched point reads, compared
+    row for row; Great Expectations on them as a pandas frame (:mod:`spark_jobs.structural_checks`). Returns the
+    report when every check passes, None when one fails: the caller then checks the table again with
+    :func:`run_checks`, whose report says what differs and where (a failure is rare and worth its diagnosis; a
+    window's checks that pass cost no Spark job)."""
+    from spark_jobs import structural_checks
+
+    _check_args(mode, content, pd_addr)
+    if mode == "off":
+        return dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
+    checked = _content_on_driver(sink, table, keys, after_ts=after_ts, ts=ts, mode=mode, pd_addr=pd_addr, tidb=tidb,
+                                 content=content, client=client)
+    if checked is None or structural_checks.failing({table.qualified_name: (table, checked[1])}):
+        return None
+    report, _ = checked
+    report.results += structural_checks.passed_results(table)
     return report
 
 
@@ -476,34 +488,46 @@ TABLE_THREADS = 4  # tables checked at once by one job
 def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], reports: dict[str, dict[str, Any]],
                    client: UpstreamClient | None, threads: int) -> None:
     """The tables of ``entries`` checked on the driver (:func:`check_on_driver`), ``threads`` at a time, into
-    ``reports``; a table left out is the Spark checks' (see :func:`run_job`)."""
+    ``reports``; a table left out is the Spark checks' (see :func:`run_job`). The structural expectations of all
+    of them are one GX run (:mod:`spark_jobs.structural_checks`), after their content checks."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from spark_jobs import structural_checks
     from spark_jobs.changed_keys import changed_keys_arrow
 
     sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
     mode, pd_addr, tidb = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb")
     if mode == "off":
         return
+    started = time.monotonic()
     on_driver = [(t, c) for t, c in entries if checkable_on_driver(t)]
     keys = changed_keys_arrow(sink, args["changefeed_id"], int(args["window_end_ts"]),
                               [t for t, _ in on_driver], after_ts, ts, limit=DRIVER_KEYS)
 
-    def driver(entry: tuple[TableInfo, bool]) -> tuple[str, dq.CheckReport | None]:
+    def driver(entry: tuple[TableInfo, bool]) -> tuple[TableInfo, tuple[dq.CheckReport, pa.Table] | None]:
         table, content = entry
         k = keys.get(table.qualified_name)
         if k is None:
-            return table.qualified_name, None
+            return table, None
         try:
-            return table.qualified_name, check_on_driver(sink, table, k, after_ts=after_ts, ts=ts, mode=mode,
-                                                         pd_addr=pd_addr, tidb=tidb, content=content, client=client)
+            return table, _content_on_driver(sink, table, k, after_ts=after_ts, ts=ts, mode=mode, pd_addr=pd_addr,
+                                             tidb=tidb, content=content, client=client)
         except Exception:  # the Spark checks then run, and raise what the table's checks cannot get past
             log.warning("window checks of %s on the driver failed; checking it in Spark", table.qualified_name,
                         exc_info=True)
-            return table.qualified_name, None
+            return table, None
 
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
-        reports.update((name, r.to_dict()) for name, r in pool.map(driver, on_driver) if r is not None)
+        checked = {t.qualified_name: (t, c) for t, c in pool.map(driver, on_driver) if c is not None}
+    content_s = time.monotonic() - started
+    bad = structural_checks.failing({name: (t, c[1]) for name, (t, c) in checked.items()})
+    for name, (table, (report, _)) in checked.items():
+        if name not in bad:
+            report.results += structural_checks.passed_results(table)
+            reports[name] = report.to_dict()
+    log.info("window checks at %d on the driver: %d table(s), %d changed keys, content %.3f s, structure %.3f s",
+             ts, len(checked), sum(k.num_rows for k in keys.values() if k is not None), content_s,
+             time.monotonic() - started - content_s)
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
