@@ -197,19 +197,30 @@ def version_as_of(path: str | DeltaTable, ts: int) -> int | None:
     """The newest Delta version of ``path`` (or of an open table) whose cdcflow commit ts
     (:func:`~spark_jobs.delta_writer.commit_ts`) is ``<= ts`` -- the table as the changefeed had it at ``ts``. Every
     commit cdcflow makes carries its ts, but the table's creation: versions before the first stamped commit count as
-    ts 0; an unstamped commit after it (an edit made outside cdcflow) is never the changefeed's state at any ts."""
+    ts 0; an unstamped commit after it (an edit made outside cdcflow) is never the changefeed's state at any ts.
+
+    The history is read newest first, a page at a time, doubling: the answer is the newest stamped commit at or
+    before ``ts`` when there is one (a window's checks ask for the version of the window before, a commit or two
+    back), so a table with a year of windows is not read back to its creation each time."""
     from deltalake import DeltaTable
 
-    best = None
-    stamped = False
     dt = DeltaTable(path) if isinstance(path, str) else path
-    for info in sorted(dt.history(), key=lambda h: int(h["version"])):
-        at = commit_ts(info)
-        if at == 0 and stamped:
-            continue
-        stamped = stamped or at > 0
-        if at <= ts:
-            best = int(info["version"])
+    limit = 16
+    while True:
+        page = dt.history(limit)  # newest first
+        for info in page:
+            at = commit_ts(info)
+            if 0 < at <= ts:
+                return int(info["version"])
+        if len(page) < limit:
+            break
+        limit *= 4
+    # No stamped commit at or before ts: the versions before the first stamped commit (ts 0), if any.
+    best = None
+    for info in sorted(page, key=lambda h: int(h["version"])):
+        if commit_ts(info) > 0:
+            break
+        best = int(info["version"])
     return best
 
 
@@ -569,16 +580,18 @@ def _content_results(
     return out
 
 
-def _schema_result(sink: str, table: TableInfo, version: int | None = None) -> ExpectationResult:
-    """The Delta log's schema (at ``version``, default the latest) against the schema version's (names, order,
-    Arrow types; nullability aside)."""
+def _schema_result(sink: str, table: TableInfo, version: int | None = None,
+                   dt: DeltaTable | None = None) -> ExpectationResult:
+    """The Delta log's schema (at ``version``, default the latest; of ``dt`` when the caller has the table open at
+    it) against the schema version's (names, order, Arrow types; nullability aside)."""
     import pyarrow as pa
     from deltalake import DeltaTable
 
     want = [(f.name, str(f.type)) for f in table.arrow_schema()]
     path = table_path(sink, table)
-    got = ([(f.name, str(f.type)) for f in pa.schema(DeltaTable(path, version=version).schema().to_arrow())]
-           if DeltaTable.is_deltatable(path) else [])
+    if dt is None and DeltaTable.is_deltatable(path):
+        dt = DeltaTable(path, version=version)
+    got = [(f.name, str(f.type)) for f in pa.schema(dt.schema().to_arrow())] if dt is not None else []
     ok = got == want
     details = ""
     if not ok:

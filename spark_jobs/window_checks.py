@@ -435,6 +435,7 @@ def _content_on_driver(
 
     report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
     path = table_path(sink, table)
+    dt = None
     if DeltaTable.is_deltatable(path):
         dt = DeltaTable(path)
         report.delta_version = dt.version()
@@ -449,7 +450,7 @@ def _content_on_driver(
         if mode == "checksum":
             same = same_rows(at_keys, upstream_rows_at(pd_addr, tidb, ts, table, keys, client))
             report.results.append(_rows_equal_result(0 if same else 1, []))
-    report.results.append(dq._schema_result(sink, table, report.delta_version))
+    report.results.append(dq._schema_result(sink, table, report.delta_version, dt))
     if not all(r.success for r in report.results):
         return None
     return report, at_keys.select(dq.structural_columns(table))
