@@ -12,8 +12,8 @@ then windows), its windows run in this process (the local Spark engine). It meas
 4. lag: two workload processes (``cdcflow upstream workload``) change ``RATE`` rows/s over ``big`` and ``small`` for
    ``MINUTES`` while a window starts every ``WINDOW_S`` seconds (as the DAG's schedule does: the next one at once
    when a window overran): the checkpoint lag (wall clock minus the checkpoint's physical time), sampled every
-   second, p50 / p99 (goal p99 <= WINDOW_S + 10 s), and the peak RSS of every cdcflow process (upstream,
-   workloads, this runner with its Spark JVM);
+   second, p50 / p99 (goal p99 <= WINDOW_S + 10 s), the p50 of each step's seconds and of the events a window
+   pulled, and the peak RSS of every cdcflow process (upstream, workloads, this runner with its Spark JVM);
 5. catch-up: the windows stop for ``BACKLOG_MINUTES`` while the workload goes on, then run back to back until the
    checkpoint passes the end of the backlog: rows/s and the runner's peak RSS.
 
@@ -25,6 +25,7 @@ with the upstream (a full reconciliation at the end).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -159,13 +160,16 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
-def _window(cid: str, target: int | None = None) -> tuple[float, float, dict[str, Any]]:
+def _window(cid: str, target: int | None = None) -> tuple[float, dict[str, float], dict[str, Any]]:
+    """One window: its wall time, the seconds of each step (``plan``, ``pull``, ``apply``, ``check``, ``publish``;
+    the runner reports each step as it ends) and the runner's result."""
     marks: dict[str, float] = {}
     started = time.monotonic()
     r = runner.run_window(cid, target, lambda step, info: marks.setdefault(step, time.monotonic()))
     assert r["skipped"] or r["check"]["passed"], r.get("check")
-    check_s = marks["check"] - marks["apply"] if "check" in marks else 0.0
-    return time.monotonic() - started, check_s, r
+    ends = [("start", started), *sorted(marks.items(), key=lambda kv: kv[1])]
+    steps = {step: end - prev for (_, prev), (step, end) in itertools.pairwise(ends)}
+    return time.monotonic() - started, steps, r
 
 
 def test_scale(upstream_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,7 +209,8 @@ def test_scale(upstream_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             for db, rows in (("tiny", TINY_ROWS), ("big", BIG_ROWS), ("tiny", TINY_ROWS), ("big", BIG_ROWS)):
                 ids = random.Random(rows).sample(range(-(rows // 2), rows // 2), CHANGES)
                 c.execute(f"UPDATE {db}.sbtest1 SET k = k + 1 WHERE id IN ({', '.join(map(str, ids))})")
-                times[db] = _window(cid, c.get_ts())[:2]  # the second of each: a warm process, as in steady state
+                wall, steps, _ = _window(cid, c.get_ts())
+                times[db] = (wall, steps.get("check", 0.0))  # the second of each: a warm process, as in steady state
             figures["size_independence"] = {
                 "changes": CHANGES, "window_s": {d: round(t[0], 2) for d, t in times.items()},
                 "check_s": {d: round(t[1], 2) for d, t in times.items()},
@@ -222,17 +227,25 @@ def test_scale(upstream_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         sampler.reset_peaks()
         sampler.lag = True
         windows: list[float] = []
+        step_s: dict[str, list[float]] = {}
+        events: list[int] = []
         end = time.monotonic() + seconds
         next_at = time.monotonic()
         while time.monotonic() < end:
             time.sleep(max(0.0, next_at - time.monotonic()))  # the schedule's next tick (no condition to wait for)
             next_at += WINDOW_S
-            windows.append(_window(cid)[0])
+            wall, steps, r = _window(cid)
+            windows.append(wall)
+            for step, took in steps.items():
+                step_s.setdefault(step, []).append(took)
+            events.append(int((r.get("pull") or {}).get("events") or 0))
         sampler.lag = False
         done = [_finish(p, 0) for p in loads]  # their minutes are over: the windows ran as long
         rows = sum(d["rows"] for d in done)
         figures["lag"] = {"rows_per_s": round(rows / seconds), "windows": len(windows),
                           "window_s_p50": round(_pct(windows, 0.5), 1), "window_s_max": round(max(windows), 1),
+                          "step_s_p50": {k: round(_pct(v, 0.5), 1) for k, v in step_s.items()},
+                          "events_per_window_p50": round(_pct(events, 0.5)),
                           "lag_s_p50": round(_pct(sampler.lags, 0.5), 1),
                           "lag_s_p99": round(_pct(sampler.lags, 0.99), 1),
                           "goal_p99_s": WINDOW_S + 10,
