@@ -37,7 +37,6 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,7 +63,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_CHUNKS = 64
 LOAD_BATCH_ROWS = 65_536
 HISTORY_LOOKBACK = 50  # commits searched for a load id already committed
-FETCH_TABLES = 4  # tables a snapshot's fetch job fetches at once
 
 
 # --- chunks -------------------------------------------------------------------------------------
@@ -329,16 +327,6 @@ def _written_base(final: Path, table: TableInfo) -> dict[str, Any] | None:
     return meta if meta.get("table_id") == table.id and meta.get("schema_version") == table.schema_version else None
 
 
-def remove_stale_tmp(final: Path) -> None:
-    """Remove the temporary directories a crashed fetch of ``final``'s table left (one window runs at a time), and
-    only its: not those of ``db.a-b``, fetched at the same time as ``db.a``."""
-    prefix = f".tmp-{final.name}-"
-    for stale in final.parent.glob(f"{prefix}*"):
-        rest = stale.name[len(prefix):]
-        if len(rest) == 32 and all(c in "0123456789abcdef" for c in rest):  # a uuid4 hex: this table's
-            shutil.rmtree(stale, ignore_errors=True)
-
-
 def fetch_table(
     spark: SparkSession, sink: str, changefeed_id: str, pd_addr: str, ts: int, table: TableInfo,
     *, max_chunks: int = DEFAULT_MAX_CHUNKS, tidb: str | None = None,
@@ -354,7 +342,8 @@ def fetch_table(
     chunks, how = plan_chunks(pd_addr, table, max_chunks)
     fetch = functools.partial(fetch_partition, pd_addr, tidb, ts, table.to_json())
     final.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_tmp(final)
+    for stale in final.parent.glob(f".tmp-{final.name}-*"):  # left by a crash (one window runs at a time)
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
     if len(chunks) == 1:
         # One chunk gains nothing from distribution: stream it here into parquet with the silver schema
@@ -522,21 +511,11 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
         from spark_jobs.session import get_spark
 
         spark = get_spark("cdcflow-snapshot-load")
-
-        def fetch(t: TableInfo) -> tuple[str, dict[str, Any]]:
-            return t.qualified_name, fetch_table(
+        for t in (_info(x) for x in args["tables"]):
+            out[t.qualified_name] = fetch_table(
                 spark, args["sink_uri"], args["changefeed_id"], args["pd_addr"], int(args["ts"]), t,
                 max_chunks=int(args.get("max_chunks") or DEFAULT_MAX_CHUNKS), tidb=args.get("tidb"),
             )
-
-        # A table's fetch waits on the upstream, a Spark job's scheduling and its Python worker's start (about a
-        # second whatever the rows): tables are fetched FETCH_TABLES at a time, each still streaming chunk by chunk.
-        with ThreadPoolExecutor(max_workers=FETCH_TABLES, thread_name_prefix="snapshot-fetch") as pool:
-            try:
-                out.update(pool.map(fetch, [_info(x) for x in args["tables"]]))
-            except BaseException:  # the tables not started yet are not fetched for nothing
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
     elif phase == "load":
         for item in args["loads"]:
             t = _info(item["table"])

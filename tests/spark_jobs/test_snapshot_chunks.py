@@ -88,16 +88,3 @@ def test_a_common_handle_led_by_a_string_is_chunked_by_its_leading_bytes():
         "SELECT * FROM `d`.`s` WHERE `k` >= 'apple' AND `k` < 'it\\'s'"
     assert Chunk.from_spec(*Chunk("a", None).spec()) == Chunk("a", None)
     assert Chunk.from_spec(*Chunk(-3, 7).spec()) == Chunk(-3, 7)
-
-
-def test_a_crashed_fetchs_temporary_directories_are_its_tables_only(tmp_path):
-    """Tables are fetched several at a time: db.a's clean-up leaves db.a-b's fetch in progress alone."""
-    import uuid
-
-    from spark_jobs.snapshot_load import remove_stale_tmp
-
-    mine, theirs = tmp_path / f".tmp-db.a-{uuid.uuid4().hex}", tmp_path / f".tmp-db.a-b-{uuid.uuid4().hex}"
-    mine.mkdir()
-    theirs.mkdir()
-    remove_stale_tmp(tmp_path / "db.a")
-    assert not mine.exists() and theirs.exists()
