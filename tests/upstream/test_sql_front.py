@@ -41,6 +41,28 @@ def test_split_script_handles_literals_comments_and_clustered_hints() -> None:
     assert stmts[0].text == "SELECT 'a;b'"
 
 
+def test_a_script_s_statements_parse_from_its_tokens_as_each_text_parses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """split_script parses each statement from the script's tokens (one tokenization): the same trees as
+    sqlglot.parse_one of each statement's text, literals with ``;`` and multi-line text included; a statement with
+    comments around it is parsed from its text."""
+    import sqlglot
+
+    parse_one, texts = sqlglot.parse_one, []
+    monkeypatch.setattr(sqlglot, "parse_one", lambda text, **kw: (texts.append(text), parse_one(text, **kw))[1])
+
+    script = ("SELECT *, `_tidb_rowid` FROM `d`.`t` WHERE (`a`, `b`) IN ((1, 'x;y'), (2, X'00ff'));\n"
+              "/* a comment */ UPDATE d.t SET k = k + 1, s = CONCAT(s, ';') WHERE id IN (1, 2, 3) -- trailing\n;"
+              "INSERT INTO d.t (id, v) VALUES (1, 'it''s'), (2, NULL) ON DUPLICATE KEY UPDATE v = VALUES(v);"
+              "SELECT @@tidb_current_ts; SET tidb_snapshot = '2024-01-01 00:00:00'; DELETE FROM d.t WHERE id = -1;"
+              "SELECT COUNT(*) AS n, BIT_XOR(CAST(CRC32(CONCAT_WS(',', a, b)) AS UNSIGNED)) FROM d.t\n  WHERE a >= 10")
+    stmts = split_script(script)
+    assert len(stmts) == 7 and [t.split()[0] for t in texts] == ["UPDATE"]
+    monkeypatch.setattr(sqlglot, "parse_one", parse_one)
+    for st in stmts:
+        assert st.node == sqlglot.parse_one(st.text, read="mysql"), st.text
+        assert st.node.sql(dialect="mysql") == sqlglot.parse_one(st.text, read="mysql").sql(dialect="mysql")
+
+
 def test_create_insert_select_clustered(upstream_client: Any, fresh_db: str) -> None:
     res = upstream_client.execute(
         f"USE {fresh_db}; CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR(20) NOT NULL DEFAULT 'anon', "
