@@ -199,22 +199,25 @@ def version_as_of(path: str | DeltaTable, ts: int) -> int | None:
     commit cdcflow makes carries its ts, but the table's creation: versions before the first stamped commit count as
     ts 0; an unstamped commit after it (an edit made outside cdcflow) is never the changefeed's state at any ts.
 
-    The history is read newest first, a page at a time, doubling: the answer is the newest stamped commit at or
-    before ``ts`` when there is one (a window's checks ask for the version of the window before, a commit or two
-    back), so a table with a year of windows is not read back to its creation each time."""
+    The history is read newest first, a page at a time (16 commits, then four times more each time): the answer is
+    the newest stamped commit at or before ``ts`` when there is one (a window's checks ask for the version of the
+    window before, a commit or two back), so a table with a year of windows is not read back to its creation each
+    time."""
     from deltalake import DeltaTable
 
     dt = DeltaTable(path) if isinstance(path, str) else path
-    limit = 16
+    limit, seen = 16, -1
     while True:
-        page = dt.history(limit)  # newest first
+        page = dt.history(limit)  # newest first; a commit without commit info is left out, so a page may be short
         for info in page:
             at = commit_ts(info)
             if 0 < at <= ts:
                 return int(info["version"])
-        if len(page) < limit:
+        if len(page) <= seen:  # the whole history was read
             break
-        limit *= 4
+        seen, limit = len(page), limit * 4
+    if ts < 0:
+        return None
     # No stamped commit at or before ts: the versions before the first stamped commit (ts 0), if any.
     best = None
     for info in sorted(page, key=lambda h: int(h["version"])):

@@ -488,9 +488,10 @@ TABLE_THREADS = 4  # tables checked at once by one job
 
 def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], reports: dict[str, dict[str, Any]],
                    client: UpstreamClient | None, threads: int) -> None:
-    """The tables of ``entries`` checked on the driver (:func:`check_on_driver`), ``threads`` at a time, into
-    ``reports``; a table left out is the Spark checks' (see :func:`run_job`). The structural expectations of all
-    of them are one GX run (:mod:`spark_jobs.structural_checks`), after their content checks."""
+    """The tables of ``entries`` checked on the driver into ``reports``: their content checks
+    (:func:`_content_on_driver`) ``threads`` at a time, then the structural expectations of all of them in one GX
+    run (:mod:`spark_jobs.structural_checks`). A table left out -- a check failed, or could not run -- is the Spark
+    checks' (see :func:`run_job`)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from spark_jobs import structural_checks

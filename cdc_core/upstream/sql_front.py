@@ -118,11 +118,11 @@ def _short(text: str, n: int = 80) -> str:
     return one if len(one) <= n else one[: n - 3] + "..."
 
 
-def _parse_tokens(tokens: list[Any], sql: str) -> exp.Expression:
-    """One statement from its tokens (of ``sql``), as ``sqlglot.parse_one`` parses its text."""
+def _parse_tokens(tokens: list[Any], sql: str, text: str) -> exp.Expression:
+    """One statement, ``text``, from its tokens (of the script ``sql``), as ``sqlglot.parse_one`` parses ``text``."""
     result = _DIALECT.parser().parse(tokens, sql)
     if not result or result[0] is None:
-        raise ParseError(f"No expression was parsed from {sql!r}")
+        raise ParseError(f"No expression was parsed from '{text}'")
     return cast(exp.Expression, result[0] if len(result) == 1 else exp.Block(expressions=result))
 
 
@@ -181,7 +181,7 @@ def split_script(sql: str) -> list[ParsedStatement]:
             # third of a point read's parse), unless a word was cut out of the text (CLUSTERED, a partition clause)
             # or a token holds comments (the script's tokens hold those around the statement's text too).
             as_is = not cut and text == original and partition is None and not any(t.comments for t in g)
-            node = _parse_tokens(g, sql) if as_is else sqlglot.parse_one(text, read="mysql")
+            node = _parse_tokens(g, sql, text) if as_is else sqlglot.parse_one(text, read="mysql")
         except ParseError as exc:
             err = exc.errors[0] if exc.errors else {}
             where = f" near {err.get('highlight')!r}" if err.get("highlight") else ""

@@ -298,3 +298,4 @@ def test_version_as_of_reads_the_history_newest_first_and_answers_as_a_whole_rea
     for ts in [0, 5, 19, 20, 21, 395, 400, 405, 410, 650, 880, 885, 890, 10**6]:
         assert version_as_of(path, ts) == whole(ts), ts
     assert version_as_of(path, 5) == 1 and version_as_of(path, 400) == 39 and version_as_of(path, 410) == 41
+    assert version_as_of(path, -1) is None and whole(-1) is None

@@ -81,6 +81,8 @@ def test_one_run_names_the_tables_their_own_runs_fail() -> None:
             tables[table.qualified_name] = (table, _rows(table, rng, rng.randint(0, 40), faults))
         want = {name for name, (t, rows) in tables.items() if _fails_alone(t, rows)}
         assert structural_checks.failing(tables) == want
+        # The one run itself passes when every table does (not only the tables validated alone after it).
+        assert structural_checks._frames_pass(list(tables.values())) == (not want)
 
 
 def test_a_key_repeated_across_tables_is_no_duplicate_and_nulls_never_collide_in_an_index() -> None:
@@ -88,6 +90,7 @@ def test_a_key_repeated_across_tables_is_no_duplicate_and_nulls_never_collide_in
     rows = pa.Table.from_pylist([{"id": 1, "v": "x", "email": None, "a": 1, "b": None},
                                  {"id": 2, "v": "y", "email": None, "a": 1, "b": None}], schema=a.arrow_schema())
     assert structural_checks.failing({"a": (a, rows), "b": (b, rows)}) == set()
+    assert structural_checks._frames_pass([(a, rows), (b, rows)])
     dup = pa.Table.from_pylist([{"id": 1, "v": "x", "email": None, "a": 1, "b": 2},
                                 {"id": 2, "v": "y", "email": None, "a": 1, "b": 2}], schema=a.arrow_schema())
     assert structural_checks.failing({"a": (a, rows), "b": (b, dup)}) == {"b"}
@@ -101,3 +104,30 @@ def test_a_passing_table_is_reported_as_its_own_run_reports_it() -> None:
         got = dq.validate_arrow(rows, table, dq.structural_expectations(table))
         alone = [dq._uniqueness_result(got["key"], table), *dq.structural_results(got, None, table)]
         assert [asdict(r) for r in structural_checks.passed_results(table)] == [asdict(r) for r in alone]
+
+
+def test_a_nan_in_a_not_null_float_fails_as_in_the_tables_own_run() -> None:
+    t = TableInfo(id=800, db_name="s", name="f", columns=(Column(1, "id", "int", nullable=False),
+                                                            Column(2, "x", "double", nullable=False)),
+                  indexes=(Index("PRIMARY", ("id",), unique=True, primary=True),))  # fmt: skip
+    rows = pa.Table.from_pylist([{"id": 1, "x": 1.5}, {"id": 2, "x": float("nan")}], schema=t.arrow_schema())
+    assert _fails_alone(t, rows) and structural_checks.failing({"f": (t, rows)}) == {"f"}
+
+
+def test_a_table_gx_cannot_validate_is_named_for_spark_and_the_others_still_pass(monkeypatch) -> None:
+    a, b = _int_keyed(1), _int_keyed(2)
+    rows = _rows(a, random.Random(5), 10, set())
+    validate = dq._validate
+
+    def broken(df, expectations, result_format=None):  # GX raises on table b's frame (its ids start at 1000)
+        if "id" in df.columns and len(df) and df["id"].iloc[0] >= 1000:
+            raise dq.DataQualityError("Great Expectations could not evaluate expect_column_values_to_be_unique")
+        return validate(df, expectations, result_format)
+
+    def one_run_fails(tables):
+        raise RuntimeError("the combined frame could not be built")
+
+    other = pa.Table.from_pydict({**rows.to_pydict(), "id": [1000 + i for i in range(10)]}, schema=a.arrow_schema())
+    monkeypatch.setattr(dq, "_validate", broken)
+    monkeypatch.setattr(structural_checks, "_frames_pass", one_run_fails)
+    assert structural_checks.failing({"a": (a, rows), "b": (b, other)}) == {"b"}
