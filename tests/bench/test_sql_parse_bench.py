@@ -6,6 +6,10 @@ are the window checks' batched point reads (``SELECT ... WHERE id IN (1,000 keys
 INSERTs and UPDATEs. Each is parsed ``REPEAT`` times in two processes, one importing the installed (compiled)
 sqlglot and one importing its ``.py`` sources only; the CPU time a statement takes in each, and their ratio, are
 printed. Goal: the compiled parse takes at most half the pure one's CPU.
+
+A second test weighs ``split_script``, which parses each statement from the script's tokens, against the way it
+parsed before, side by side in this process: the same function with each statement's text given to
+``sqlglot.parse_one`` (tokenized a second time).
 """
 
 from __future__ import annotations
@@ -77,3 +81,32 @@ def test_compiled_sqlglot_parses_the_upstreams_statements_in_half_the_cpu() -> N
         print(f"\n{name}: compiled {compiled[name] * 1000:.1f} ms of CPU, pure Python {pure[name] * 1000:.1f} ms "
               f"(ratio {ratios[name]:.2f})")
     assert max(ratios.values()) <= 0.5, ratios
+
+
+def test_a_script_is_tokenized_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    import sqlglot
+
+    from cdc_core.upstream import sql_front
+
+    tokens_path = sql_front._parse_tokens
+
+    def text_path(tokens: list[object], sql: str, text: str) -> object:  # the baseline: the text tokenized again
+        return sqlglot.parse_one(text, read="mysql")
+
+    for name, sql in STATEMENTS.items():
+        took: dict[str, list[float]] = {"once": [], "twice": []}
+        for _ in range(3):  # interleaved rounds, the fastest of each kept
+            for way, path in (("once", tokens_path), ("twice", text_path)):
+                monkeypatch.setattr(sql_front, "_parse_tokens", path)
+                sql_front.split_script(sql)
+                started = time.process_time()
+                for _ in range(REPEAT):
+                    sql_front.split_script(sql)
+                took[way].append((time.process_time() - started) / REPEAT)
+        once, twice = min(took["once"]), min(took["twice"])
+        print(f"\n{name}: split_script {once * 1000:.1f} ms of CPU, tokenizing each statement again "
+              f"{twice * 1000:.1f} ms (ratio {once / twice:.2f})")
+        monkeypatch.setattr(sql_front, "_parse_tokens", tokens_path)
+        assert sql_front.split_script(sql)[0].node == sqlglot.parse_one(sql, read="mysql")
