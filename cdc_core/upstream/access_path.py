@@ -8,6 +8,11 @@ snapshot chunk and every batched point read of the data-quality checks decoded t
 Only conjunctions are analysed (``AND`` of ``=``, ``IN``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN`` between the
 handle and constants); anything else reads the table. The WHERE is still evaluated on every row read: an access
 path only narrows what is read, it never decides a match, so a path that reads too much is slower, never wrong.
+The one exception is :attr:`Access.exact`: a WHERE that is nothing but ``handle = n`` / ``handle IN (n, ...)`` of
+integer literals the integer handle holds as they are matches every row read at those handles, as TiDB's
+BatchPointGet has no filter above it (``tryWhereIn2BatchPointGet`` in ``pkg/planner/core/point_get_plan.go`` takes a
+WHERE that is one ``IN`` and nothing else): the window checks' point reads then read rows, not evaluate a 1,000-item
+``IN`` once more per row.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class Access:
     # column values of each entry looked up (converted, in index column order).
     index: str | None = None
     index_values: tuple[tuple[Any, ...], ...] = ()
+    exact: bool = False  # every row read at ``points`` matches the WHERE (see the module docstring)
 
     @property
     def full(self) -> bool:
@@ -64,7 +70,9 @@ def _conjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
 
 
 def _constant(node: exp.Expression) -> tuple[bool, Any]:
-    if node.find(exp.Column) is not None:
+    if isinstance(node, exp.Literal) or (isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal)):
+        pass  # no column in it to look for (most of a 1,000-key IN list's items)
+    elif node.find(exp.Column) is not None:
         return False, None
     try:
         return True, literal_value(node)
@@ -112,10 +120,13 @@ def plan(info: TableInfo, where: exp.Expression | None) -> Access:
     hi: int | None = None
     common = info.is_common_handle
     per_column: dict[str, list[Any]] = {}  # a common handle's columns fixed one by one (a = 'x' AND b = 1)
-    for term in _conjuncts(where):
+    terms = list(_conjuncts(where))
+    for term in terms:
         found = _points_of(info, handle, term)
         if found is not None:
-            points = found if points is None else points & found
+            if len(terms) == 1 and found[1]:
+                return Access(points=tuple(sorted(found[0], key=_point_order)), exact=True)
+            points = found[0] if points is None else points & found[0]
             continue
         if common:
             fixed = _column_values(handle, term)
@@ -145,8 +156,12 @@ def plan(info: TableInfo, where: exp.Expression | None) -> Access:
             return by_index
     if points is not None:
         kept = [p for p in points if isinstance(p, bytes) or ((lo is None or p >= lo) and (hi is None or p <= hi))]
-        return Access(points=tuple(sorted(kept, key=lambda p: p if isinstance(p, bytes) else keycodec.encode_int(p))))
+        return Access(points=tuple(sorted(kept, key=_point_order)))
     return Access(lo=lo, hi=hi)
+
+
+def _point_order(p: int | bytes) -> bytes:
+    return p if isinstance(p, bytes) else keycodec.encode_int(p)
 
 
 def _unparen(node: exp.Expression) -> exp.Expression:
@@ -168,8 +183,9 @@ def _eq_or_in(term: exp.Expression) -> tuple[exp.Expression, list[exp.Expression
     return None
 
 
-def _points_of(info: TableInfo, handle: list[str], term: exp.Expression) -> set[int | bytes] | None:
-    """The handles ``term`` allows, when it fixes every handle column (``=`` / ``IN``), else None."""
+def _points_of(info: TableInfo, handle: list[str], term: exp.Expression) -> tuple[set[int | bytes], bool] | None:
+    """The handles ``term`` allows, when it fixes every handle column (``=`` / ``IN``), and whether every row at them
+    matches ``term`` (an integer handle given integers it holds as they are); else None."""
     found = _eq_or_in(term)
     if found is None:
         return None
@@ -181,6 +197,7 @@ def _points_of(info: TableInfo, handle: list[str], term: exp.Expression) -> set[
     if sorted(names) != sorted(handle) or len(set(names)) != len(names):
         return None
     out: set[int | bytes] = set()
+    exact = not info.is_common_handle
     for v in values:
         items = v.expressions if isinstance(v, exp.Tuple) else [v]
         if len(items) != len(names):
@@ -194,11 +211,14 @@ def _points_of(info: TableInfo, handle: list[str], term: exp.Expression) -> set[
         if info.is_common_handle:
             h: int | bytes | None = _common_handle(info, [by_name[n] for n in handle])
         else:
-            h = _int_handle(info, by_name[handle[0]])
+            given = by_name[handle[0]]
+            h = _int_handle(info, given)
+            # A row at h holds h: it matches ``handle = given`` when given is that integer (not '1', 1.0 or TRUE)
+            exact = exact and type(given) is int and given == h
         if h is None:
             return None
         out.add(h)
-    return out
+    return out, exact
 
 
 def _index_points(info: TableInfo, where: exp.Expression) -> Access | None:

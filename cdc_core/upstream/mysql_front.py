@@ -222,6 +222,8 @@ class FrontSession(Session):
             self._describe_middleware,
             self._info_schema_middleware,
         ]  # BEGIN/COMMIT/ROLLBACK are the SQL front's (mysql-mimic's own handlers would ignore them)
+        # A plain statement (``ParsedStatement.plain``) holds nothing for mysql-mimic's variable processor to replace.
+        self._plain_middlewares = [m for m in self.middlewares if m != self._set_var_middleware]
 
     @property  # type: ignore[override]
     def database(self) -> str | None:
@@ -254,7 +256,8 @@ class FrontSession(Session):
             raise MysqlError("Query was empty", ErrorCode.EMPTY_QUERY)
         result: AllowedResult = None
         for st in statements:
-            q = Query(expression=st.node, sql=st.text, attrs=attrs, _middlewares=self.middlewares,
+            chain = self._plain_middlewares if st.plain else self.middlewares
+            q = Query(expression=st.node, sql=st.text, attrs=attrs, _middlewares=chain,
                       _query=self._runner(st))
             result = await q.start()
         return result

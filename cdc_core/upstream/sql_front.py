@@ -112,10 +112,50 @@ class ParsedStatement:
     node: exp.Expression
     clustered: bool | None  # CLUSTERED / NONCLUSTERED given (CREATE TABLE)
     partition: PartitionSpec | None = None  # CREATE TABLE ... PARTITION BY
+    # No session variable, hint or function call in it (see :func:`plain_tokens`): the MySQL front skips
+    # mysql-mimic's variable processor, a walk of the whole tree (a 1,000-key point read's 4,000 nodes).
+    plain: bool = False
 
 def _short(text: str, n: int = 80) -> str:
     one = " ".join(text.split())
     return one if len(one) <= n else one[: n - 3] + "..."
+
+
+# Tokens a "(" may follow in a statement without a function call: a list, a row constructor, a subexpression.
+_BEFORE_PAREN: Final = frozenset({
+    TokenType.IN, TokenType.VALUES, TokenType.COMMA, TokenType.L_PAREN, TokenType.WHERE, TokenType.AND,
+    TokenType.OR, TokenType.NOT, TokenType.EQ, TokenType.NEQ, TokenType.LT, TokenType.LTE, TokenType.GT,
+    TokenType.GTE, TokenType.PLUS, TokenType.DASH, TokenType.STAR, TokenType.SLASH, TokenType.SELECT, TokenType.SET})
+# What mysql-mimic's VariableProcessor replaces comes from these (mysql_mimic/variable_processor.py): SET_VAR hints,
+# ``@@`` session parameters, the functions of ``mysql_function_mapping`` (called, or sqlglot's no-paren functions)
+# and the column-like ``CURRENT_USER`` / ``CURRENT_TIME`` / ``CURRENT_TIMESTAMP`` / ``CURRENT_DATE``.
+_VARIABLE_TOKENS: Final = frozenset({TokenType.SESSION_PARAMETER, TokenType.PARAMETER, TokenType.HINT,
+                                     *MySQL.Parser.NO_PAREN_FUNCTIONS})
+_NAME_TOKENS: Final = (TokenType.VAR, TokenType.IDENTIFIER)
+_VARIABLE_WORDS: Final = frozenset({"CURRENT_USER", "CURRENT_TIME", "CURRENT_TIMESTAMP", "CURRENT_DATE", "LOCALTIME",
+                                    "LOCALTIMESTAMP"})
+
+
+def plain_tokens(tokens: list[Any]) -> bool:
+    """Whether a statement's tokens hold nothing mysql-mimic's variable processor replaces: no hint, no ``@`` /
+    ``@@`` variable, no no-paren function (``CURRENT_DATE``) and no call (a name followed by ``(``, but the table of
+    ``INSERT INTO t (columns)``). Sound, not complete: a statement it calls plain parses to a tree the processor
+    leaves as it is (``tests/upstream/test_sql_front.py`` checks it), one it does not may be plain too."""
+    for i, t in enumerate(tokens):
+        tt = t.token_type
+        if tt in _VARIABLE_TOKENS or (tt in _NAME_TOKENS and t.text.upper() in _VARIABLE_WORDS):
+            return False
+        if tt == TokenType.L_PAREN and i > 0 and tokens[i - 1].token_type not in _BEFORE_PAREN:
+            if not _insert_target(tokens, i - 1):
+                return False
+    return True
+
+
+def _insert_target(tokens: list[Any], i: int) -> bool:
+    """Whether token ``i`` ends the table name of ``INSERT INTO t`` / ``INTO db.t`` (a column list follows)."""
+    kinds = [t.token_type for t in tokens[max(0, i - 3):i + 1]]
+    return kinds[-1] in _NAME_TOKENS and (kinds[-2:-1] == [TokenType.INTO] or (
+        len(kinds) == 4 and kinds[0] == TokenType.INTO and kinds[1] in _NAME_TOKENS and kinds[2] == TokenType.DOT))
 
 
 def _parse_tokens(tokens: list[Any], sql: str, text: str) -> exp.Expression:
@@ -182,6 +222,7 @@ def split_script(sql: str) -> list[ParsedStatement]:
             # or a token holds comments (the script's tokens hold those around the statement's text too).
             as_is = not cut and text == original and partition is None and not any(t.comments for t in g)
             node = _parse_tokens(g, sql, text) if as_is else sqlglot.parse_one(text, read="mysql")
+            plain = as_is and plain_tokens(g)
         except ParseError as exc:
             err = exc.errors[0] if exc.errors else {}
             where = f" near {err.get('highlight')!r}" if err.get("highlight") else ""
@@ -191,7 +232,7 @@ def split_script(sql: str) -> list[ParsedStatement]:
             raise SqlError(f"statement {n} `{_short(original)}`: syntax error: {exc}") from exc
         if node is None:
             continue
-        out.append(ParsedStatement(original, cast(exp.Expression, node), clustered, partition))
+        out.append(ParsedStatement(original, cast(exp.Expression, node), clustered, partition, plain))
     return out
 
 
@@ -746,10 +787,12 @@ class Session:
                        ) -> Iterator[tuple[StoredRow, dict[str, Any]]]:
         """:meth:`_matching` one row at a time (an aggregate folds them without holding them)."""
         cond = where.this if where is not None else None
-        for handle, pid, value in access_path.read(txn, info, access_path.plan(info, cond)):
+        access = access_path.plan(info, cond)
+        check = cond if not access.exact else None  # an exact point read matches every row it reads
+        for handle, pid, value in access_path.read(txn, info, access):
             row = StoredRow(handle, access_path.decoded(info, value), pid)
             ctx = row_with_rowid(info, row)
-            if cond is None or truthy(evaluate(cond, ctx)):
+            if check is None or truthy(evaluate(check, ctx)):
                 yield row, ctx
 
     def _update(self, node: exp.Expression, txn: Transaction) -> int:

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 import sqlglot
+from sqlglot import exp
 
 from cdc_core.schema.model import Column, Index, TableInfo
-from cdc_core.upstream import access_path
+from cdc_core.upstream import access_path, sql_front
 from cdc_core.upstream.access_path import FULL, Access, plan
 
 
@@ -27,7 +28,11 @@ ROWID = TableInfo(3, "d", "r", (Column(1, "v", "int"),))
 
 
 @pytest.mark.parametrize("where, want", [
-    ("id = 5", Access(points=(5,))),
+    ("id = 5", Access(points=(5,), exact=True)),  # the WHERE is the point read: no filter on the rows read
+    ("id IN (3, -1, NULL, 2)", Access(points=(-1, 2, 3), exact=True)),
+    ("id IN (3, '1')", Access(points=(1, 3))),  # '1' = id holds for a row id 1, but as MySQL converts: filtered
+    ("id IN (3, TRUE)", Access(points=(1, 3), exact=True)),  # TRUE is the integer 1 (as in MySQL)
+    ("id = 5.0", Access(points=(5,))),
     ("5 = id AND v = 'x'", Access(points=(5,))),
     ("id IN (3, 1, 2) AND id >= 2", Access(points=(2, 3))),
     ("id = 1 AND id = 2", Access(points=())),
@@ -35,8 +40,8 @@ ROWID = TableInfo(3, "d", "r", (Column(1, "v", "int"),))
     ("id > 9.5 AND 20 >= id", Access(lo=10, hi=20)),
     ("id BETWEEN -3 AND 3", Access(lo=-3, hi=3)),
     ("(id >= 1) AND ((id <= 4))", Access(lo=1, hi=4)),
-    ("(id) IN ((3), (1))", Access(points=(1, 3))),  # a one-element row constructor is its element
-    ("(5) = (id)", Access(points=(5,))),
+    ("(id) IN ((3), (1))", Access(points=(1, 3), exact=True)),  # a one-element row constructor is its element
+    ("(5) = (id)", Access(points=(5,), exact=True)),
     ("id = 1 OR id = 2", FULL),
     ("v = 'x'", FULL),
     ("id >= '10'", FULL),  # a string bound compares as MySQL converts it: the scan and the filter decide
@@ -52,7 +57,8 @@ def test_plans_on_a_common_handle_and_on_the_row_id() -> None:
     assert p.points is not None and len(p.points) == 2 and all(isinstance(h, bytes) for h in p.points)
     assert plan(COMMON, _where("b = 1 AND a = 'x'")).points == plan(COMMON, _where("(a, b) = ('x', 1)")).points
     assert plan(COMMON, _where("a = 'x'")) == FULL  # a prefix of the handle: not a point
-    assert plan(ROWID, _where("_tidb_rowid IN (7, 8)")) == Access(points=(7, 8))
+    assert plan(ROWID, _where("_tidb_rowid IN (7, 8)")) == Access(points=(7, 8), exact=True)
+    assert not plan(COMMON, _where("(a, b) IN (('x', 1))")).exact  # a common handle's values convert: filtered
     assert plan(ROWID, _where("_tidb_rowid > 100")) == Access(lo=101)
     # A non-clustered PK or a UNIQUE key: its index entries lead to the rows (TiDB's BatchPointGet on an index).
     nonclustered = TableInfo(4, "d", "n", COMMON.columns, indexes=COMMON.indexes)
@@ -84,16 +90,29 @@ def test_handle_reads_match_a_filtered_scan_and_decode_only_what_they_reach(
         return real(info, value)
 
     monkeypatch.setattr(access_path, "decoded", counting)
+    filtered = 0
+    real_evaluate = sql_front.evaluate
+
+    def evaluating(node: Any, row: Any) -> Any:
+        nonlocal filtered
+        filtered += isinstance(node, exp.Predicate | exp.Connector)  # the WHERE on a row read (not the output)
+        return real_evaluate(node, row)
+
+    monkeypatch.setattr(sql_front, "evaluate", evaluating)
     rng = random.Random(7)
     for _ in range(40):
         a, b = sorted(rng.randrange(-1000, 9000) for _ in range(2))
         ids = ", ".join(str(rng.randrange(-1000, 9000)) for _ in range(rng.randrange(1, 30)))
+        mixed = ", ".join(rng.choice([str(i), f"'{i}'", f"{i}.0", "NULL"]) for i in map(int, ids.split(", ")))
         for where, reach in [(f"id >= {a} AND id < {b} AND v <> 3", (b - a) // 3 + 2),
                              (f"id IN ({ids}) AND id > {a}", ids.count(",") + 1),
+                             (f"id IN ({ids})", ids.count(",") + 1),  # exact: no row filter
+                             (f"id IN ({mixed})", ids.count(",") + 1),
                              (f"id BETWEEN {a} AND {b}", (b - a) // 3 + 2)]:
-            decoded = 0
+            decoded = filtered = 0
             got = q(f"SELECT id, v FROM {fresh_db}.t WHERE {where} ORDER BY id")
             assert decoded <= reach, where
+            assert filtered == 0 if where == f"id IN ({ids})" else filtered >= decoded, where  # each row read
             decoded = 0
             want = q(f"SELECT id, v FROM {fresh_db}.t WHERE ({where}) OR id IS NULL ORDER BY id")  # OR: a scan
             assert decoded == n

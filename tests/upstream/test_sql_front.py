@@ -63,6 +63,60 @@ def test_a_script_s_statements_parse_from_its_tokens_as_each_text_parses(monkeyp
         assert st.node.sql(dialect="mysql") == sqlglot.parse_one(st.text, read="mysql").sql(dialect="mysql")
 
 
+# Statements mysql-mimic's variable processor leaves as they are, and statements it changes (or might: a call).
+_PLAIN = [
+    "SELECT *, `_tidb_rowid` FROM `d`.`t` WHERE `id` IN (1, -2, 3)",
+    "SELECT * FROM `d`.`t` WHERE (`a`, `b`) IN ((1, 'now()'), (2, X'00ff')) AND v > (1 + 2)",
+    "INSERT INTO sbtest1 (id, k, c, pad) VALUES (1, 2, 'x', 'y'), (-3, 4, 'CURRENT_DATE', NULL)",
+    "INSERT INTO `d`.`t` (`id`, `v`) VALUES (1, 'a')",
+    "INSERT INTO d.t VALUES (1, 'a')",
+    "UPDATE sbtest1 SET k = k + 1 WHERE id IN (5, 6) AND NOT (k = 3)",
+    "DELETE FROM d.t WHERE id = -1",
+    "SET autocommit = 1",
+    "BEGIN",
+]
+_NOT_PLAIN = [
+    "SELECT @@tidb_current_ts", "SELECT @x", "SET @@tidb_snapshot = @@tidb_current_ts",
+    "SELECT /*+ SET_VAR(sql_mode='') */ * FROM t", "SELECT NOW()", "SELECT CURRENT_DATE", "SELECT database()",
+    "SELECT CURRENT_USER", "SELECT * FROM t WHERE d < CURDATE()", "INSERT INTO t (a) VALUES (VERSION())",
+    "SELECT COUNT(*) FROM t", "SELECT LOCALTIME", "SELECT `CURRENT_TIMESTAMP` FROM t",
+]
+
+
+def test_a_plain_statement_holds_nothing_mysql_mimics_variable_processor_replaces() -> None:
+    """``ParsedStatement.plain`` lets the MySQL front skip mysql-mimic's variable processor: differential against
+    the processor itself, which must leave every plain statement's tree as it is (and calls, variables and hints are
+    never plain; most of them it changes)."""
+    from datetime import datetime
+    from types import SimpleNamespace
+
+    from mysql_mimic.session import mysql_function_mapping
+    from mysql_mimic.variable_processor import VariableProcessor
+
+    session = SimpleNamespace(timestamp=datetime(2026, 1, 2, 3, 4, 5), connection=SimpleNamespace(connection_id=7),
+                              variables={"version": "8.0.11-TiDB", "external_user": "root",
+                                         "tidb_current_ts": 42}, username="root", database="d")
+
+    def processed(node: Any) -> Any:
+        copy = node.copy()
+        variables = dict(session.variables)
+        with VariableProcessor(mysql_function_mapping(session), variables, copy).set_variables():  # type: ignore[arg-type]
+            return copy
+
+    for sql in _PLAIN:
+        (st,) = split_script(sql)
+        assert st.plain, sql
+        assert processed(st.node) == st.node, sql
+    changed = 0
+    for sql in _NOT_PLAIN:
+        (st,) = split_script(sql)
+        assert not st.plain, sql
+        changed += processed(st.node) != st.node
+    assert changed >= len(_NOT_PLAIN) - 3  # COUNT(*), a quoted name and a user variable it leaves as they are
+    (commented,) = split_script("/* c */ SELECT * FROM t WHERE id = 1")
+    assert not commented.plain  # parsed from its text: not looked at (plain is a fast path, never required)
+
+
 def test_create_insert_select_clustered(upstream_client: Any, fresh_db: str) -> None:
     res = upstream_client.execute(
         f"USE {fresh_db}; CREATE TABLE t (id BIGINT PRIMARY KEY, name VARCHAR(20) NOT NULL DEFAULT 'anon', "
