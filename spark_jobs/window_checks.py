@@ -436,6 +436,7 @@ def _content_on_driver(
     report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
     path = table_path(sink, table)
     dt = None
+    started = time.monotonic()
     if DeltaTable.is_deltatable(path):
         dt = DeltaTable(path)
         report.delta_version = dt.version()
@@ -444,13 +445,21 @@ def _content_on_driver(
         at_keys = rows_written_since(dt, path, table, after_ts, keys)
     else:
         report.row_count, at_keys = 0, table.arrow_schema().empty_table()
+    delta_s = time.monotonic() - started
     if content:
         assert pd_addr is not None
         report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table, client)))
         if mode == "checksum":
-            same = same_rows(at_keys, upstream_rows_at(pd_addr, tidb, ts, table, keys, client))
+            upstream = upstream_rows_at(pd_addr, tidb, ts, table, keys, client)
+            upstream_s = time.monotonic() - started - delta_s
+            same = same_rows(at_keys, upstream)
             report.results.append(_rows_equal_result(0 if same else 1, []))
     report.results.append(dq._schema_result(sink, table, report.delta_version, dt))
+    took = time.monotonic() - started
+    if took >= SLOW_TABLE_S:  # where a slow window's checks go
+        log.info("window checks of %s on the driver: %.3f s for %d changed keys (Delta %.3f s, upstream %s)",
+                 table.qualified_name, took, keys.num_rows, delta_s,
+                 f"{upstream_s:.3f} s" if content and mode == "checksum" else "count only")
     if not all(r.success for r in report.results):
         return None
     return report, at_keys.select(dq.structural_columns(table))
@@ -484,6 +493,7 @@ def check_on_driver(
 # --- the job ----------------------------------------------------------------------------------
 
 TABLE_THREADS = 4  # tables checked at once by one job
+SLOW_TABLE_S = 1.0  # a table whose checks on the driver take longer is logged with where the time went
 
 
 def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], reports: dict[str, dict[str, Any]],

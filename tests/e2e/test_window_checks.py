@@ -5,6 +5,7 @@ belongs."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,8 @@ def _rows(i: int) -> dict[str, str]:
     }
 
 
-def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any, caplog: Any) -> None:
+def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any, caplog: Any,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
     sink = cdc_home / "lake"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
         c.execute(f"CREATE DATABASE {DB}; " + "; ".join(f"CREATE TABLE {DB}.{t} {cols}" for t, cols in TABLES.items()))
@@ -62,9 +64,12 @@ def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any
         c.execute(f"UPDATE {DB}.r SET b = 'y' WHERE a < 5; DELETE FROM {DB}.r WHERE a = 6")
         c.execute(f"UPDATE {DB}.f SET y = -1 WHERE x < 5; DELETE FROM {DB}.f WHERE x = 6.5")
         caplog.set_level("INFO", logger="spark_jobs.window_checks")
+        monkeypatch.setattr(window_checks, "SLOW_TABLE_S", 0.0)  # every table logged as a slow one
         result = runner.run_until(CID, c.get_ts())[-1]
     assert result["check"]["passed"] and sorted(result["check"]["tables"]) == [f"{DB}.{t}" for t in sorted(TABLES)]
     assert "4 table(s) checked on the driver, 1 in Spark" in caplog.text
+    assert re.search(rf"window checks of {DB}\.k on the driver: [0-9.]+ s for 10 changed keys \(Delta [0-9.]+ s, "
+                     r"upstream [0-9.]+ s\)", caplog.text), caplog.text
 
     plan = result["plan"]
     after, ts = plan["checkpoint_ts"], plan["target_ts"]
