@@ -213,7 +213,7 @@ def _points_of(info: TableInfo, handle: list[str], term: exp.Expression) -> tupl
         else:
             given = by_name[handle[0]]
             h = _int_handle(info, given)
-            # A row at h holds h: it matches ``handle = given`` when given is that integer (not '1', 1.0 or TRUE)
+            # A row at h holds h: it matches ``handle = given`` when given is that integer (TRUE too; not '1' or 1.0)
             exact = exact and type(given) is int and given == h
         if h is None:
             return None
