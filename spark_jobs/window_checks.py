@@ -446,20 +446,20 @@ def _content_on_driver(
     else:
         report.row_count, at_keys = 0, table.arrow_schema().empty_table()
     delta_s = time.monotonic() - started
+    upstream = "not read" if not content else "count only"  # where the slow-table line says the upstream's time went
     if content:
         assert pd_addr is not None
         report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table, client)))
         if mode == "checksum":
-            upstream = upstream_rows_at(pd_addr, tidb, ts, table, keys, client)
-            upstream_s = time.monotonic() - started - delta_s
-            same = same_rows(at_keys, upstream)
+            rows = upstream_rows_at(pd_addr, tidb, ts, table, keys, client)
+            upstream = f"{time.monotonic() - started - delta_s:.3f} s"
+            same = same_rows(at_keys, rows)
             report.results.append(_rows_equal_result(0 if same else 1, []))
     report.results.append(dq._schema_result(sink, table, report.delta_version, dt))
     took = time.monotonic() - started
     if took >= SLOW_TABLE_S:  # where a slow window's checks go
         log.info("window checks of %s on the driver: %.3f s for %d changed keys (Delta %.3f s, upstream %s)",
-                 table.qualified_name, took, keys.num_rows, delta_s,
-                 f"{upstream_s:.3f} s" if content and mode == "checksum" else "count only")
+                 table.qualified_name, took, keys.num_rows, delta_s, upstream)
     if not all(r.success for r in report.results):
         return None
     return report, at_keys.select(dq.structural_columns(table))
