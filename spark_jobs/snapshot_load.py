@@ -10,8 +10,9 @@ in two phases (``args["phase"]``), run by the window's ``pull`` and ``apply`` st
     chunks are the table's regions (PD ScanRegions over the table span), their boundary keys decoded into
     handle ranges ``[lo, hi)`` and read with ``SELECT * FROM db.t WHERE <handle> >= lo AND <handle> < hi``;
     the chunk list is a DataFrame of one chunk per partition mapped with ``mapInArrow`` (so it also runs over
-    Spark Connect), each task streaming its rows over its own MySQL connection (a table of one chunk is streamed
-    on the driver into parquet with pyarrow).
+    Spark Connect), each task streaming its rows over its own MySQL connection. A table of one chunk, or of at
+    most ``DRIVER_ROWS`` rows at ``C`` (its ``COUNT(*)``), is streamed on the driver into parquet with pyarrow
+    instead: no Spark job. ``FETCH_THREADS`` tables are fetched at a time.
     A base already written for the same table id and schema version is kept (rows at a ts never change),
     so a re-run fetches nothing twice.
 ``load``
@@ -33,10 +34,12 @@ import asyncio
 import functools
 import json
 import logging
+import os
 import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +65,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CHUNKS = 64
 LOAD_BATCH_ROWS = 65_536
+FETCH_THREADS = 4  # tables whose bases one fetch job reads at once
+# A table of at most this many rows at the ts is streamed on the driver, whatever its chunks: a Spark job's fixed cost
+# is more than its parallel tasks save on such a table (tests/bench/test_snapshot_fetch_bench.py; in a one-off run,
+# two tables of 100,000 rows took 11.0 s on the driver and 15.9 s by Spark tasks). $CDCFLOW_SNAPSHOT_DRIVER_ROWS
+# sets it (0: only a table of one chunk is read on the driver).
+DRIVER_ROWS = 100_000
+ENV_DRIVER_ROWS = "CDCFLOW_SNAPSHOT_DRIVER_ROWS"
 HISTORY_LOOKBACK = 50  # commits searched for a load id already committed
 
 
@@ -318,6 +328,30 @@ def upstream_frame(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo,
     return spec.mapInArrow(fetch, target)
 
 
+def driver_rows() -> int:
+    """The largest table (rows at the snapshot ts) whose base is read on the driver: ``DRIVER_ROWS``, or
+    ``$CDCFLOW_SNAPSHOT_DRIVER_ROWS``."""
+    text = os.environ.get(ENV_DRIVER_ROWS)
+    if text is None or not text.strip():
+        return DRIVER_ROWS
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ChangefeedError(f"${ENV_DRIVER_ROWS} must be a row count (an integer >= 0), got {text!r}")
+    return value
+
+
+def _rows_at(pd_addr: str, tidb: str | None, ts: int, table: TableInfo) -> int:
+    """``table``'s rows at ``ts``: ``COUNT(*)``, which TiDB pushes down to TiKV's coprocessor (no row is sent)."""
+    from cdc_core.client.upstream import UpstreamClient
+
+    with UpstreamClient(pd_addr, tidb=tidb) as client:
+        rows = client.query(f"SELECT COUNT(*) AS n FROM `{table.db_name}`.`{table.name}`", at_ts=ts)
+    return int(rows[0]["n"])
+
+
 def _written_base(final: Path, table: TableInfo) -> dict[str, Any] | None:
     """The meta of the base at ``final`` when one of the same table id and schema version is there already."""
     meta_path = final / changelog.TABLE_META
@@ -345,9 +379,10 @@ def fetch_table(
     for stale in final.parent.glob(f".tmp-{final.name}-*"):  # left by a crash (one window runs at a time)
         shutil.rmtree(stale, ignore_errors=True)
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
-    if len(chunks) == 1:
-        # One chunk gains nothing from distribution: stream it here into parquet with the silver schema
-        # (no Spark job, no Python worker), LOAD_BATCH_ROWS rows at a time.
+    on_driver = len(chunks) == 1 or _rows_at(pd_addr, tidb, ts, table) <= driver_rows()
+    if on_driver:
+        # One chunk, or a small table, gains nothing from distribution: stream it here into parquet with the silver
+        # schema (no Spark job, no Python worker), chunk after chunk, LOAD_BATCH_ROWS rows at a time.
         _write_arrow(tmp, table, fetch(iter(chunks)))
     else:
         frame = upstream_frame(spark, pd_addr, ts, table, tidb=tidb, chunks=chunks)
@@ -357,7 +392,8 @@ def fetch_table(
             "chunks": len(chunks), "chunking": how, "schema_version": table.schema_version,
             "table": table.to_dict(), "written_at": time.time()}
     changelog.publish_snapshot_table(tmp, final, meta)
-    log.info("snapshot base of %s at %d: %d rows in %d chunk(s)", table.qualified_name, ts, rows, len(chunks))
+    log.info("snapshot base of %s at %d: %d rows in %d chunk(s), read %s", table.qualified_name, ts, rows,
+             len(chunks), "on the driver" if on_driver else "by Spark tasks")
     return {"skipped": False, "reason": None, "rows": rows, "chunks": len(chunks), "chunking": how,
             "path": str(final), "seconds": round(time.monotonic() - started, 3)}
 
@@ -511,11 +547,19 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
         from spark_jobs.session import get_spark
 
         spark = get_spark("cdcflow-snapshot-load")
-        for t in (_info(x) for x in args["tables"]):
-            out[t.qualified_name] = fetch_table(
+        tables = [_info(x) for x in args["tables"]]
+
+        def fetch(t: TableInfo) -> tuple[str, dict[str, Any]]:
+            return t.qualified_name, fetch_table(
                 spark, args["sink_uri"], args["changefeed_id"], args["pd_addr"], int(args["ts"]), t,
                 max_chunks=int(args.get("max_chunks") or DEFAULT_MAX_CHUNKS), tidb=args.get("tidb"),
             )
+
+        # A small table's fetch is mostly fixed costs (PD's regions, a Spark job, a parquet commit): several at a
+        # time overlap them with each other's reads.
+        with ThreadPoolExecutor(max_workers=max(1, min(FETCH_THREADS, len(tables))),
+                                thread_name_prefix="snapshot-fetch") as pool:
+            out.update(pool.map(fetch, tables))
     elif phase == "load":
         for item in args["loads"]:
             t = _info(item["table"])

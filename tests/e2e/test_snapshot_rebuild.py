@@ -23,6 +23,7 @@ from cdc_core.changefeed import retention, runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import changelog
+from spark_jobs import snapshot_load
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -47,8 +48,12 @@ def _versions(sink: Path, db: str, tables: dict[str, str]) -> dict[str, int]:
     return {t: DeltaTable(str(sink / db / t)).version() for t in tables}
 
 
-def test_initial_snapshot_loads_rows_from_before_start_in_chunks(cdc_home: Path, upstream_cluster: Any) -> None:
+def test_initial_snapshot_loads_rows_from_before_start_in_chunks(
+    cdc_home: Path, upstream_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db, tables = "e2e_snap", {"big": "id", "nokey": "a", "multi": "v", "named": "v"}
+    # Tables of more rows than this are read by Spark tasks, chunk by chunk (big, multi); the others on the driver.
+    monkeypatch.setenv(snapshot_load.ENV_DRIVER_ROWS, "300")
     with UpstreamClient(upstream_cluster.pd_addr) as c:
         c.execute(f"""
             CREATE DATABASE {db}; USE {db};
@@ -92,8 +97,12 @@ def test_initial_snapshot_loads_rows_from_before_start_in_chunks(cdc_home: Path,
         # The load is one commit at the checkpoint it read (start-ts): time travel to start sees the snapshot.
         loads = [h for h in DeltaTable(str(sink / db / "big")).history() if h.get("cdcflow.load_id")]
         assert [int(h["cdcflow.ts"]) for h in loads] == [start]
-        assert len(changelog.snapshot_part_files(changelog.snapshot_table_dir(f"file://{sink}", "snap", start,
-                                                                               f"{db}.big"))) >= 3
+        def parts(table: str) -> int:
+            return len(changelog.snapshot_part_files(changelog.snapshot_table_dir(f"file://{sink}", "snap", start,
+                                                                                   f"{db}.{table}")))
+
+        assert parts("big") >= 3 and parts("multi") >= 3  # written by parallel Spark tasks
+        assert parts("named") == 1  # 3 chunks of 300 rows, streamed one after the other on the driver
 
         c.execute(f"USE {db}; UPDATE big SET amt = 0 WHERE id < 10; INSERT INTO nokey VALUES (4, 'w'); "
                   "UPDATE multi SET tenant = 99 WHERE v < 5")

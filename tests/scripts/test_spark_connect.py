@@ -61,7 +61,8 @@ def test_windows_run_over_spark_connect(server: tuple[Path, int], upstream_clust
     equals the upstream, and the checks at its end passed."""
     _, port = server
     env = {**os.environ, "CDCFLOW_HOME": str(tmp_path / "home"), "CDCFLOW_UPSTREAM": upstream_cluster.pd_addr,
-           "CDCFLOW_SPARK_MASTER": sc.url(port), "CDCFLOW_SPARK_ENGINE": "local"}
+           "CDCFLOW_SPARK_MASTER": sc.url(port), "CDCFLOW_SPARK_ENGINE": "local",
+           "CDCFLOW_SNAPSHOT_DRIVER_ROWS": "0"}  # read by Spark tasks however small the table
     db, sink = "sconn", tmp_path / "lake"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
         rows = ", ".join(f"({i}, 'v{i}', {i}.5)" for i in range(300))

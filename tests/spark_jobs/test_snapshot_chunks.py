@@ -1,10 +1,15 @@
-"""How a snapshot load cuts a table into chunks: region boundary keys as handle ranges (no Spark needed)."""
+"""How a snapshot load cuts a table into chunks: region boundary keys as handle ranges (no Spark needed); which
+tables it reads on the driver."""
 
 from __future__ import annotations
 
+import pytest
+
 from cdc_core.codec import key
 from cdc_core.codec.datum_key import encode_key
+from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo
+from spark_jobs import snapshot_load
 from spark_jobs.snapshot_load import Chunk, chunks_from_boundaries, handle_lower_bound, range_column, select_sql
 
 TID = 104
@@ -88,3 +93,14 @@ def test_a_common_handle_led_by_a_string_is_chunked_by_its_leading_bytes():
         "SELECT * FROM `d`.`s` WHERE `k` >= 'apple' AND `k` < 'it\\'s'"
     assert Chunk.from_spec(*Chunk("a", None).spec()) == Chunk("a", None)
     assert Chunk.from_spec(*Chunk(-3, 7).spec()) == Chunk(-3, 7)
+
+
+def test_the_driver_row_bound_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(snapshot_load.ENV_DRIVER_ROWS, raising=False)
+    assert snapshot_load.driver_rows() == snapshot_load.DRIVER_ROWS
+    monkeypatch.setenv(snapshot_load.ENV_DRIVER_ROWS, " 0 ")
+    assert snapshot_load.driver_rows() == 0
+    for bad in ("many", "-1", "1e5"):
+        monkeypatch.setenv(snapshot_load.ENV_DRIVER_ROWS, bad)
+        with pytest.raises(ChangefeedError, match=rf"\$CDCFLOW_SNAPSHOT_DRIVER_ROWS must be a row count.*{bad!r}"):
+            snapshot_load.driver_rows()
