@@ -1,11 +1,14 @@
-"""Evaluation of SQL expressions (sqlglot ASTs) against one row: WHERE, SET, SELECT lists.
+"""Evaluation of SQL expressions (sqlglot ASTs) against rows: WHERE, SET, SELECT lists, aggregates' arguments.
 
-Only a closed set of node types is evaluated (literals, columns, comparisons, AND/OR/NOT with
-SQL's three-valued logic, IN, IS [NOT] NULL, BETWEEN, LIKE, arithmetic, and the functions of a
-checksum query as sync_diff_inspector writes it: ``CRC32``, ``CONCAT``, ``CONCAT_WS``, ``ISNULL``,
-``HEX``, ``DATE_FORMAT``, ``CAST(... AS UNSIGNED | SIGNED | CHAR)``); anything else is an ``SqlError``
-naming the construct. Nothing is ever handed to Python's ``eval``. A value turned into a string
-takes MySQL's text form (:func:`text_of`).
+An expression is compiled once (:func:`compile_expr`) into a function of a row, built from closures over its
+children's functions, and that function runs on each row: a scan does not walk the tree row after row (the
+checksum of a chunk evaluates about a dozen nodes a row; ``tests/bench/test_checksum_eval_bench.py``).
+:func:`evaluate` compiles and runs once. Only a closed set of node types is compiled (literals, columns,
+comparisons, AND/OR/NOT with SQL's three-valued logic, IN, IS [NOT] NULL, BETWEEN, LIKE, arithmetic, and the
+functions of a checksum query as sync_diff_inspector writes it: ``CRC32``, ``CONCAT``, ``CONCAT_WS``, ``ISNULL``,
+``HEX``, ``DATE_FORMAT``, ``CAST(... AS UNSIGNED | SIGNED | CHAR)``); anything else is an ``SqlError`` naming the
+construct, raised when the statement is compiled, before any row. Nothing is ever handed to Python's ``eval``. A
+value turned into a string takes MySQL's text form (:func:`text_of`).
 
 Comparisons follow MySQL loosely: numbers compare numerically (a numeric string compares as a
 number), a DATE/DATETIME/TIMESTAMP or TIME compares with a string by parsing it, strings compare
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, timedelta
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from typing import Any
@@ -29,6 +32,8 @@ from cdc_core.schema.model import Column
 from cdc_core.upstream.errors import SqlError
 
 Row = Mapping[str, Any]  # lower-case column name -> typed value
+Evaluator = Callable[[Row | None], Any]  # a compiled expression: its value on a row
+Compiler = Callable[[exp.Expression], Evaluator]
 
 _DT_PARSER = Column(0, "literal", "datetime", fsp=6)
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -41,10 +46,22 @@ def literal_value(node: exp.Expression) -> Any:
 
 
 def evaluate(node: exp.Expression, row: Row | None) -> Any:
-    fn = _DISPATCH.get(type(node))
-    if fn is None:
+    """``node``'s value on ``row`` (None: no row, a constant is expected). To evaluate one expression on many rows,
+    compile it once with :func:`compile_expr`."""
+    if type(node) is exp.Literal:  # most one-off evaluations (a point read's 1,000 keys): no closure to build
+        return _literal_value(node)
+    return compile_expr(node)(row)
+
+
+def compile_expr(node: exp.Expression) -> Evaluator:
+    """``node`` as a function of a row: its tree is walked once, here, into closures over its children's, so that
+    evaluating it on each of a scan's rows does no dispatch on node types, no argument lookups in the tree and no
+    re-evaluation of its constant parts (TiDB builds an expression once per statement and evaluates it per row or
+    per chunk, ``pkg/expression``). A construct outside the supported set is an ``SqlError`` here, before any row."""
+    make = _COMPILERS.get(type(node))
+    if make is None:
         raise SqlError(f"unsupported expression {node.sql(dialect='mysql')!r} ({type(node).__name__})")
-    return fn(node, row)
+    return make(node)  # type: ignore[no-any-return]
 
 
 def truthy(v: Any) -> bool:
@@ -67,9 +84,12 @@ def column_name(node: exp.Expression) -> str:
     raise SqlError(f"expected a column name, got {node.sql(dialect='mysql')!r}")
 
 
-# --- node evaluators --------------------------------------------------------------------------
-def _literal(node: exp.Expression, row: Row | None) -> Any:
-    assert isinstance(node, exp.Literal)
+# --- node compilers: each returns the node's evaluator -----------------------------------------------
+def _const(value: Any) -> Evaluator:
+    return lambda row: value
+
+
+def _literal_value(node: exp.Literal) -> Any:
     text = str(node.this)
     if node.is_string:
         return text
@@ -83,28 +103,60 @@ def _literal(node: exp.Expression, row: Row | None) -> Any:
         raise SqlError(f"bad number literal {text!r}") from exc
 
 
-def _hex_string(node: exp.Expression, row: Row | None) -> Any:
-    text = str(node.this)
+def _constant(node: exp.Expression, make: Callable[[], Any]) -> Evaluator:
+    """A constant node's evaluator: its value, computed now; an error it raises is raised by each evaluation
+    instead (as evaluating it would), not here."""
     try:
-        return bytes.fromhex(text if len(text) % 2 == 0 else "0" + text)
-    except ValueError as exc:
-        raise SqlError(f"bad hexadecimal literal {text!r}") from exc
+        return _const(make())
+    except SqlError as exc:
+        err = exc
+
+        def fail(row: Row | None) -> Any:
+            raise err
+
+        return fail
 
 
-def _bit_string(node: exp.Expression, row: Row | None) -> Any:
+def _literal(node: exp.Expression) -> Evaluator:
+    assert isinstance(node, exp.Literal)
+    return _constant(node, lambda: _literal_value(node))
+
+
+def _hex_string(node: exp.Expression) -> Evaluator:
     text = str(node.this)
-    if not re.fullmatch(r"[01]*", text):
-        raise SqlError(f"bad bit-value literal b'{text}'")
-    return int(text or "0", 2).to_bytes(max(1, (len(text) + 7) // 8), "big")
+
+    def value() -> bytes:
+        try:
+            return bytes.fromhex(text if len(text) % 2 == 0 else "0" + text)
+        except ValueError as exc:
+            raise SqlError(f"bad hexadecimal literal {text!r}") from exc
+
+    return _constant(node, value)
 
 
-def _column(node: exp.Expression, row: Row | None) -> Any:
+def _bit_string(node: exp.Expression) -> Evaluator:
+    text = str(node.this)
+
+    def value() -> bytes:
+        if not re.fullmatch(r"[01]*", text):
+            raise SqlError(f"bad bit-value literal b'{text}'")
+        return int(text or "0", 2).to_bytes(max(1, (len(text) + 7) // 8), "big")
+
+    return _constant(node, value)
+
+
+def _column(node: exp.Expression) -> Evaluator:
     name = column_name(node).lower()
-    if row is None:
-        raise SqlError(f"column {name!r} is not allowed here (a constant is expected)")
-    if name not in row:
-        raise SqlError(f"unknown column {name!r}")
-    return row[name]
+
+    def run(row: Row | None) -> Any:
+        if row is None:
+            raise SqlError(f"column {name!r} is not allowed here (a constant is expected)")
+        try:
+            return row[name]
+        except KeyError:
+            raise SqlError(f"unknown column {name!r}") from None
+
+    return run
 
 
 def _to_number(v: Any) -> int | Decimal:
@@ -154,79 +206,119 @@ def compare(a: Any, b: Any) -> int | None:
             if c != 0:
                 return c
         return 0
+    t = type(a)
+    if t is type(b) and (t is int or t is str):  # MIN / MAX over a scan: no conversion to look for
+        return (a > b) - (a < b)  # type: ignore[no-any-return]
     x, y = _comparable(a, b)
     return (x > y) - (x < y)
 
 
-def _cmp(pred: Any) -> Any:
-    def run(node: exp.Expression, row: Row | None) -> Any:
-        c = compare(evaluate(node.this, row), evaluate(node.expression, row))
-        return None if c is None else pred(c)
+def _cmp(pred: Callable[[int], bool]) -> Compiler:
+    def make(node: exp.Expression) -> Evaluator:
+        a, b = compile_expr(node.this), compile_expr(node.expression)
+
+        def run(row: Row | None) -> Any:
+            c = compare(a(row), b(row))
+            return None if c is None else pred(c)
+
+        return run
+
+    return make
+
+
+def _and(node: exp.Expression) -> Evaluator:
+    left, right = compile_expr(node.this), compile_expr(node.expression)
+
+    def run(row: Row | None) -> Any:
+        a = left(row)
+        if a is not None and not truthy(a):
+            return False
+        b = right(row)
+        if b is not None and not truthy(b):
+            return False
+        return None if a is None or b is None else True
 
     return run
 
 
-def _and(node: exp.Expression, row: Row | None) -> Any:
-    a = evaluate(node.this, row)
-    if a is not None and not truthy(a):
-        return False
-    b = evaluate(node.expression, row)
-    if b is not None and not truthy(b):
-        return False
-    return None if a is None or b is None else True
+def _or(node: exp.Expression) -> Evaluator:
+    left, right = compile_expr(node.this), compile_expr(node.expression)
+
+    def run(row: Row | None) -> Any:
+        a = left(row)
+        if a is not None and truthy(a):
+            return True
+        b = right(row)
+        if b is not None and truthy(b):
+            return True
+        return None if a is None or b is None else False
+
+    return run
 
 
-def _or(node: exp.Expression, row: Row | None) -> Any:
-    a = evaluate(node.this, row)
-    if a is not None and truthy(a):
-        return True
-    b = evaluate(node.expression, row)
-    if b is not None and truthy(b):
-        return True
-    return None if a is None or b is None else False
+def _null_safe_eq(node: exp.Expression) -> Evaluator:
+    left, right = compile_expr(node.this), compile_expr(node.expression)
+
+    def run(row: Row | None) -> Any:
+        a, b = left(row), right(row)
+        if a is None or b is None:
+            return a is None and b is None
+        return compare(a, b) == 0
+
+    return run
 
 
-def _null_safe_eq(node: exp.Expression, row: Row | None) -> Any:
-    a, b = evaluate(node.this, row), evaluate(node.expression, row)
-    if a is None or b is None:
-        return a is None and b is None
-    return compare(a, b) == 0
+def _not(node: exp.Expression) -> Evaluator:
+    inner = compile_expr(node.this)
+
+    def run(row: Row | None) -> Any:
+        v = inner(row)
+        return None if v is None else not truthy(v)
+
+    return run
 
 
-def _not(node: exp.Expression, row: Row | None) -> Any:
-    v = evaluate(node.this, row)
-    return None if v is None else not truthy(v)
-
-
-def _is(node: exp.Expression, row: Row | None) -> Any:
-    v = evaluate(node.this, row)
+def _is(node: exp.Expression) -> Evaluator:
+    inner = compile_expr(node.this)
     target = node.expression
     if isinstance(target, exp.Null):
-        return v is None
+        return lambda row: inner(row) is None
     if isinstance(target, exp.Boolean):
-        return v is not None and truthy(v) == bool(target.this)
+        want = bool(target.this)
+
+        def run(row: Row | None) -> Any:
+            v = inner(row)
+            return v is not None and truthy(v) == want
+
+        return run
     raise SqlError(f"unsupported IS operand {target.sql(dialect='mysql')!r}")
 
 
-def _in(node: exp.Expression, row: Row | None) -> Any:
+def _in(node: exp.Expression) -> Evaluator:
     if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
         raise SqlError(f"unsupported IN form {node.sql(dialect='mysql')!r} (only a list of values)")
-    v = evaluate(node.this, row)
-    if v is None:
-        return None
-    consts = _in_constants(node)
-    if consts is not None and _kinds(v) == consts[0]:
-        # A list of constants of the value's kind: a hash lookup, exact for integers and (binary-collated) strings
-        # alike, instead of comparing with each item (a WHERE id IN (1000 values) over the 1000 rows it selects).
-        return True if v in consts[1] else (None if consts[2] else False)
-    saw_null = False
-    for item in node.expressions:
-        c = compare(v, evaluate(item, row))
-        if c is None:
-            saw_null = True
-        elif c == 0:
-            return True
-    return None if saw_null else False
+    value = compile_expr(node.this)
+    items = [compile_expr(item) for item in node.expressions]
+    consts = _in_constants(items)
+
+    def run(row: Row | None) -> Any:
+        v = value(row)
+        if v is None:
+            return None
+        if consts is not None and _kinds(v) == consts[0]:
+            # A list of constants of the value's kind: a hash lookup, exact for integers and (binary-collated)
+            # strings alike, instead of comparing with each item (a WHERE id IN (1000 values) over its 1000 rows).
+            return True if v in consts[1] else (None if consts[2] else False)
+        saw_null = False
+        for item in items:
+            c = compare(v, item(row))
+            if c is None:
+                saw_null = True
+            elif c == 0:
+                return True
+        return None if saw_null else False
+
+    return run
 
 
 def _kinds(v: Any) -> tuple[type, ...] | None:
@@ -243,90 +335,106 @@ def _kinds(v: Any) -> tuple[type, ...] | None:
     return None
 
 
-def _in_constants(node: exp.Expression) -> tuple[tuple[type, ...], frozenset[Any], bool] | None:
-    """The IN list's values when they are constants of one kind (and whether one is NULL), evaluated once per
-    statement (kept in the node's ``meta``); None when they are not."""
-    meta = node.meta
-    if "in_constants" not in meta:
-        found: tuple[tuple[type, ...], frozenset[Any], bool] | None = None
-        try:
-            values = [evaluate(item, None) for item in node.expressions]
-        except SqlError:  # a column in the list
-            values = None
-        if values is not None:
-            present = [x for x in values if x is not None]
-            kinds = {_kinds(x) for x in present}
-            if len(kinds) == 1 and None not in kinds:
-                (kind,) = kinds
-                assert kind is not None
-                found = (kind, frozenset(present), len(present) < len(values))
-        meta["in_constants"] = found
-    return meta["in_constants"]  # type: ignore[no-any-return]
-
-
-def _tuple(node: exp.Expression, row: Row | None) -> Any:
-    return tuple(evaluate(e, row) for e in node.expressions)
-
-
-def _between(node: exp.Expression, row: Row | None) -> Any:
-    v = evaluate(node.this, row)
-    lo = compare(v, evaluate(node.args["low"], row))
-    hi = compare(v, evaluate(node.args["high"], row))
-    if (lo is not None and lo < 0) or (hi is not None and hi > 0):
-        return False
-    return None if lo is None or hi is None else True
-
-
-def _like(node: exp.Expression, row: Row | None) -> Any:
-    v = evaluate(node.this, row)
-    pat = evaluate(node.expression, row)
-    if v is None or pat is None:
+def _in_constants(items: list[Evaluator]) -> tuple[tuple[type, ...], frozenset[Any], bool] | None:
+    """The IN list's values when they are constants of one kind (and whether one is NULL), evaluated once, when
+    the statement is compiled; None when they are not."""
+    try:
+        values = [item(None) for item in items]
+    except SqlError:  # a column in the list
         return None
-    rx = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in str(pat))
-    return re.fullmatch(rx, str(v), flags=re.DOTALL) is not None
+    present = [x for x in values if x is not None]
+    kinds = {_kinds(x) for x in present}
+    if len(kinds) != 1 or None in kinds:
+        return None
+    (kind,) = kinds
+    assert kind is not None
+    return kind, frozenset(present), len(present) < len(values)
 
 
-def _arith(op: str) -> Any:
-    def run(node: exp.Expression, row: Row | None) -> Any:
-        a, b = evaluate(node.this, row), evaluate(node.expression, row)
-        if a is None or b is None:
-            return None
-        x, y = _to_number(a), _to_number(b)
-        try:
-            if op == "+":
-                return x + y
-            if op == "-":
-                return x - y
-            if op == "*":
-                return x * y
-            if y == 0:
-                return None  # MySQL: division by zero is NULL
-            if op == "/":
-                return Decimal(x) / Decimal(y)
-            if op == "%":
-                return x % y
-            return int(Decimal(x) // Decimal(y))  # DIV
-        except (InvalidOperation, DivisionByZero) as exc:
-            raise SqlError(f"arithmetic error in {node.sql(dialect='mysql')!r}: {exc}") from exc
+def _tuple(node: exp.Expression) -> Evaluator:
+    parts = [compile_expr(e) for e in node.expressions]
+    return lambda row: tuple(p(row) for p in parts)
+
+
+def _between(node: exp.Expression) -> Evaluator:
+    value, low, high = compile_expr(node.this), compile_expr(node.args["low"]), compile_expr(node.args["high"])
+
+    def run(row: Row | None) -> Any:
+        v = value(row)
+        lo = compare(v, low(row))
+        hi = compare(v, high(row))
+        if (lo is not None and lo < 0) or (hi is not None and hi > 0):
+            return False
+        return None if lo is None or hi is None else True
 
     return run
 
 
-def _neg(node: exp.Expression, row: Row | None) -> Any:
-    v = evaluate(node.this, row)
-    return None if v is None else -_to_number(v)
+def _like(node: exp.Expression) -> Evaluator:
+    value, pattern = compile_expr(node.this), compile_expr(node.expression)
+
+    def run(row: Row | None) -> Any:
+        v = value(row)
+        pat = pattern(row)
+        if v is None or pat is None:
+            return None
+        rx = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in str(pat))
+        return re.fullmatch(rx, str(v), flags=re.DOTALL) is not None
+
+    return run
 
 
-def _paren(node: exp.Expression, row: Row | None) -> Any:
-    return evaluate(node.this, row)
+def _arith(op: str) -> Compiler:
+    def make(node: exp.Expression) -> Evaluator:
+        left, right = compile_expr(node.this), compile_expr(node.expression)
+
+        def run(row: Row | None) -> Any:
+            a, b = left(row), right(row)
+            if a is None or b is None:
+                return None
+            x, y = _to_number(a), _to_number(b)
+            try:
+                if op == "+":
+                    return x + y
+                if op == "-":
+                    return x - y
+                if op == "*":
+                    return x * y
+                if y == 0:
+                    return None  # MySQL: division by zero is NULL
+                if op == "/":
+                    return Decimal(x) / Decimal(y)
+                if op == "%":
+                    return x % y
+                return int(Decimal(x) // Decimal(y))  # DIV
+            except (InvalidOperation, DivisionByZero) as exc:
+                raise SqlError(f"arithmetic error in {node.sql(dialect='mysql')!r}: {exc}") from exc
+
+        return run
+
+    return make
 
 
-def _null(node: exp.Expression, row: Row | None) -> Any:
-    return None
+def _neg(node: exp.Expression) -> Evaluator:
+    inner = compile_expr(node.this)
+
+    def run(row: Row | None) -> Any:
+        v = inner(row)
+        return None if v is None else -_to_number(v)
+
+    return run
 
 
-def _boolean(node: exp.Expression, row: Row | None) -> Any:
-    return 1 if node.this else 0
+def _paren(node: exp.Expression) -> Evaluator:
+    return compile_expr(node.this)
+
+
+def _null(node: exp.Expression) -> Evaluator:
+    return _const(None)
+
+
+def _boolean(node: exp.Expression) -> Evaluator:
+    return _const(1 if node.this else 0)
 
 
 # --- string functions (the checksum query's) -----------------------------------------------------
@@ -334,6 +442,11 @@ def text_of(v: Any) -> str | None:
     """MySQL's text form of a value where a string is wanted (CONCAT, CRC32): integers and DECIMAL digits as
     written (a DECIMAL keeps its scale), booleans 1/0, DATETIME ``YYYY-MM-DD HH:MM:SS[.ffffff]``, DATE ISO, byte
     strings as their bytes (kept through ``surrogateescape``)."""
+    t = type(v)
+    if t is str:  # the common kinds first, by exact type (a checksum takes the text of every value of every row)
+        return v  # type: ignore[no-any-return]
+    if t is int:
+        return str(v)
     if v is None:
         return None
     if isinstance(v, bool):
@@ -357,72 +470,109 @@ def _bytes_of(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-def _concat(node: exp.Expression, row: Row | None) -> Any:
-    parts = [text_of(evaluate(e, row)) for e in node.expressions]
-    return None if any(p is None for p in parts) else "".join(p for p in parts if p is not None)
+def _concat(node: exp.Expression) -> Evaluator:
+    parts = [compile_expr(e) for e in node.expressions]
+
+    def run(row: Row | None) -> Any:
+        texts = [text_of(p(row)) for p in parts]
+        return None if None in texts else "".join(texts)  # type: ignore[arg-type]
+
+    return run
 
 
-def _concat_ws(node: exp.Expression, row: Row | None) -> Any:
-    sep, *rest = [text_of(evaluate(e, row)) for e in node.expressions]
-    if sep is None:
-        return None
-    return sep.join(p for p in rest if p is not None)  # MySQL skips NULL arguments after the separator
+def _concat_ws(node: exp.Expression) -> Evaluator:
+    sep, *rest = [compile_expr(e) for e in node.expressions]
+
+    def run(row: Row | None) -> Any:
+        s = text_of(sep(row))
+        if s is None:
+            return None
+        texts = [text_of(p(row)) for p in rest]
+        return s.join(t for t in texts if t is not None)  # MySQL skips NULL arguments after the separator
+
+    return run
 
 
-def _hex(node: exp.Expression, row: Row | None) -> Any:
-    v = evaluate(node.this, row)
-    if v is None:
-        return None
-    if isinstance(v, int) and not isinstance(v, bool):
-        return format(v & 0xFFFFFFFFFFFFFFFF, "X")  # a number: its 64-bit value in hex
-    text = text_of(v)
-    assert text is not None
-    return _bytes_of(text).hex().upper()
+def _hex(node: exp.Expression) -> Evaluator:
+    inner = compile_expr(node.this)
+
+    def run(row: Row | None) -> Any:
+        v = inner(row)
+        if v is None:
+            return None
+        if isinstance(v, int) and not isinstance(v, bool):
+            return format(v & 0xFFFFFFFFFFFFFFFF, "X")  # a number: its 64-bit value in hex
+        text = text_of(v)
+        assert text is not None
+        return _bytes_of(text).hex().upper()
+
+    return run
 
 
-def _date_format(node: exp.Expression, row: Row | None) -> Any:
+def _date_format(node: exp.Expression) -> Evaluator:
     inner = node.this
     if isinstance(inner, exp.TsOrDsToTimestamp):  # sqlglot's wrapper of DATE_FORMAT's first argument
         inner = inner.this
-    v = evaluate(inner, row)
-    fmt = evaluate(node.args["format"], row)
-    if v is None or fmt is None:
-        return None
-    if not isinstance(v, date):
-        v = _DT_PARSER.convert(v)
-    # sqlglot rewrote MySQL's specifiers into strftime's (%i -> %M, %s -> %S, %T -> %H:%M:%S); %f is microseconds
-    return v.strftime(str(fmt))
+    value, form = compile_expr(inner), compile_expr(node.args["format"])
+
+    def run(row: Row | None) -> Any:
+        v = value(row)
+        fmt = form(row)
+        if v is None or fmt is None:
+            return None
+        if not isinstance(v, date):
+            v = _DT_PARSER.convert(v)
+        # sqlglot rewrote MySQL's specifiers into strftime's (%i -> %M, %s -> %S, %T -> %H:%M:%S); %f: microseconds
+        return v.strftime(str(fmt))
+
+    return run
 
 
-def _anonymous(node: exp.Expression, row: Row | None) -> Any:
+def _anonymous(node: exp.Expression) -> Evaluator:
     name = str(node.this).upper()
     args = node.expressions
     if name == "CRC32" and len(args) == 1:
-        text = text_of(evaluate(args[0], row))
-        return None if text is None else zlib.crc32(_bytes_of(text))
+        inner = compile_expr(args[0])
+
+        def crc32(row: Row | None) -> Any:
+            text = text_of(inner(row))
+            return None if text is None else zlib.crc32(_bytes_of(text))
+
+        return crc32
     if name == "ISNULL" and len(args) == 1:
-        return 1 if evaluate(args[0], row) is None else 0
+        arg = compile_expr(args[0])
+        return lambda row: 1 if arg(row) is None else 0
     raise SqlError(f"unsupported function {node.sql(dialect='mysql')!r}")
 
 
-def _cast(node: exp.Expression, row: Row | None) -> Any:
+_INT_TYPES = (exp.DataType.Type.UBIGINT, exp.DataType.Type.BIGINT, exp.DataType.Type.INT)
+_TEXT_TYPES = (exp.DataType.Type.CHAR, exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT)
+
+
+def _cast(node: exp.Expression) -> Evaluator:
     assert isinstance(node, exp.Cast)
-    v = evaluate(node.this, row)
+    inner = compile_expr(node.this)
     to = node.to.this
-    if v is None:
-        return None
-    if to in (exp.DataType.Type.UBIGINT, exp.DataType.Type.BIGINT, exp.DataType.Type.INT):
-        if isinstance(v, bytes | bytearray):  # a BIT value: its bytes big-endian
-            n = int.from_bytes(v, "big")
-        else:
-            n = int(_to_number(v))
-        return n & 0xFFFFFFFFFFFFFFFF if to == exp.DataType.Type.UBIGINT else n
-    if to in (exp.DataType.Type.CHAR, exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT):
-        return text_of(v)
+    if to in _INT_TYPES:
+        unsigned = to == exp.DataType.Type.UBIGINT
+
+        def integer(row: Row | None) -> Any:
+            v = inner(row)
+            if v is None:
+                return None
+            if isinstance(v, bytes | bytearray):  # a BIT value: its bytes big-endian
+                n = int.from_bytes(v, "big")
+            else:
+                n = int(_to_number(v))
+            return n & 0xFFFFFFFFFFFFFFFF if unsigned else n
+
+        return integer
+    if to in _TEXT_TYPES:
+        return lambda row: text_of(inner(row))
     raise SqlError(f"unsupported CAST {node.sql(dialect='mysql')!r}")
 
 
-_DISPATCH: dict[type[exp.Expression], Any] = {
+_COMPILERS: dict[type[exp.Expression], Compiler] = {
     exp.Concat: _concat,
     exp.ConcatWs: _concat_ws,
     exp.Hex: _hex,

@@ -48,7 +48,7 @@ from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.column_def import parse_column_def
 from cdc_core.upstream.ddl import AlterChange, DdlExecutor
 from cdc_core.upstream.errors import ErrorKind, SqlError
-from cdc_core.upstream.expr import column_name, compare, evaluate, literal_value, truthy
+from cdc_core.upstream.expr import column_name, compare, compile_expr, evaluate, literal_value, truthy
 from cdc_core.upstream.mvcc import MvccStore
 from cdc_core.upstream.partition_clause import PartitionSpec, cut_partition_clause, parse_partition_clause
 from cdc_core.upstream.regions import split_values
@@ -255,12 +255,14 @@ def fold_aggregates(items: list[tuple[str, exp.Expression]], rows: Iterable[dict
     0 over no rows, SUM / MIN / MAX NULL; NULLs are skipped."""
     aggs = [(name, e) for name, e in items if isinstance(e, _AGGREGATES)]
     acc: dict[str, Any] = {name: (0 if isinstance(e, exp.Count | exp.BitwiseXorAgg) else None) for name, e in aggs}
+    args = {name: None if isinstance(e.this, exp.Star) else compile_expr(e.this) for name, e in aggs}
     for ctx in rows:
         for name, e in aggs:
-            if isinstance(e, exp.Count) and isinstance(e.this, exp.Star):
+            arg = args[name]
+            if arg is None:  # COUNT(*)
                 acc[name] += 1
                 continue
-            v = evaluate(e.this, ctx)
+            v = arg(ctx)
             if v is None:
                 continue
             if isinstance(e, exp.Count):
@@ -788,11 +790,12 @@ class Session:
         """:meth:`_matching` one row at a time (an aggregate folds them without holding them)."""
         cond = where.this if where is not None else None
         access = access_path.plan(info, cond)
-        check = cond if not access.exact else None  # an exact point read matches every row it reads
+        # An exact point read matches every row it reads; any other read is filtered by the WHERE, compiled once.
+        check = compile_expr(cond) if cond is not None and not access.exact else None
         for handle, pid, value in access_path.read(txn, info, access):
             row = StoredRow(handle, access_path.decoded(info, value), pid)
             ctx = row_with_rowid(info, row)
-            if check is None or truthy(evaluate(check, ctx)):
+            if check is None or truthy(check(ctx)):
                 yield row, ctx
 
     def _update(self, node: exp.Expression, txn: Transaction) -> int:
@@ -803,13 +806,13 @@ class Session:
         for a in node.expressions:
             if not isinstance(a, exp.EQ):
                 raise SqlError(f"bad SET clause {a.sql(dialect='mysql')!r}")
-            assignments.append((info.column(column_name(a.this)), a.expression))
+            assignments.append((info.column(column_name(a.this)), compile_expr(a.expression)))
         writer = TableWriter(txn, info, self.catalog)
         changed = 0
         for row, ctx in self._matching(info, txn, node.args.get("where")):
             new = dict(row.values)
             for col, e in assignments:  # MySQL: left to right, later SETs see earlier ones
-                v = convert_value(info, col.name, evaluate(e, ctx))
+                v = convert_value(info, col.name, e(ctx))
                 new[col.name] = v
                 ctx[col.name.lower()] = v
             if writer.update(row, new):
@@ -885,14 +888,13 @@ class Session:
         if limited:
             contexts = self._limit(node, list(contexts))
 
+        compiled = [None if colname is not None and info is not None else compile_expr(cast(exp.Expression, e))
+                    for _, e, colname in out]
+
         def output(ctx: dict[str, Any]) -> dict[str, Any]:
             r: dict[str, Any] = {}
-            for name, e, colname in out:
-                if colname is not None and info is not None:
-                    r[name] = ctx[colname.lower()]
-                else:
-                    assert e is not None
-                    r[name] = evaluate(e, ctx)
+            for (name, _, colname), f in zip(out, compiled, strict=True):
+                r[name] = ctx[cast(str, colname).lower()] if f is None else f(ctx)
             return r
 
         defs = [info.column(c) if info is not None and c is not None and c != ROWID_COLUMN else None
@@ -968,7 +970,8 @@ class Session:
         for o in reversed(keys):  # stable sorts, last key first
             e = key_expr(o)
             desc = bool(o.args.get("desc")) if isinstance(o, exp.Ordered) else False
-            decorated = [(evaluate(e, item[0]), item) for item in result]
+            key = compile_expr(e)
+            decorated = [(key(item[0]), item) for item in result]
             decorated.sort(key=functools.cmp_to_key(pair_cmp), reverse=desc)
             result = [item for _, item in decorated]
         return result

@@ -91,14 +91,21 @@ def test_handle_reads_match_a_filtered_scan_and_decode_only_what_they_reach(
 
     monkeypatch.setattr(access_path, "decoded", counting)
     filtered = 0
-    real_evaluate = sql_front.evaluate
+    real_compile = sql_front.compile_expr
 
-    def evaluating(node: Any, row: Any) -> Any:
-        nonlocal filtered
-        filtered += isinstance(node, exp.Predicate | exp.Connector)  # the WHERE on a row read (not the output)
-        return real_evaluate(node, row)
+    def compiling(node: Any) -> Any:
+        run = real_compile(node)
+        if not isinstance(node, exp.Predicate | exp.Connector):  # the WHERE, evaluated on a row read (not the output)
+            return run
 
-    monkeypatch.setattr(sql_front, "evaluate", evaluating)
+        def evaluating(row: Any) -> Any:
+            nonlocal filtered
+            filtered += 1
+            return run(row)
+
+        return evaluating
+
+    monkeypatch.setattr(sql_front, "compile_expr", compiling)
     rng = random.Random(7)
     for _ in range(40):
         a, b = sorted(rng.randrange(-1000, 9000) for _ in range(2))
