@@ -560,7 +560,9 @@ def _cast(node: exp.Expression) -> Evaluator:
             v = inner(row)
             if v is None:
                 return None
-            if isinstance(v, bytes | bytearray):  # a BIT value: its bytes big-endian
+            if type(v) is int:  # a CRC32, an integer column: most casts of a checksum
+                n = v
+            elif isinstance(v, bytes | bytearray):  # a BIT value: its bytes big-endian
                 n = int.from_bytes(v, "big")
             else:
                 n = int(_to_number(v))
