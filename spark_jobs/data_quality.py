@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -348,6 +349,20 @@ def _gx_context() -> Any:
 
 
 _GX_SOURCES = threading.Lock()  # the context's datasource registry is shared by the threads of a job
+# Pandas datasources free for a run (each with its one asset and batch definition), taken and given back by the
+# runs of all threads: registering a datasource and removing it again makes GX serialize its whole configuration
+# twice, about half of a small frame's validation (tests/spark_jobs/test_data_quality.py checks that a batch
+# definition used again validates the frame it is given, not the one before).
+_GX_PANDAS_FREE: list[Any] = []
+_GX_PANDAS_MADE = itertools.count()
+
+
+def _pandas_batch_definition() -> Any:
+    with _GX_SOURCES:
+        if _GX_PANDAS_FREE:
+            return _GX_PANDAS_FREE.pop()
+        ds = _gx_context().data_sources.add_pandas(name=f"cdcflow_pandas_{next(_GX_PANDAS_MADE)}")
+        return ds.add_dataframe_asset(name="silver").add_batch_definition_whole_dataframe("whole")
 
 
 def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any], result_format: str | None = None) -> list[Any]:
@@ -355,29 +370,38 @@ def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any], result_form
     results in expectation order. ``result_format`` "BOOLEAN_ONLY" (success alone: no counts or sample values, fewer
     metrics) for a caller that looks again when one fails; SUMMARY with ``SAMPLE_KEYS`` sample values otherwise.
 
-    Each run gets its own datasource (GX asset names are per datasource), removed afterwards; runs of several
-    threads (the window checks of several tables) validate at once, registering their datasources one at a time.
+    A pandas frame is validated through a datasource of a pool kept for the process (one run at a time each); a
+    Spark one through a datasource of its own (GX asset names are per datasource), removed afterwards, so that none
+    outlives the Spark session it reads. Runs of several threads (the checks of several tables) validate at once,
+    taking and registering their datasources one at a time.
     """
     import great_expectations as gx
     import pandas as pd
 
-    ctx = _gx_context()
-    name = f"cdcflow_{uuid.uuid4().hex[:12]}"
-    with _GX_SOURCES:
-        pandas_frame = isinstance(df, pd.DataFrame)
-        ds = ctx.data_sources.add_pandas(name=name) if pandas_frame else ctx.data_sources.add_spark(name=name)
-    try:
-        batch = (
-            ds.add_dataframe_asset(name="silver")
-            .add_batch_definition_whole_dataframe("whole")
-            .get_batch(batch_parameters={"dataframe": df})
-        )
-        suite = gx.ExpectationSuite(name=name, expectations=expectations)
-        res = batch.validate(suite, result_format=result_format or {"result_format": "SUMMARY",
-                                                                    "partial_unexpected_count": SAMPLE_KEYS})
-    finally:
+    suite = gx.ExpectationSuite(name=f"cdcflow_{uuid.uuid4().hex[:12]}", expectations=expectations)
+    fmt = result_format or {"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_KEYS}
+    if isinstance(df, pd.DataFrame):
+        definition = _pandas_batch_definition()
+        try:
+            res = definition.get_batch(batch_parameters={"dataframe": df}).validate(suite, result_format=fmt)
+        finally:
+            with _GX_SOURCES:
+                _GX_PANDAS_FREE.append(definition)
+    else:
+        ctx = _gx_context()
+        name = f"cdcflow_{uuid.uuid4().hex[:12]}"
         with _GX_SOURCES:
-            ctx.data_sources.delete(name)
+            ds = ctx.data_sources.add_spark(name=name)
+        try:
+            batch = (
+                ds.add_dataframe_asset(name="silver")
+                .add_batch_definition_whole_dataframe("whole")
+                .get_batch(batch_parameters={"dataframe": df})
+            )
+            res = batch.validate(suite, result_format=fmt)
+        finally:
+            with _GX_SOURCES:
+                ctx.data_sources.delete(name)
     # Matched by type and column(s): a suite holds one NOT NULL expectation per column, one per unique index.
     def key(kind: str, column: Any, columns: Any) -> tuple[str, Any]:
         return kind, column if column is not None else tuple(columns or ())

@@ -299,3 +299,26 @@ def test_version_as_of_reads_the_history_newest_first_and_answers_as_a_whole_rea
         assert version_as_of(path, ts) == whole(ts), ts
     assert version_as_of(path, 5) == 1 and version_as_of(path, 400) == 39 and version_as_of(path, 410) == 41
     assert version_as_of(path, -1) is None and whole(-1) is None
+
+
+def test_pandas_runs_share_pooled_datasources_and_validate_the_frame_they_are_given():
+    """A pandas frame's run takes a datasource of a pool and gives it back: a run after one over another frame
+    reports its own frame (a failing one after a passing one, and again), and threads at once take distinct ones."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import great_expectations.expectations as gxe
+    import pandas as pd
+
+    from spark_jobs import data_quality as dq
+
+    expectations = [gxe.ExpectColumnValuesToBeUnique(column="k"), gxe.ExpectColumnValuesToNotBeNull(column="v")]
+    good = pd.DataFrame({"k": [1, 2, 3], "v": [1, 2, 3]})
+    bad = pd.DataFrame({"k": [1, 1, 3], "v": [1, None, 3]})
+    before = {ds.name for ds in dq._gx_context().data_sources.all().values()}
+    assert [[r.success for r in dq._validate(f, expectations)] for f in (good, bad, good, bad)] == [
+        [True, True], [False, False], [True, True], [False, False]]
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda f: [r.success for r in dq._validate(f, expectations)], [good, bad] * 8))
+    assert runs == [[True, True], [False, False]] * 8
+    made = {ds.name for ds in dq._gx_context().data_sources.all().values()} - before
+    assert len(made) <= 4 and len(dq._GX_PANDAS_FREE) >= len(made)  # no more than ran at once, all given back
