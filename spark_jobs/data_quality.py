@@ -385,6 +385,13 @@ def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any], result_form
         try:
             res = definition.get_batch(batch_parameters={"dataframe": df}).validate(suite, result_format=fmt)
         finally:
+            # The datasource's engine keeps the frame and the metrics of its last run (under the one batch id all
+            # its runs share, as a fallback for a metric a run did not compute): dropped, so that a pooled
+            # datasource holds nothing between runs.
+            engine = definition.data_asset.datasource.get_execution_engine()
+            engine._metric_cache.clear()
+            engine.batch_manager.reset_batch_cache()
+            engine.batch_manager.batch_data_cache.clear()
             with _GX_SOURCES:
                 _GX_PANDAS_FREE.append(definition)
     else:

@@ -35,6 +35,7 @@ import functools
 import json
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -352,6 +353,15 @@ def _rows_at(pd_addr: str, tidb: str | None, ts: int, table: TableInfo) -> int:
     return int(rows[0]["n"])
 
 
+def remove_stale_temps(final: Path) -> None:
+    """Remove the temporary directories a crashed fetch of ``final``'s table left (one window runs at a time). By
+    exact name: ``.tmp-db.t-*`` also matches ``db.t-x``'s, which another fetch thread may be writing."""
+    own = re.compile(rf"\.tmp-{re.escape(final.name)}-[0-9a-f]{{32}}")
+    for stale in final.parent.glob(f".tmp-{final.name}-*"):
+        if own.fullmatch(stale.name):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 def _written_base(final: Path, table: TableInfo) -> dict[str, Any] | None:
     """The meta of the base at ``final`` when one of the same table id and schema version is there already."""
     meta_path = final / changelog.TABLE_META
@@ -363,9 +373,10 @@ def _written_base(final: Path, table: TableInfo) -> dict[str, Any] | None:
 
 def fetch_table(
     spark: SparkSession, sink: str, changefeed_id: str, pd_addr: str, ts: int, table: TableInfo,
-    *, max_chunks: int = DEFAULT_MAX_CHUNKS, tidb: str | None = None,
+    *, max_chunks: int = DEFAULT_MAX_CHUNKS, tidb: str | None = None, max_driver_rows: int | None = None,
 ) -> dict[str, Any]:
-    """Write the base of ``table`` at ``ts`` (kept when one for the same table id and schema version exists)."""
+    """Write the base of ``table`` at ``ts`` (kept when one for the same table id and schema version exists).
+    ``max_driver_rows``: the largest table read on the driver (default :func:`driver_rows`)."""
     started = time.monotonic()
     final = changelog.snapshot_table_dir(sink, changefeed_id, ts, table.qualified_name)
     meta = _written_base(final, table)
@@ -376,10 +387,12 @@ def fetch_table(
     chunks, how = plan_chunks(pd_addr, table, max_chunks)
     fetch = functools.partial(fetch_partition, pd_addr, tidb, ts, table.to_json())
     final.parent.mkdir(parents=True, exist_ok=True)
-    for stale in final.parent.glob(f".tmp-{final.name}-*"):  # left by a crash (one window runs at a time)
-        shutil.rmtree(stale, ignore_errors=True)
+    remove_stale_temps(final)
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
-    on_driver = len(chunks) == 1 or _rows_at(pd_addr, tidb, ts, table) <= driver_rows()
+    # A table of several chunks is counted first (on TiDB a COUNT(*) pushed down to the coprocessors of its regions,
+    # a fraction of the read that follows); not when no such table may be read on the driver.
+    bound = driver_rows() if max_driver_rows is None else max_driver_rows
+    on_driver = len(chunks) == 1 or (bound > 0 and _rows_at(pd_addr, tidb, ts, table) <= bound)
     if on_driver:
         # One chunk, or a small table, gains nothing from distribution: stream it here into parquet with the silver
         # schema (no Spark job, no Python worker), chunk after chunk, LOAD_BATCH_ROWS rows at a time.
@@ -548,11 +561,13 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
 
         spark = get_spark("cdcflow-snapshot-load")
         tables = [_info(x) for x in args["tables"]]
+        bound = driver_rows()  # a bad $CDCFLOW_SNAPSHOT_DRIVER_ROWS fails the job here, before any table
 
         def fetch(t: TableInfo) -> tuple[str, dict[str, Any]]:
             return t.qualified_name, fetch_table(
                 spark, args["sink_uri"], args["changefeed_id"], args["pd_addr"], int(args["ts"]), t,
                 max_chunks=int(args.get("max_chunks") or DEFAULT_MAX_CHUNKS), tidb=args.get("tidb"),
+                max_driver_rows=bound,
             )
 
         # A small table's fetch is mostly fixed costs (PD's regions, a Spark job, a parquet commit): several at a

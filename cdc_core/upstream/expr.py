@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from datetime import date, datetime, timedelta
 from decimal import Decimal, DivisionByZero, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 from sqlglot import exp
 
@@ -48,16 +48,22 @@ def literal_value(node: exp.Expression) -> Any:
 def evaluate(node: exp.Expression, row: Row | None) -> Any:
     """``node``'s value on ``row`` (None: no row, a constant is expected). To evaluate one expression on many rows,
     compile it once with :func:`compile_expr`."""
-    if type(node) is exp.Literal:  # most one-off evaluations (a point read's 1,000 keys): no closure to build
-        return _literal_value(node)
+    t = type(node)
+    if t is exp.Literal:  # most one-off evaluations (a point read's 1,000 keys, INSERT's values): no closure built
+        return _literal_value(cast(exp.Literal, node))
+    if t is exp.Null:
+        return None
+    if t is exp.Neg and type(node.this) is exp.Literal:
+        return -_to_number(_literal_value(cast(exp.Literal, node.this)))
     return compile_expr(node)(row)
 
 
 def compile_expr(node: exp.Expression) -> Evaluator:
     """``node`` as a function of a row: its tree is walked once, here, into closures over its children's, so that
-    evaluating it on each of a scan's rows does no dispatch on node types, no argument lookups in the tree and no
-    re-evaluation of its constant parts (TiDB builds an expression once per statement and evaluates it per row or
-    per chunk, ``pkg/expression``). A construct outside the supported set is an ``SqlError`` here, before any row."""
+    evaluating it on each of a scan's rows does no dispatch on node types and no argument lookups in the tree; a
+    literal's value and an IN list of constants are computed here once (TiDB builds an expression once per statement
+    and evaluates it per row or per chunk, ``pkg/expression``). A construct outside the supported set is an
+    ``SqlError`` here, before any row."""
     make = _COMPILERS.get(type(node))
     if make is None:
         raise SqlError(f"unsupported expression {node.sql(dialect='mysql')!r} ({type(node).__name__})")
@@ -340,7 +346,7 @@ def _in_constants(items: list[Evaluator]) -> tuple[tuple[type, ...], frozenset[A
     the statement is compiled; None when they are not."""
     try:
         values = [item(None) for item in items]
-    except SqlError:  # a column in the list
+    except (SqlError, ValueError, ArithmeticError):  # a column in the list, or an item that fails: left to each row
         return None
     present = [x for x in values if x is not None]
     kinds = {_kinds(x) for x in present}
@@ -571,7 +577,14 @@ def _cast(node: exp.Expression) -> Evaluator:
         return integer
     if to in _TEXT_TYPES:
         return lambda row: text_of(inner(row))
-    raise SqlError(f"unsupported CAST {node.sql(dialect='mysql')!r}")
+    unsupported = SqlError(f"unsupported CAST {node.sql(dialect='mysql')!r}")
+
+    def other(row: Row | None) -> Any:  # NULL cast to anything is NULL; any other value is an error
+        if inner(row) is None:
+            return None
+        raise unsupported
+
+    return other
 
 
 _COMPILERS: dict[type[exp.Expression], Compiler] = {

@@ -255,7 +255,9 @@ def fold_aggregates(items: list[tuple[str, exp.Expression]], rows: Iterable[dict
     0 over no rows, SUM / MIN / MAX NULL; NULLs are skipped."""
     aggs = [(name, e) for name, e in items if isinstance(e, _AGGREGATES)]
     acc: dict[str, Any] = {name: (0 if isinstance(e, exp.Count | exp.BitwiseXorAgg) else None) for name, e in aggs}
-    args = {name: None if isinstance(e.this, exp.Star) else compile_expr(e.this) for name, e in aggs}
+    # COUNT(*) counts rows; any other aggregate's argument is compiled (SUM(*) is an unsupported expression '*')
+    args = {name: None if isinstance(e, exp.Count) and isinstance(e.this, exp.Star) else compile_expr(e.this)
+            for name, e in aggs}
     for ctx in rows:
         for name, e in aggs:
             arg = args[name]

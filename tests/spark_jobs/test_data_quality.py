@@ -322,3 +322,6 @@ def test_pandas_runs_share_pooled_datasources_and_validate_the_frame_they_are_gi
     assert runs == [[True, True], [False, False]] * 8
     made = {ds.name for ds in dq._gx_context().data_sources.all().values()} - before
     assert len(made) <= 4 and len(dq._GX_PANDAS_FREE) >= len(made)  # no more than ran at once, all given back
+    for definition in dq._GX_PANDAS_FREE:  # a pooled datasource keeps no frame and no metric between runs
+        engine = definition.data_asset.datasource.get_execution_engine()
+        assert not engine._metric_cache and not engine.batch_manager.batch_data_cache

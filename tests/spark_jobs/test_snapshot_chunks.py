@@ -104,3 +104,14 @@ def test_the_driver_row_bound_comes_from_the_environment(monkeypatch: pytest.Mon
         monkeypatch.setenv(snapshot_load.ENV_DRIVER_ROWS, bad)
         with pytest.raises(ChangefeedError, match=rf"\$CDCFLOW_SNAPSHOT_DRIVER_ROWS must be a row count.*{bad!r}"):
             snapshot_load.driver_rows()
+
+
+def test_a_fetch_removes_only_its_own_table_s_stale_temporary_directories(tmp_path):
+    """Tables are fetched four at a time: ``db.t``'s clean-up must not remove ``db.t-x``'s directory in the
+    making."""
+    own, other, kept = (tmp_path / f".tmp-db.t-{'0f' * 16}", tmp_path / f".tmp-db.t-x-{'a' * 32}",
+                        tmp_path / ".tmp-db.t-notahex")
+    for d in (own, other, kept):
+        d.mkdir(parents=True)
+    snapshot_load.remove_stale_temps(tmp_path / "db.t")
+    assert not own.exists() and other.exists() and kept.exists()
