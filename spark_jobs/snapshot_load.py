@@ -68,9 +68,8 @@ DEFAULT_MAX_CHUNKS = 64
 LOAD_BATCH_ROWS = 65_536
 FETCH_THREADS = 4  # tables whose bases one fetch job reads at once
 # A table of at most this many rows at the ts is streamed on the driver, whatever its chunks: a Spark job's fixed cost
-# is more than its parallel tasks save on such a table (tests/bench/test_snapshot_fetch_bench.py; in a one-off run,
-# two tables of 100,000 rows took 11.0 s on the driver and 15.9 s by Spark tasks). $CDCFLOW_SNAPSHOT_DRIVER_ROWS
-# sets it (0: only a table of one chunk is read on the driver).
+# is more than its parallel tasks save on such a table (tests/bench/test_snapshot_fetch_bench.py).
+# $CDCFLOW_SNAPSHOT_DRIVER_ROWS sets it (0: only a table of one chunk is read on the driver).
 DRIVER_ROWS = 100_000
 ENV_DRIVER_ROWS = "CDCFLOW_SNAPSHOT_DRIVER_ROWS"
 HISTORY_LOOKBACK = 50  # commits searched for a load id already committed
@@ -344,15 +343,6 @@ def driver_rows() -> int:
     return value
 
 
-def _rows_at(pd_addr: str, tidb: str | None, ts: int, table: TableInfo) -> int:
-    """``table``'s rows at ``ts``: ``COUNT(*)``, which TiDB pushes down to TiKV's coprocessor (no row is sent)."""
-    from cdc_core.client.upstream import UpstreamClient
-
-    with UpstreamClient(pd_addr, tidb=tidb) as client:
-        rows = client.query(f"SELECT COUNT(*) AS n FROM `{table.db_name}`.`{table.name}`", at_ts=ts)
-    return int(rows[0]["n"])
-
-
 def remove_stale_temps(final: Path) -> None:
     """Remove the temporary directories a crashed fetch of ``final``'s table left (one window runs at a time). By
     exact name: ``.tmp-db.t-*`` also matches ``db.t-x``'s, which another fetch thread may be writing."""
@@ -391,8 +381,10 @@ def fetch_table(
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
     # A table of several chunks is counted first (on TiDB a COUNT(*) pushed down to the coprocessors of its regions,
     # a fraction of the read that follows); not when no such table may be read on the driver.
+    from spark_jobs.window_checks import upstream_count  # the checks build on this module, not the reverse
+
     bound = driver_rows() if max_driver_rows is None else max_driver_rows
-    on_driver = len(chunks) == 1 or (bound > 0 and _rows_at(pd_addr, tidb, ts, table) <= bound)
+    on_driver = len(chunks) == 1 or (bound > 0 and upstream_count(pd_addr, tidb, ts, table) <= bound)
     if on_driver:
         # One chunk, or a small table, gains nothing from distribution: stream it here into parquet with the silver
         # schema (no Spark job, no Python worker), chunk after chunk, LOAD_BATCH_ROWS rows at a time.
