@@ -15,10 +15,11 @@ all versions older than the newest one at or below the safe point, and that one 
 tombstone. The safe point only moves forward; a read below it raises ``GcSafePointPassedError``
 (its versions may be gone, so an answer could be silently wrong).
 
-The change feed's incremental scan (``versions_after``) reads either the keys of its range or, when fewer, the
-versions committed after its checkpoint, found through an index by commit ts (``(commit_ts, key)``): TiKV skips
-data older than the checkpoint the same way (the min/max commit ts its SST files record), so a region whose keys
-mostly predate the checkpoint costs what changed since, not what it holds.
+The change feed's incremental scan (``versions_after``) reads the keys of its range changed after its
+checkpoint, found through an index by commit ts (``(commit_ts, key)``) and the set of keys changed after that ts
+it yields, kept for the next region asking from the same ts and updated by every commit (``_keys_after``): TiKV
+skips data older than the checkpoint the same way (the min/max commit ts its SST files record), so a region whose
+keys mostly predate the checkpoint costs what changed since, not what it holds.
 
 ``count`` (``COUNT(*)``'s pushed-down scan) answers from the map's order statistics: the keys of the range, less
 those whose newest version is a tombstone (a sorted list, ``_dead``), corrected for the versions committed after the
@@ -46,7 +47,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sortedcontainers import SortedDict, SortedList
+from sortedcontainers import SortedDict, SortedList, SortedSet
 
 
 class Op(enum.IntEnum):
@@ -149,6 +150,11 @@ def _value_of(v: Version | None) -> bytes | None:
 
 
 SCAN_PAGE = 1024  # keys a scan reads per hold of the store's lock
+# The sets of keys changed after a ts kept (``MvccStore._keys_after``): a window's pull asks for one ts (its
+# checkpoint, every region), its checks' counts for another; a ts with more versions after it than
+# AFTER_SET_MAX_KEYS (a catch-up's) is not kept, and a read from it pays a pass over those versions.
+AFTER_SETS = 4
+AFTER_SET_MAX_KEYS = 500_000
 
 
 def _in_range(keys: SortedDict | SortedList, start: bytes, end: bytes) -> int:
@@ -180,6 +186,8 @@ class MvccStore:
         self._observers: list[MvccObserver] = []
         self.safe_point = 0  # versions a read below this ts needs may be gone
         self._ingest_ts = 0  # the newest commit ts of ingested versions (not in ``_by_ts``)
+        # after ts -> the keys with a version committed after it (``_keys_after``), kept up to date by commits
+        self._after: dict[int, SortedSet] = {}
 
     # --- observers ----------------------------------------------------------------------------
     def add_observer(self, obs: MvccObserver) -> None:
@@ -246,10 +254,9 @@ class MvccStore:
         self.check_read_ts(ts)
         writes = self._writes
         with self._mutex:
-            first_after = self._index_after(ts, start, end)
-            if first_after is not None:
+            later = self._keys_after(ts, start, end)
+            if later is not None:
                 n = _in_range(writes, start, end) - _in_range(self._dead, start, end)
-                later = {k for _, k in self._by_ts.islice(first_after) if k >= start and (not end or k < end)}
                 for key in later:  # the count above is of the newest versions: undo what came after ts
                     vs = writes[key]
                     n += (_live_at(vs, ts) is not None) - (vs[-1].op is Op.PUT)
@@ -263,16 +270,33 @@ class MvccStore:
                 return n
             lo, first = keys[-1], False
 
-    def _index_after(self, ts: int, start: bytes, end: bytes) -> int | None:
-        """Where the versions committed after ``ts`` begin in the index by commit ts, when reading them costs less
-        than walking the keys of ``[start, end)`` (``index_scan_ratio``); None: walk. The index holds what is
-        above the safe point and no ingested version: a read from below either walks (as TiKV serves it, with
-        the versions GC kept)."""
-        first_after = self._by_ts.bisect_left((ts + 1, b""))
-        if (ts >= max(self.safe_point, self._ingest_ts)
-                and len(self._by_ts) - first_after < _in_range(self._writes, start, end) * self.index_scan_ratio):
-            return first_after
-        return None
+    def _keys_after(self, ts: int, start: bytes, end: bytes, *, from_key: bytes | None = None
+                    ) -> Iterable[bytes] | None:
+        """The keys of ``[start, end)`` (after ``from_key``, exclusive) with a version committed after ``ts``, in
+        order, when the index by commit ts can say (``ts`` at or above the safe point and the newest ingest) and
+        reading them costs less than walking the range (``index_scan_ratio``); None: walk.
+
+        The set of every key changed after ``ts`` is built once (a pass over the versions after it) and kept, and
+        each commit adds its keys to the kept sets below its commit ts: the regions of a window's pull, each asking
+        for its own range from the same checkpoint, cost O(log n + the keys they get), not a pass each over every
+        version after it (which made a long window's pull walk whole regions, the more the longer it was)."""
+        if self.index_scan_ratio <= 0 or ts < max(self.safe_point, self._ingest_ts):
+            return None
+        lo, inclusive = (start, (True, False)) if from_key is None else (from_key, (False, False))
+        with self._mutex:
+            kept = self._after.pop(ts, None)
+            if kept is None:
+                first_after = self._by_ts.bisect_left((ts + 1, b""))
+                if len(self._by_ts) - first_after > AFTER_SET_MAX_KEYS:
+                    if len(self._by_ts) - first_after >= _in_range(self._writes, start, end) * self.index_scan_ratio:
+                        return None
+                    return sorted({k for _, k in self._by_ts.islice(first_after)
+                                   if (k > lo if from_key is not None else k >= lo) and (not end or k < end)})
+                kept = SortedSet(k for _, k in self._by_ts.islice(first_after))
+                while len(self._after) >= AFTER_SETS:
+                    del self._after[next(iter(self._after))]  # the least recently asked
+            self._after[ts] = kept
+            return list(kept.irange(lo, end or None, inclusive=inclusive))
 
     def check_read_ts(self, ts: int) -> None:
         """Raise ``GcSafePointPassedError`` if a read (or a change scan) at ``ts`` may miss GC'd versions."""
@@ -311,11 +335,8 @@ class MvccStore:
         n = 0
         last: bytes | None = None
         inclusive = (from_key is None, False)
-        keys: Iterable[bytes] = self._writes.irange(lo, end or None, inclusive=inclusive)
-        first_after = self._index_after(after_ts, lo, end)
-        if first_after is not None:
-            keys = sorted({k for _, k in self._by_ts.islice(first_after)
-                           if (k > lo if from_key is not None else k >= lo) and (not end or k < end)})
+        changed = self._keys_after(after_ts, start, end, from_key=from_key)
+        keys = changed if changed is not None else self._writes.irange(lo, end or None, inclusive=inclusive)
         for key in keys:
             if key_limit is not None and n >= key_limit:
                 return out, last
@@ -395,6 +416,9 @@ class MvccStore:
                 v = Version(start_ts, commit_ts, lk.op, lk.value)
                 self._writes.setdefault(key, []).append(v)
                 self._by_ts.add((commit_ts, key))
+                for after, kept in self._after.items():
+                    if after < commit_ts:
+                        kept.add(key)
                 self._note_newest(key, prev, v)
                 records.append(VersionRecord(key, start_ts, commit_ts, lk.op, lk.value, _value_of(prev)))
         for rec in records:
@@ -409,6 +433,7 @@ class MvccStore:
         n = 0
         with self._mutex:
             self._ingest_ts = max(self._ingest_ts, commit_ts)
+            self._forget_after(self._ingest_ts)  # ingested versions are not in the index
             writes = self._writes
             for key, value in pairs:
                 if key in self._locks:
@@ -451,8 +476,15 @@ class MvccStore:
         """Move the safe point forward (never back); returns the safe point in force."""
         self.safe_point = max(self.safe_point, safe_point)
         # No read goes below the safe point: the index by commit ts forgets what is at or below it.
-        del self._by_ts[:self._by_ts.bisect_left((self.safe_point + 1, b""))]
+        with self._mutex:
+            del self._by_ts[:self._by_ts.bisect_left((self.safe_point + 1, b""))]
+            self._forget_after(self.safe_point)
         return self.safe_point
+
+    def _forget_after(self, ts: int) -> None:
+        """Drop the kept key sets of a ts below ``ts``: a read from there walks (under the lock)."""
+        for after in [a for a in self._after if a < ts]:
+            del self._after[after]
 
     def gc_step(self, from_key: bytes | None, key_limit: int) -> tuple[GcStats, bytes | None]:
         """GC at most ``key_limit`` keys after ``from_key`` (exclusive; None: from the start).

@@ -136,6 +136,19 @@ def _count_walked_keys(s: MvccStore, monkeypatch: pytest.MonkeyPatch) -> list[in
     return walked
 
 
+def _count_index_passes(s: MvccStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the reads of the index by commit ts from now on: ``[n]``."""
+    passes = [0]
+    real = s._by_ts.islice
+
+    def counting(*args: object, **kwargs: object) -> object:
+        passes[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(s._by_ts, "islice", counting)
+    return passes
+
+
 def test_versions_after_by_commit_ts_index_equals_the_key_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past a checkpoint that most keys predate, the incremental scan reads the versions committed since (the index
     by commit ts) instead of every key; both give the same records, chunks, resume keys and GC behaviour."""
@@ -176,6 +189,58 @@ def test_versions_after_by_commit_ts_index_equals_the_key_walk(monkeypatch: pyte
     monkeypatch.undo()
     s.gc(checkpoints[-1])  # the index forgets what the safe point passed; later checkpoints still read the same
     assert scan(checkpoints[-1], b"", b"", None) == by_index[-4]
+
+
+def test_a_pull_of_many_regions_passes_over_the_versions_after_its_checkpoint_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twenty regions scanned from one checkpoint (a window's pull) read the index by commit ts once, walk no key,
+    and see what the walk sees; the kept set of changed keys follows later commits, and is dropped when the safe
+    point or an ingest passes its ts (a scan from there walks)."""
+    import random
+
+    rng = random.Random(7)
+    s = MvccStore()
+    s.ingest(((f"k{i:05d}".encode(), b"v0") for i in range(2000)), 5)
+    ts = 10
+    for _ in range(200):
+        put(s, ts, ts + 1, **{f"k{rng.randrange(2000):05d}": f"v{ts}".encode()})
+        ts += 2
+    checkpoint = ts
+    regions = [(f"k{i:05d}".encode(), f"k{i + 100:05d}".encode()) for i in range(0, 2000, 100)]
+
+    def pull() -> list[tuple]:
+        out: list[tuple] = []
+        for lo, hi in regions:
+            cur = None
+            while True:
+                recs, cur = s.versions_after(lo, hi, checkpoint, from_key=cur, key_limit=3)
+                out.extend((r.key, r.commit_ts, r.value, r.old_value) for r in recs)
+                if cur is None:
+                    break
+        return out
+
+    def walked_pull() -> list[tuple]:
+        with monkeypatch.context() as m:
+            m.setattr(s, "index_scan_ratio", 0.0)
+            return pull()
+
+    for round_ in range(3):  # commits between the pulls: in regions, at their edges, deletes
+        for _ in range(40):
+            k = f"k{rng.choice([rng.randrange(2000), 100 * rng.randrange(20), 2000 + rng.randrange(5)]):05d}"
+            put(s, ts, ts + 1, **{k: None if rng.random() < 0.2 else f"v{ts}".encode()})
+            ts += 2
+        with monkeypatch.context() as m:
+            passes = _count_index_passes(s, m)
+            walked = _count_walked_keys(s, m)
+            got = pull()
+        assert got == walked_pull() and len(got) >= 40 * (round_ + 1) * 0.5
+        assert walked[0] == 0 and passes[0] == (1 if round_ == 0 else 0), round_
+    assert s.count(b"", b"", ts) == sum(1 for _ in s.iter_scan(b"", b"", ts))  # another ts: a set of its own
+    assert len(s._after) == 2
+    s.advance_safe_point(checkpoint + 1)
+    assert checkpoint not in s._after and ts in s._after
+    s.ingest([(b"z", b"1")], ts + 1)
+    assert not s._after
 
 
 def test_count_from_order_statistics_equals_the_key_walk(monkeypatch: pytest.MonkeyPatch) -> None:
