@@ -8,6 +8,7 @@ Env: ``CDCFLOW_BENCH_REGIONS`` (500000), ``CDCFLOW_BENCH_ROWS`` (rows for the fe
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import queue
 import threading
@@ -195,3 +196,61 @@ def test_bench_count_from_statistics_against_the_key_walk() -> None:
     print(f"\nCOUNT(*) of {rows:,} keys: statistics {fast_s * 1000:.2f} ms, walk {walk_s * 1000:.0f} ms "
           f"({walk_s / fast_s:,.0f}x)")
     assert fast == walked
+
+
+def test_bench_a_pull_of_many_regions_from_one_checkpoint() -> None:
+    """A window's pull: ``CDCFLOW_BENCH_PULL_REGIONS`` (60) regions of a table of ``CDCFLOW_BENCH_COUNT_ROWS``
+    (1,000,000) ingested keys, each scanned from one checkpoint (512 keys a step, as the CDC service asks) after
+    50,000 changes. The kept set of keys changed after the checkpoint (``MvccStore._keys_after``) against what each
+    region's scan did before it: a pass over every version after the checkpoint, filtered to its range (written out
+    here as the baseline)."""
+    from cdc_core.upstream.mvcc import MvccStore
+
+    rows = int(os.environ.get("CDCFLOW_BENCH_COUNT_ROWS", "1000000"))
+    regions = int(os.environ.get("CDCFLOW_BENCH_PULL_REGIONS", "60"))
+    s = MvccStore()
+    s.ingest(((keycodec.row_key(7, h), b"v" * 100) for h in range(rows)), 5)
+    ts, checkpoint = 10, 10
+    for i in range(50_000):
+        key = keycodec.row_key(7, (i * 7919) % rows)
+        s.prewrite([Mutation(key, Op.PUT, b"w")], key, ts)
+        s.commit([key], ts, ts + 1)
+        ts += 2
+    bounds = [keycodec.row_key(7, rows * i // regions) for i in range(regions)] + [keycodec.table_span(7)[1]]
+    spans = list(itertools.pairwise(bounds))
+
+    def kept() -> int:
+        n = 0
+        for lo, hi in spans:
+            cur = None
+            while True:
+                recs, cur = s.versions_after(lo, hi, checkpoint, from_key=cur, key_limit=512)
+                n += len(recs)
+                if cur is None:
+                    break
+        return n
+
+    def pass_per_step() -> int:  # the keys of each step as found before: a pass over the versions after it
+        first = s._by_ts.bisect_left((checkpoint + 1, b""))
+        n = 0
+        for lo, hi in spans:
+            cur: bytes | None = None
+            while True:
+                keys = sorted({k for _, k in s._by_ts.islice(first)
+                               if (k > cur if cur is not None else k >= lo) and k < hi})[:512]
+                n += sum(1 for k in keys for v in s.versions(k) if v.commit_ts > checkpoint)
+                if len(keys) < 512:
+                    break
+                cur = keys[-1]
+        return n
+
+    t0 = time.perf_counter()
+    before = pass_per_step()
+    before_s = time.perf_counter() - t0
+    s._after.clear()
+    t0 = time.perf_counter()
+    now = kept()
+    now_s = time.perf_counter() - t0
+    print(f"\npull of {regions} regions of {rows:,} keys, 50,000 changes after the checkpoint: kept set "
+          f"{now_s * 1000:.0f} ms, a pass per step {before_s * 1000:.0f} ms (ratio {now_s / before_s:.3f})")
+    assert now == before == 50_000
