@@ -43,7 +43,6 @@ from cdc_core.changefeed.apply_result import no_events_reason, skipped
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
-from spark_jobs import check_prefetch
 from spark_jobs.bronze import read_bronze
 from spark_jobs.delta_writer import DeltaRsWriter, DeltaWriter, get_writer
 from spark_jobs.event_filters import apply_event_filters, drops_rows, validate_filters
@@ -265,9 +264,7 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
 
     ``args``: ``sink_uri``, ``changefeed_id``, ``window_end_ts``, ``tables`` (entries as in the
     module docstring), optional ``after_ts``, ``upto_ts``, ``version``, ``event_filters``
-    (``{table id: [filter dict]}``), ``ignore_txn_start_ts``, ``writer``, ``ignore_moves``, ``read_ahead_checks``
-    (the ``window_checks`` arguments of the check after this step, whose upstream half is read meanwhile:
-    :mod:`spark_jobs.check_prefetch`). ``checkpoint_ts`` is
+    (``{table id: [filter dict]}``), ``ignore_txn_start_ts``, ``writer``, ``ignore_moves``. ``checkpoint_ts`` is
     still read as ``after_ts`` when ``after_ts`` is absent (a whole-window run). Returns
     ``{"window_end_ts", "after_ts", "upto_ts", "version", "tables": {<db.table>: stats},
     "rows_upserted", "rows_deleted"}``.
@@ -281,19 +278,12 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     after = _opt_int(args["after_ts"] if "after_ts" in args else args.get("checkpoint_ts"))
     upto = end if args.get("upto_ts") is None else int(args["upto_ts"])
     version = upto if args.get("version") is None else int(args["version"])
-    # the upstream half of the check after this step, read while Spark merges (spark_jobs.check_prefetch)
-    ahead = check_prefetch.start(args.get("read_ahead_checks"))
-    try:
-        stats = apply_window(
-            args["sink_uri"], args["changefeed_id"], end, args["tables"],
-            after_ts=after, upto_ts=upto, version=version, event_filters=args.get("event_filters"),
-            ignore_txn_start_ts=[int(t) for t in args.get("ignore_txn_start_ts") or ()],
-            spark=spark, writer=get_writer(args.get("writer"), spark), ignore_moves=bool(args.get("ignore_moves")),
-        )  # fmt: skip
-    except BaseException:
-        ahead.join(cancel=True)
-        raise
-    read_ahead = ahead.join()
+    stats = apply_window(
+        args["sink_uri"], args["changefeed_id"], end, args["tables"],
+        after_ts=after, upto_ts=upto, version=version, event_filters=args.get("event_filters"),
+        ignore_txn_start_ts=[int(t) for t in args.get("ignore_txn_start_ts") or ()],
+        spark=spark, writer=get_writer(args.get("writer"), spark), ignore_moves=bool(args.get("ignore_moves")),
+    )  # fmt: skip
     return {
         "window_end_ts": end,
         "after_ts": after,
@@ -302,7 +292,6 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
         "tables": stats,
         "rows_upserted": sum(s["rows_upserted"] for s in stats.values()),
         "rows_deleted": sum(s["rows_deleted"] for s in stats.values()),
-        "read_ahead_checks": read_ahead,
     }
 
 

@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from cdc_core.client.upstream import UpstreamClient
-    from spark_jobs.check_prefetch import Staged
 
 log = logging.getLogger(__name__)
 
@@ -428,11 +427,10 @@ def same_rows(a: pa.Table, b: pa.Table) -> bool:
 
 def _content_on_driver(
     sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
-    tidb: str | None, content: bool, client: UpstreamClient | None, staged: Staged | None = None,
+    tidb: str | None, content: bool, client: UpstreamClient | None,
 ) -> tuple[dq.CheckReport, pa.Table] | None:
     """:func:`check_on_driver` but the structural expectations: the report so far and the Delta rows at the keys
-    (:func:`spark_jobs.data_quality.structural_columns`), or None when a check failed. ``staged``: the upstream's
-    count and rows at the keys, read ahead (:mod:`spark_jobs.check_prefetch`), not read again."""
+    (:func:`spark_jobs.data_quality.structural_columns`), or None when a check failed."""
     from deltalake import DeltaTable
 
     report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
@@ -451,14 +449,10 @@ def _content_on_driver(
     upstream = "not read" if not content else "count only"  # where the slow-table line says the upstream's time went
     if content:
         assert pd_addr is not None
-        count = staged.count if staged is not None else upstream_count(pd_addr, tidb, ts, table, client)
-        report.results.append(_count_result(report.row_count, count))
+        report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table, client)))
         if mode == "checksum":
-            if staged is not None and staged.rows is not None:
-                rows, upstream = staged.rows, "read ahead"
-            else:
-                rows = upstream_rows_at(pd_addr, tidb, ts, table, keys, client)
-                upstream = f"{time.monotonic() - started - delta_s:.3f} s"
+            rows = upstream_rows_at(pd_addr, tidb, ts, table, keys, client)
+            upstream = f"{time.monotonic() - started - delta_s:.3f} s"
             same = same_rows(at_keys, rows)
             report.results.append(_rows_equal_result(0 if same else 1, []))
     report.results.append(dq._schema_result(sink, table, report.delta_version, dt))
@@ -510,7 +504,7 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
     checks' (see :func:`run_job`)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from spark_jobs import check_prefetch, structural_checks
+    from spark_jobs import structural_checks
     from spark_jobs.changed_keys import changed_keys_arrow
 
     sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
@@ -522,20 +516,14 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
     keys = changed_keys_arrow(sink, args["changefeed_id"], int(args["window_end_ts"]),
                               [t for t, _ in on_driver], after_ts, ts, limit=DRIVER_KEYS)
 
-    read_ahead: list[str] = []  # tables whose upstream half was read during the apply
-
     def driver(entry: tuple[TableInfo, bool]) -> tuple[TableInfo, tuple[dq.CheckReport, pa.Table] | None]:
         table, content = entry
         k = keys.get(table.qualified_name)
         if k is None:
             return table, None
         try:
-            staged = check_prefetch.staged(sink, args["changefeed_id"], int(args["window_end_ts"]), table, ts=ts,
-                                           after_ts=after_ts, keys=k.num_rows, mode=mode) if content else None
-            if staged is not None:
-                read_ahead.append(table.qualified_name)
             return table, _content_on_driver(sink, table, k, after_ts=after_ts, ts=ts, mode=mode, pd_addr=pd_addr,
-                                             tidb=tidb, content=content, client=client, staged=staged)
+                                             tidb=tidb, content=content, client=client)
         except Exception:  # the Spark checks then run, and raise what the table's checks cannot get past
             log.warning("window checks of %s on the driver failed; checking it in Spark", table.qualified_name,
                         exc_info=True)
@@ -549,19 +537,9 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
         if name not in bad:
             report.results += structural_checks.passed_results(table)
             reports[name] = report.to_dict()
-    log.info("window checks at %d on the driver: %d table(s) (%d read ahead), %d changed keys, content %.3f s, "
-             "structure %.3f s", ts, len(checked), len(read_ahead),
-             sum(k.num_rows for k in keys.values() if k is not None), content_s, time.monotonic() - started - content_s)
-
-
-def table_entries(tables: Iterable[dict[str, Any]]) -> list[tuple[TableInfo, bool]]:
-    """The job's ``tables`` argument as ``(table, content)`` pairs."""
-    out = []
-    for entry in tables:
-        t = entry["table"]
-        out.append((TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t),
-                    bool(entry.get("content", True))))
-    return out
+    log.info("window checks at %d on the driver: %d table(s), %d changed keys, content %.3f s, structure %.3f s",
+             ts, len(checked), sum(k.num_rows for k in keys.values() if k is not None), content_s,
+             time.monotonic() - started - content_s)
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
@@ -581,7 +559,11 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
 
     sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
     mode, pd_addr, tidb = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb")
-    entries = table_entries(args["tables"])
+    entries = []
+    for entry in args["tables"]:
+        t = entry["table"]
+        table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
+        entries.append((table, bool(entry.get("content", True))))
     for _, content in entries:
         _check_args(mode, content, pd_addr)
     reports: dict[str, dict[str, Any]] = {}

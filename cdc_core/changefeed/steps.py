@@ -55,15 +55,12 @@ def apply_steps(
     after_dml: Callable[[DmlStep, list[TableInfo], dict[str, Any]], object] | None = None,
     after_ddl: Callable[[DDLJob], object] | None = None,
     ignore_moves: bool = False,
-    read_ahead: Callable[[DmlStep, list[TableInfo]], dict[str, Any] | None] | None = None,
 ) -> StepsResult:
     """Apply ``steps`` of the bronze window ending at ``window_end_ts``.
 
     ``tables_at(ts)``: the tables (as they were at ``ts``, names included: event filters match those) a DML
     step up to ``ts`` applies. ``target_of``: the table info whose names give the Delta path written.
-    ``after_dml(step, tables, result)`` / ``after_ddl(job)``: called after each step. ``read_ahead(step,
-    tables)``: the ``window_checks`` arguments of the check ``after_dml`` runs after a DML step, whose upstream half
-    its apply job reads meanwhile (``spark_jobs.check_prefetch``), or None.
+    ``after_dml(step, tables, result)`` / ``after_ddl(job)``: called after each step.
     """
     out = StepsResult(steps=len(steps))
     efilter = cfg.event_filter
@@ -83,7 +80,6 @@ def apply_steps(
                 "event_filters": {str(t.id): efilter.dml_specs(t.db_name, t.name) for t in tables},
                 "ignore_txn_start_ts": sorted(efilter.ignore_txn_start_ts),
                 "ignore_moves": ignore_moves,
-                "read_ahead_checks": read_ahead(step, targets) if read_ahead is not None else None,
             })
             for name, st in result.get("tables", {}).items():
                 agg = out.tables.setdefault(name, {"rows_upserted": 0, "rows_deleted": 0, "skipped": True})

@@ -399,20 +399,6 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
     cuts = changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target)
     steps = plan_steps(checkpoint, target, jobs, cuts)
 
-    def read_ahead(step: DmlStep, tables: list[TableInfo]) -> dict[str, Any] | None:
-        """The check after ``step`` as its job will be asked (at the window end, the check step's), for the tables
-        with row events since the sub-window's start; None when it reads nothing from the upstream."""
-        since = _sub_window_start(p, cuts, step.upto_ts)
-        if step.upto_ts == target:
-            _, checked, full = _window_end_checked(cfg, p, target, since)
-            tables = [t for t in checked if t.qualified_name not in full]
-        else:
-            ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, target, since, step.upto_ts)
-            tables = [t for t in tables if t.id in ids or ids.intersection(t.physical_ids)]
-        if cfg.dq_mode == "off" or not tables:
-            return None
-        return _by_keys_args(cfg, tables, step.upto_ts, plan=p, after_ts=since)
-
     def after_dml(step: DmlStep, tables: list[TableInfo], result: dict[str, Any]) -> None:
         if step.upto_ts < target:  # a barrier or a sub-window's end: check the tables this step changed
             where = f"sub-window end {step.upto_ts}" if step.cut else f"barrier {step.upto_ts + 1}"
@@ -425,7 +411,6 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
     res = apply_steps(
         cfg, storage, steps, window_end_ts=target, tables_at=lambda ts: _replicated_at(cfg, storage, ts),
         after_dml=after_dml, after_ddl=lambda job: advance_checkpoint(cfg.changefeed_id, job.finished_ts),
-        read_ahead=read_ahead,
     )
     for name, agg in res.tables.items():
         prev = totals.get(name)
@@ -466,23 +451,16 @@ def _sub_window_start(p: dict[str, Any], cuts: list[int], ts: int) -> int:
 def _check(p: dict[str, Any]) -> dict[str, Any]:
     cfg = load_config(p["changefeed_id"])
     ts = p["target_ts"]
+    tables = _replicated_tables(cfg, ts)
+    full = _fully_checked(p, tables)
     cuts = changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, ts) if _has_window(p) else []
     since = _sub_window_start(p, cuts, ts)
-    tables, checked, full = _window_end_checked(cfg, p, ts, since)
+    touched = _changed_tables(cfg, p, tables, ts, since)
+    checked = [t for t in tables if t.qualified_name in full or t.qualified_name in touched]
     reports = _check_tables(cfg, checked, ts, where="window end", plan=p, full=full, after_ts=since)
     failpoint.hit("check.done")
     return {"skipped": False, "passed": True, "tables": reports,
             "unchanged": sorted(t.qualified_name for t in tables if t not in checked)}
-
-
-def _window_end_checked(cfg: ChangefeedConfig, p: dict[str, Any], ts: int, since: int
-                        ) -> tuple[list[TableInfo], list[TableInfo], set[str]]:
-    """The replicated tables at the window end, those its check checks -- the ones reconciled whole, and the ones
-    with changes since ``since`` -- and the names of the former."""
-    tables = _replicated_tables(cfg, ts)
-    full = _fully_checked(p, tables)
-    touched = _changed_tables(cfg, p, tables, ts, since)
-    return tables, [t for t in tables if t.qualified_name in full or t.qualified_name in touched], full
 
 
 def _fully_checked(p: dict[str, Any], tables: list[TableInfo]) -> set[str]:
@@ -517,14 +495,18 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     ``full``, by the keys the window changed (``window_checks``) for the others. A failure puts the changefeed in
     error (the checkpoint stays) and raises ``DataQualityError``."""
     reports: dict[str, Any] = {}
-    whole = [t for t in tables if t.qualified_name in full or not _has_window(plan)]
-    by_keys = [t for t in tables if t not in whole]
+    pd_addr = resolve_pd_addr(cfg.upstream)
+    common = {"sink_uri": cfg.sink_uri, "pd_addr": pd_addr, "tidb": cfg.tidb, "mode": cfg.dq_mode, "ts": ts}
+    whole: list[dict[str, Any]] = []
+    by_keys: list[dict[str, Any]] = []
+    for t in tables:
+        (whole if t.qualified_name in full or not _has_window(plan) else by_keys).append(table_entry(cfg, t))
     if whole:  # one job reconciles them; it reads the upstream at ts itself, chunk by chunk (never one list here)
-        reports.update(spark_engine.run_job("data_quality", {
-            **_check_args(cfg, ts), "tables": [table_entry(cfg, t) for t in whole]})["tables"])
+        reports.update(spark_engine.run_job("data_quality", {**common, "tables": whole})["tables"])
     if by_keys:  # one job for every table checked by its changed keys
-        reports.update(spark_engine.run_job("window_checks", _by_keys_args(cfg, by_keys, ts, plan=plan,
-                                                                           after_ts=after_ts))["tables"])
+        reports.update(spark_engine.run_job("window_checks", {
+            **common, "tables": by_keys, "changefeed_id": cfg.changefeed_id, "window_end_ts": plan["target_ts"],
+            "after_ts": after_ts})["tables"])
     reports = {t.qualified_name: reports[t.qualified_name] for t in tables}  # in the tables' order
     failed = {name: r for name, r in reports.items() if not r["passed"]}
     dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, reports)
@@ -541,18 +523,6 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     if failed:
         raise DataQualityError(message)
     return reports
-
-
-def _check_args(cfg: ChangefeedConfig, ts: int) -> dict[str, Any]:
-    return {"sink_uri": cfg.sink_uri, "pd_addr": resolve_pd_addr(cfg.upstream), "tidb": cfg.tidb,
-            "mode": cfg.dq_mode, "ts": ts}
-
-
-def _by_keys_args(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, plan: dict[str, Any],
-                  after_ts: int) -> dict[str, Any]:
-    """The ``window_checks`` job's arguments: ``tables`` checked at ``ts`` by the keys changed since ``after_ts``."""
-    return {**_check_args(cfg, ts), "tables": [table_entry(cfg, t) for t in tables],
-            "changefeed_id": cfg.changefeed_id, "window_end_ts": plan["target_ts"], "after_ts": after_ts}
 
 
 def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tuple[dict[str, Any], str]:
