@@ -270,11 +270,12 @@ class MvccStore:
                 return n
             lo, first = keys[-1], False
 
-    def _keys_after(self, ts: int, start: bytes, end: bytes, *, from_key: bytes | None = None
-                    ) -> Iterable[bytes] | None:
-        """The keys of ``[start, end)`` (after ``from_key``, exclusive) with a version committed after ``ts``, in
-        order, when the index by commit ts can say (``ts`` at or above the safe point and the newest ingest) and
-        reading them costs less than walking the range (``index_scan_ratio``); None: walk.
+    def _keys_after(self, ts: int, start: bytes, end: bytes, *, from_key: bytes | None = None,
+                    limit: int | None = None) -> Iterable[bytes] | None:
+        """The first ``limit`` (None: all) keys of ``[start, end)`` (after ``from_key``, exclusive) with a version
+        committed after ``ts``, in order, when the index by commit ts can say (``ts`` at or above the safe point and
+        the newest ingest); None: walk. A ts too far back to keep a set for (``AFTER_SET_MAX_KEYS``) walks when its
+        versions outnumber the range's keys (``index_scan_ratio``).
 
         The set of every key changed after ``ts`` is built once (a pass over the versions after it) and kept, and
         each commit adds its keys to the kept sets below its commit ts: the regions of a window's pull, each asking
@@ -291,12 +292,13 @@ class MvccStore:
                     if len(self._by_ts) - first_after >= _in_range(self._writes, start, end) * self.index_scan_ratio:
                         return None
                     return sorted({k for _, k in self._by_ts.islice(first_after)
-                                   if (k > lo if from_key is not None else k >= lo) and (not end or k < end)})
+                                   if (k > lo if from_key is not None else k >= lo) and (not end or k < end)})[:limit]
                 kept = SortedSet(k for _, k in self._by_ts.islice(first_after))
                 while len(self._after) >= AFTER_SETS:
                     del self._after[next(iter(self._after))]  # the least recently asked
             self._after[ts] = kept
-            return list(kept.irange(lo, end or None, inclusive=inclusive))
+            # a step's keys only: a region of many changed keys, read a step at a time, is not copied once a step
+            return list(itertools.islice(kept.irange(lo, end or None, inclusive=inclusive), limit))
 
     def check_read_ts(self, ts: int) -> None:
         """Raise ``GcSafePointPassedError`` if a read (or a change scan) at ``ts`` may miss GC'd versions."""
@@ -335,7 +337,9 @@ class MvccStore:
         n = 0
         last: bytes | None = None
         inclusive = (from_key is None, False)
-        changed = self._keys_after(after_ts, start, end, from_key=from_key)
+        # one key past the limit: what tells a full step from the range's last one
+        changed = self._keys_after(after_ts, start, end, from_key=from_key,
+                                   limit=None if key_limit is None else key_limit + 1)
         keys = changed if changed is not None else self._writes.irange(lo, end or None, inclusive=inclusive)
         for key in keys:
             if key_limit is not None and n >= key_limit:
