@@ -298,8 +298,8 @@ class DeltaSparkWriter:
     commit's ``cdcflow.*`` metadata on ``spark.databricks.delta.commitInfo.userMetadata`` (JSON; see
     :func:`commit_metadata`). Session confs are per session and every commit reads them, so all commits of one
     session -- merges, their empty appends, table creates -- take turns (``_CONF_LOCK``).
-    Tables it creates have deletion vectors off: delta-rs's Arrow dataset reader, which the checks and readers
-    use, cannot read them yet.
+    Tables it creates have deletion vectors off: delta-rs's pyarrow dataset, which the checks and readers use,
+    refuses them, and on one machine they do not pay (README, "What that costs on a large table").
     """
 
     name = "delta-spark"

@@ -261,3 +261,52 @@ def test_bench_small_window_per_writer(tmp_path: Path) -> None:
         spark.conf.set("spark.databricks.delta.snapshotPartitions", "2")
     print(f"\nsmall window (3 rows), median per MERGE: delta-rs {rs:.2f}s, delta-spark {sp:.2f}s "
           f"(with Delta's default 50 log-replay partitions {sp50:.2f}s)")
+
+
+SCATTERED = 1_000
+
+
+def _scattered_updates(rows: int, seed: int) -> pa.Table:
+    """``SCATTERED`` rows of a ``rows``-row base table updated at random keys, as a net change set."""
+    ids = np.array(sorted(np.random.default_rng(seed).choice(rows, SCATTERED, replace=False)), dtype=np.int64)
+    schema = pa.schema([*TABLE.arrow_schema(), pa.field("_cdc_op", pa.string())])
+    return pa.table({"id": ids, "k": np.full(len(ids), -seed, dtype=np.int32),
+                     "c": [f"c-{i:012d}-new" for i in ids.tolist()], "pad": ["pad-new"] * len(ids),
+                     "_cdc_op": ["upsert"] * len(ids)}, schema=schema)
+
+
+@pytest.mark.spark
+def test_bench_scattered_changes_into_a_large_table(tmp_path: Path) -> None:
+    """Why the silver tables are merged copy-on-write by delta-rs, deletion vectors off, even where changes scatter
+    over a large table (issue 18's size independence): ``SCATTERED`` random updates merged into a 10,000-row table
+    and into a ``BASE``-row one (median of three MERGEs each), by delta-rs (copy-on-write: every file a changed key
+    lands in is rewritten), by delta-spark copy-on-write, and by delta-spark with deletion vectors (merge-on-read:
+    the touched files get a deletion vector, only the changed rows are written). The ratio large/small is what a
+    window's apply pays for the table's size. Same Spark, same base rows, side by side."""
+    import statistics
+
+    from spark_jobs.session import get_spark
+
+    spark = get_spark()
+    figures: dict[str, dict[int, float]] = {}
+    for rows in (10_000, BASE):
+        base = str(tmp_path / f"base-{rows}")
+        _base_table(base, rows)
+        for name in ("delta-rs", "delta-spark", "delta-spark + deletion vectors"):
+            path = str(tmp_path / f"{name}-{rows}".replace(" ", ""))
+            shutil.copytree(base, path)
+            if name.endswith("vectors"):
+                spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+            merge = (lambda p, s: _bare_merge(p, s)) if name == "delta-rs" else (
+                lambda p, s: _bare_spark_merge(spark, p, s))
+            times = [merge(path, _scattered_updates(rows, seed)) for seed in (1, 2, 3, 4)]
+            figures.setdefault(name, {})[rows] = statistics.median(times[1:])  # the first warms the engine's path
+            if name.endswith("vectors"):
+                assert DeltaTable(path).deletion_vectors().read_all().num_rows > 0, "the MERGE wrote no deletion vector"
+            got = spark.read.format("delta").load(path).where("k = -4").count()
+            assert got == SCATTERED, f"{name}: {got} rows carry the last MERGE's update, not {SCATTERED}"
+        shutil.rmtree(tmp_path, ignore_errors=True)
+        tmp_path.mkdir()
+    print(f"\n{SCATTERED:,} scattered updates, median seconds per MERGE into 10,000 rows / {BASE:,} rows (ratio):")
+    for name, t in figures.items():
+        print(f"  {name:31s} {t[10_000]:6.2f}s / {t[BASE]:6.2f}s  ({t[BASE] / t[10_000]:.1f}x)")
