@@ -26,7 +26,9 @@ Metrics (labels ``span``): ``cdcflow_puller_resolved_ts_lag_seconds`` (wall cloc
 physical time), ``cdcflow_puller_span_resolved_ts``, ``cdcflow_puller_regions{state=locked|initialized|unlocked}``
 (``locked`` = locked and not yet initialized; ``unlocked`` = unlocked ranges), ``cdcflow_puller_holes``,
 ``cdcflow_puller_min_ts_computations_total``. Log: ``subscription client holes exist`` with the hole count and
-the oldest hole, at most once per ``holes_log_interval_s``.
+the oldest hole, at most once per ``holes_log_interval_s`` and not before the span has been subscribed that long:
+holes at the start are the regions not locked yet, not a fault (TiCDC logs it from a 30 s ticker,
+``logservice/logpuller/subscription_client.go`` ``logSlowRegions``, whose first tick comes 30 s in).
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ class ResolvedTsAdvancer:
         self.min_computations = 0
         self._last_compute_ms: int | None = None
         self._seen_mutations = -1  # forces the first computation
-        self._last_holes_log_ms: int | None = None
+        self._last_holes_log_ms = clock_ms()  # the first log, if holes last, one interval after the subscription
         m = AdvancerMetrics.for_registry(registry)
         self._m_lag = m.lag.labels(span)
         self._m_ts = m.resolved_ts.labels(span)
@@ -188,7 +190,7 @@ class ResolvedTsAdvancer:
         holes = lock.holes
         self._m_unlocked.set(holes)
         self._m_holes.set(holes)
-        if holes and (self._last_holes_log_ms is None or now - self._last_holes_log_ms >= self._holes_log_interval_ms):
+        if holes and now - self._last_holes_log_ms >= self._holes_log_interval_ms:
             self._last_holes_log_ms = now
             oldest = lock.oldest_hole()
             assert oldest is not None
