@@ -10,6 +10,11 @@ transactions. It runs for a duration or a transaction count and returns a summar
 rows, errors by kind, rate). Duplicate keys and write conflicts are expected under concurrency:
 they are counted by kind, not fatal.
 
+A statement of many rows (``rows_per_txn > 1``) inserts new ids above the id range. Given a ``query``, a run
+starts them above the largest id an earlier run inserted there (``SELECT MAX(id) ... WHERE id > id_range``: a
+range read of those rows only), so that a second run on the same tables -- the scale benchmark's backlog after its
+lag phase -- inserts rows instead of failing every insert on a duplicate key.
+
 The workload only needs a way to run a SQL script (``execute(sql) -> list of (affected rows,
 commit ts)``), so it runs against any client: the CLI passes ``UpstreamClient``.
 """
@@ -78,6 +83,7 @@ class WorkloadSummary:
     errors: Counter[str] = field(default_factory=Counter)  # failed transactions per error kind
     ddl: int = 0
     elapsed_s: float = 0.0
+    seed: int = 0  # the run's seed: the same mix again with --seed
 
     @property
     def txn_per_s(self) -> float:
@@ -86,7 +92,7 @@ class WorkloadSummary:
     def to_dict(self) -> dict[str, Any]:
         return {"txns": self.txns, "committed": self.committed, "rows": self.rows, "by_kind": dict(self.by_kind),
                 "errors": dict(self.errors), "ddl": self.ddl, "elapsed_s": round(self.elapsed_s, 3),
-                "txn_per_s": round(self.txn_per_s, 1)}
+                "txn_per_s": round(self.txn_per_s, 1), "seed": self.seed}
 
     def merge(self, other: WorkloadSummary) -> None:
         self.txns += other.txns
@@ -117,11 +123,12 @@ def schema_sql(cfg: WorkloadConfig) -> str:
 
 
 class _Worker:
-    def __init__(self, cfg: WorkloadConfig, execute: Execute, index: int) -> None:
+    def __init__(self, cfg: WorkloadConfig, execute: Execute, index: int, first_new_id: int) -> None:
         self.cfg = cfg
         self.execute = execute
         self.rnd = random.Random(cfg.seed + index)
         self.index = index
+        self.first_new_id = first_new_id
         self._inserted = 0
         self.summary = WorkloadSummary()
 
@@ -148,8 +155,9 @@ class _Worker:
         return f"INSERT INTO {t} (id, k, c, pad, uk) VALUES {values}"
 
     def _new_id(self) -> int:
-        self._inserted += 1
-        return self.cfg.id_range + (self.index << 24) + self._inserted  # uk = -id must fit an INT
+        # the threads' new ids interleave, densely: uk = -id must fit an INT, run after run
+        n, self._inserted = self._inserted, self._inserted + 1
+        return self.first_new_id + n * self.cfg.threads + self.index
 
     def _ids(self) -> list[int]:
         n = self.cfg.rows_per_txn
@@ -206,10 +214,11 @@ class _Worker:
 
 
 class Workload:
-    def __init__(self, cfg: WorkloadConfig, execute: Execute) -> None:
+    def __init__(self, cfg: WorkloadConfig, execute: Execute, query: Query | None = None) -> None:
         cfg.validate(prepare_only=True)
         self.cfg = cfg
         self.execute = execute
+        self.query = query
         self._lock = threading.Lock()
         self._remaining = cfg.txns
         self._ddl_seq = 0
@@ -238,6 +247,17 @@ class Workload:
         """``COUNT(*)`` of each table (counted by the upstream)."""
         return [int(query(f"SELECT COUNT(*) AS n FROM `{self.cfg.db}`.sbtest{i}")[0]["n"])
                 for i in range(1, self.cfg.tables + 1)]
+
+    def first_new_id(self) -> int:
+        """Where this run's new ids (statements of many rows) start: above the id range and above every id an
+        earlier run inserted there (known only with ``query``)."""
+        top = self.cfg.id_range
+        if self.query is not None and self.cfg.rows_per_txn > 1:
+            for i in range(1, self.cfg.tables + 1):
+                rows = self.query(f"SELECT MAX(id) AS m FROM `{self.cfg.db}`.sbtest{i} WHERE id > {top}")
+                if rows and rows[0]["m"] is not None:
+                    top = max(top, int(rows[0]["m"]))
+        return top + 1
 
     def _take(self) -> bool:
         """Claim one transaction of the budget (always True without a count)."""
@@ -281,8 +301,9 @@ class Workload:
         cfg.validate()
         deadline = time.monotonic() + cfg.duration_s if cfg.duration_s > 0 else None
         stop = stop or threading.Event()
-        workers = [_Worker(cfg, self.execute, i) for i in range(cfg.threads)]
-        total = WorkloadSummary()
+        first_new_id = self.first_new_id()
+        workers = [_Worker(cfg, self.execute, i, first_new_id) for i in range(cfg.threads)]
+        total = WorkloadSummary(seed=cfg.seed)
 
         def loop(w: _Worker) -> None:
             while not stop.is_set() and (deadline is None or time.monotonic() < deadline) and self._take():

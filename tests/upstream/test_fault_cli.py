@@ -80,6 +80,7 @@ def test_workload_command(ec: EmbeddedCluster) -> None:
     summary = run(ec, "workload", "--txns", "60", "--threads", "2", "--tables", "1", "--id-range", "50",
                   "--initial-rows", "20", "--db", "wcli")
     assert summary["txns"] == 60 and summary["committed"] > 0 and summary["txn_per_s"] > 0
+    assert summary["seed"] > 0  # --seed 0 (the default): one from the clock, reported to run the same mix again
     with UpstreamClient(ec.pd_addr) as u:
         assert u.query("SELECT COUNT(*) AS n FROM wcli.sbtest1")[0]["n"] > 0
 
