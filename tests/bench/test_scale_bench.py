@@ -155,6 +155,15 @@ def _finish(p: subprocess.Popen[str], seconds: float) -> dict[str, Any]:
     return json.loads(out[out.index("{"):])  # type: ignore[no-any-return]
 
 
+def _errors(summaries: list[dict[str, Any]]) -> dict[str, int]:
+    """The workloads' failed transactions by kind, summed (duplicate keys and conflicts are expected, a few)."""
+    total: dict[str, int] = {}
+    for s in summaries:
+        for kind, n in s["errors"].items():
+            total[kind] = total.get(kind, 0) + n
+    return total
+
+
 def _pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
@@ -242,7 +251,8 @@ def test_scale(upstream_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         sampler.lag = False
         done = [_finish(p, 0) for p in loads]  # their minutes are over: the windows ran as long
         rows = sum(d["rows"] for d in done)
-        figures["lag"] = {"rows_per_s": round(rows / seconds), "windows": len(windows),
+        figures["lag"] = {"rows_per_s": round(rows / seconds), "workload_errors": _errors(done),
+                          "windows": len(windows),
                           "window_s_p50": round(_pct(windows, 0.5), 1), "window_s_max": round(max(windows), 1),
                           "step_s_p50": {k: round(_pct(v, 0.5), 1) for k, v in step_s.items()},
                           "events_per_window_p50": round(_pct(events, 0.5)),
@@ -266,7 +276,8 @@ def test_scale(upstream_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         results = runner.run_until(cid, until)
         took = time.monotonic() - started
         assert load_state(cid).checkpoint_ts >= until and all(r["skipped"] or r["check"]["passed"] for r in results)
-        figures["catch_up"] = {"backlog_rows": rows, "seconds": round(took, 1), "rows_per_s": round(rows / took),
+        figures["catch_up"] = {"backlog_rows": rows, "workload_errors": _errors(done), "seconds": round(took, 1),
+                               "rows_per_s": round(rows / took),
                                "windows": len(results),
                                "peak_rss_mib": {k: round(v / 2**20) for k, v in sampler.peak.items()}}
         print(f"catch-up: {figures['catch_up']}", flush=True)
