@@ -33,23 +33,8 @@ held back by gRPC flow control.
 until INITIALIZED); a change at or below the region's resolved ts breaks the store's promise and fails the
 subscription loudly. INITIALIZED marks the region initialized in the lock; resolved batches go to the
 advancer, vectorized. Errors end the request: it is deregistered, its range is unlocked (a hole at its last
-resolved ts) and re-requested:
-
-============================== =================================================================
-error                          re-request (TiCDC ``region_failure_handler.go``)
-============================== =================================================================
-``not_leader``                 the same region on the new leader the error names (else from PD)
-``epoch_not_match``            the range re-divided from PD (split, merge)
-``region_not_found``           the range re-divided from PD (merged away)
-``server_is_busy``             the same region later (its backoff, at least), at low priority
-``congested``                  the same region after a backoff, at low priority
-broken stream / unknown store  every region of the stream re-divided from PD after a backoff
-``RESYNC`` (released path)     the listed regions again, from their resolved ts
-unknown / empty error          the range re-divided from PD after a backoff
-``compatibility``              none: the client fails ("the store requires TiCDC version ...")
-``cluster_id_mismatch``        none: the client fails (the store belongs to another cluster)
-``duplicate_request``          none: a client bug ((request id, region) pairs are never live twice); fails loudly
-============================== =================================================================
+resolved ts) and re-requested, or the subscription fails, as :mod:`~cdc_core.puller.region_failure` decides for
+the error's kind (TiCDC's ``region_failure_handler.go``).
 
 **Resolved ts** come as ``ChangeDataEvent.resolved_ts`` (per request id over EventFeedV2, per stream with
 request id 0 over EventFeed) or, from a store that treats the client as older than 4.0.8, as a region's
@@ -73,11 +58,10 @@ Metrics: the blocks' (pending bytes, pause state, resolved-ts lag, regions by st
 from __future__ import annotations
 
 import asyncio
-import enum
 import itertools
 import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import grpc
 import numpy as np
@@ -98,11 +82,19 @@ from cdc_core.puller.options import DEFAULT_ADVANCE_INTERVAL_MS, DEFAULT_MAX_PEN
 from cdc_core.puller.pd_client import PDClient
 from cdc_core.puller.range_lock import LockedRange, LockStatus, RangeLock
 from cdc_core.puller.range_ts_map import end_after
+from cdc_core.puller.region_failure import (
+    HIGH_PRIORITY,
+    ErrorKind,
+    Fail,
+    StreamBroken,
+    classify_error,
+    decide,
+)
 from cdc_core.puller.region_request_worker import CHANNEL_OPTIONS, CLIENT_VERSION, StoreWorker
 from cdc_core.puller.region_state import RegionState, RegionTarget
 from cdc_core.puller.ts_advancer import ResolvedTsAdvancer
 
-__all__ = ["ErrorKind", "OnChange", "OnResolved", "StreamBroken", "SubscriptionClient", "classify_error"]
+__all__ = ["OnChange", "OnResolved", "SubscriptionClient"]
 
 log = get_logger("cdcflow.puller")
 
@@ -119,55 +111,7 @@ _COMMIT = int(LogType.COMMIT)
 _ROLLBACK = int(LogType.ROLLBACK)
 _INITIALIZED = int(LogType.INITIALIZED)
 
-HIGH_PRIORITY = 0
-LOW_PRIORITY = 1
 WATCHDOG_PERIOD_S = 1.0
-
-
-class ErrorKind(enum.Enum):
-    NOT_LEADER = "not_leader"
-    EPOCH_NOT_MATCH = "epoch_not_match"
-    REGION_NOT_FOUND = "region_not_found"
-    SERVER_IS_BUSY = "server_is_busy"
-    CONGESTED = "congested"
-    DUPLICATE_REQUEST = "duplicate_request"
-    COMPATIBILITY = "compatibility"
-    CLUSTER_ID_MISMATCH = "cluster_id_mismatch"
-    GC_SAFE_POINT = "snapshot_lost_by_gc"
-    STREAM = "stream_broken"
-    STORE = "store_unknown"
-    RESYNC = "resync"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class StreamBroken:
-    """The error of every region whose stream broke (or whose store could not be resolved)."""
-
-    why: str
-    kind: ErrorKind = ErrorKind.STREAM
-
-
-def classify_error(err: cdcpb_pb2.Error | StreamBroken) -> ErrorKind:
-    if isinstance(err, StreamBroken):
-        return err.kind
-    if err.HasField("not_leader"):
-        return ErrorKind.NOT_LEADER
-    if err.HasField("epoch_not_match"):
-        return ErrorKind.EPOCH_NOT_MATCH
-    if err.HasField("region_not_found"):
-        return ErrorKind.REGION_NOT_FOUND
-    if err.HasField("server_is_busy"):
-        return ErrorKind.SERVER_IS_BUSY
-    if err.HasField("congested"):
-        return ErrorKind.CONGESTED
-    if err.HasField("duplicate_request"):
-        return ErrorKind.DUPLICATE_REQUEST
-    if err.HasField("compatibility"):
-        return ErrorKind.COMPATIBILITY
-    if err.HasField("cluster_id_mismatch"):
-        return ErrorKind.CLUSTER_ID_MISMATCH
-    return ErrorKind.UNKNOWN
 
 
 class ClientMetrics:
@@ -542,60 +486,21 @@ class SubscriptionClient:
         if state.stale or span.regions.get(state.region_id) is not state:
             return
         self._m_errors[kind].inc()
-        if kind is ErrorKind.COMPATIBILITY:
-            assert isinstance(err, cdcpb_pb2.Error)
-            self._fail(ChangefeedError(
-                f"store {state.store_addr} is incompatible with this client (TiCDC {CLIENT_VERSION} behaviour): it "
-                f"requires version {err.compatibility.required_version or '?'} (region {state.region_id}); "
-                "upgrade cdcflow or use a TiKV it supports"
-            ))
-            return
-        if kind is ErrorKind.CLUSTER_ID_MISMATCH:
-            assert isinstance(err, cdcpb_pb2.Error)
-            m = err.cluster_id_mismatch
-            self._fail(ChangefeedError(
-                f"store {state.store_addr} belongs to cluster {m.current}, but PD's cluster is {m.request} "
-                f"(region {state.region_id}): PD and TiKV addresses point at different clusters"
-            ))
-            return
-        if kind is ErrorKind.DUPLICATE_REQUEST:
-            self._fail(ChangefeedError(
-                f"region {state.region_id} of span {span.id}: the store reports a duplicate request "
-                f"{state.request_id}; a (request id, region) pair is never live twice, so this is a client bug"
-            ))
+        decision = decide(span.id, state, kind, err, self.backoff)
+        if isinstance(decision, Fail):
+            self._fail(ChangefeedError(decision.message))
             return
         hole_ts = self._drop_region(span, state)
         if span.stopped:
             return
         t = state.target
-        attempt = state.attempt + 1
         log.info("region request ended", span_id=span.id, region_id=t.region_id, request_id=state.request_id,
-                 kind=kind.value, hole_ts=hole_ts, attempt=attempt)
-        if kind is ErrorKind.NOT_LEADER:
-            assert isinstance(err, cdcpb_pb2.Error)
-            leader = err.not_leader.leader.store_id
-            if leader:
-                # The new leader is known: go there at once; only repeated failures back off.
-                self._schedule_region(span, replace(t, leader_store_id=leader), attempt=attempt,
-                                      priority=HIGH_PRIORITY, delay=self.backoff.delay_s(attempt - 1))
-                return
-        elif kind is ErrorKind.SERVER_IS_BUSY:
-            assert isinstance(err, cdcpb_pb2.Error)
-            self._schedule_region(span, t, attempt=attempt, priority=LOW_PRIORITY,
-                                  delay=self.backoff.delay_s(attempt, at_least_ms=err.server_is_busy.backoff_ms))
-            return
-        elif kind is ErrorKind.CONGESTED:
-            self._schedule_region(span, t, attempt=attempt, priority=LOW_PRIORITY, delay=self.backoff.delay_s(attempt))
-            return
-        elif kind is ErrorKind.RESYNC:
-            self._schedule_region(span, t, attempt=state.attempt, priority=HIGH_PRIORITY, delay=0.0)
-            return
-        elif kind in (ErrorKind.EPOCH_NOT_MATCH, ErrorKind.REGION_NOT_FOUND):
-            # The region changed: PD already knows the new layout, re-divide at once.
-            self._schedule_range(span, t.start_key, t.end_key, attempt=attempt,
-                                 delay=self.backoff.delay_s(attempt - 1))
-            return
-        self._schedule_range(span, t.start_key, t.end_key, attempt=attempt, delay=self.backoff.delay_s(attempt))
+                 kind=kind.value, hole_ts=hole_ts, attempt=decision.attempt)
+        if decision.region is not None:
+            self._schedule_region(span, decision.region, attempt=decision.attempt, priority=decision.priority,
+                                  delay=decision.delay_s)
+        else:
+            self._schedule_range(span, t.start_key, t.end_key, attempt=decision.attempt, delay=decision.delay_s)
 
     # --- receiving (per worker) ---------------------------------------------------------------
     async def _dispatch(self, worker: StoreWorker, resp: cdcpb_pb2.ChangeDataEvent, size: int) -> None:
