@@ -26,3 +26,10 @@ class DataQualityError(ChangefeedError):
 class TransientError(CdcflowError):
     """A failure that a retry can fix (a process of the job killed, a Spark cluster member lost): the step fails
     and is retried, and the changefeed stays normal, as TiCDC retries what it does not know to be permanent."""
+
+
+class EmbeddedUpstreamError(CdcflowError):
+    """An error of the embedded upstream's own parts -- its SQL front (``SqlError``), MVCC store (``MvccError``),
+    regions, faults, cluster set-up -- raised inside the process that runs it. Its servers turn each into their
+    protocol's error (a MySQL error packet, a gRPC status), so a client sees TiDB's; one that reaches the CLI (a
+    cluster that cannot start) is printed as any cdcflow error is."""

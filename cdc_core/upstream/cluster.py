@@ -28,6 +28,7 @@ import grpc
 from prometheus_client import CollectorRegistry
 
 from cdc_core.codec import key as keycodec
+from cdc_core.errors import EmbeddedUpstreamError
 from cdc_core.log import get_logger
 from cdc_core.memory import MemoryLimitConfig
 from cdc_core.proto import (
@@ -66,7 +67,7 @@ _WILDCARDS = frozenset({"0.0.0.0", "::", "[::]"})
 MAX_PD_MEMBERS = 7
 
 
-class ClusterError(Exception):
+class ClusterError(EmbeddedUpstreamError):
     """The cluster cannot start as configured."""
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 
+from cdc_core.errors import EmbeddedUpstreamError
+
 
 class ErrorKind(enum.Enum):
     INVALID = "invalid"  # bad or unsupported SQL, bad values -> INVALID_ARGUMENT
@@ -14,7 +16,7 @@ class ErrorKind(enum.Enum):
     GC = "gc"  # a read below the GC safe point -> FAILED_PRECONDITION
 
 
-class SqlError(Exception):
+class SqlError(EmbeddedUpstreamError):
     def __init__(self, message: str, kind: ErrorKind = ErrorKind.INVALID) -> None:
         super().__init__(message)
         self.kind = kind

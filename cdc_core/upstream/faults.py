@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cdc_core.codec import key as keycodec
+from cdc_core.errors import EmbeddedUpstreamError
 from cdc_core.log import get_logger
 from cdc_core.upstream.mvcc import GcStats, Mutation, MvccError, Op
 from cdc_core.upstream.regions import Region, RegionError, handle_split_keys
@@ -33,7 +34,7 @@ class FaultKind(enum.Enum):
     PRECONDITION = "precondition"
 
 
-class FaultError(Exception):
+class FaultError(EmbeddedUpstreamError):
     def __init__(self, message: str, kind: FaultKind = FaultKind.INVALID) -> None:
         super().__init__(message)
         self.message = message

@@ -49,6 +49,8 @@ from typing import Protocol
 
 from sortedcontainers import SortedDict, SortedList, SortedSet
 
+from cdc_core.errors import EmbeddedUpstreamError
+
 
 class Op(enum.IntEnum):
     PUT = 1
@@ -97,7 +99,7 @@ class VersionRecord:
     old_value: bytes | None
 
 
-class MvccError(Exception):
+class MvccError(EmbeddedUpstreamError):
     """A transaction cannot proceed; the message says which key and why."""
 
 

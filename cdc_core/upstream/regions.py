@@ -29,6 +29,7 @@ from sortedcontainers import SortedDict
 
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.memcomparable import encode_key
+from cdc_core.errors import EmbeddedUpstreamError
 from cdc_core.proto import metapb_pb2
 
 _I64_MIN = -(1 << 63)
@@ -36,7 +37,7 @@ _I64_MIN = -(1 << 63)
 PEER_ID_STRIDE = 1024
 
 
-class RegionError(Exception):
+class RegionError(EmbeddedUpstreamError):
     """A region operation cannot be done (unknown region, not adjacent, no such store...)."""
 
 
