@@ -362,6 +362,41 @@ class RangeLock:
         return self._unlocked.iter_holes()
 
     # --- internals -------------------------------------------------------------------------------
+    def _check(self) -> None:
+        """Assert the structure's invariants (as sortedcontainers' ``_check``; the state-machine test calls it after
+        every step). O(n log n + h + s).
+
+        - the locked ranges and the holes tile ``[start, end)`` in key order, nothing left over or overlapping;
+        - each locked range is filed under its start key and its region id, and holds a slot of its own below the
+          high-water mark, with its tag; the free slots are the others, each at ``TS_MAX``, not initialized;
+        - the initialized count is the initialized slots';
+        - the region-id index (dense or sorted, patched here) finds each locked region's slot, and nothing else.
+        """
+        parts = sorted([(r.start, r.end) for r in self._locked.values()]
+                       + [(lo, hi) for lo, hi, _ in self._unlocked.iter_holes()])
+        pos: bytes | None = self.start
+        for lo, hi in parts:
+            assert pos is not None and lo == pos, f"gap or overlap at {lo.hex()} (expected {pos!r}): {parts}"
+            pos = hi if hi else None  # b"": +inf, nothing may follow
+        assert (pos is None and not self.end) or pos == self.end, f"the tiling ends at {pos!r}, not {self.end!r}"
+        assert len(self._locked) == len(self._by_region)
+        used: set[int] = set()
+        for key, r in self._locked.items():
+            held: LockedRange = r
+            assert key == held.start and held._lock is self and self._by_region.get(held.region_id) is held, held
+            assert 0 <= held.slot < self._high_water and held.slot not in used, held
+            used.add(held.slot)
+        free = set(self._free)
+        capacity = self._ts.size
+        assert self._init.size == self._tag.size == capacity and len(free) == len(self._free)
+        assert not used & free and used | free == set(range(capacity)), "a slot both used and free, or neither"
+        free_slots = np.fromiter(free, dtype=np.int64, count=len(free))
+        assert (self._ts[free_slots] == TS_MAX).all() and not self._init[free_slots].any()
+        assert self._initialized == int(self._init.sum())
+        ids = np.fromiter(self._by_region, dtype=np.uint64, count=len(self._by_region))
+        slots = np.fromiter((r.slot for r in self._by_region.values()), dtype=np.int64, count=ids.size)
+        assert (self.lookup_slots(ids) == slots).all(), "the region-id index lost a locked region"
+
     def _overlapping(self, start: bytes, end: bytes, region_id: int) -> list[LockedRange]:
         locked = self._locked
         found: list[LockedRange] = []

@@ -353,6 +353,10 @@ class RangeLockMachine(RuleBasedStateMachine):
 
     # --- invariants --------------------------------------------------------------------------------
     @invariant()
+    def structure_holds(self) -> None:
+        self.lock._check()
+
+    @invariant()
     def coverage_matches_the_model(self) -> None:
         parts = tiles(self.lock)
         locked = {
@@ -416,3 +420,36 @@ def test_region_lookup_with_sparse_ids_uses_the_sorted_index() -> None:
     slots = dense_lock.lookup_slots(np.array([999, 1000, 1001, 1027, 1030, 5], dtype=np.uint64))
     assert dense_lock._dense is not None
     assert (slots >= 0).tolist() == [False, True, False, True, False, False]
+
+
+def test_check_finds_a_broken_structure() -> None:
+    """``_check`` (called after every step of the state machines above) fails on each kind of corruption."""
+    import copy
+
+    lock = RangeLock(k(0), k(100), 100)
+    lock.try_lock(k(10), k(20), 7, 1)
+    lock.try_lock(k(30), k(40), 8, 1)
+    lock._check()
+
+    def broken(how: str) -> RangeLock:
+        bad = copy.deepcopy(lock)
+        if how == "a hole lost":
+            bad._unlocked = RangeTsMap(k(0), k(100), 100)
+            bad._unlocked.unset(k(0), k(40))
+        elif how == "a free slot holding a ts":
+            bad._ts[bad._free[-1]] = 5
+        elif how == "a region unfiled":
+            del bad._by_region[8]
+        elif how == "the initialized count off":
+            bad._initialized += 1
+        elif how == "the index stale":
+            bad._index_changes.clear()
+            bad._dense = None
+            bad._index_ids = bad._index_ids[:0]
+            bad._index_slots = bad._index_slots[:0]
+        return bad
+
+    for how in ("a hole lost", "a free slot holding a ts", "a region unfiled", "the initialized count off",
+                "the index stale"):
+        with pytest.raises(AssertionError):
+            broken(how)._check()
