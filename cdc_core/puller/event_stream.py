@@ -419,6 +419,37 @@ class EventStream:
         return not path.empty and now - path.last_progress_ms >= self.blocked_after_ms
 
     # --- internals -------------------------------------------------------------------------------
+    def _check(self) -> None:
+        """Assert the structure's invariants (as sortedcontainers' ``_check``; the seed-000 simulation and the
+        coalescing property test call it after every step). O(pending events + paths).
+
+        - every path is filed under its area and its id, and an area's pending bytes are its paths';
+        - a path's pending bytes are its events' sizes (queue, head, tail); its queue is in push order;
+        - a tail only follows a head, and only a tail's regions can have data after it;
+        - a released path holds errors only (its data and resolved events were dropped) and regions to resync,
+          and one that is not released has none;
+        - an area that is not paused is below its pause threshold (a push that crosses it pauses the area).
+        """
+        assert set(self._paths) == {pid for a in self._areas.values() for pid in a.paths}
+        for area in self._areas.values():
+            total = 0
+            for pid, path in area.paths.items():
+                assert self._paths[pid] is path and path.area is area and path.id == pid, path.id
+                events = [*path.queue, *(ev for ev in (path.head, path.tail) if ev is not None)]
+                assert path.pending_bytes == sum(ev.size for ev in events), (path.id, path.pending_bytes)
+                seqs = [ev.seq for ev in path.queue]
+                assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), f"path {path.id!r} out of order"
+                assert path.tail is None or path.head is not None, f"path {path.id!r}: a tail without a head"
+                assert path.tail is not None or not path.dirty_since_tail, path.id
+                assert path.dirty_since_tail <= path.dirty_since_head, path.id
+                if path.released:
+                    assert path.head is None and all(ev.kind is EventKind.ERROR for ev in path.queue), path.id
+                else:
+                    assert not path.resync, f"path {path.id!r}: regions to resync, but not released"
+                total += path.pending_bytes
+            assert area.pending_bytes == total, (area.id, area.pending_bytes, total)
+            assert area.paused or area.pending_bytes < self.pause_ratio * area.max_pending_bytes, area.id
+
     def _push_ordered(self, path: Path, ev: RegionEvent) -> bool:
         area = path.area
         am = self._area_metrics[area.id]

@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
@@ -295,6 +296,7 @@ def run_seed_000(coalesce: bool, release: bool) -> Outcome:
         if n == 0:
             out.stuck_data_popped += sum(1 for ev in stream.pop_batch("B", 1000) if ev.kind is EventKind.DATA)
         stream.tick()
+        stream._check()
         out.span_ts_history.append(adv.resolved_ts)
 
     with capture_logs() as logs:
@@ -414,6 +416,7 @@ def test_coalesced_batches_equal_the_per_region_maximum(
             expected[rid] = max(expected.get(rid, 0), t)
         for rid in rows:
             stream.push_entries("span", rid, "row", 10)
+        stream._check()
     got: dict[int, int] = {}
     path = stream.path("span")
     assert path.pending_resolved_regions <= 2 * 40
@@ -425,3 +428,30 @@ def test_coalesced_batches_equal_the_per_region_maximum(
                 got[rid] = max(got.get(rid, 0), t)
     assert got == expected
     assert path.pending_bytes == 0 and stream.area("cf").pending_bytes == 0
+
+
+def test_check_finds_a_broken_structure() -> None:
+    """``_check`` (called after every step of the seed-000 simulation and the coalescing property test) fails on
+    each kind of corruption."""
+    for how in ("bytes off", "out of order", "tail without head", "resync while not released", "paused missed"):
+        stream, _ = new_stream()
+        stream.add_area("cf", max_pending_bytes=10_000)
+        stream.add_path("cf", "span")
+        stream.push_entries("span", 1, "row", 100)
+        stream.push_resolved("span", [1, 2], 5)
+        stream.push_entries("span", 2, "row", 100)
+        stream._check()
+        path, area = stream.path("span"), stream.area("cf")
+        if how == "bytes off":
+            path.pending_bytes += 1
+            area.pending_bytes += 1
+        elif how == "out of order":
+            path.queue.rotate(1)
+        elif how == "tail without head":
+            path.tail, path.head = path.head, None
+        elif how == "resync while not released":
+            path.resync.add(3)
+        elif how == "paused missed":
+            area.max_pending_bytes = 100
+        with pytest.raises(AssertionError):
+            stream._check()
