@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 from collections import deque
 from types import TracebackType
 from typing import Final, Literal, Protocol
@@ -393,6 +394,27 @@ class AsyncSemaphore:
         return PermitLease(self, permits, timeout)
 
     # -- internals ---------------------------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        """Assert the structure's invariants (as sortedcontainers' ``_check``; the state-machine test calls it after
+        every step). O(q).
+
+        - ``0 <= used <= limit`` (bounded semaphores);
+        - the live count is the queue's pending entries, the dead count the others (reclaimed lazily), and the
+          live ones are at most the queue bound;
+        - a pending update is its permit's pending waiter;
+        - every pending request with the default timeout is in the deadline queue, in deadline order, and then
+          the shared timer is armed.
+        """
+        assert self._used >= 0 and (not self._limit or self._used <= self._limit), (self._used, self._limit)
+        pending = [w for w in self._queue if w.state == _PENDING]
+        assert self._live == len(pending) and self._dead == len(self._queue) - len(pending), (self._live, self._dead)
+        assert not self._max_queue or self._live <= self._max_queue
+        assert all(w.permit is None or w.permit._pending is w for w in pending), "an update lost its permit's link"
+        timed = [w for w in self._deadlines if w.state == _PENDING]
+        assert {id(w) for w in timed} == {id(w) for w in pending if w.deadline}, "a default timeout not tracked"
+        assert all(a.deadline <= b.deadline for a, b in itertools.pairwise(timed)), "deadlines out of order"
+        assert not timed or self._timer is not None, "pending deadlines, but no timer armed"
 
     def _check_open(self) -> None:
         if self._closed:

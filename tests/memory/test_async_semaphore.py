@@ -538,3 +538,31 @@ async def test_lease_failed_update_releases_the_old_permit_on_exit() -> None:
     assert s.used == 5
     s.release(other)
     assert s.used == 0
+
+
+@run
+async def test_check_finds_a_broken_structure() -> None:
+    """``AsyncSemaphore._check`` (called after every step of the state machine) fails on each kind of corruption."""
+    for how in ("used over the limit", "live count off", "dead count off", "deadline untracked", "no timer"):
+        s = AsyncSemaphore(10, acquire_timeout=60.0)
+        held = await s.acquire(8)
+        waiting = asyncio.ensure_future(s.acquire(5))
+        await settle()
+        s._check()
+        if how == "used over the limit":
+            s._used = 11
+        elif how == "live count off":
+            s._live += 1
+        elif how == "dead count off":
+            s._dead += 1
+        elif how == "deadline untracked":
+            s._deadlines.clear()
+        elif how == "no timer":
+            assert s._timer is not None
+            s._timer.cancel()
+            s._timer = None
+        with pytest.raises(AssertionError):
+            s._check()
+        waiting.cancel()
+        s.release(held)
+        await settle()

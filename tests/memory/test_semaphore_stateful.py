@@ -197,6 +197,10 @@ class SemaphoreMachine(RuleBasedStateMachine):
     # -- invariants --------------------------------------------------------------------------------------------
 
     @invariant()
+    def structure_holds(self) -> None:
+        self.sem._check()
+
+    @invariant()
     def used_never_exceeds_the_limit(self) -> None:
         assert 0 <= self.sem.used <= LIMIT
 
