@@ -7,9 +7,9 @@ column) into typed columns, which become the ``_new`` / ``_old`` structs. Ids th
 columns) are skipped; ids a value lacks take the column's origin default. A value that does not decode, or does
 not fit its Delta type, fails the job with the table, column, key and commit ts.
 
-The handle comes from the row key (bytes 12..19, 1-based: 8 bytes big-endian with the sign bit flipped), decoded
-natively before the batches reach Python. For clustered tables it is the PK value and the key is authoritative
-for it; otherwise it is ``_tidb_rowid``.
+The handle comes from the row key (the 8 bytes at ``cdc_core.codec.key.HANDLE_OFFSET``, big-endian with the sign bit
+flipped), decoded natively before the batches reach Python. For clustered tables it is the PK value and the key is
+authoritative for it; otherwise it is ``_tidb_rowid``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import functools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from cdc_core.codec.key import HANDLE_OFFSET, ROW_KEY_LEN
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 
 if TYPE_CHECKING:
@@ -34,10 +35,11 @@ EVENT_COLUMNS = (*_PASSED, "value", "old_value")  # the bronze columns decode_ev
 
 
 def handle_expr(key_col: str = "key") -> SparkColumn:
-    """BIGINT handle decoded from a row key: unsigned(bytes 12..19) - 2^63, in exact decimal."""
+    """BIGINT handle decoded from a row key: unsigned(its 8 handle bytes) - 2^63, in exact decimal."""
     from pyspark.sql import functions as F
 
-    unsigned = F.conv(F.hex(F.substring(F.col(key_col), 12, 8)), 16, 10).cast("DECIMAL(20,0)")
+    handle = F.substring(F.col(key_col), HANDLE_OFFSET + 1, ROW_KEY_LEN - HANDLE_OFFSET)  # SQL counts from 1
+    unsigned = F.conv(F.hex(handle), 16, 10).cast("DECIMAL(20,0)")
     return (unsigned - F.lit(_SIGN).cast("DECIMAL(20,0)")).cast("BIGINT")
 
 
@@ -141,7 +143,7 @@ def decode_events(table: TableInfo, events: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def handle_array(keys: pa.Array) -> pa.Array:
-    """:func:`handle_expr` in Arrow: the BIGINT handles of row keys (bytes 12..19, big-endian, sign bit flipped;
+    """:func:`handle_expr` in Arrow: the BIGINT handles of row keys (8 bytes, big-endian, sign bit flipped;
     ``tablecodec.EncodeRowKeyWithHandle`` in pingcap/tidb ``pkg/tablecodec/tablecodec.go``). Meaningful for int-handle
     and ``_tidb_rowid`` tables only: a common handle's key gives the bytes after ``_r`` read as one, or null when it
     is shorter (a DECIMAL(5,0) primary key's is 17 bytes), as does any key too short to hold one."""
@@ -149,7 +151,7 @@ def handle_array(keys: pa.Array) -> pa.Array:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    raw = pc.binary_slice(keys, 11, 19)
+    raw = pc.binary_slice(keys, HANDLE_OFFSET, ROW_KEY_LEN)
     whole = pc.fill_null(pc.equal(pc.binary_length(raw), 8), False)
     fixed = pc.if_else(whole, raw, pa.scalar(bytes(8), pa.binary())).cast(pa.binary(8))
     unsigned = np.frombuffer(fixed.buffers()[1], dtype=">u8", count=len(fixed), offset=fixed.offset * 8)

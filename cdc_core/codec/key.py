@@ -13,7 +13,13 @@ RECORD_SEP = b"_r"
 INDEX_SEP = b"_i"
 _SIGN = 1 << 63
 _U64 = struct.Struct(">Q")
-ROW_KEY_LEN = 1 + 8 + 2 + 8
+# t{table id: 8 bytes}_r{handle}: where a row key's parts sit (pkg/tablecodec/tablecodec.go in pingcap/tidb,
+# EncodeRowKeyWithHandle). Readers that take the handle without this module (the Spark mount's column expressions)
+# use these offsets.
+TABLE_ID_OFFSET = len(TABLE_PREFIX)
+SEP_OFFSET = TABLE_ID_OFFSET + 8
+HANDLE_OFFSET = SEP_OFFSET + len(RECORD_SEP)  # 11: an integer handle is the 8 bytes from here
+ROW_KEY_LEN = HANDLE_OFFSET + 8
 
 
 def encode_int(v: int) -> bytes:
@@ -50,9 +56,9 @@ def record_key(table_id: int, handle: int | bytes) -> bytes:
 def record_handle(key: bytes, common: bool) -> int | bytes:
     """The handle of a row key: its datums (a common handle) or its integer."""
     if common:
-        if len(key) <= 11 or key[:1] != TABLE_PREFIX or key[9:11] != RECORD_SEP:
+        if len(key) <= HANDLE_OFFSET or key[:1] != TABLE_PREFIX or key[SEP_OFFSET:HANDLE_OFFSET] != RECORD_SEP:
             raise ValueError(f"not a common-handle row key: {key.hex()}")
-        return key[11:]
+        return key[HANDLE_OFFSET:]
     return decode_row_key(key)[1]
 
 
@@ -62,9 +68,9 @@ def index_key(table_id: int, index_id: int, encoded_values: bytes) -> bytes:
 
 def decode_row_key(key: bytes) -> tuple[int, int]:
     """``(table_id, handle)`` of a row key; a clear error for anything else."""
-    if len(key) != ROW_KEY_LEN or key[:1] != TABLE_PREFIX or key[9:11] != RECORD_SEP:
+    if len(key) != ROW_KEY_LEN or key[:1] != TABLE_PREFIX or key[SEP_OFFSET:HANDLE_OFFSET] != RECORD_SEP:
         raise ValueError(f"not a row key: {key.hex()}")
-    return decode_int(key[1:9]), decode_int(key[11:19])
+    return decode_int(key[TABLE_ID_OFFSET:SEP_OFFSET]), decode_int(key[HANDLE_OFFSET:ROW_KEY_LEN])
 
 
 def table_span(table_id: int) -> tuple[bytes, bytes]:
@@ -74,9 +80,9 @@ def table_span(table_id: int) -> tuple[bytes, bytes]:
 
 
 def table_id_of(key: bytes) -> int:
-    if len(key) < 9 or key[:1] != TABLE_PREFIX:
+    if len(key) < SEP_OFFSET or key[:1] != TABLE_PREFIX:
         raise ValueError(f"not a table key: {key.hex()}")
-    return decode_int(key[1:9])
+    return decode_int(key[TABLE_ID_OFFSET:SEP_OFFSET])
 
 
 def min_end(a: bytes, b: bytes) -> bytes:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdc_core.codec import changelog
-from cdc_core.codec.key import table_id_of
+from cdc_core.codec.key import SEP_OFFSET, TABLE_ID_OFFSET, TABLE_PREFIX, table_id_of
 from cdc_core.errors import ChangefeedError
 from cdc_core.proto import cdcpb_pb2
 from cdc_core.puller.matcher import RowChange
@@ -39,11 +39,12 @@ _NULL_BINARY = pa.scalar(None, pa.binary())
 
 def table_ids(keys: pa.Array) -> np.ndarray:
     """The table id of each row key (``t`` + 8-byte sign-flipped big-endian id + ...), vectorized."""
-    ok = pc.and_(pc.starts_with(keys, pattern="t"), pc.greater_equal(pc.binary_length(keys), 9))
+    ok = pc.and_(pc.starts_with(keys, pattern=TABLE_PREFIX.decode()),
+                 pc.greater_equal(pc.binary_length(keys), SEP_OFFSET))
     if not pc.all(ok).as_py():
         bad = keys.filter(pc.invert(ok))[0].as_py()
         table_id_of(bad)  # raises ValueError naming the key
-    ids = pc.binary_slice(keys, 1, 9).cast(pa.binary(8))
+    ids = pc.binary_slice(keys, TABLE_ID_OFFSET, SEP_OFFSET).cast(pa.binary(8))
     raw = np.frombuffer(ids.buffers()[1], dtype=">u8", count=len(ids), offset=ids.offset * 8)
     return (raw ^ np.uint64(1 << 63)).astype(np.int64)
 
