@@ -36,14 +36,33 @@ import re
 import struct
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec import rowcodec
 from cdc_core.codec.value_text import format_datetime, format_duration
 
-if TYPE_CHECKING:
-    from cdc_core.schema.model import Column
+
+class Column(Protocol):
+    """What this module reads of a column's definition: ``cdc_core.schema.model.Column`` is one (a protocol, so that
+    the model, which builds on this module, is not imported back)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def nullable(self) -> bool: ...
+    @property
+    def length(self) -> int | None: ...
+    @property
+    def precision(self) -> int | None: ...
+    @property
+    def scale(self) -> int | None: ...
+    @property
+    def unsigned(self) -> bool: ...
+    @property
+    def fsp(self) -> int | None: ...
+    @property
+    def elems(self) -> tuple[str, ...]: ...
 
 
 class ColumnValueError(ValueError):

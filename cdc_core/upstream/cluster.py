@@ -57,6 +57,7 @@ from cdc_core.upstream.pd_service import PdService
 from cdc_core.upstream.regions import PEER_ID_STRIDE, RegionManager
 from cdc_core.upstream.split_checker import SplitChecker
 from cdc_core.upstream.sql_front import SqlEngine
+from cdc_core.upstream.store_node import StoreNode
 from cdc_core.upstream.table_listing import TableListing
 from cdc_core.upstream.tso import TsoAllocator
 
@@ -175,20 +176,6 @@ class ClusterConfig:
     @property
     def host(self) -> str:
         return self.pd_addr.rpartition(":")[0]
-
-
-@dataclass
-class StoreNode:
-    """One store: its change-feed service and its gRPC server."""
-
-    id: int
-    cdc: CdcService
-    server: grpc.aio.Server | None = None
-    addr: str = ""
-
-    @property
-    def up(self) -> bool:
-        return self.cdc.up
 
 
 class Cluster:

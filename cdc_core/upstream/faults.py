@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from cdc_core.codec import key as keycodec
 from cdc_core.errors import EmbeddedUpstreamError
 from cdc_core.log import get_logger
-from cdc_core.upstream.mvcc import GcStats, Mutation, MvccError, Op
-from cdc_core.upstream.regions import Region, RegionError, handle_split_keys
-
-if TYPE_CHECKING:
-    from cdc_core.upstream.cluster import Cluster
+from cdc_core.upstream.catalog import Catalog
+from cdc_core.upstream.gc import GcWorker
+from cdc_core.upstream.mvcc import GcStats, Mutation, MvccError, MvccStore, Op
+from cdc_core.upstream.pd_members import PdMembers
+from cdc_core.upstream.regions import Region, RegionError, RegionManager, handle_split_keys
+from cdc_core.upstream.store_node import StoreNode
+from cdc_core.upstream.tso import TsoAllocator
 
 log = get_logger("cdcflow.upstream.faults")
 
@@ -47,8 +49,24 @@ class HeldLock:
     keys: tuple[bytes, ...]
 
 
+class FaultTarget(Protocol):
+    """What the injector acts on: the parts of ``cluster.Cluster`` it reaches (a protocol, so that this module does
+    not import the cluster that creates it)."""
+
+    catalog: Catalog
+    gc: GcWorker
+    pd_members: PdMembers
+    regions: RegionManager
+    store: MvccStore
+    stores: dict[int, StoreNode]
+    tso: TsoAllocator
+
+    @property
+    def pd_leader_addr(self) -> str: ...
+
+
 class FaultInjector:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: FaultTarget) -> None:
         self.cluster = cluster
         self._held: dict[int, HeldLock] = {}
 

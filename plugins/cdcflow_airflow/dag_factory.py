@@ -25,9 +25,10 @@ from urllib.parse import urlsplit, urlunsplit
 from airflow.sdk import DAG, CronDataIntervalTimetable, DeltaDataIntervalTimetable, Param, task
 from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 
+from cdcflow_airflow.names import dag_id_for
+
 log = logging.getLogger("cdcflow.airflow")
 
-DAG_ID_PREFIX = "cdcflow__"
 TAGS = ["cdcflow", "cdc"]
 OWNER = "cdcflow"
 TASK_IDS = ("plan", "wait", "pull", "apply_check", "publish")
@@ -83,10 +84,6 @@ def task_retries() -> int:
     if not text.isdigit():
         raise ValueError(f"{RETRIES_ENV} must be a non-negative integer, got {text!r}")
     return int(text)
-
-
-def dag_id_for(changefeed_id: str) -> str:
-    return f"{DAG_ID_PREFIX}{changefeed_id}"
 
 
 TABLE_NAME_PATTERN = r"^[^.\s`]+\.[^.\s`]+$"

@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetAlias
 
-from cdcflow_airflow.dag_factory import dag_id_for
+from cdcflow_airflow.names import dag_id_for
 
 log = logging.getLogger("cdcflow.airflow")
 

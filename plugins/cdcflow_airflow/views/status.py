@@ -139,7 +139,8 @@ def changefeed_status(changefeed_id: str, config: Any | None, config_error: str 
     from cdc_core.changefeed import metrics_history
     from cdc_core.changefeed.state import load_state
     from cdc_core.errors import CdcflowError
-    from cdcflow_airflow.dag_factory import dag_id_for, redact_uri
+    from cdcflow_airflow.dag_factory import redact_uri
+    from cdcflow_airflow.names import dag_id_for
 
     now = time.time() if now is None else now
     out: dict[str, Any] = {
