@@ -30,6 +30,7 @@ exact SQL literal, or failing a check on the driver (Spark's report then names t
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -38,7 +39,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from cdc_core.client.tidb_sql import sql_literal
+from cdc_core.client.tidb_sql import ENV_TIDB, sql_literal
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema import column_type as ct
@@ -202,6 +203,16 @@ def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: in
     fetch = functools.partial(fetch_points, pd_addr, tidb, client_tls(), ts, table.to_json(), key,
                               to_arrow_schema(target, timezone="UTC"))
     return keys.mapInArrow(fetch, target)
+
+
+def resolved_tidb(client: UpstreamClient, tidb: str | None) -> str | None:
+    """Where the Spark tasks' point reads go: ``tidb`` when given (or ``$CDCFLOW_TIDB``, which the tasks read
+    themselves), else the SQL servers ``client`` found registered in PD, as ``host:port`` (such an address carries
+    no credentials). Found once on the driver, so the tasks never ask PD: under a catch-up's load each task's own
+    lookup (an etcd ``Range``) could pass its deadline and fail the check job."""
+    if tidb or os.environ.get(ENV_TIDB):
+        return tidb
+    return ",".join(a.addr for a in client.sql_addresses())
 
 
 def upstream_count(pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
@@ -574,7 +585,7 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
             from cdc_core.client.upstream import UpstreamClient
 
             client = stack.enter_context(UpstreamClient(pd_addr, tidb=tidb))
-            client.sql_addresses()  # found once, before the threads share the client
+            tidb = resolved_tidb(client, tidb)  # found once, before the threads share the client, for Spark's too
         _driver_checks(args, entries, reports, client, threads)
     in_spark = [(t, c) for t, c in entries if t.qualified_name not in reports]
     log.info("window checks at %d: %d table(s) checked on the driver, %d in Spark", ts, len(reports), len(in_spark))

@@ -65,7 +65,20 @@ def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any
         c.execute(f"UPDATE {DB}.f SET y = -1 WHERE x < 5; DELETE FROM {DB}.f WHERE x = 6.5")
         caplog.set_level("INFO", logger="spark_jobs.window_checks")
         monkeypatch.setattr(window_checks, "SLOW_TABLE_S", 0.0)  # every table logged as a slow one
+        monkeypatch.delenv("CDCFLOW_TIDB", raising=False)
+        in_spark: list[str | None] = []
+        checks = window_checks.run_checks
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            in_spark.append(kwargs["tidb"])
+            return checks(*args, **kwargs)
+
+        monkeypatch.setattr(window_checks, "run_checks", recorded)
         result = runner.run_until(CID, c.get_ts())[-1]
+        monkeypatch.setattr(window_checks, "run_checks", checks)
+        sql_addr = ",".join(a.addr for a in c.sql_addresses())
+    # the Spark checks' tasks read the SQL server the driver found in PD, not PD themselves
+    assert in_spark == [sql_addr], (in_spark, sql_addr)
     assert result["check"]["passed"] and sorted(result["check"]["tables"]) == [f"{DB}.{t}" for t in sorted(TABLES)]
     assert "4 table(s) checked on the driver, 1 in Spark" in caplog.text
     assert re.search(rf"window checks of {DB}\.k on the driver: [0-9.]+ s for 10 changed keys \(Delta [0-9.]+ s, "
