@@ -283,6 +283,7 @@ def test_bench_scattered_changes_into_a_large_table(tmp_path: Path) -> None:
     lands in is rewritten), by delta-spark copy-on-write, and by delta-spark with deletion vectors (merge-on-read:
     the touched files get a deletion vector, only the changed rows are written). The ratio large/small is what a
     window's apply pays for the table's size. Same Spark, same base rows, side by side."""
+    import functools
     import statistics
 
     from spark_jobs.session import get_spark
@@ -297,8 +298,7 @@ def test_bench_scattered_changes_into_a_large_table(tmp_path: Path) -> None:
             shutil.copytree(base, path)
             if name.endswith("vectors"):
                 spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-            merge = (lambda p, s: _bare_merge(p, s)) if name == "delta-rs" else (
-                lambda p, s: _bare_spark_merge(spark, p, s))
+            merge = _bare_merge if name == "delta-rs" else functools.partial(_bare_spark_merge, spark)
             times = [merge(path, _scattered_updates(rows, seed)) for seed in (1, 2, 3, 4)]
             figures.setdefault(name, {})[rows] = statistics.median(times[1:])  # the first warms the engine's path
             if name.endswith("vectors"):
