@@ -110,8 +110,7 @@ def apply_window(
     ids = [t.id for t, _ in entries]
     if len(set(ids)) != len(ids):
         raise ValueError(f"duplicate table ids in {ids}")
-    spark = spark or get_spark()
-    writer = writer or get_writer(spark=spark)
+    writer = writer or get_writer(spark=spark)  # a Spark session only when the writer needs one
     app_id = app_id_for(changefeed_id)
 
     results: dict[str, dict[str, Any]] = {}
@@ -146,6 +145,7 @@ def apply_window(
     present: set[int] = set()
     cached = False
     if in_spark:
+        spark = spark or get_spark()  # started here, not for a window the driver applies in Arrow
         events = read_bronze(spark, sink, changefeed_id, window_end_ts,
                              table_ids=[pid for t, _ in in_spark for pid in t.physical_ids])
         if after_ts is not None:
@@ -268,12 +268,13 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     still read as ``after_ts`` when ``after_ts`` is absent (a whole-window run). Returns
     ``{"window_end_ts", "after_ts", "upto_ts", "version", "tables": {<db.table>: stats},
     "rows_upserted", "rows_deleted"}``.
-    """
-    from spark_jobs.session import get_spark
 
+    Spark starts only if the window needs it (:func:`apply_window`): a local engine's window that the driver
+    applies in Arrow with delta-rs starts no JVM, which in a fresh process (each Airflow task, each
+    ``cdcflow changefeed run``) is most of the step's time.
+    """
     if "barrier_ts" in args:
         raise ValueError("apply_window no longer takes barrier_ts: pass after_ts, upto_ts and version")
-    spark = get_spark("cdcflow-apply-window")
     end = int(args["window_end_ts"])
     after = _opt_int(args["after_ts"] if "after_ts" in args else args.get("checkpoint_ts"))
     upto = end if args.get("upto_ts") is None else int(args["upto_ts"])
@@ -282,7 +283,7 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
         args["sink_uri"], args["changefeed_id"], end, args["tables"],
         after_ts=after, upto_ts=upto, version=version, event_filters=args.get("event_filters"),
         ignore_txn_start_ts=[int(t) for t in args.get("ignore_txn_start_ts") or ()],
-        spark=spark, writer=get_writer(args.get("writer"), spark), ignore_moves=bool(args.get("ignore_moves")),
+        writer=get_writer(args.get("writer")), ignore_moves=bool(args.get("ignore_moves")),
     )  # fmt: skip
     return {
         "window_end_ts": end,

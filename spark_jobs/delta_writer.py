@@ -394,23 +394,32 @@ def default_writer_kind(spark: SparkSession) -> str:
     """The writer when none is configured: delta-spark when Spark is a cluster (the executors merge; nothing is
     collected to the driver), delta-rs when it runs on one machine (a ``local`` master, also behind a Spark Connect
     server: a three-row window commits in 0.11 s there against 2.2 s, and P3's window in 0.6x delta-spark's time)."""
-    master = spark.conf.get("spark.master", "") or ""  # over Spark Connect, the server's master
+    return writer_kind_for(spark.conf.get("spark.master", "") or "")  # over Spark Connect, the server's master
+
+
+def writer_kind_for(master: str) -> str:
+    """:func:`default_writer_kind` of a session whose master is ``master``."""
     return "delta-rs" if master.startswith("local") else "delta-spark"
 
 
 def get_writer(kind: str | None = None, spark: SparkSession | None = None) -> DeltaWriter:
-    """The configured writer: ``kind``, else ``$CDCFLOW_DELTA_WRITER``, else :func:`default_writer_kind`."""
-    kind = (kind or os.environ.get(WRITER_ENV) or "").strip().lower()
-    if kind in ("", "delta-spark") and spark is None:
-        from spark_jobs.session import get_spark
+    """The configured writer: ``kind``, else ``$CDCFLOW_DELTA_WRITER``, else :func:`default_writer_kind`.
 
-        spark = get_spark()
+    Without ``spark``, a session is started only when the writer needs one (delta-spark) or only a session can
+    tell which writer it is (:func:`spark_jobs.session.known_master`): a local engine's delta-rs writer starts no
+    JVM."""
+    from spark_jobs.session import get_spark, known_master
+
+    kind = (kind or os.environ.get(WRITER_ENV) or "").strip().lower()
     if not kind:
-        assert spark is not None
-        kind = default_writer_kind(spark)
+        master = known_master() if spark is None else None
+        if master is not None:
+            kind = writer_kind_for(master)
+        else:
+            spark = spark or get_spark()
+            kind = default_writer_kind(spark)
     if kind == "delta-rs":
         return DeltaRsWriter()
     if kind == "delta-spark":
-        assert spark is not None
-        return DeltaSparkWriter(spark)
+        return DeltaSparkWriter(spark or get_spark())
     raise ChangefeedError(f"unknown Delta writer {kind!r} (set {WRITER_ENV} to one of {', '.join(WRITER_KINDS)})")

@@ -84,6 +84,20 @@ def get_spark(app_name: str = "cdcflow", *, master: str | None = None) -> SparkS
         return active
 
 
+def known_master() -> str | None:
+    """The master of this process's session, told without starting one (no JVM start for a window that needs no
+    Spark): the active session's, else the one :func:`get_spark` would give a session made here
+    (``$CDCFLOW_SPARK_MASTER`` or ``DEFAULT_MASTER``). None when only a session can tell: a driver that
+    ``spark-submit`` launched (its JVM holds the submit's master; PySpark's launcher hands the driver
+    ``PYSPARK_GATEWAY_PORT``) or Spark Connect (the server's master)."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    url = os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    return None if url.startswith("sc://") else url
+
+
 def is_connect(spark: SparkSession) -> bool:
     """Whether ``spark`` is a Spark Connect client session (no SparkContext, no JVM in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")

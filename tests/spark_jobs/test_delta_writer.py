@@ -150,3 +150,28 @@ def test_a_table_created_while_another_threads_merge_holds_the_session_confs_car
     history = DeltaTable(path).history()
     assert [h["operation"] for h in history] == ["CREATE TABLE"]
     assert not commit_ts(history[0]), history[0]
+
+
+@pytest.mark.parametrize(("env", "known", "kind", "session"), [
+    ({}, "local[2]", "delta-rs", False),  # the local engine's default master: known without a session
+    ({"CDCFLOW_SPARK_MASTER": "local[4]"}, "local[4]", "delta-rs", False),
+    # a cluster: known, and its writer, delta-spark, needs the session
+    ({"CDCFLOW_SPARK_MASTER": "spark://10.0.0.5:7077"}, "spark://10.0.0.5:7077", "delta-spark", True),
+    ({"CDCFLOW_SPARK_MASTER": "sc://connect:15002"}, None, "delta-rs", True),  # the server's: only a session tells
+    ({"PYSPARK_GATEWAY_PORT": "40123"}, None, "delta-rs", True),  # spark-submit's driver: the submit's master
+])
+def test_unset_the_writer_starts_a_session_only_when_it_needs_one(spark, monkeypatch, env, known, kind, session):
+    from pyspark import SparkContext
+
+    import spark_jobs.session as sessions
+
+    asked: list[str] = []
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)  # a fresh process: no session yet
+    for name in ("CDCFLOW_DELTA_WRITER", "CDCFLOW_SPARK_MASTER", "PYSPARK_GATEWAY_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sessions, "get_spark", lambda name="cdcflow", **_: asked.append(name) or spark)
+    assert sessions.known_master() == known
+    assert get_writer().name == kind  # asked, the session (the tests' local one) says delta-rs
+    assert bool(asked) == session
