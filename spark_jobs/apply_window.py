@@ -36,7 +36,8 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from cdc_core import failpoint
 from cdc_core.changefeed.apply_result import no_events_reason, skipped
@@ -255,17 +256,77 @@ def _table_info(it: Any) -> TableInfo:
     return TableInfo.from_dict(dict(it))
 
 
-def _opt_int(v: Any) -> int | None:
-    return None if v is None else int(v)
+WRITERS = ("delta-rs", "delta-spark")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApplyArgs:
+    """The ``apply_window`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
+    ``cdc_core.changefeed.steps`` sends; see :func:`apply_window` for what each means).
+
+    Raises ``ValueError`` naming the argument: a missing one, one the job does not know (a typo would otherwise be
+    ignored), a ts that is not an integer, a writer that is not one of ``WRITERS``.
+    """
+
+    sink_uri: str
+    changefeed_id: str
+    window_end_ts: int
+    tables: tuple[TableEntry, ...]
+    after_ts: int | None = None
+    upto_ts: int | None = None
+    version: int | None = None
+    event_filters: Mapping[int | str, Sequence[Mapping[str, Any]]] | None = None
+    ignore_txn_start_ts: tuple[int, ...] = ()
+    writer: Literal["delta-rs", "delta-spark"] | None = None
+    ignore_moves: bool = False
+
+    @classmethod
+    def from_dict(cls, args: Mapping[str, Any]) -> ApplyArgs:
+        """``args`` as JSON gives them. ``checkpoint_ts`` is still read as ``after_ts`` when ``after_ts`` is absent
+        (a whole-window run); ``barrier_ts`` is refused with what replaced it."""
+        if "barrier_ts" in args:
+            raise ValueError("apply_window no longer takes barrier_ts: pass after_ts, upto_ts and version")
+        known = {f.name for f in fields(cls)} | {"checkpoint_ts"}
+        unknown = sorted(set(args) - known)
+        if unknown:
+            raise ValueError(f"apply_window: unknown argument(s) {unknown}; it takes {sorted(known)}")
+        missing = [k for k in ("sink_uri", "changefeed_id", "window_end_ts", "tables") if args.get(k) is None]
+        if missing:
+            raise ValueError(f"apply_window: missing argument(s) {missing}")
+        writer = args.get("writer")
+        if writer is not None and writer not in WRITERS:
+            raise ValueError(f"apply_window: writer must be one of {list(WRITERS)}, got {writer!r}")
+        return cls(
+            sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
+            window_end_ts=_ts(args, "window_end_ts"), tables=tuple(args["tables"]),
+            after_ts=_ts(args, "after_ts" if "after_ts" in args else "checkpoint_ts", optional=True),
+            upto_ts=_ts(args, "upto_ts", optional=True), version=_ts(args, "version", optional=True),
+            event_filters=args.get("event_filters"),
+            ignore_txn_start_ts=tuple(_int(t, "ignore_txn_start_ts") for t in args.get("ignore_txn_start_ts") or ()),
+            writer=writer, ignore_moves=bool(args.get("ignore_moves")),
+        )  # fmt: skip
+
+
+def _int(v: Any, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | str):
+        raise ValueError(f"apply_window: {name} must be an integer ts, got {v!r}")
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"apply_window: {name} must be an integer ts, got {v!r}") from None
+
+
+@overload
+def _ts(args: Mapping[str, Any], name: str) -> int: ...
+@overload
+def _ts(args: Mapping[str, Any], name: str, *, optional: Literal[True]) -> int | None: ...
+def _ts(args: Mapping[str, Any], name: str, *, optional: bool = False) -> int | None:
+    v = args.get(name)
+    return None if v is None and optional else _int(v, name)
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out).
-
-    ``args``: ``sink_uri``, ``changefeed_id``, ``window_end_ts``, ``tables`` (entries as in the
-    module docstring), optional ``after_ts``, ``upto_ts``, ``version``, ``event_filters``
-    (``{table id: [filter dict]}``), ``ignore_txn_start_ts``, ``writer``, ``ignore_moves``. ``checkpoint_ts`` is
-    still read as ``after_ts`` when ``after_ts`` is absent (a whole-window run). Returns
+    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`ApplyArgs` in. Returns
     ``{"window_end_ts", "after_ts", "upto_ts", "version", "tables": {<db.table>: stats},
     "rows_upserted", "rows_deleted"}``.
 
@@ -273,21 +334,17 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     applies in Arrow with delta-rs starts no JVM, which in a fresh process (each Airflow task, each
     ``cdcflow changefeed run``) is most of the step's time.
     """
-    if "barrier_ts" in args:
-        raise ValueError("apply_window no longer takes barrier_ts: pass after_ts, upto_ts and version")
-    end = int(args["window_end_ts"])
-    after = _opt_int(args["after_ts"] if "after_ts" in args else args.get("checkpoint_ts"))
-    upto = end if args.get("upto_ts") is None else int(args["upto_ts"])
-    version = upto if args.get("version") is None else int(args["version"])
+    a = ApplyArgs.from_dict(args)
+    upto = a.window_end_ts if a.upto_ts is None else a.upto_ts
+    version = upto if a.version is None else a.version
     stats = apply_window(
-        args["sink_uri"], args["changefeed_id"], end, args["tables"],
-        after_ts=after, upto_ts=upto, version=version, event_filters=args.get("event_filters"),
-        ignore_txn_start_ts=[int(t) for t in args.get("ignore_txn_start_ts") or ()],
-        writer=get_writer(args.get("writer")), ignore_moves=bool(args.get("ignore_moves")),
+        a.sink_uri, a.changefeed_id, a.window_end_ts, a.tables, after_ts=a.after_ts, upto_ts=upto, version=version,
+        event_filters=a.event_filters, ignore_txn_start_ts=a.ignore_txn_start_ts, writer=get_writer(a.writer),
+        ignore_moves=a.ignore_moves,
     )  # fmt: skip
     return {
-        "window_end_ts": end,
-        "after_ts": after,
+        "window_end_ts": a.window_end_ts,
+        "after_ts": a.after_ts,
         "upto_ts": upto,
         "version": version,
         "tables": stats,

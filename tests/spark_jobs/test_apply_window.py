@@ -305,3 +305,26 @@ def test_spark_starts_only_for_a_window_that_needs_it(no_session_yet, sink, wher
     assert out["tables"]["test.c"]["rows_upserted"] == 2
     assert [r["a"] for r in _rows(sink, c)] == [1, 2]
     assert no_session_yet == ([] if where == "driver" else ["cdcflow"])
+
+
+def test_the_jobs_arguments_are_checked_when_read(sink):
+    from spark_jobs.apply_window import ApplyArgs
+
+    c = clustered_table()
+    base = {"sink_uri": sink, "changefeed_id": CF, "window_end_ts": "40", "tables": [c.to_json()]}
+    a = ApplyArgs.from_dict({**base, "checkpoint_ts": 20, "ignore_txn_start_ts": [7, "8"], "writer": "delta-rs"})
+    assert (a.window_end_ts, a.after_ts, a.upto_ts, a.ignore_txn_start_ts, a.writer) == (40, 20, None, (7, 8),
+                                                                                            "delta-rs")
+    assert ApplyArgs.from_dict({**base, "after_ts": None, "checkpoint_ts": 20}).after_ts is None  # after_ts wins
+    for bad, message in (
+        ({"after_tss": 20}, r"unknown argument\(s\) \['after_tss'\]"),  # a typo is not a whole-window run
+        ({"barrier_ts": 20}, "no longer takes barrier_ts"),
+        ({"writer": "parquet"}, r"writer must be one of \['delta-rs', 'delta-spark'\], got 'parquet'"),
+        ({"upto_ts": "soon"}, "upto_ts must be an integer ts, got 'soon'"),
+        ({"version": True}, "version must be an integer ts, got True"),
+        ({"tables": None}, r"missing argument\(s\) \['tables'\]"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            ApplyArgs.from_dict({**base, **bad})
+    with pytest.raises(ValueError, match="unknown argument"):
+        run_job({**base, "after_tss": 20})
