@@ -37,7 +37,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal
 
 from cdc_core import failpoint
 from cdc_core.changefeed.apply_result import no_events_reason, skipped
@@ -298,9 +298,10 @@ class ApplyArgs:
             raise ValueError(f"apply_window: writer must be one of {list(WRITERS)}, got {writer!r}")
         return cls(
             sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
-            window_end_ts=_ts(args, "window_end_ts"), tables=tuple(args["tables"]),
-            after_ts=_ts(args, "after_ts" if "after_ts" in args else "checkpoint_ts", optional=True),
-            upto_ts=_ts(args, "upto_ts", optional=True), version=_ts(args, "version", optional=True),
+            window_end_ts=_int(args["window_end_ts"], "window_end_ts"), tables=tuple(args["tables"]),
+            after_ts=_opt_int(args["after_ts"], "after_ts") if "after_ts" in args else
+            _opt_int(args.get("checkpoint_ts"), "checkpoint_ts"),
+            upto_ts=_opt_int(args.get("upto_ts"), "upto_ts"), version=_opt_int(args.get("version"), "version"),
             event_filters=args.get("event_filters"),
             ignore_txn_start_ts=tuple(_int(t, "ignore_txn_start_ts") for t in args.get("ignore_txn_start_ts") or ()),
             writer=writer, ignore_moves=bool(args.get("ignore_moves")),
@@ -316,13 +317,8 @@ def _int(v: Any, name: str) -> int:
         raise ValueError(f"apply_window: {name} must be an integer ts, got {v!r}") from None
 
 
-@overload
-def _ts(args: Mapping[str, Any], name: str) -> int: ...
-@overload
-def _ts(args: Mapping[str, Any], name: str, *, optional: Literal[True]) -> int | None: ...
-def _ts(args: Mapping[str, Any], name: str, *, optional: bool = False) -> int | None:
-    v = args.get(name)
-    return None if v is None and optional else _int(v, name)
+def _opt_int(v: Any, name: str) -> int | None:
+    return None if v is None else _int(v, name)
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:

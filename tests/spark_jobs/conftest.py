@@ -31,3 +31,28 @@ def _quiet_pyspark_pandas_warning():
 
     warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
     yield
+
+
+@pytest.fixture
+def no_session_yet(spark, monkeypatch) -> list[str]:
+    """This process as a fresh one (an Airflow task's, a `cdcflow changefeed run`'s) sees it: no Spark session
+    yet, the local engine's default master. Returns the names of the sessions asked for; each ask gets the shared
+    test session."""
+    from pyspark import SparkContext
+
+    import spark_jobs.session as session
+
+    asked: list[str] = []
+    context = SparkContext._active_spark_context
+
+    def get_spark(name: str = "cdcflow", **_: object) -> object:
+        asked.append(name)
+        SparkContext._active_spark_context = context  # started, as far as the code asking can tell
+        return spark
+
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    monkeypatch.delenv("CDCFLOW_DELTA_WRITER", raising=False)
+    monkeypatch.delenv(session.MASTER_ENV, raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setattr(session, "get_spark", get_spark)
+    return asked

@@ -269,35 +269,9 @@ def test_a_value_that_does_not_decode_stops_the_apply_naming_table_and_commit_ts
     assert not DeltaTable.is_deltatable(table_path(sink, c)) or _rows(sink, c) == []  # nothing of the window lands
 
 
-@pytest.fixture
-def no_session_yet(spark, monkeypatch) -> list[str]:
-    """This process as a fresh one (an Airflow task's, a `cdcflow changefeed run`'s) sees it: no Spark session
-    yet, the local engine's default master. Returns the names of the sessions asked for; each ask gets the shared
-    test session."""
-    from pyspark import SparkContext
-
-    import spark_jobs.session as session
-
-    asked: list[str] = []
-    context = SparkContext._active_spark_context
-
-    def get_spark(name: str = "cdcflow", **_: object) -> object:
-        asked.append(name)
-        SparkContext._active_spark_context = context  # started, as far as the code asking can tell
-        return spark
-
-    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
-    monkeypatch.delenv("CDCFLOW_DELTA_WRITER", raising=False)
-    monkeypatch.delenv(session.MASTER_ENV, raising=False)
-    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    monkeypatch.setattr(session, "get_spark", get_spark)
-    return asked
-
-
 def test_spark_starts_only_for_a_window_that_needs_it(no_session_yet, sink, where):
-    """A window the driver applies in Arrow with delta-rs starts no Spark session (in a fresh process, the JVM's
-    start is most of the step: 19.1 s against 3.6 s for 42,000 events into 51 tables); one past the driver's
-    budget starts it."""
+    """A window the driver applies in Arrow with delta-rs starts no Spark session (in a fresh process the JVM's
+    start is most of the step: tests/bench/test_cold_apply_bench.py); one past the driver's budget starts it."""
     c = clustered_table()
     write_bronze(sink, CF, 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).put(c, 2, 6, {1: 2, 2: 2}).arrow())
     out = run_job({"sink_uri": sink, "changefeed_id": CF, "window_end_ts": 10, "checkpoint_ts": 0,

@@ -160,18 +160,12 @@ def test_a_table_created_while_another_threads_merge_holds_the_session_confs_car
     ({"CDCFLOW_SPARK_MASTER": "sc://connect:15002"}, None, "delta-rs", True),  # the server's: only a session tells
     ({"PYSPARK_GATEWAY_PORT": "40123"}, None, "delta-rs", True),  # spark-submit's driver: the submit's master
 ])
-def test_unset_the_writer_starts_a_session_only_when_it_needs_one(spark, monkeypatch, env, known, kind, session):
-    from pyspark import SparkContext
-
+def test_unset_the_writer_starts_a_session_only_when_it_needs_one(no_session_yet, monkeypatch, env, known, kind,
+                                                                  session):
     import spark_jobs.session as sessions
 
-    asked: list[str] = []
-    monkeypatch.setattr(SparkContext, "_active_spark_context", None)  # a fresh process: no session yet
-    for name in ("CDCFLOW_DELTA_WRITER", "CDCFLOW_SPARK_MASTER", "PYSPARK_GATEWAY_PORT"):
-        monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(sessions, "get_spark", lambda name="cdcflow", **_: asked.append(name) or spark)
     assert sessions.known_master() == known
     assert get_writer().name == kind  # asked, the session (the tests' local one) says delta-rs
-    assert bool(asked) == session
+    assert bool(no_session_yet) == session
