@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from datetime import date, datetime
 from decimal import Decimal
@@ -173,17 +175,44 @@ def _upstream(pd_addr: str, tidb: str | None, client: UpstreamClient | None) -> 
         yield own
 
 
+READ_STREAMS = 3  # point-read statements of one table in flight at once (upstream_rows_at)
+_read_pool: ThreadPoolExecutor | None = None
+_read_pool_lock = threading.Lock()
+
+
+def _point_reads() -> ThreadPoolExecutor:
+    """The driver's point-read threads, shared by every table and job of the process: a client's MySQL connection
+    is per thread (``UpstreamClient.sql``), so a job opens at most ``READ_STREAMS`` more, whatever its tables."""
+    global _read_pool
+    with _read_pool_lock:
+        if _read_pool is None:
+            _read_pool = ThreadPoolExecutor(max_workers=READ_STREAMS, thread_name_prefix="point-reads")
+        return _read_pool
+
+
 def upstream_rows_at(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table,
                      client: UpstreamClient | None = None) -> pa.Table:
-    """The upstream rows at ``keys`` at ``ts``, read on the driver (silver schema)."""
+    """The upstream rows at ``keys`` at ``ts``, read on the driver (silver schema). Keys past one statement's
+    ``POINT_BATCH`` are read ``READ_STREAMS`` statements at a time: TiDB (or the embedded upstream) then reads one
+    statement's rows while this process parses another's, instead of idling through the client's share of each
+    (the table that holds most of a window's changes is the window checks' longest step)."""
     import pyarrow as pa
 
     from spark_jobs.snapshot_load import _batched
 
     schema = table.arrow_schema()
     with _upstream(pd_addr, tidb, client) as c:
-        rows = _rows_at(c, table, ts, keys.column_names, keys.to_batches(max_chunksize=POINT_BATCH))
-        return pa.Table.from_batches(list(_batched(rows, schema)), schema=schema)
+
+        def read(piece: pa.Table) -> list[pa.RecordBatch]:
+            rows = _rows_at(c, table, ts, piece.column_names, piece.to_batches(max_chunksize=POINT_BATCH))
+            return list(_batched(rows, schema))
+
+        if keys.num_rows <= POINT_BATCH:
+            batches = read(keys)
+        else:
+            pieces = [keys.slice(i, POINT_BATCH) for i in range(0, keys.num_rows, POINT_BATCH)]
+            batches = [b for got in _point_reads().map(read, pieces) for b in got]
+        return pa.Table.from_batches(batches, schema=schema)
 
 
 def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
@@ -513,8 +542,6 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
     (:func:`_content_on_driver`) ``threads`` at a time, then the structural expectations of all of them in one GX
     run (:mod:`spark_jobs.structural_checks`). A table left out -- a check failed, or could not run -- is the Spark
     checks' (see :func:`run_job`)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from spark_jobs import structural_checks
     from spark_jobs.changed_keys import changed_keys_arrow
 

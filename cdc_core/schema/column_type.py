@@ -561,8 +561,9 @@ def to_stored(col: Column, value: Any) -> Any:
 def from_stored(col: Column, value: Any) -> Any:
     """The Python value of a value the row codec decoded (the inverse of :func:`to_stored`).
 
-    An integer, or the UTF-8 bytes of a string, is taken as it is: :func:`convert` stored it under this column's
-    id, and a MODIFY COLUMN after which it might not fit moves the column to a new id, its values converted
+    An integer, or a string (its UTF-8 bytes, or the text the row codec decoded them to), is taken as it is:
+    :func:`convert` stored it under this column's id, and a MODIFY COLUMN after which it might not fit moves the
+    column to a new id, its values converted
     (``ddl_alter.need_change_column_data``, TiDB's ``needChangeColumnData``). TiDB's row decoder does not check
     them again either. Every other kind goes through :func:`convert` (its representation differs)."""
     if value is None:
@@ -571,11 +572,14 @@ def from_stored(col: Column, value: Any) -> Any:
     t = type(value)
     if k == INT and t is int:
         return value
-    if k == TEXT and t is bytes:
-        try:
-            return value.decode()
-        except UnicodeDecodeError:
-            raise ColumnValueError("bytes that are not UTF-8") from None
+    if k == TEXT:
+        if t is str:  # the row codec decoded it (checked as UTF-8 there)
+            return value
+        if t is bytes:
+            try:
+                return value.decode()
+            except UnicodeDecodeError:
+                raise ColumnValueError("bytes that are not UTF-8") from None
     if k == ENUM:
         return "" if value == 0 else _enum(col, value)  # 0 is MySQL's error value '' of a non-strict insert
     if k == JSON:

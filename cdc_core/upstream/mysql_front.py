@@ -60,6 +60,7 @@ from cdc_core.codec.tso import parse_ts_or_datetime
 from cdc_core.codec.value_text import format_datetime, format_duration
 from cdc_core.log import get_logger
 from cdc_core.memory import MemoryLimitExceeded
+from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import Column, SchemaError, TableInfo
 from cdc_core.upstream import mysql_errors
 from cdc_core.upstream.errors import SqlError
@@ -99,10 +100,6 @@ def _result_column(name: str, col: Column) -> ResultColumn:
 
 
 _FSP_TYPES = frozenset({mt.TypeDatetime, mt.TypeTimestamp, mt.TypeDuration})
-
-
-def _is_fsp(col: Column | None) -> bool:
-    return col is not None and col.field_type().tp in _FSP_TYPES
 
 
 def _fsp_text(fsp: int) -> Callable[[ResultColumn, Any], bytes]:
@@ -288,12 +285,23 @@ class FrontSession(Session):
             for i, col in enumerate(res.column_defs):
                 if col is not None:
                     columns[i] = _result_column(res.columns[i], col)
-            native = [_is_fsp(col) for col in res.column_defs]
-            native += [False] * (len(res.columns) - len(native))  # a computed column has no definition
-            # Values of time columns go as they are: their encoders print them (and the binary protocol takes them).
+            names = res.columns
+            defs = list(res.column_defs) + [None] * (len(names) - len(res.column_defs))  # a computed column has none
+            # The values _wire_value rewrites: a DECIMAL column's, or an expression's. Values of time columns go as
+            # they are (their encoders print them, and the binary protocol takes them); no other column's value is
+            # a Decimal or a timedelta.
+            fix = [i for i, col in enumerate(defs) if col is None or col.kind == ct.DECIMAL]
+
             def wire(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-                return [tuple(row.get(c) if native[i] else _wire_value(row.get(c)) for i, c in enumerate(res.columns))
-                        for row in rows]
+                if not fix:
+                    return [tuple(map(row.get, names)) for row in rows]
+                out = []
+                for row in rows:
+                    values = list(map(row.get, names))
+                    for i in fix:
+                        values[i] = _wire_value(values[i])
+                    out.append(tuple(values))
+                return out
 
             if res.more is None:
                 return wire(res.rows), columns

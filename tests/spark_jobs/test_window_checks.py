@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from spark_jobs_builders import clustered_table
 
+from cdc_core.changefeed.schema_loader import load_schema
 from cdc_core.errors import ChangefeedError
+from spark_jobs import window_checks
 from spark_jobs.window_checks import key_literal, point_select, same_rows
 
 
@@ -66,3 +69,24 @@ def test_same_rows_is_false_without_exact_equality_and_compares_unsortable_types
     nested = pa.table({"s": pa.array([{"a": 1}, {"a": 2}])})
     assert same_rows(nested, nested.take([1, 0]))
     assert not same_rows(nested, pa.table({"s": pa.array([{"a": 1}, {"a": 3}])}))
+
+
+def test_many_changed_keys_are_read_several_statements_at_a_time_and_every_row_arrives(
+        pd_addr: str, upstream_client: Any, fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys past one statement's ``POINT_BATCH`` go through the shared point-read threads, ``READ_STREAMS``
+    statements in flight: every row at the keys comes back, at the ts asked (a later write is not seen), keys
+    without a row give none; a client of the job's own opens no more connections than those threads."""
+    monkeypatch.setattr(window_checks, "POINT_BATCH", 100)
+    upstream_client.execute(f"CREATE TABLE {fresh_db}.t (id BIGINT PRIMARY KEY, v VARCHAR(10), d DECIMAL(6,2))")
+    rows = ", ".join(f"({i}, 'v{i}', {i}.5)" for i in range(900))
+    upstream_client.execute(f"INSERT INTO {fresh_db}.t VALUES {rows}")
+    ts = upstream_client.get_ts()
+    upstream_client.execute(f"UPDATE {fresh_db}.t SET v = 'later' WHERE id < 10")
+    (table,) = [t for t in load_schema(upstream_client, ts).tables_at(ts) if t.db_name == fresh_db]
+    keys = pa.table({"id": pa.array(range(-50, 1000, 1), pa.int64())})  # 11 statements; 150 keys without a row
+    opened = len(upstream_client._sqls)
+    got = window_checks.upstream_rows_at(pd_addr, None, ts, table, keys, upstream_client)
+    assert got.num_rows == 900 and sorted(got.column("id").to_pylist()) == list(range(900))
+    assert {r["v"] for r in got.to_pylist() if r["id"] < 10} == {f"v{i}" for i in range(10)}
+    assert sorted(got.column("d").to_pylist())[:2] == [Decimal("0.50"), Decimal("1.50")]
+    assert len(upstream_client._sqls) - opened <= window_checks.READ_STREAMS

@@ -63,6 +63,37 @@ def test_a_script_s_statements_parse_from_its_tokens_as_each_text_parses(monkeyp
         assert st.node.sql(dialect="mysql") == sqlglot.parse_one(st.text, read="mysql").sql(dialect="mysql")
 
 
+def test_a_long_run_of_integer_keys_is_held_out_of_the_tokenizer_and_parses_as_written(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``IN (`` and a long run of integers (the window checks' point reads) is cut out before tokenizing and put
+    back as the nodes sqlglot parses it to: every statement equals the one parsed as written (negative keys, NOT IN,
+    several runs, a run in UPDATE/DELETE). A run inside a string, a comment or a quoted name is no IN list: the
+    script is then parsed as written."""
+    from cdc_core.upstream import sql_front
+
+    keys = ", ".join(str(k) for k in [7, -12, 0, 10**15, -(2**63), 2**64 - 1, *range(100, 140)])
+    scripts = [f"SELECT *, `_tidb_rowid` FROM `d`.`t` WHERE `id` IN ({keys})",
+               f"select a from t where id not in ( {keys} ) and b = 1; DELETE FROM t WHERE x IN ({keys})",
+               f"SELECT * FROM t WHERE a IN ({keys}) OR b in({keys}) OR c IN (1, 2)",
+               f"UPDATE t SET k = k + 1 WHERE id IN ({keys}); SELECT 1",
+               f"SELECT 'x IN ({keys})'", f"SELECT 1 /* IN ({keys}) */", f"SELECT `IN ({keys})` FROM t",
+               f"SELECT * FROM t WHERE __cdcflow_int_run_0__ = 1 AND id IN ({keys})"]
+    held = []
+    put_back = sql_front._put_back
+    monkeypatch.setattr(sql_front, "_put_back", lambda node, runs, put: (held.append(len(runs)),
+                                                                         put_back(node, runs, put))[1])
+    for script in scripts:  # the same texts, trees and flags
+        assert split_script(script) == sql_front._split_script(script, {}), script[:60]
+    assert split_script(scripts[0])[0].text == scripts[0]
+    assert len(held) >= 5, "the IN lists were parsed as written"
+    bad = f"SELECT * FROM t WHERE id IN ({keys}) AND"  # an error names the statement as written
+    with pytest.raises(SqlError) as held_error:
+        split_script(bad)
+    with pytest.raises(SqlError) as as_written:
+        sql_front._split_script(bad, {})
+    assert str(held_error.value) == str(as_written.value) and "__cdcflow" not in str(held_error.value)
+
+
 # Statements mysql-mimic's variable processor leaves as they are, and statements it changes (or might: a call).
 _PLAIN = [
     "SELECT *, `_tidb_rowid` FROM `d`.`t` WHERE `id` IN (1, -2, 3)",
@@ -269,3 +300,28 @@ def test_aggregates_fold_over_the_scan_without_holding_rows(upstream_client: Any
     (empty,) = upstream_client.query(f"SELECT COUNT(*) AS n, BIT_XOR(v) AS x, MAX(v) AS m FROM {fresh_db}.t "
                                      "WHERE id > 100")
     assert empty == {"n": 0, "x": 0, "m": None}  # MySQL: BIT_XOR of no rows is 0, MAX is NULL
+
+
+def test_a_streamed_select_shorter_than_a_batch_is_whole_and_a_longer_one_streams_the_rest(
+        upstream_cluster: Any, upstream_client: Any, fresh_db: str) -> None:
+    """A point read's result (fewer rows than ``STREAM_BATCH_ROWS``) comes whole, without ``more``: the MySQL front
+    then sends it as a list (mysql-mimic's fast path). A result of a batch or more keeps ``more``, which yields the
+    rest (nothing, for a result of exactly one batch)."""
+    from cdc_core.upstream.sql_front import STREAM_BATCH_ROWS
+
+    n = STREAM_BATCH_ROWS + 10
+    upstream_client.execute(f"CREATE TABLE {fresh_db}.t (id INT PRIMARY KEY, v DECIMAL(6,2))")
+    upstream_client.execute(f"INSERT INTO {fresh_db}.t VALUES " + ", ".join(f"({i}, {i}.25)" for i in range(n)))
+    session = upstream_cluster.cluster.sql.session()
+    session.stream_rows = True
+
+    def select(where: str) -> Any:
+        (res,) = upstream_cluster.run(session.execute(f"SELECT * FROM {fresh_db}.t WHERE {where}"))
+        return res
+
+    short = select(f"id IN ({', '.join(str(i) for i in range(0, n, 2))})")
+    assert short.more is None and len(short.rows) == (n + 1) // 2 < STREAM_BATCH_ROWS
+    exact = select(f"id < {STREAM_BATCH_ROWS}")
+    assert exact.more is not None and len(exact.rows) == STREAM_BATCH_ROWS and list(exact.more) == []
+    longer = select("id >= 0")
+    assert longer.more is not None and [r["id"] for b in longer.more for r in b] == list(range(STREAM_BATCH_ROWS, n))
