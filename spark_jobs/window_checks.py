@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from cdc_core.client.upstream import UpstreamClient
+    from spark_jobs.check_read_ahead import UpstreamSide
 
 log = logging.getLogger(__name__)
 
@@ -467,10 +468,11 @@ def same_rows(a: pa.Table, b: pa.Table) -> bool:
 
 def _content_on_driver(
     sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
-    tidb: str | None, content: bool, client: UpstreamClient | None,
+    tidb: str | None, content: bool, client: UpstreamClient | None, ahead: UpstreamSide | None = None,
 ) -> tuple[dq.CheckReport, pa.Table] | None:
     """:func:`check_on_driver` but the structural expectations: the report so far and the Delta rows at the keys
-    (:func:`spark_jobs.data_quality.structural_columns`), or None when a check failed."""
+    (:func:`spark_jobs.data_quality.structural_columns`), or None when a check failed. The upstream's count and
+    rows at the keys come from ``ahead`` when it holds them (:mod:`spark_jobs.check_read_ahead`)."""
     from deltalake import DeltaTable
 
     report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
@@ -489,10 +491,18 @@ def _content_on_driver(
     upstream = "not read" if not content else "count only"  # where the slow-table line says the upstream's time went
     if content:
         assert pd_addr is not None
-        report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table, client)))
+        name = table.qualified_name
+        counted = ahead.counts.get(name) if ahead is not None else None
+        if counted is None:
+            counted = upstream_count(pd_addr, tidb, ts, table, client)
+        report.results.append(_count_result(report.row_count, counted))
         if mode == "checksum":
-            rows = upstream_rows_at(pd_addr, tidb, ts, table, keys, client)
-            upstream = f"{time.monotonic() - started - delta_s:.3f} s"
+            rows = ahead.rows.get(name) if ahead is not None else None
+            if rows is None:
+                rows = upstream_rows_at(pd_addr, tidb, ts, table, keys, client)
+                upstream = f"{time.monotonic() - started - delta_s:.3f} s"
+            else:
+                upstream = "read ahead"
             same = same_rows(at_keys, rows)
             report.results.append(_rows_equal_result(0 if same else 1, []))
     report.results.append(dq._schema_result(sink, table, report.delta_version, dt))
@@ -542,7 +552,7 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
     (:func:`_content_on_driver`) ``threads`` at a time, then the structural expectations of all of them in one GX
     run (:mod:`spark_jobs.structural_checks`). A table left out -- a check failed, or could not run -- is the Spark
     checks' (see :func:`run_job`)."""
-    from spark_jobs import structural_checks
+    from spark_jobs import check_read_ahead, structural_checks
     from spark_jobs.changed_keys import changed_keys_arrow
 
     sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
@@ -551,8 +561,10 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
         return
     started = time.monotonic()
     on_driver = [(t, c) for t, c in entries if checkable_on_driver(t)]
-    keys = changed_keys_arrow(sink, args["changefeed_id"], int(args["window_end_ts"]),
-                              [t for t, _ in on_driver], after_ts, ts, limit=DRIVER_KEYS)
+    ahead = check_read_ahead.take(args)
+    keys = ahead.keys if ahead is not None else changed_keys_arrow(
+        sink, args["changefeed_id"], int(args["window_end_ts"]), [t for t, _ in on_driver], after_ts, ts,
+        limit=DRIVER_KEYS)
 
     def driver(entry: tuple[TableInfo, bool]) -> tuple[TableInfo, tuple[dq.CheckReport, pa.Table] | None]:
         table, content = entry
@@ -561,7 +573,7 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
             return table, None
         try:
             return table, _content_on_driver(sink, table, k, after_ts=after_ts, ts=ts, mode=mode, pd_addr=pd_addr,
-                                             tidb=tidb, content=content, client=client)
+                                             tidb=tidb, content=content, client=client, ahead=ahead)
         except Exception:  # the Spark checks then run, and raise what the table's checks cannot get past
             log.warning("window checks of %s on the driver failed; checking it in Spark", table.qualified_name,
                         exc_info=True)
@@ -575,9 +587,19 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
         if name not in bad:
             report.results += structural_checks.passed_results(table)
             reports[name] = report.to_dict()
-    log.info("window checks at %d on the driver: %d table(s), %d changed keys, content %.3f s, structure %.3f s",
+    log.info("window checks at %d on the driver: %d table(s), %d changed keys, content %.3f s, structure %.3f s%s",
              ts, len(checked), sum(k.num_rows for k in keys.values() if k is not None), content_s,
-             time.monotonic() - started - content_s)
+             time.monotonic() - started - content_s, " (upstream side read ahead)" if ahead is not None else "")
+
+
+def table_entries(args: dict[str, Any]) -> list[tuple[TableInfo, bool]]:
+    """The job's tables and whether each one's content is checked."""
+    entries = []
+    for entry in args["tables"]:
+        t = entry["table"]
+        table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
+        entries.append((table, bool(entry.get("content", True))))
+    return entries
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
@@ -592,16 +614,14 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     several hundred Spark jobs of checking each in Spark). The others -- past the driver's key budget, keyed by
     a type without an exact SQL literal, or failing a check -- are checked by :func:`run_checks` in Spark,
     ``TABLE_THREADS`` at a time (most of a table's check is waiting on Spark's scheduling and the upstream). The
-    driver's checks share one upstream client: PD is asked for TiDB once, and each thread keeps its connection."""
+    driver's checks share one upstream client: PD is asked for TiDB once, and each thread keeps its connection.
+    What this process read ahead for the job while the window applied (:mod:`spark_jobs.check_read_ahead`) is
+    taken instead of reading it again."""
     from concurrent.futures import ThreadPoolExecutor
 
     sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
     mode, pd_addr, tidb = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb")
-    entries = []
-    for entry in args["tables"]:
-        t = entry["table"]
-        table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
-        entries.append((table, bool(entry.get("content", True))))
+    entries = table_entries(args)
     for _, content in entries:
         _check_args(mode, content, pd_addr)
     reports: dict[str, dict[str, Any]] = {}

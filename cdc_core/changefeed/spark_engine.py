@@ -43,6 +43,7 @@ JOBS = {
     "rollback": "spark_jobs.rollback:run_job",
     "snapshot_load": "spark_jobs.snapshot_load:run_job",
     "window_checks": "spark_jobs.window_checks:run_job",
+    "window_checks_read_ahead": "spark_jobs.check_read_ahead:start",
 }
 
 
@@ -110,6 +111,12 @@ def _delta_confs() -> dict[str, str]:
 # The application of the enclosing ``one_application`` block (a ContextVar: a thread of its own submits its own).
 _current: contextvars.ContextVar[_Application | None] = contextvars.ContextVar("cdcflow_spark_application",
                                                                                default=None)
+
+
+def shares_process() -> bool:
+    """Whether the jobs run now share one Python process (``local``, or inside ``one_application``): what one
+    job leaves in it -- a thread reading ahead for the next -- is there for the next."""
+    return engine() == "local" or _current.get() is not None
 
 
 @contextlib.contextmanager

@@ -408,6 +408,7 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
                 advance_checkpoint(cfg.changefeed_id, step.upto_ts)
                 failpoint.hit("apply.sub_window_done")
 
+    _read_checks_ahead(cfg, p)
     res = apply_steps(
         cfg, storage, steps, window_end_ts=target, tables_at=lambda ts: _replicated_at(cfg, storage, ts),
         after_dml=after_dml, after_ddl=lambda job: advance_checkpoint(cfg.changefeed_id, job.finished_ts),
@@ -451,16 +452,40 @@ def _sub_window_start(p: dict[str, Any], cuts: list[int], ts: int) -> int:
 def _check(p: dict[str, Any]) -> dict[str, Any]:
     cfg = load_config(p["changefeed_id"])
     ts = p["target_ts"]
+    tables, checked, full, since = _window_end_tables(cfg, p)
+    reports = _check_tables(cfg, checked, ts, where="window end", plan=p, full=full, after_ts=since)
+    failpoint.hit("check.done")
+    return {"skipped": False, "passed": True, "tables": reports,
+            "unchanged": sorted(t.qualified_name for t in tables if t not in checked)}
+
+
+def _window_end_tables(cfg: ChangefeedConfig, p: dict[str, Any]
+                       ) -> tuple[list[TableInfo], list[TableInfo], set[str], int]:
+    """What the checks at the window end cover: the replicated tables, those checked (changed since the last
+    sub-window's start, or reconciled whole), the names reconciled whole, and that start."""
+    ts = p["target_ts"]
     tables = _replicated_tables(cfg, ts)
     full = _fully_checked(p, tables)
     cuts = changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, ts) if _has_window(p) else []
     since = _sub_window_start(p, cuts, ts)
     touched = _changed_tables(cfg, p, tables, ts, since)
-    checked = [t for t in tables if t.qualified_name in full or t.qualified_name in touched]
-    reports = _check_tables(cfg, checked, ts, where="window end", plan=p, full=full, after_ts=since)
-    failpoint.hit("check.done")
-    return {"skipped": False, "passed": True, "tables": reports,
-            "unchanged": sorted(t.qualified_name for t in tables if t not in checked)}
+    return tables, [t for t in tables if t.qualified_name in full or t.qualified_name in touched], full, since
+
+
+def _read_checks_ahead(cfg: ChangefeedConfig, p: dict[str, Any]) -> None:
+    """Start reading the upstream side of the window-end checks by changed keys while the window applies
+    (``spark_jobs.check_read_ahead``), when the checks' job will run in this process. Best effort: the checks
+    read it themselves when this fails."""
+    if cfg.dq_mode == "off" or not spark_engine.shares_process():
+        return
+    try:
+        _, checked, full, since = _window_end_tables(cfg, p)
+        args = _window_checks_args(cfg, checked, p["target_ts"], plan=p, full=full, after_ts=since)
+        if args is not None:
+            spark_engine.run_job("window_checks_read_ahead", args)
+    except Exception:
+        log.warning("could not read the checks' upstream side ahead; the checks will read it",
+                    changefeed_id=cfg.changefeed_id, exc_info=True)
 
 
 def _fully_checked(p: dict[str, Any], tables: list[TableInfo]) -> set[str]:
@@ -495,18 +520,12 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     ``full``, by the keys the window changed (``window_checks``) for the others. A failure puts the changefeed in
     error (the checkpoint stays) and raises ``DataQualityError``."""
     reports: dict[str, Any] = {}
-    pd_addr = resolve_pd_addr(cfg.upstream)
-    common = {"sink_uri": cfg.sink_uri, "pd_addr": pd_addr, "tidb": cfg.tidb, "mode": cfg.dq_mode, "ts": ts}
-    whole: list[dict[str, Any]] = []
-    by_keys: list[dict[str, Any]] = []
-    for t in tables:
-        (whole if t.qualified_name in full or not _has_window(plan) else by_keys).append(table_entry(cfg, t))
+    whole = [table_entry(cfg, t) for t in tables if _whole(t, full, plan)]
     if whole:  # one job reconciles them; it reads the upstream at ts itself, chunk by chunk (never one list here)
-        reports.update(spark_engine.run_job("data_quality", {**common, "tables": whole})["tables"])
-    if by_keys:  # one job for every table checked by its changed keys
-        reports.update(spark_engine.run_job("window_checks", {
-            **common, "tables": by_keys, "changefeed_id": cfg.changefeed_id, "window_end_ts": plan["target_ts"],
-            "after_ts": after_ts})["tables"])
+        reports.update(spark_engine.run_job("data_quality", {**_check_common(cfg, ts), "tables": whole})["tables"])
+    by_keys = _window_checks_args(cfg, tables, ts, plan=plan, full=full, after_ts=after_ts)
+    if by_keys is not None:  # one job for every table checked by its changed keys
+        reports.update(spark_engine.run_job("window_checks", by_keys)["tables"])
     reports = {t.qualified_name: reports[t.qualified_name] for t in tables}  # in the tables' order
     failed = {name: r for name, r in reports.items() if not r["passed"]}
     dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, reports)
@@ -523,6 +542,25 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     if failed:
         raise DataQualityError(message)
     return reports
+
+
+def _whole(t: TableInfo, full: set[str], plan: dict[str, Any]) -> bool:
+    return t.qualified_name in full or not _has_window(plan)
+
+
+def _check_common(cfg: ChangefeedConfig, ts: int) -> dict[str, Any]:
+    return {"sink_uri": cfg.sink_uri, "pd_addr": resolve_pd_addr(cfg.upstream), "tidb": cfg.tidb,
+            "mode": cfg.dq_mode, "ts": ts}
+
+
+def _window_checks_args(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, plan: dict[str, Any],
+                        full: set[str], after_ts: int) -> dict[str, Any] | None:
+    """The ``window_checks`` job of ``tables`` at ``ts`` (those not reconciled whole), or None when there is none."""
+    by_keys = [table_entry(cfg, t) for t in tables if not _whole(t, full, plan)]
+    if not by_keys:
+        return None
+    return {**_check_common(cfg, ts), "tables": by_keys, "changefeed_id": cfg.changefeed_id,
+            "window_end_ts": plan["target_ts"], "after_ts": after_ts}
 
 
 def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tuple[dict[str, Any], str]:

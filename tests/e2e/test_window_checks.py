@@ -16,7 +16,7 @@ from cdc_core.changefeed import runner
 from cdc_core.changefeed.config import load_config
 from cdc_core.changefeed.reconcile import tables_at
 from cdc_core.client.upstream import UpstreamClient
-from spark_jobs import window_checks
+from spark_jobs import check_read_ahead, window_checks
 from spark_jobs.changed_keys import changed_keys_arrow
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
@@ -81,8 +81,10 @@ def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any
     assert in_spark == [sql_addr], (in_spark, sql_addr)
     assert result["check"]["passed"] and sorted(result["check"]["tables"]) == [f"{DB}.{t}" for t in sorted(TABLES)]
     assert "4 table(s) checked on the driver, 1 in Spark" in caplog.text
+    # the window's checks took the upstream side this process read while the window applied
     assert re.search(rf"window checks of {DB}\.k on the driver: [0-9.]+ s for 10 changed keys \(Delta [0-9.]+ s, "
-                     r"upstream [0-9.]+ s\)", caplog.text), caplog.text
+                     r"upstream read ahead\)", caplog.text), caplog.text
+    assert "(upstream side read ahead)" in caplog.text
 
     plan = result["plan"]
     after, ts = plan["checkpoint_ts"], plan["target_ts"]
@@ -104,8 +106,10 @@ def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any
     assert keys[f"{DB}.k"].num_rows == 10  # 4 and 400, 1..7, 9, 50: the keys the window changed, no others
 
 
-def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, upstream_cluster: Any) -> None:
-    """A difference the driver sees is handed to Spark, whose report names the key."""
+def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, upstream_cluster: Any, caplog: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A difference the driver sees is handed to Spark, whose report names the key; the same when the job's upstream
+    side was read ahead (spark_jobs.check_read_ahead), or its read ahead failed."""
     sink = cdc_home / "lake"
     db, cid = "e2e_wchecks_diff", "wchecksdiff"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
@@ -121,12 +125,23 @@ def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, u
         later = c.get_ts()
     plan = result["plan"]
     (table,) = tables_at(load_config(cid), plan["target_ts"])
-    out = window_checks.run_job({
-        "sink_uri": f"file://{sink}", "changefeed_id": cid, "window_end_ts": plan["target_ts"],
-        "tables": [{"table": table.to_json(), "content": True}], "after_ts": plan["checkpoint_ts"], "ts": later,
-        "mode": "checksum", "pd_addr": upstream_cluster.pd_addr,
-    })
+    args = {"sink_uri": f"file://{sink}", "changefeed_id": cid, "window_end_ts": plan["target_ts"],
+            "tables": [{"table": table.to_json(), "content": True}], "after_ts": plan["checkpoint_ts"], "ts": later,
+            "mode": "checksum", "pd_addr": upstream_cluster.pd_addr}
+    out = window_checks.run_job(args)
     rep = out["tables"][f"{db}.t"]
     failed = [r for r in rep["results"] if not r["success"]]
     assert not rep["passed"] and [r["expectation"] for r in failed] == ["rows_equal"]
     assert failed[0]["sample_keys"] == [{"id": "2", "_problem": "differs"}]
+
+    # Read ahead, the job reports alike, and takes what was read (once); another job's read is not taken.
+    check_read_ahead.start({**args, "ts": later - 1})
+    assert check_read_ahead.start(args) == {"reading_ahead": 1}
+    assert window_checks.run_job(args) == out and check_read_ahead.take(args) is None
+    assert check_read_ahead.take({**args, "ts": later - 1}) is not None
+    # A read ahead that fails leaves the job to read for itself.
+    monkeypatch.setattr(check_read_ahead, "read", lambda a: (_ for _ in ()).throw(RuntimeError("no upstream")))
+    caplog.set_level("WARNING", logger="spark_jobs.check_read_ahead")
+    check_read_ahead.start(args)
+    assert window_checks.run_job(args) == out
+    assert "the checks' upstream side read ahead failed" in caplog.text and "no upstream" in caplog.text
