@@ -178,11 +178,15 @@ class TidbSql:
         self.timeout = timeout
         self._conn: pymysql.connections.Connection[Any] | None = None
         self._last_commit_ts = 0
+        # The ts the session reads at (``@@tidb_snapshot``; 0: the latest). It stays between reads: a run of them at
+        # one ts (a window's checks, a table's statements at a time) sets it once instead of around each statement.
+        self._snapshot = 0
         self.addr = ""
 
     def _connect(self) -> pymysql.connections.Connection[Any]:
         if self._conn is None:
             self._conn, self.addr = connect(self.addresses, self.timeout)
+            self._snapshot = 0
         return self._conn
 
     def _fail(self, exc: pymysql.err.MySQLError, statement: str, n: int = 0) -> UpstreamError:
@@ -199,30 +203,34 @@ class TidbSql:
         must not run twice."""
         results: list[StatementResult] = []
         try:
-            if at_ts:
-                self._set_snapshot(at_ts)
+            self._read_at(at_ts)
             self._run_script(script, results)
         finally:
-            self._end_script(at_ts)
+            self._end_script()
         return results
 
-    def _set_snapshot(self, ts: int) -> None:
-        text = f"SET @@tidb_snapshot = '{int(ts)}'"
+    def _read_at(self, ts: int) -> None:
+        """The session reads at ``ts`` (0: the latest) from the next statement on; set only when it does not
+        already (see ``_snapshot``)."""
+        conn = self._connect()
+        if ts == self._snapshot:
+            return
+        text = f"SET @@tidb_snapshot = '{int(ts)}'" if ts else "SET @@tidb_snapshot = ''"
         try:
-            with self._connect().cursor() as cur:
+            with conn.cursor() as cur:
                 cur.execute(text)
         except pymysql.err.MySQLError as exc:
             raise self._fail(exc, text) from exc
+        self._snapshot = ts
 
-    def _end_script(self, at_ts: int = 0) -> None:
+    def _end_script(self) -> None:
         """A script is a unit, as ``mysql -e`` runs one: a transaction it leaves open (by an error, or without
-        COMMIT) is rolled back, as the server does when such a client disconnects; a snapshot it read at ends."""
+        COMMIT) is rolled back, as the server does when such a client disconnects. A snapshot it read at stays set
+        for the next read (a statement at another ts, or at the latest, sets its own first)."""
         if self._conn is None:
             return
         try:
             with self._conn.cursor() as cur:
-                if at_ts:
-                    cur.execute("SET @@tidb_snapshot = ''")
                 cur.execute("SELECT @@tidb_current_ts")
                 row = cur.fetchone()
                 if row and row[0]:
@@ -241,12 +249,11 @@ class TidbSql:
         reads a file so), each result yielded once its statement ran, a SELECT's rows handed to ``on_row`` as they
         arrive off the connection (its result then carries ``row_count`` and no rows)."""
         try:
-            if at_ts:
-                self._set_snapshot(at_ts)
+            self._read_at(at_ts)
             for n, text in enumerate(statements, 1):
                 yield self._run_one(n, text, on_row)
         finally:
-            self._end_script(at_ts)
+            self._end_script()
 
     def _run_one(self, n: int, text: str, on_row: Callable[[dict[str, Any]], object] | None) -> StatementResult:
         conn = self._connect()
@@ -279,8 +286,7 @@ class TidbSql:
 
     def iter_rows(self, sql: str, at_ts: int = 0) -> Iterator[dict[str, Any]]:
         """The rows of one SELECT, streamed (JSON values by column name); at ``at_ts`` (a tso) when given."""
-        if at_ts:
-            self._set_snapshot(at_ts)
+        self._read_at(at_ts)
         conn = self._connect()
         try:
             with conn.cursor(pymysql.cursors.SSDictCursor) as cur:
@@ -289,17 +295,11 @@ class TidbSql:
                     yield {k: json_value(v) for k, v in row.items()}
         except pymysql.err.MySQLError as exc:
             raise self._fail(exc, sql) from exc
-        finally:
-            if at_ts and self._conn is not None:
-                try:
-                    with self._conn.cursor() as c:
-                        c.execute("SET @@tidb_snapshot = ''")
-                except pymysql.err.MySQLError:
-                    self.close()  # a session left at a snapshot must not serve the next read
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
         self._last_commit_ts = 0
+        self._snapshot = 0
         if conn is not None:
             try:
                 conn.close()

@@ -161,3 +161,34 @@ def test_addresses_and_errors(upstream_cluster: Any, monkeypatch: pytest.MonkeyP
         assert sql.execute("SELECT 3 AS x")[0].rows == [{"x": 3}]  # the connection survives a failed statement
     finally:
         sql.close()
+
+
+def test_reads_at_one_ts_set_the_snapshot_once_and_the_latest_is_read_again_after_them(
+        upstream_client: Any, fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session stays at the snapshot it read at: reads at that ts (streamed or scripts) set it once; a read or a
+    write at the latest sets it back first; a re-opened connection starts at the latest."""
+    import pymysql
+
+    upstream_client.execute(f"CREATE TABLE {fresh_db}.t (a INT PRIMARY KEY); INSERT INTO {fresh_db}.t VALUES (1)")
+    ts = upstream_client.get_ts()
+    upstream_client.execute(f"INSERT INTO {fresh_db}.t VALUES (2)")
+    sent: list[str] = []
+    execute = pymysql.cursors.Cursor.execute
+    monkeypatch.setattr(pymysql.cursors.Cursor, "execute",
+                        lambda self, query, args=None: (sent.append(query), execute(self, query, args))[1])
+    sql = TidbSql(upstream_client.sql_addresses())
+    try:
+        for _ in range(3):
+            assert list(sql.iter_rows(f"SELECT a FROM {fresh_db}.t", at_ts=ts)) == [{"a": 1}]
+            assert sql.execute(f"SELECT COUNT(*) AS n FROM {fresh_db}.t", at_ts=ts)[0].rows == [{"n": 1}]
+        assert [q for q in sent if "tidb_snapshot" in q] == [f"SET @@tidb_snapshot = '{ts}'"]
+        assert sorted(r["a"] for r in sql.iter_rows(f"SELECT a FROM {fresh_db}.t")) == [1, 2]
+        sql.execute(f"INSERT INTO {fresh_db}.t VALUES (3)")  # a write, at the latest: TiDB refuses one at a snapshot
+        assert [q for q in sent if "tidb_snapshot" in q] == [f"SET @@tidb_snapshot = '{ts}'",
+                                                             "SET @@tidb_snapshot = ''"]
+        assert list(sql.iter_rows(f"SELECT a FROM {fresh_db}.t", at_ts=ts)) == [{"a": 1}]
+        sql.close()
+        assert sorted(r["a"] for r in sql.iter_rows(f"SELECT a FROM {fresh_db}.t")) == [1, 2, 3]
+        assert sum("tidb_snapshot" in q for q in sent) == 3  # none for the new connection's read at the latest
+    finally:
+        sql.close()
