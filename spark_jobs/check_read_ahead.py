@@ -86,16 +86,13 @@ def take(args: dict[str, Any]) -> UpstreamSide | None:
 
 
 def read(args: dict[str, Any]) -> UpstreamSide:
-    """The upstream side of the ``window_checks`` job of ``args``, read as that job reads it (the same keys, the
-    same statements), ``TABLE_THREADS`` tables at a time over one client."""
+    """The upstream side of the ``window_checks`` job of ``args``, read as that job reads it
+    (``window_checks.driver_keys`` and ``upstream_side``), ``TABLE_THREADS`` tables at a time over one client."""
     from cdc_core.client.upstream import UpstreamClient
-    from spark_jobs.changed_keys import changed_keys_arrow
 
     entries = wc.table_entries(args)
     mode, pd_addr, tidb, ts = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb"), int(args["ts"])
-    on_driver = [t for t, _ in entries if wc.checkable_on_driver(t)]
-    keys = changed_keys_arrow(args["sink_uri"], args["changefeed_id"], int(args["window_end_ts"]), on_driver,
-                              int(args["after_ts"]), ts, limit=wc.DRIVER_KEYS)
+    keys = wc.driver_keys(args, entries)
     content = [t for t, c in entries if c and keys.get(t.qualified_name) is not None]
     counts: dict[str, int] = {}
     rows: dict[str, pa.Table] = {}
@@ -103,11 +100,12 @@ def read(args: dict[str, Any]) -> UpstreamSide:
         with UpstreamClient(pd_addr, tidb=tidb) as client:
 
             def one(table: TableInfo) -> None:
-                name, at = table.qualified_name, keys[table.qualified_name]
+                at = keys[table.qualified_name]
                 assert at is not None
-                counts[name] = wc.upstream_count(pd_addr, tidb, ts, table, client)
-                if mode == "checksum":
-                    rows[name] = wc.upstream_rows_at(pd_addr, tidb, ts, table, at, client)
+                count, got = wc.upstream_side(pd_addr, tidb, ts, table, at, mode, client)
+                if got is not None:
+                    rows[table.qualified_name] = got
+                counts[table.qualified_name] = count  # last: a count means the table was read whole
 
             with ThreadPoolExecutor(max_workers=min(wc.TABLE_THREADS, len(content)),
                                     thread_name_prefix="check-read-ahead") as pool:

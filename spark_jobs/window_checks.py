@@ -235,6 +235,14 @@ def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: in
     return keys.mapInArrow(fetch, target)
 
 
+def upstream_side(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table, mode: dq.Mode | str,
+                  client: UpstreamClient | None = None) -> tuple[int, pa.Table | None]:
+    """What the checks on the driver compare a table's Delta side with: the upstream's ``COUNT(*)`` at ``ts``, and
+    its rows at ``keys`` (mode "checksum"; else None)."""
+    count = upstream_count(pd_addr, tidb, ts, table, client)
+    return count, upstream_rows_at(pd_addr, tidb, ts, table, keys, client) if mode == "checksum" else None
+
+
 def resolved_tidb(client: UpstreamClient, tidb: str | None) -> str | None:
     """Where the Spark tasks' point reads go: ``tidb`` when given (or ``$CDCFLOW_TIDB``, which the tasks read
     themselves), else the SQL servers ``client`` found registered in PD, as ``host:port`` (such an address carries
@@ -488,21 +496,19 @@ def _content_on_driver(
     else:
         report.row_count, at_keys = 0, table.arrow_schema().empty_table()
     delta_s = time.monotonic() - started
-    upstream = "not read" if not content else "count only"  # where the slow-table line says the upstream's time went
+    upstream = "not read"  # where the slow-table line says the upstream's time went
     if content:
         assert pd_addr is not None
         name = table.qualified_name
-        counted = ahead.counts.get(name) if ahead is not None else None
-        if counted is None:
-            counted = upstream_count(pd_addr, tidb, ts, table, client)
+        if ahead is not None and name in ahead.counts:
+            counted, rows = ahead.counts[name], ahead.rows.get(name)
+            upstream = "read ahead"
+        else:
+            counted, rows = upstream_side(pd_addr, tidb, ts, table, keys, mode, client)
+            upstream = f"{time.monotonic() - started - delta_s:.3f} s"
         report.results.append(_count_result(report.row_count, counted))
         if mode == "checksum":
-            rows = ahead.rows.get(name) if ahead is not None else None
-            if rows is None:
-                rows = upstream_rows_at(pd_addr, tidb, ts, table, keys, client)
-                upstream = f"{time.monotonic() - started - delta_s:.3f} s"
-            else:
-                upstream = "read ahead"
+            assert rows is not None
             same = same_rows(at_keys, rows)
             report.results.append(_rows_equal_result(0 if same else 1, []))
     report.results.append(dq._schema_result(sink, table, report.delta_version, dt))
@@ -553,7 +559,6 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
     run (:mod:`spark_jobs.structural_checks`). A table left out -- a check failed, or could not run -- is the Spark
     checks' (see :func:`run_job`)."""
     from spark_jobs import check_read_ahead, structural_checks
-    from spark_jobs.changed_keys import changed_keys_arrow
 
     sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
     mode, pd_addr, tidb = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb")
@@ -562,9 +567,7 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
     started = time.monotonic()
     on_driver = [(t, c) for t, c in entries if checkable_on_driver(t)]
     ahead = check_read_ahead.take(args)
-    keys = ahead.keys if ahead is not None else changed_keys_arrow(
-        sink, args["changefeed_id"], int(args["window_end_ts"]), [t for t, _ in on_driver], after_ts, ts,
-        limit=DRIVER_KEYS)
+    keys = ahead.keys if ahead is not None else driver_keys(args, entries)
 
     def driver(entry: tuple[TableInfo, bool]) -> tuple[TableInfo, tuple[dq.CheckReport, pa.Table] | None]:
         table, content = entry
@@ -590,6 +593,16 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
     log.info("window checks at %d on the driver: %d table(s), %d changed keys, content %.3f s, structure %.3f s%s",
              ts, len(checked), sum(k.num_rows for k in keys.values() if k is not None), content_s,
              time.monotonic() - started - content_s, " (upstream side read ahead)" if ahead is not None else "")
+
+
+def driver_keys(args: dict[str, Any], entries: list[tuple[TableInfo, bool]]) -> dict[str, pa.Table | None]:
+    """The window's changed keys of the tables of ``entries`` the driver can check (:func:`checkable_on_driver`),
+    by name; None for those past the driver's budget (``DRIVER_KEYS``: Spark checks them)."""
+    from spark_jobs.changed_keys import changed_keys_arrow
+
+    return changed_keys_arrow(args["sink_uri"], args["changefeed_id"], int(args["window_end_ts"]),
+                              [t for t, _ in entries if checkable_on_driver(t)], int(args["after_ts"]),
+                              int(args["ts"]), limit=DRIVER_KEYS)
 
 
 def table_entries(args: dict[str, Any]) -> list[tuple[TableInfo, bool]]:

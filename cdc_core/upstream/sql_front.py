@@ -169,7 +169,7 @@ def _parse_tokens(tokens: list[Any], sql: str, text: str) -> exp.Expression:
 # ``IN (`` and a long run of integer literals, as the window checks' point reads send their keys (1,000 a
 # statement): the run is held out of the text before it is tokenized, which with the parse of its literals is a
 # third of such a read's cost, and put back into the tree as the nodes sqlglot builds for it (:func:`_put_back`).
-_INT_RUN_RE = re.compile(r"\bIN\s*\(\s*(-?\d+(?:\s*,\s*-?\d+){31,})\s*\)", re.IGNORECASE)
+_INT_RUN_RE = re.compile(r"\bIN\s*\(\s*(-?\d+(?:\s*,\s*-?\d+){31,})\s*\)", re.IGNORECASE | re.ASCII)
 _HELD_RUN = "__cdcflow_int_run_"
 
 

@@ -7,7 +7,9 @@ window's ts). Two fast paths serve such a statement:
 - ``ParsedStatement.plain``: no variable, hint or call in it, so the MySQL front skips mysql-mimic's variable
   processor (a walk of the whole tree);
 - ``Access.exact``: the WHERE is the handle's ``IN`` list of integers, so the rows read at those handles are the
-  result, without the WHERE evaluated on each (TiDB's BatchPointGet).
+  result, without the WHERE evaluated on each (TiDB's BatchPointGet);
+- the ``IN`` list's integers held out of the tokenizer and put back as the parser's nodes (``split_script``);
+- a result shorter than a stream batch sent whole, by mysql-mimic's list path (``StatementResult.more`` None).
 
 One embedded upstream and its client run in this process; the CPU time of the upstream's threads (all but this
 one) is read from ``/proc`` per statement, with the fast paths and without them (monkeypatched off), in interleaved
@@ -47,15 +49,19 @@ def _others_cpu() -> float:
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads threads' CPU time from /proc")
 def test_point_reads_with_and_without_the_fast_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     from cdc_core.client.upstream import UpstreamClient
-    from cdc_core.upstream import access_path, sql_front
+    from cdc_core.upstream import access_path, mysql_front, sql_front
     from cdc_core.upstream.embedded import EmbeddedCluster
 
     plan, plain = access_path.plan, sql_front.plain_tokens
+    split, batch = mysql_front.split_script, sql_front.STREAM_BATCH_ROWS
 
     def without(on: bool) -> None:
         monkeypatch.setattr(sql_front, "plain_tokens", plain if on else lambda tokens: False)
         monkeypatch.setattr(access_path, "plan", plan if on else
                             lambda info, where: dataclasses.replace(plan(info, where), exact=False))
+        monkeypatch.setattr(mysql_front, "split_script", split if on else lambda sql: sql_front._split_script(sql, {}))
+        # a batch of exactly the result's rows keeps ``more``: the result streams, row by row
+        monkeypatch.setattr(sql_front, "STREAM_BATCH_ROWS", batch if on else KEYS)
 
     rng = random.Random(3)
     with EmbeddedCluster() as ec, UpstreamClient(ec.pd_addr) as c:
