@@ -26,7 +26,7 @@ typecheck: venv
 	$(VENV)/bin/mypy
 
 # Two worker processes on this 2-core machine: the suite waits on servers, Airflow's scheduler and Spark much of
-# the time (one process kept the CPUs 40% busy). tests/suite_schedule.py makes the work units and their order.
+# the time (one process kept the CPUs 40% busy). tests/testkit/suite_schedule.py makes the work units and their order.
 TEST_WORKERS ?= 2
 # The suite's JVMs (Spark sessions, spark-submit's drivers, the Spark Connect server, the topology's executors) live
 # seconds to minutes over small tables, and the JIT's second compiler costs more CPU than it saves them. The suite is

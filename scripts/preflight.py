@@ -56,7 +56,7 @@ MARIADB_CLIENT = Package("mariadb-client", "a test connects Debian's mariadb cli
                          lambda: shutil.which("mariadb") is not None)
 DOCKER_COMPOSE = Package("docker-compose", "a test validates docker-compose.yml with it (`config`, no daemon)",
                          lambda: shutil.which("docker-compose") is not None)
-REDIS = Package("redis-server", "the Celery broker of the distributed-topology test (tests/e2e/topology.py)",
+REDIS = Package("redis-server", "the Celery broker of the distributed-topology test (tests/testkit/topology.py)",
                 lambda: shutil.which("redis-server") is not None)
 PROMETHEUS = Package("prometheus", "promtool checks and tests the alert rules; a Prometheus scrapes a running "
                      "deployment in an end-to-end test", lambda: shutil.which("promtool") is not None)

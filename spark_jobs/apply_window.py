@@ -47,7 +47,7 @@ from cdc_core.schema.model import TableInfo
 from spark_jobs.bronze import read_bronze
 from spark_jobs.delta_writer import DeltaRsWriter, DeltaWriter, get_writer
 from spark_jobs.event_filters import apply_event_filters, drops_rows, validate_filters
-from spark_jobs.job_io import read_args, write_result
+from spark_jobs.job_io import check_names, read_args, ts_arg, write_result
 from spark_jobs.mount import decode_failure, mount
 from spark_jobs.net_effect import dedupe, net_effect
 from spark_jobs.net_effect_arrow import net_effect_arrow
@@ -286,13 +286,8 @@ class ApplyArgs:
         (a whole-window run); ``barrier_ts`` is refused with what replaced it."""
         if "barrier_ts" in args:
             raise ValueError("apply_window no longer takes barrier_ts: pass after_ts, upto_ts and version")
-        known = {f.name for f in fields(cls)} | {"checkpoint_ts"}
-        unknown = sorted(set(args) - known)
-        if unknown:
-            raise ValueError(f"apply_window: unknown argument(s) {unknown}; it takes {sorted(known)}")
-        missing = [k for k in ("sink_uri", "changefeed_id", "window_end_ts", "tables") if args.get(k) is None]
-        if missing:
-            raise ValueError(f"apply_window: missing argument(s) {missing}")
+        check_names("apply_window", args, {f.name for f in fields(cls)} | {"checkpoint_ts"},
+                    ("sink_uri", "changefeed_id", "window_end_ts", "tables"))
         writer = args.get("writer")
         if writer is not None and writer not in WRITERS:
             raise ValueError(f"apply_window: writer must be one of {list(WRITERS)}, got {writer!r}")
@@ -309,12 +304,7 @@ class ApplyArgs:
 
 
 def _int(v: Any, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | str):
-        raise ValueError(f"apply_window: {name} must be an integer ts, got {v!r}")
-    try:
-        return int(v)
-    except ValueError:
-        raise ValueError(f"apply_window: {name} must be an integer ts, got {v!r}") from None
+    return ts_arg("apply_window", name, v)
 
 
 def _opt_int(v: Any, name: str) -> int | None:

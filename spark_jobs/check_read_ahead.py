@@ -14,7 +14,6 @@ would hold anyway), the oldest dropped first (one an apply that failed left behi
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -45,37 +44,34 @@ class UpstreamSide:
     rows: dict[str, pa.Table]
 
 
-def _key(args: dict[str, Any]) -> str:
-    """What a result is found by: the ``window_checks`` job's arguments."""
-    return json.dumps(args, sort_keys=True, default=str)
-
-
 def start(args: dict[str, Any]) -> dict[str, Any]:
     """The ``cdc_core.changefeed.spark_engine`` entry point: start reading what the ``window_checks`` job of
-    ``args`` will compare Delta with, and return at once."""
-    if args.get("mode", "checksum") == "off":
+    ``args`` (its JSON: ``window_checks.WindowChecksArgs``, checked here) will compare Delta with, and return at
+    once."""
+    opts = wc.WindowChecksArgs.from_dict(args)
+    if opts.mode == "off":
         return {"reading_ahead": 0}
     future: Future[UpstreamSide] = Future()
     with _lock:
-        _ahead[_key(args)] = future
+        _ahead[opts.key()] = future
         while len(_ahead) > KEEP:
             _ahead.popitem(last=False)
-    threading.Thread(target=_run, args=(args, future), name="check-read-ahead", daemon=True).start()
-    return {"reading_ahead": len(args["tables"])}
+    threading.Thread(target=_run, args=(opts, future), name="check-read-ahead", daemon=True).start()
+    return {"reading_ahead": len(opts.tables)}
 
 
-def _run(args: dict[str, Any], future: Future[UpstreamSide]) -> None:
+def _run(args: wc.WindowChecksArgs, future: Future[UpstreamSide]) -> None:
     try:
         future.set_result(read(args))
     except BaseException as exc:  # handed to take(), whose job then reads for itself
         future.set_exception(exc)
 
 
-def take(args: dict[str, Any]) -> UpstreamSide | None:
+def take(args: wc.WindowChecksArgs) -> UpstreamSide | None:
     """What :func:`start` read for the job of ``args`` (waiting for the read to end), or None: nothing was read
     ahead here, or the read failed (logged; the job reads for itself)."""
     with _lock:
-        future = _ahead.pop(_key(args), None)
+        future = _ahead.pop(args.key(), None)
     if future is None:
         return None
     try:
@@ -85,15 +81,14 @@ def take(args: dict[str, Any]) -> UpstreamSide | None:
         return None
 
 
-def read(args: dict[str, Any]) -> UpstreamSide:
+def read(args: wc.WindowChecksArgs) -> UpstreamSide:
     """The upstream side of the ``window_checks`` job of ``args``, read as that job reads it
     (``window_checks.driver_keys`` and ``upstream_side``), ``TABLE_THREADS`` tables at a time over one client."""
     from cdc_core.client.upstream import UpstreamClient
 
-    entries = wc.table_entries(args)
-    mode, pd_addr, tidb, ts = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb"), int(args["ts"])
-    keys = wc.driver_keys(args, entries)
-    content = [t for t, c in entries if c and keys.get(t.qualified_name) is not None]
+    mode, pd_addr, tidb, ts = args.mode, args.pd_addr, args.tidb, args.ts
+    keys = wc.driver_keys(args)
+    content = [t for t, c in args.tables if c and keys.get(t.qualified_name) is not None]
     counts: dict[str, int] = {}
     rows: dict[str, pa.Table] = {}
     if content and pd_addr:

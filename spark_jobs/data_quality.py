@@ -38,8 +38,8 @@ import struct
 import threading
 import uuid
 import warnings
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
@@ -49,7 +49,7 @@ from cdc_core.errors import DataQualityError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from spark_jobs.delta_writer import commit_ts
-from spark_jobs.job_io import read_args, write_result
+from spark_jobs.job_io import check_names, read_args, ts_arg, write_result
 from spark_jobs.mount import image_columns
 
 if TYPE_CHECKING:
@@ -823,24 +823,78 @@ def run_checks(
 TABLE_THREADS = 4  # tables reconciled at once by one job
 
 
-def _check_one(args: dict[str, Any], table: TableInfo, content: bool) -> CheckReport:
-    mode, ts = args.get("mode", "checksum"), int(args["ts"])
+@dataclass(frozen=True)
+class ReconcileArgs:
+    """The ``data_quality`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
+    ``cdc_core.changefeed.reconcile`` and ``tasks`` send; :func:`run_checks` says what each check does).
+
+    ``tables`` are reconciled whole at ``ts`` (a snapshot of the upstream), each with whether its content is
+    (False: event filters drop its rows on purpose, so only its structure is); ``as_of_ts`` reads the Delta tables as
+    of that ts instead of their latest version. The upstream is ``pd_addr`` (and ``tidb``, default: the SQL servers
+    registered in PD), read at ``ts``; or, for one table, ``expected_rows`` (``SELECT *`` rows a caller holds).
+    ``single``: the JSON named one ``table`` (the job returns its report) rather than ``tables``.
+
+    Raises ``ValueError`` naming the argument: a missing one, one the job does not know, ``table`` and ``tables``
+    both or neither, a ts that is not an integer, an unknown mode, ``expected_rows`` for more than one table.
+    """
+
+    sink_uri: str
+    ts: int
+    tables: tuple[tuple[TableInfo, bool], ...]
+    mode: Mode = "checksum"
+    as_of_ts: int | None = None
+    pd_addr: str | None = None
+    tidb: str | None = None
+    expected_rows: list[dict[str, Any]] | None = None
+    single: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"data-quality mode must be one of {MODES}, got {self.mode!r}")
+        if self.expected_rows is not None and len(self.tables) != 1:
+            raise ValueError(f"{_JOB}: expected_rows are one table's rows, got {len(self.tables)} tables")
+
+    @classmethod
+    def from_dict(cls, args: Mapping[str, Any]) -> ReconcileArgs:
+        """``args`` as JSON gives them: ``table`` (TableInfo JSON or dict) with ``content``, or ``tables``
+        (``{"table", "content"}`` each); ``content`` defaults to true."""
+        check_names(_JOB, args, {f.name for f in fields(cls) if f.name != "single"} | {"table", "content"},
+                    ("sink_uri", "ts"))
+        single = "tables" not in args
+        if single == ("table" not in args):
+            got = "neither" if single else "both"
+            raise ValueError(f"{_JOB}: give either table (with content) or tables; got {got}")
+        entries = [{"table": args["table"], "content": args.get("content", True)}] if single else args["tables"]
+        tables = []
+        for i, e in enumerate(entries):
+            if not isinstance(e, Mapping) or e.get("table") is None:
+                raise ValueError(f"{_JOB}: tables[{i}] must be {{\"table\": ..., \"content\": ...}}, got {e!r}")
+            tables.append((_table_of(e["table"]), bool(e.get("content", True))))
+        as_of = args.get("as_of_ts")
+        return cls(sink_uri=str(args["sink_uri"]), ts=ts_arg(_JOB, "ts", args["ts"]), tables=tuple(tables),
+                   mode=args.get("mode") or "checksum",
+                   as_of_ts=None if as_of is None else ts_arg(_JOB, "as_of_ts", as_of),
+                   pd_addr=args.get("pd_addr"), tidb=args.get("tidb"), expected_rows=args.get("expected_rows"),
+                   single=single)
+
+
+_JOB = "data_quality"
+
+
+def _check_one(args: ReconcileArgs, table: TableInfo, content: bool) -> CheckReport:
     upstream, pushed = None, None
-    if content and mode != "off" and args.get("pd_addr"):
+    if content and args.mode != "off" and args.pd_addr:
         from spark_jobs import chunk_checksum
         from spark_jobs.session import get_spark
         from spark_jobs.snapshot_load import upstream_frame
 
-        if mode == "checksum" and chunk_checksum.pushdown_columns(table) is not None:
+        if args.mode == "checksum" and chunk_checksum.pushdown_columns(table) is not None:
             # The upstream computes each chunk's count and checksum itself; its rows stay where they are.
-            pushed = PushedDown.read(str(args["pd_addr"]), args.get("tidb"), ts, table)
+            pushed = PushedDown.read(args.pd_addr, args.tidb, args.ts, table)
         else:
-            upstream = upstream_frame(get_spark(), str(args["pd_addr"]), ts, table, tidb=args.get("tidb"))
-    return run_checks(
-        args["sink_uri"], table, expected_rows=args.get("expected_rows"), upstream=upstream, mode=mode,
-        ts=ts, content=content, as_of_ts=None if args.get("as_of_ts") is None else int(args["as_of_ts"]),
-        pushed=pushed,
-    )  # fmt: skip
+            upstream = upstream_frame(get_spark(), args.pd_addr, args.ts, table, tidb=args.tidb)
+    return run_checks(args.sink_uri, table, expected_rows=args.expected_rows, upstream=upstream, mode=args.mode,
+                      ts=args.ts, content=content, as_of_ts=args.as_of_ts, pushed=pushed)
 
 
 def _table_of(t: str | bytes | dict[str, Any]) -> TableInfo:
@@ -848,31 +902,26 @@ def _table_of(t: str | bytes | dict[str, Any]) -> TableInfo:
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point.
-
-    ``args``: ``sink_uri``, ``mode``, ``ts``, ``as_of_ts``, the upstream to compare with -- ``pd_addr`` (and optional
-    ``tidb``), read here at ``ts`` chunk by chunk, or ``expected_rows`` (a short list, one table) -- and either
-    ``table`` (TableInfo JSON string or dict) with ``content``, returning :meth:`CheckReport.to_dict` (``passed``,
-    ``results`` with ``expectation``, ``success``, ``details``, ``sample_keys``...), or ``tables``
-    (``{"table", "content"}`` each), returning ``{"tables": {name: report}}``.
+    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`ReconcileArgs` in. Returns
+    the one table's :meth:`CheckReport.to_dict` (``passed``, ``results`` with ``expectation``, ``success``,
+    ``details``, ``sample_keys``...) when given ``table``, else ``{"tables": {name: report}}``.
 
     Several tables are reconciled by one job, ``TABLE_THREADS`` at a time: a table's reconciliation is mostly
     small Spark jobs (GX's metrics, the chunk sums) and waits on the upstream's aggregates, so tables overlap
     where one table's jobs leave the cores idle, and one Spark application (under ``spark-submit``, one JVM)
     serves them all.
     """
-    if "tables" not in args:
-        return _check_one(args, _table_of(args["table"]), bool(args.get("content", True))).to_dict()
+    opts = ReconcileArgs.from_dict(args)
+    if opts.single:
+        return _check_one(opts, *opts.tables[0]).to_dict()
     from concurrent.futures import ThreadPoolExecutor
 
-    entries = [(_table_of(e["table"]), bool(e.get("content", True))) for e in args["tables"]]
-
     def one(entry: tuple[TableInfo, bool]) -> tuple[str, dict[str, Any]]:
-        return entry[0].qualified_name, _check_one(args, *entry).to_dict()
+        return entry[0].qualified_name, _check_one(opts, *entry).to_dict()
 
-    with ThreadPoolExecutor(max_workers=max(1, min(TABLE_THREADS, len(entries))),
+    with ThreadPoolExecutor(max_workers=max(1, min(TABLE_THREADS, len(opts.tables))),
                             thread_name_prefix="reconcile") as pool:
-        return {"tables": dict(pool.map(one, entries))}
+        return {"tables": dict(pool.map(one, opts.tables))}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

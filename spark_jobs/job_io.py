@@ -1,4 +1,5 @@
-"""The command line of cdcflow's jobs run by hand: JSON arguments in, JSON result out.
+"""The command line of cdcflow's jobs run by hand: JSON arguments in, JSON result out; and the checks every job's
+options object makes of those arguments (names it does not take, required ones missing, ts values).
 
 ``spark-submit <job>.py --args FILE [--result FILE]`` runs one job; each job's ``main`` reads its arguments and
 writes its result through these functions. (``cdc_core.changefeed.spark_engine`` does not use them: it runs a
@@ -11,8 +12,31 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+
+def check_names(job: str, args: Mapping[str, Any], known: Iterable[str], required: Iterable[str]) -> None:
+    """Refuse what ``job``'s JSON arguments ``args`` name wrong: one the job does not take (``known``; a typo would
+    otherwise be ignored), or a ``required`` one missing or null. The ``ValueError`` names them."""
+    names = set(known)
+    unknown = sorted(set(args) - names)
+    if unknown:
+        raise ValueError(f"{job}: unknown argument(s) {unknown}; it takes {sorted(names)}")
+    missing = [k for k in required if args.get(k) is None]
+    if missing:
+        raise ValueError(f"{job}: missing argument(s) {missing}")
+
+
+def ts_arg(job: str, name: str, v: Any) -> int:
+    """The integer ts argument ``name`` of ``job`` (JSON gives it as a number or, past 2**53, a string); a
+    ``ValueError`` naming both when it is neither."""
+    if isinstance(v, bool) or not isinstance(v, int | str):
+        raise ValueError(f"{job}: {name} must be an integer ts, got {v!r}")
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"{job}: {name} must be an integer ts, got {v!r}") from None
 
 
 def read_args(path: str) -> dict[str, Any]:

@@ -29,14 +29,16 @@ exact SQL literal, or failing a check on the driver (Spark's report then names t
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, fields
 from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -48,7 +50,7 @@ from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.tls import TlsConfig, client_tls, pinned
 from spark_jobs import data_quality as dq
-from spark_jobs.job_io import args_file_main
+from spark_jobs.job_io import args_file_main, check_names, ts_arg
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -550,24 +552,83 @@ def check_on_driver(
 
 TABLE_THREADS = 4  # tables checked at once by one job
 SLOW_TABLE_S = 1.0  # a table whose checks on the driver take longer is logged with where the time went
+JOB = "window_checks"
 
 
-def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], reports: dict[str, dict[str, Any]],
-                   client: UpstreamClient | None, threads: int) -> None:
-    """The tables of ``entries`` checked on the driver into ``reports``: their content checks
+@dataclass(frozen=True)
+class WindowChecksArgs:
+    """The ``window_checks`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
+    ``cdc_core.changefeed.tasks`` sends).
+
+    ``tables`` are the tables to check, each with whether its content is (False: event filters drop its rows on
+    purpose, so only its structure is); their changed keys are those of the bronze window ``window_end_ts`` with
+    ``after_ts < commit_ts <= ts``, checked at ``ts``. ``mode`` is one of ``data_quality.MODES``; ``pd_addr`` is
+    the upstream's PD, needed unless the mode is "off" or no table's content is checked; ``tidb`` its SQL
+    addresses (default: those registered in PD).
+
+    Raises ``ValueError`` naming the argument: a missing one, one the job does not know (a typo would otherwise be
+    ignored), a ts that is not an integer, an unknown mode, content to check without ``pd_addr``.
+    """
+
+    sink_uri: str
+    changefeed_id: str
+    window_end_ts: int
+    tables: tuple[tuple[TableInfo, bool], ...]
+    after_ts: int
+    ts: int
+    mode: dq.Mode = "checksum"
+    pd_addr: str | None = None
+    tidb: str | None = None
+
+    def __post_init__(self) -> None:
+        for _, content in self.tables:
+            _check_args(self.mode, content, self.pd_addr)
+
+    @classmethod
+    def from_dict(cls, args: Mapping[str, Any]) -> WindowChecksArgs:
+        """``args`` as JSON gives them: each of ``tables`` is ``{"table": <TableInfo JSON or dict>, "content":
+        <bool, default true>}``."""
+        check_names(JOB, args, [f.name for f in fields(cls)],
+                    ("sink_uri", "changefeed_id", "window_end_ts", "tables", "after_ts", "ts"))
+        tables = []
+        for i, entry in enumerate(args["tables"]):
+            t = entry.get("table") if isinstance(entry, Mapping) else None
+            if t is None:
+                raise ValueError(f"{JOB}: tables[{i}] must be {{\"table\": ..., \"content\": ...}}, got {entry!r}")
+            table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
+            tables.append((table, bool(entry.get("content", True))))
+        return cls(sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
+                   window_end_ts=ts_arg(JOB, "window_end_ts", args["window_end_ts"]), tables=tuple(tables),
+                   after_ts=ts_arg(JOB, "after_ts", args["after_ts"]), ts=ts_arg(JOB, "ts", args["ts"]),
+                   mode=args.get("mode") or "checksum", pd_addr=args.get("pd_addr"), tidb=args.get("tidb"))
+
+    @property
+    def reads_upstream(self) -> bool:
+        """Whether the checks read the upstream: a mode other than "off" and a table whose content is checked."""
+        return self.mode != "off" and self.pd_addr is not None and any(c for _, c in self.tables)
+
+    def key(self) -> str:
+        """The arguments as one string: what a read ahead for this job is found by
+        (:mod:`spark_jobs.check_read_ahead`)."""
+        return json.dumps([self.sink_uri, self.changefeed_id, self.window_end_ts, self.after_ts, self.ts, self.mode,
+                           self.pd_addr, self.tidb, [(t.to_json(), c) for t, c in self.tables]])
+
+
+def _driver_checks(args: WindowChecksArgs, reports: dict[str, dict[str, Any]], client: UpstreamClient | None,
+                   threads: int) -> None:
+    """The tables of ``args`` checked on the driver into ``reports``: their content checks
     (:func:`_content_on_driver`) ``threads`` at a time, then the structural expectations of all of them in one GX
     run (:mod:`spark_jobs.structural_checks`). A table left out -- a check failed, or could not run -- is the Spark
     checks' (see :func:`run_job`)."""
     from spark_jobs import check_read_ahead, structural_checks
 
-    sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
-    mode, pd_addr, tidb = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb")
+    sink, after_ts, ts, mode, pd_addr, tidb = args.sink_uri, args.after_ts, args.ts, args.mode, args.pd_addr, args.tidb
     if mode == "off":
         return
     started = time.monotonic()
-    on_driver = [(t, c) for t, c in entries if checkable_on_driver(t)]
+    on_driver = [(t, c) for t, c in args.tables if checkable_on_driver(t)]
     ahead = check_read_ahead.take(args)
-    keys = ahead.keys if ahead is not None else driver_keys(args, entries)
+    keys = ahead.keys if ahead is not None else driver_keys(args)
 
     def driver(entry: tuple[TableInfo, bool]) -> tuple[TableInfo, tuple[dq.CheckReport, pa.Table] | None]:
         table, content = entry
@@ -595,31 +656,19 @@ def _driver_checks(args: dict[str, Any], entries: list[tuple[TableInfo, bool]], 
              time.monotonic() - started - content_s, " (upstream side read ahead)" if ahead is not None else "")
 
 
-def driver_keys(args: dict[str, Any], entries: list[tuple[TableInfo, bool]]) -> dict[str, pa.Table | None]:
-    """The window's changed keys of the tables of ``entries`` the driver can check (:func:`checkable_on_driver`),
+def driver_keys(args: WindowChecksArgs) -> dict[str, pa.Table | None]:
+    """The window's changed keys of the tables of ``args`` the driver can check (:func:`checkable_on_driver`),
     by name; None for those past the driver's budget (``DRIVER_KEYS``: Spark checks them)."""
     from spark_jobs.changed_keys import changed_keys_arrow
 
-    return changed_keys_arrow(args["sink_uri"], args["changefeed_id"], int(args["window_end_ts"]),
-                              [t for t, _ in entries if checkable_on_driver(t)], int(args["after_ts"]),
-                              int(args["ts"]), limit=DRIVER_KEYS)
-
-
-def table_entries(args: dict[str, Any]) -> list[tuple[TableInfo, bool]]:
-    """The job's tables and whether each one's content is checked."""
-    entries = []
-    for entry in args["tables"]:
-        t = entry["table"]
-        table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
-        entries.append((table, bool(entry.get("content", True))))
-    return entries
+    return changed_keys_arrow(args.sink_uri, args.changefeed_id, args.window_end_ts,
+                              [t for t, _ in args.tables if checkable_on_driver(t)], args.after_ts, args.ts,
+                              limit=DRIVER_KEYS)
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point. ``args``: ``sink_uri``, ``changefeed_id``,
-    ``window_end_ts`` (the bronze window), ``tables`` (``{"table": TableInfo JSON, "content": bool}`` each),
-    ``after_ts``, ``ts``, ``mode``, ``pd_addr`` and optional ``tidb``. Returns ``{"tables": {name:
-    CheckReport.to_dict()}}``.
+    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`WindowChecksArgs` in.
+    Returns ``{"tables": {name: CheckReport.to_dict()}}``.
 
     One job checks every table a window touched. The window's changed keys of all of them are read in one pass over
     its bronze files (:mod:`spark_jobs.changed_keys`), and each table whose keys the driver holds is checked there
@@ -630,24 +679,20 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     driver's checks share one upstream client: PD is asked for TiDB once, and each thread keeps its connection.
     What this process read ahead for the job while the window applied (:mod:`spark_jobs.check_read_ahead`) is
     taken instead of reading it again."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    sink, after_ts, ts = args["sink_uri"], int(args["after_ts"]), int(args["ts"])
-    mode, pd_addr, tidb = args.get("mode", "checksum"), args.get("pd_addr"), args.get("tidb")
-    entries = table_entries(args)
-    for _, content in entries:
-        _check_args(mode, content, pd_addr)
+    opts = WindowChecksArgs.from_dict(args)
+    sink, after_ts, ts, mode, pd_addr, tidb = opts.sink_uri, opts.after_ts, opts.ts, opts.mode, opts.pd_addr, opts.tidb
     reports: dict[str, dict[str, Any]] = {}
-    threads = max(1, min(TABLE_THREADS, len(entries)))
+    threads = max(1, min(TABLE_THREADS, len(opts.tables)))
     with ExitStack() as stack:
         client = None
-        if mode != "off" and pd_addr and any(c for _, c in entries):
+        if opts.reads_upstream:
             from cdc_core.client.upstream import UpstreamClient
 
+            assert pd_addr is not None
             client = stack.enter_context(UpstreamClient(pd_addr, tidb=tidb))
             tidb = resolved_tidb(client, tidb)  # found once, before the threads share the client, for Spark's too
-        _driver_checks(args, entries, reports, client, threads)
-    in_spark = [(t, c) for t, c in entries if t.qualified_name not in reports]
+        _driver_checks(opts, reports, client, threads)
+    in_spark = [(t, c) for t, c in opts.tables if t.qualified_name not in reports]
     log.info("window checks at %d: %d table(s) checked on the driver, %d in Spark", ts, len(reports), len(in_spark))
     if in_spark:
         from spark_jobs.session import get_spark
@@ -657,12 +702,12 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
         def one(entry: tuple[TableInfo, bool]) -> tuple[str, dict[str, Any]]:
             table, content = entry
             return table.qualified_name, run_checks(
-                sink, args["changefeed_id"], int(args["window_end_ts"]), table, after_ts=after_ts, ts=ts, mode=mode,
+                sink, opts.changefeed_id, opts.window_end_ts, table, after_ts=after_ts, ts=ts, mode=mode,
                 pd_addr=pd_addr, tidb=tidb, content=content, spark=spark).to_dict()
 
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
             reports.update(pool.map(one, in_spark))
-    return {"tables": {t.qualified_name: reports[t.qualified_name] for t, _ in entries}}
+    return {"tables": {t.qualified_name: reports[t.qualified_name] for t, _ in opts.tables}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

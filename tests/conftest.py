@@ -15,20 +15,13 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-# scripts/ holds tools the Makefile runs (local_postgres.py); tests import them as top-level modules. tests/ itself
-# holds importable helper packages (wire: the wire-level test clients).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-# plugins/, as Airflow puts it on sys.path: the harnesses read cdcflow_airflow.bundle_config (no Airflow import)
-sys.path.append(str(Path(__file__).resolve().parents[1] / "plugins"))
-
-# how `make test` spreads the suite over two workers, and the summary of where its minutes went
-pytest_plugins = ["suite_schedule"]
+# how `make test` spreads the suite over two workers, and the summary of where its minutes went (the helper packages
+# under tests/, scripts/ and plugins/ are importable by pyproject's pytest `pythonpath`)
+pytest_plugins = ["testkit.suite_schedule"]
 
 _db_counter = itertools.count(1)
 
@@ -37,7 +30,6 @@ _db_counter = itertools.count(1)
 def _stop_spark_at_exit() -> Iterator[None]:
     """Stop the shared SparkSession (if a test started one) while logging still has its streams."""
     yield
-    import sys
 
     if "pyspark.sql" in sys.modules:
         from pyspark.sql import SparkSession

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +91,11 @@ def _target_port(published: Any) -> int:
 
 
 def test_compose_is_the_process_topology_make_test_runs(resolved):
-    """docker-compose.yml and tests/e2e/topology.py (the distributed end-to-end test's processes) are one topology:
+    """docker-compose.yml and tests/testkit/topology.py (the distributed end-to-end test's processes) are one topology:
     the same services, each with the same command, options, replicas and restart policy, the same published ports,
     and every cdcflow and Airflow service with the topology's environment, each address naming the same service and
     port."""
-    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-    from topology import SERVICES, SHARED_ENV, fill
+    from testkit.topology import SERVICES, SHARED_ENV, fill
 
     services = resolved["services"]
     assert set(services) == set(SERVICES)

@@ -1,6 +1,6 @@
 """Table listing at 1,000,000 tables (issue 5's scale, on TiDB's interface), next to a bare driver read.
 
-Part 1: the load scenario of ``tests/upstream/listingload.py`` at 1M tables and 4 concurrent listings, default
+Part 1: the load scenario of ``tests/testkit/listing_load.py`` at 1M tables and 4 concurrent listings, default
 limits on both sides: peaks of the server's ``upstream-catalog`` and the client's ``table-discovery`` pools, RSS.
 Part 2: one listing through ``TableDiscovery`` (limiter, batches, worker threads) next to the same query read
 with a bare PyMySQL unbuffered cursor in the same run: rows per second of each and the ratio. Prints the figures;
@@ -14,8 +14,8 @@ import time
 
 import pymysql
 import pymysql.cursors
-from listingload import MIB, run_listing_load
 from prometheus_client import CollectorRegistry
+from testkit.listing_load import MIB, run_listing_load
 
 from cdc_core.client.table_discovery import TableDiscovery
 from cdc_core.client.tidb_sql import connect

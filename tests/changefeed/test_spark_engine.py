@@ -3,17 +3,12 @@ the command line) writes Delta through delta-spark, and its failures come back w
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from deltalake import DeltaTable
+from testkit.builders import Bronze, clustered_table
 
 from cdc_core.changefeed import spark_engine
 from cdc_core.errors import ChangefeedError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark_jobs"))
-from spark_jobs_builders import Bronze, clustered_table
 
 pytestmark = pytest.mark.spark
 

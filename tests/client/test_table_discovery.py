@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from listingload import PeakObserver
 from prometheus_client import CollectorRegistry
+from testkit.listing_load import PeakObserver
 
 from cdc_core.client.table_discovery import (
     BATCH_BYTES,

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))  # e2elib
 
 
 @pytest.fixture
@@ -23,7 +20,7 @@ _STANDALONE: list[Any] = []  # the session's Airflow, for pytest_runtest_teardow
 
 @pytest.fixture(scope="session")
 def _airflow_standalone(upstream_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from airflow_server import AirflowServer
+    from testkit.airflow_server import AirflowServer
 
     work = tmp_path_factory.mktemp("airflow")
     cdc_home = work / "cdcflow"

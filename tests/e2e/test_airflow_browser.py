@@ -18,7 +18,7 @@ from typing import Any
 
 import preflight  # scripts/ is on sys.path (tests/conftest.py)
 import pytest
-from e2elib import artifacts_dir, delta_rows_at, upstream_rows
+from testkit.e2e import artifacts_dir, delta_rows_at, upstream_rows
 
 from cdc_core.client.upstream import UpstreamClient
 

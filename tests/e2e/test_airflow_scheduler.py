@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_feed import AirflowFeed, interval_end_ts, next_boundary, sleep_past, wait_for
-from e2elib import artifacts_dir
+from testkit.airflow_feed import AirflowFeed, interval_end_ts, next_boundary, sleep_past, wait_for
+from testkit.e2e import artifacts_dir
 
 from cdc_core.changefeed import lease
 from cdc_core.codec import tso
@@ -325,7 +325,7 @@ def _prometheus(server: Any, workdir: Path) -> tuple[subprocess.Popen[bytes], st
     take more than the 1 s a 1 s interval would allow it)."""
     import shutil
 
-    from airflow_server import free_port
+    from testkit.airflow_server import free_port
 
     exe = shutil.which("prometheus")
     assert exe, "Debian's prometheus is missing (make test's preflight installs it)"

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from e2elib import cli as _cli
-from e2elib import typed_rows_match
+from testkit.e2e import cli as _cli
+from testkit.e2e import typed_rows_match
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from e2elib import cli as _cli
-from e2elib import delta_rows, upstream_rows
+from testkit.e2e import cli as _cli
+from testkit.e2e import delta_rows, upstream_rows
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from airflow_feed import AirflowFeed, interval_end_ts, next_boundary, sleep_past, wait_for
-from e2elib import delta_rows_at
+from testkit.airflow_feed import AirflowFeed, interval_end_ts, next_boundary, sleep_past, wait_for
+from testkit.e2e import delta_rows_at
 
 from cdc_core.changefeed import lease
 from cdc_core.client.upstream import UpstreamClient
@@ -32,7 +32,7 @@ EVERY_S = 30
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from topology import running
+    from testkit.topology import running
 
     # The upstream's SQL takes root with a password only (as compose runs it): this process logs in with it too.
     with running(tmp_path_factory.mktemp("topology")) as t:

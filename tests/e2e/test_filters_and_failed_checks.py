@@ -21,8 +21,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from e2elib import cli as _cli
-from e2elib import cli_app, delta_rows, upstream_rows
+from testkit.e2e import cli as _cli
+from testkit.e2e import cli_app, delta_rows, upstream_rows
 from typer.testing import CliRunner
 
 from cdc_core.changefeed import runner
@@ -265,8 +265,8 @@ def test_a_corrupt_row_value_stops_the_changefeed_naming_where(cdc_home: Path, u
 def test_the_scheduled_reconciliation_finds_what_no_window_changed(cdc_home: Path, upstream_cluster: Any) -> None:
     """The maintenance DAG's reconcile: due once per interval, at the checkpoint, recorded; a row edited in the lake
     that no window touches passes every window's checks and fails the reconciliation, which stops the changefeed."""
-    import airflow_import  # noqa: F401  (plugins on sys.path, as Airflow puts them)
     from cdcflow_airflow import maintenance
+    from testkit import airflow_import  # noqa: F401  (plugins on sys.path, as Airflow puts them)
 
     db, sink = "e2e_reconcile", cdc_home / "lake"
     with UpstreamClient(upstream_cluster.pd_addr) as c:

@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from e2elib import cli as _cli
-from e2elib import delta_rows, upstream_rows
+from testkit.e2e import cli as _cli
+from testkit.e2e import delta_rows, upstream_rows
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2elib import cli as _cli
-from e2elib import failpoint_armed, typed_rows_match
-from random_workload import RandomWorkload
+from testkit.e2e import cli as _cli
+from testkit.e2e import failpoint_armed, typed_rows_match
+from testkit.random_workload import RandomWorkload
 
 from cdc_core import failpoint
 from cdc_core.changefeed import runner

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from e2elib import cli, delta_rows, failpoint_armed, upstream_rows
+from testkit.e2e import cli, delta_rows, failpoint_armed, upstream_rows
 
 from cdc_core import failpoint
 from cdc_core.changefeed import retention, runner

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from e2elib import cli as _cli
-from e2elib import delta_rows, failpoint_armed, upstream_rows
+from testkit.e2e import cli as _cli
+from testkit.e2e import delta_rows, failpoint_armed, upstream_rows
 
 from cdc_core import failpoint
 from cdc_core.changefeed import retention, runner

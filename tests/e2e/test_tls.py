@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2elib import cli, delta_rows, upstream_rows
+from testkit.e2e import cli, delta_rows, upstream_rows
 from typer.testing import CliRunner
 
 from cdc_core.changefeed.state import load_state
@@ -141,7 +141,7 @@ def test_a_changefeed_runs_over_tls_and_the_wrong_ca_moves_no_checkpoint(
         c.execute(f"INSERT INTO {db}.t VALUES (5, 'e')")
         t2 = c.get_ts()
     _trust(monkeypatch, pki["good"], ca=pki["other"]["ca"])
-    from e2elib import cli_app
+    from testkit.e2e import cli_app
 
     res = CliRunner().invoke(cli_app(), ["changefeed", "run", "tls", "--until-ts", str(t2)])
     assert res.exit_code != 0 and "TLS handshake" in str(res.exception), (res.output, res.exception)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 from deltalake import DeltaTable
-from e2elib import cli as _cli
-from e2elib import delta_rows, upstream_rows
+from testkit.e2e import cli as _cli
+from testkit.e2e import delta_rows, upstream_rows
 
 from cdc_core.changefeed import runner, spark_engine, tasks
 from cdc_core.changefeed.state import load_state

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2elib import cli as _cli
+from testkit.e2e import cli as _cli
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.config import load_config
@@ -137,8 +137,9 @@ def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, u
     # Read ahead, the job reports alike, and takes what was read (once); another job's read is not taken.
     check_read_ahead.start({**args, "ts": later - 1})
     assert check_read_ahead.start(args) == {"reading_ahead": 1}
-    assert window_checks.run_job(args) == out and check_read_ahead.take(args) is None
-    assert check_read_ahead.take({**args, "ts": later - 1}) is not None
+    opts = window_checks.WindowChecksArgs.from_dict
+    assert window_checks.run_job(args) == out and check_read_ahead.take(opts(args)) is None
+    assert check_read_ahead.take(opts({**args, "ts": later - 1})) is not None
     # A read ahead that fails leaves the job to read for itself.
     monkeypatch.setattr(check_read_ahead, "read", lambda a: (_ for _ in ()).throw(RuntimeError("no upstream")))
     caplog.set_level("WARNING", logger="spark_jobs.check_read_ahead")

@@ -3,17 +3,15 @@ per test, and a fabricated changefeed (config, state, recorded metrics) to show 
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import airflow_import  # noqa: F401  (airflow imported with a temp AIRFLOW_HOME, plugins on sys.path)
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-import airflow_import  # noqa: E402, F401  (airflow imported with a temp AIRFLOW_HOME, plugins on sys.path)
 
 CHANGEFEED_ID = "orders"
 

@@ -1,5 +1,4 @@
-"""Puller fixtures. The helpers live in ``pullerlib.py`` next to this file (registered as a module here,
-because the suite runs with ``--import-mode=importlib``).
+"""Puller fixtures (the helpers the puller tests share are ``testkit.puller``).
 
 ``multi_cluster`` (module) is an embedded cluster with three stores and three PD members, for the faults that
 need more than one (leader transfers, stopped stores, PD leader moves); ``multi_client`` is a synchronous client of it.
@@ -7,20 +6,10 @@ need more than one (leader transfers, stopped stores, PD leader moves); ``multi_
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-if "pullerlib" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("pullerlib", Path(__file__).with_name("pullerlib.py"))
-    assert _spec is not None and _spec.loader is not None
-    _mod = importlib.util.module_from_spec(_spec)
-    sys.modules["pullerlib"] = _mod
-    _spec.loader.exec_module(_mod)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from pullerlib import SPAN, make_table, pulling, until
+from testkit.puller import SPAN, make_table, pulling, until
 
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.upstream.cluster import ClusterConfig, ClusterError

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pullerlib import (
+from testkit.puller import (
     ERRORS,
     SPAN,
     Recorder,

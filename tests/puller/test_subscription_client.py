@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from pullerlib import (
+from testkit.puller import (
     ERRORS,
     SPAN,
     Recorder,

@@ -1,4 +1,4 @@
-"""``make soak`` (issue 20): the distributed topology (``tests/e2e/topology.py``, what docker-compose.yml runs)
+"""``make soak`` (issue 20): the distributed topology (``tests/testkit/topology.py``, what docker-compose.yml runs)
 replicates a sysbench-like workload with primary- and unique-key moves and DDL for ``CDCFLOW_SOAK_WINDOWS``
 windows (50) while ``chaos.Chaos`` kills a random process every ``CDCFLOW_SOAK_KILL_EVERY_S`` seconds on average
 and faults a region every second.
@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_feed import AirflowFeed
 from cdcflow_airflow.dag_factory import DEFAULT_RETRIES
-from chaos import Chaos
-from e2elib import delta_rows_at, upstream_rows
+from testkit.airflow_feed import AirflowFeed
+from testkit.chaos import Chaos
+from testkit.e2e import delta_rows_at, upstream_rows
 
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
@@ -91,7 +91,7 @@ def compare(pd: str, sink: Path, tables: list[str], ts: int) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from topology import running
+    from testkit.topology import running
 
     # The deployment's task retries (the end-to-end harness turns them off to fail fast): a killed task is retried.
     with running(tmp_path_factory.mktemp("soak"), control=True,

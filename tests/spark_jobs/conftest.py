@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-# The builders module sits next to this file; test modules import it by name.
-sys.path.insert(0, str(Path(__file__).parent))
-from spark_jobs_builders import Bronze
+from testkit.builders import Bronze
 
 
 @pytest.fixture(scope="session")

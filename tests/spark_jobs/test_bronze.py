@@ -6,7 +6,7 @@ import os
 
 import pyarrow as pa
 import pytest
-from spark_jobs_builders import Bronze, clustered_table
+from testkit.builders import Bronze, clustered_table
 
 from cdc_core.errors import ChangefeedError
 from spark_jobs.bronze import (

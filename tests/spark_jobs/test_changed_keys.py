@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from spark_jobs_builders import Bronze, clustered_table, nonclustered_table, rowid_table
+from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table
 
 from cdc_core.errors import ChangefeedError
 from spark_jobs.bronze import write_bronze

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from spark_jobs_builders import Bronze, clustered_table, rowid_table
+from testkit.builders import Bronze, clustered_table, rowid_table
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError

@@ -5,24 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import importlib.util
-import sys
 from pathlib import Path
 
+import fetch_jars as fetch  # scripts/ (pyproject's pytest pythonpath)
 import pytest
 
 from spark_jobs import delta_jars
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _fetch_module():
-    spec = importlib.util.spec_from_file_location("fetch_jars", ROOT / "scripts" / "fetch_jars.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fetch_jars"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_the_lock_pins_the_jar_of_the_locked_delta_spark_for_the_locked_spark():
@@ -50,7 +40,6 @@ def test_a_malformed_lock_line_is_named(tmp_path):
 
 
 def test_fetch_checks_the_hash_and_skips_what_is_there(tmp_path, monkeypatch):
-    fetch = _fetch_module()
     repo = tmp_path / "repo"
     body = b"PK\x03\x04 not really a jar"
     good = delta_jars.LockedJar("org.example", "thing", "1.0", hashlib.sha256(body).hexdigest())

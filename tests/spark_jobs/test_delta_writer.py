@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from spark_jobs_builders import clustered_table, nonclustered_table, rowid_table
+from testkit.builders import clustered_table, nonclustered_table, rowid_table
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError

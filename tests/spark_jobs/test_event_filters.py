@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from deltalake import DeltaTable
-from spark_jobs_builders import Bronze, clustered_table, nonclustered_table
+from testkit.builders import Bronze, clustered_table, nonclustered_table
 
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import ChangefeedError

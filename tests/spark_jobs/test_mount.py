@@ -8,7 +8,7 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 import pytest
-from spark_jobs_builders import Bronze, nonclustered_table, rowid_table, typed_table
+from testkit.builders import Bronze, nonclustered_table, rowid_table, typed_table
 
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.datum_key import encode_key

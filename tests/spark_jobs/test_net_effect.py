@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from spark_jobs_builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
+from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from spark_jobs_builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
+from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.schema.ddl_history import DDLJob

@@ -10,9 +10,9 @@ from typing import Any
 import pymysql
 import pymysql.cursors
 import pytest
-from listingload import MIB, PeakObserver, run_listing_load
 from prometheus_client import CollectorRegistry
 from sqlglot import parse_one
+from testkit.listing_load import MIB, PeakObserver, run_listing_load
 from wire.eventfeed import wait_until
 
 from cdc_core.client.upstream import UpstreamClient, listing_sql

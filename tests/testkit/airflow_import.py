@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _AIRFLOW_ENV = {
     "AIRFLOW_HOME": tempfile.mkdtemp(prefix="cdcflow-test-airflow-"),

@@ -34,8 +34,8 @@ from typing import Any
 
 import httpx
 import local_postgres  # scripts/ is on sys.path (tests/conftest.py)
-from airflow_server import VENV_BIN, AirflowServer, free_port
 from cdcflow_airflow import bundle_config
+from testkit.airflow_server import VENV_BIN, AirflowServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -106,7 +106,7 @@ class Chaos:
         return self.rnd.choice(live) if live else None
 
     def _kill_service(self, prefix: str) -> str:
-        from topology import SERVICES
+        from testkit.topology import SERVICES
 
         assert SERVICES[prefix].restarts, f"{prefix} has no restart policy: killing it is not a fault it survives"
         p = self._proc(prefix)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from e2elib import delta_rows_at, upstream_rows
+from testkit.e2e import delta_rows_at, upstream_rows
 
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import tso
