@@ -864,6 +864,8 @@ class ReconcileArgs:
         if single == ("table" not in args):
             got = "neither" if single else "both"
             raise ValueError(f"{_JOB}: give either table (with content) or tables; got {got}")
+        if not single and "content" in args:
+            raise ValueError(f"{_JOB}: content goes with table; each of tables says its own")
         entries = [{"table": args["table"], "content": args.get("content", True)}] if single else args["tables"]
         tables = []
         for i, e in enumerate(entries):
@@ -872,7 +874,7 @@ class ReconcileArgs:
             tables.append((_table_of(e["table"]), bool(e.get("content", True))))
         as_of = args.get("as_of_ts")
         return cls(sink_uri=str(args["sink_uri"]), ts=ts_arg(_JOB, "ts", args["ts"]), tables=tuple(tables),
-                   mode=args.get("mode") or "checksum",
+                   mode=args.get("mode", "checksum"),
                    as_of_ts=None if as_of is None else ts_arg(_JOB, "as_of_ts", as_of),
                    pd_addr=args.get("pd_addr"), tidb=args.get("tidb"), expected_rows=args.get("expected_rows"),
                    single=single)

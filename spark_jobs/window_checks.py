@@ -581,6 +581,7 @@ class WindowChecksArgs:
     tidb: str | None = None
 
     def __post_init__(self) -> None:
+        _check_args(self.mode, False, self.pd_addr)
         for _, content in self.tables:
             _check_args(self.mode, content, self.pd_addr)
 
@@ -600,7 +601,7 @@ class WindowChecksArgs:
         return cls(sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
                    window_end_ts=ts_arg(JOB, "window_end_ts", args["window_end_ts"]), tables=tuple(tables),
                    after_ts=ts_arg(JOB, "after_ts", args["after_ts"]), ts=ts_arg(JOB, "ts", args["ts"]),
-                   mode=args.get("mode") or "checksum", pd_addr=args.get("pd_addr"), tidb=args.get("tidb"))
+                   mode=args.get("mode", "checksum"), pd_addr=args.get("pd_addr"), tidb=args.get("tidb"))
 
     @property
     def reads_upstream(self) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import preflight  # scripts/ is on sys.path (tests/conftest.py)
+import preflight  # scripts/ is on sys.path (pyproject's pytest pythonpath)
 import pytest
 from testkit.e2e import artifacts_dir, delta_rows_at, upstream_rows
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import local_postgres  # scripts/ is on sys.path (tests/conftest.py)
+import local_postgres  # scripts/ is on sys.path (pyproject's pytest pythonpath)
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]

@@ -62,6 +62,8 @@ def test_the_job_arguments_are_checked_when_built_and_name_what_is_wrong():
         ReconcileArgs.from_dict({**common, "table": T.to_json(), "cotnent": False})
     with pytest.raises(ValueError, match=r"give either table .* or tables; got both"):
         ReconcileArgs.from_dict({**common, "table": T.to_json(), "tables": []})
+    with pytest.raises(ValueError, match="content goes with table; each of tables says its own"):
+        ReconcileArgs.from_dict({**common, "tables": [{"table": T.to_json()}], "content": False})
     with pytest.raises(ValueError, match=r"give either table .* or tables; got neither"):
         ReconcileArgs.from_dict(common)
     with pytest.raises(ValueError, match=r"data_quality: missing argument\(s\) \['ts'\]"):

@@ -111,8 +111,11 @@ def test_the_job_arguments_are_checked_when_built_and_name_what_is_wrong() -> No
         window_checks.WindowChecksArgs.from_dict({**args, "ts": "soon"})
     with pytest.raises(ValueError, match=r"window_checks: tables\[1\] must be"):
         window_checks.WindowChecksArgs.from_dict({**args, "tables": [{"table": table.to_json()}, table.to_json()]})
-    with pytest.raises(ValueError, match="data-quality mode must be one of"):
-        window_checks.WindowChecksArgs.from_dict({**args, "mode": "sha1"})
+    for mode in ("sha1", None):
+        with pytest.raises(ValueError, match="data-quality mode must be one of"):
+            window_checks.WindowChecksArgs.from_dict({**args, "mode": mode})
+        with pytest.raises(ValueError, match="data-quality mode must be one of"):
+            window_checks.WindowChecksArgs.from_dict({**args, "mode": mode, "tables": []})
     with pytest.raises(ValueError, match="the changed-key checks need the upstream"):
         window_checks.WindowChecksArgs.from_dict({**args, "pd_addr": None})
     # without the upstream: mode "off", or only tables whose content is not checked

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import local_postgres  # scripts/ is on sys.path (tests/conftest.py)
+import local_postgres  # scripts/ is on sys.path (pyproject's pytest pythonpath)
 import spark_connect
-from cdcflow_airflow import bundle_config  # plugins/ is on sys.path (tests/conftest.py)
+from cdcflow_airflow import bundle_config  # plugins/ is on sys.path (pyproject's pytest pythonpath)
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import local_postgres  # scripts/ is on sys.path (tests/conftest.py)
+import local_postgres  # scripts/ is on sys.path (pyproject's pytest pythonpath)
 from cdcflow_airflow import bundle_config
+
 from testkit.airflow_server import VENV_BIN, AirflowServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
