@@ -29,12 +29,12 @@ area is paused the receiver stops at the first message it cannot push, so the or
 held back by gRPC flow control.
 
 **Handling** (one consumer per span, in order): entries go through the region's
-:class:`~cdc_core.puller.matcher.Matcher` (PREWRITE/COMMIT matching, COMMITTED from the scan, commits held
-until INITIALIZED); a change at or below the region's resolved ts breaks the store's promise and fails the
-subscription loudly. INITIALIZED marks the region initialized in the lock; resolved batches go to the
-advancer, vectorized. Errors end the request: it is deregistered, its range is unlocked (a hole at its last
-resolved ts) and re-requested, or the subscription fails, as :mod:`~cdc_core.puller.region_failure` decides for
-the error's kind (TiCDC's ``region_failure_handler.go``).
+:class:`~cdc_core.puller.matcher.Matcher` (:mod:`~cdc_core.puller.region_event_handler`: PREWRITE/COMMIT
+matching, COMMITTED from the scan, commits held until INITIALIZED); a change at or below the region's resolved ts
+breaks the store's promise and fails the subscription loudly. INITIALIZED marks the region initialized in the
+lock; resolved batches go to the advancer, vectorized. Errors end the request: it is deregistered, its range is
+unlocked (a hole at its last resolved ts) and re-requested, or the subscription fails, as
+:mod:`~cdc_core.puller.region_failure` decides for the error's kind (TiCDC's ``region_failure_handler.go``).
 
 **Resolved ts** come as ``ChangeDataEvent.resolved_ts`` (per request id over EventFeedV2, per stream with
 request id 0 over EventFeed) or, from a store that treats the client as older than 4.0.8, as a region's
@@ -49,7 +49,8 @@ Retries of a range back off exponentially with jitter (bounded); a request that 
 A re-requested region re-scans from its resolved ts, so changes above it can arrive twice: downstream dedup
 removes exact duplicates (key, commit_ts, op). Nothing at or below an emitted resolved ts ever arrives.
 
-Metrics: the blocks' (pending bytes, pause state, resolved-ts lag, regions by state, holes) plus
+Metrics (:mod:`~cdc_core.puller.client_metrics`): the blocks' (pending bytes, pause state, resolved-ts lag, regions
+by state, holes) plus
 ``cdcflow_puller_region_errors_total{kind}``, ``cdcflow_puller_events_received_total{kind}``
 (entries|rows|resolved|resolved_regions|error|stale), ``cdcflow_puller_changes_emitted_total`` and
 ``cdcflow_puller_region_requests_total``.
@@ -59,14 +60,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
 
 import grpc
 import numpy as np
 import pyarrow as pa
-from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
 from cdc_core import tls
 from cdc_core.codec.key import min_end
@@ -74,10 +73,11 @@ from cdc_core.codec.memcomparable import encode_key
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.log import get_logger
 from cdc_core.proto import cdcpb_pb2, kvrpcpb_pb2
-from cdc_core.puller import change_batch
+from cdc_core.puller import change_batch, region_event_handler
 from cdc_core.puller.backoff import Backoff
+from cdc_core.puller.client_metrics import ClientMetrics
 from cdc_core.puller.event_stream import EventKind, EventStream, RegionEvent
-from cdc_core.puller.matcher import LogType, RowChange
+from cdc_core.puller.matcher import RowChange
 from cdc_core.puller.options import DEFAULT_ADVANCE_INTERVAL_MS, DEFAULT_MAX_PENDING_BYTES
 from cdc_core.puller.pd_client import PDClient
 from cdc_core.puller.range_lock import LockedRange, LockStatus, RangeLock
@@ -92,6 +92,7 @@ from cdc_core.puller.region_failure import (
 )
 from cdc_core.puller.region_request_worker import CHANNEL_OPTIONS, CLIENT_VERSION, StoreWorker
 from cdc_core.puller.region_state import RegionState, RegionTarget
+from cdc_core.puller.subscribed_span import SubscribedSpan
 from cdc_core.puller.ts_advancer import ResolvedTsAdvancer
 
 __all__ = ["OnChange", "OnResolved", "SubscriptionClient"]
@@ -104,59 +105,7 @@ OnBatch = Callable[[int, pa.RecordBatch], None]
 BATCH_ROWS = 65_536  # on_batch: at most this many rows (plus one event's) wait in the buffer
 OnResolved = Callable[[int, int], None]
 
-# Plain ints: attribute lookups on protobuf enum wrappers are slow on a per-row path.
-_COMMITTED = int(LogType.COMMITTED)
-_PREWRITE = int(LogType.PREWRITE)
-_COMMIT = int(LogType.COMMIT)
-_ROLLBACK = int(LogType.ROLLBACK)
-_INITIALIZED = int(LogType.INITIALIZED)
-
 WATCHDOG_PERIOD_S = 1.0
-
-
-class ClientMetrics:
-    """The client's own metric families (the blocks export the rest), one set per registry."""
-
-    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, ClientMetrics] = weakref.WeakKeyDictionary()
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.errors = Counter(
-            "cdcflow_puller_region_errors", "Region requests ended, by error kind.", ("kind",), registry=registry
-        )
-        self.events = Counter(
-            "cdcflow_puller_events_received",
-            "EventFeed events received: entries, rows, resolved (messages), resolved_regions (regions in them), "
-            "error, stale (of an ended request).",
-            ("kind",),
-            registry=registry,
-        )
-        self.changes = Counter("cdcflow_puller_changes_emitted", "Row changes handed on.", registry=registry)
-        self.requests = Counter("cdcflow_puller_region_requests", "Region requests sent.", registry=registry)
-
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry | None = None) -> ClientMetrics:
-        reg = REGISTRY if registry is None else registry
-        m = cls._by_registry.get(reg)
-        if m is None:
-            m = cls._by_registry[reg] = cls(reg)
-        return m
-
-
-@dataclass(eq=False)
-class _Span:
-    id: int
-    start: bytes
-    end: bytes
-    start_ts: int
-    path: Hashable
-    lock: RangeLock
-    adv: ResolvedTsAdvancer
-    request_id: int  # the span's request id; a region whose request the client ended moves to a fresh one
-    region_request_ids: dict[int, int] = field(default_factory=dict)  # region id -> its fresh request id
-    regions: dict[int, RegionState] = field(default_factory=dict)  # region id -> its live request
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    consumer: asyncio.Task[None] | None = None
-    stopped: bool = False
 
 
 class SubscriptionClient:
@@ -200,7 +149,7 @@ class SubscriptionClient:
         self._m_events = {k: m.events.labels(k) for k in kinds}
         self._m_changes = m.changes
         self._m_requests = m.requests
-        self._spans: dict[int, _Span] = {}
+        self._spans: dict[int, SubscribedSpan] = {}
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._workers: dict[str, list[StoreWorker]] = {}
         self._rr: dict[str, int] = {}
@@ -208,7 +157,7 @@ class SubscriptionClient:
         self._request_ids = itertools.count(1)
         self._cluster_id: int | None = None
         self._gc_checked: tuple[float, int] | None = None  # (loop time, PD's GC safe point then)
-        self._span_of_request: dict[int, _Span] = {}  # request id -> its span (the span's own and fresh ones)
+        self._span_of_request: dict[int, SubscribedSpan] = {}  # request id -> its span (the span's own and fresh ones)
         self._seq = itertools.count()
         self._send_queue: asyncio.PriorityQueue[tuple[int, int, RegionState]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -233,7 +182,7 @@ class SubscriptionClient:
         path = (self.area, span_id)
         self.stream.add_path(self.area, path)
         request_id = next(self._request_ids)
-        span = self._spans[span_id] = _Span(span_id, start, end, start_ts, path, lock, adv, request_id)
+        span = self._spans[span_id] = SubscribedSpan(span_id, start, end, start_ts, path, lock, adv, request_id)
         self._span_of_request[request_id] = span
 
         async def handle(batch: list[RegionEvent]) -> None:
@@ -377,19 +326,20 @@ class SubscriptionClient:
         return workers[i % len(workers)]
 
     # --- scheduling ---------------------------------------------------------------------------
-    def _spawn(self, span: _Span, coro: object, name: str) -> None:
+    def _spawn(self, span: SubscribedSpan, coro: object, name: str) -> None:
         task = asyncio.create_task(self._guarded(coro), name=name)
         span.tasks.add(task)
         task.add_done_callback(span.tasks.discard)
 
-    def _schedule_range(self, span: _Span, start: bytes, end: bytes, *, attempt: int, delay: float) -> None:
+    def _schedule_range(self, span: SubscribedSpan, start: bytes, end: bytes, *, attempt: int, delay: float) -> None:
         self._spawn(span, self._range_task(span, start, end, attempt, delay), f"puller-range-{span.id}")
 
-    def _schedule_region(self, span: _Span, target: RegionTarget, *, attempt: int, priority: int, delay: float) -> None:
+    def _schedule_region(self, span: SubscribedSpan, target: RegionTarget, *, attempt: int, priority: int,
+                         delay: float) -> None:
         name = f"puller-region-{target.region_id}"
         self._spawn(span, self._region_task(span, target, attempt, priority, delay), name)
 
-    async def _range_task(self, span: _Span, start: bytes, end: bytes, attempt: int, delay: float) -> None:
+    async def _range_task(self, span: SubscribedSpan, start: bytes, end: bytes, attempt: int, delay: float) -> None:
         """Load ``[start, end)``'s regions from PD and lock each part; gaps and failures are retried later."""
         if delay > 0:
             await asyncio.sleep(delay)
@@ -419,17 +369,18 @@ class SubscriptionClient:
         if pos is not None and end_after(end, pos):
             self._retry_gap(span, pos, end, attempt)
 
-    def _retry_gap(self, span: _Span, start: bytes, end: bytes, attempt: int) -> None:
+    def _retry_gap(self, span: SubscribedSpan, start: bytes, end: bytes, attempt: int) -> None:
         log.warning("PD regions leave a gap, retrying", span_id=span.id, start=start.hex(), end=end.hex())
         self._schedule_range(span, start, end, attempt=attempt + 1, delay=self.backoff.delay_s(attempt + 1))
 
-    async def _region_task(self, span: _Span, target: RegionTarget, attempt: int, priority: int, delay: float) -> None:
+    async def _region_task(self, span: SubscribedSpan, target: RegionTarget, attempt: int, priority: int,
+                           delay: float) -> None:
         if delay > 0:
             await asyncio.sleep(delay)
         if not span.stopped:
             await self._lock_region(span, target, attempt, priority)
 
-    async def _lock_region(self, span: _Span, t: RegionTarget, attempt: int, priority: int) -> None:
+    async def _lock_region(self, span: SubscribedSpan, t: RegionTarget, attempt: int, priority: int) -> None:
         request_id = span.region_request_ids.get(t.region_id, span.request_id)
         res = await span.lock.lock(t.start_key, t.end_key, t.region_id, t.version, request_id)
         if res.status is LockStatus.CANCELLED:
@@ -445,7 +396,8 @@ class SubscriptionClient:
         self._send_queue.put_nowait((priority, next(self._seq), state))
 
     def _on_stale(
-        self, span: _Span, t: RegionTarget, blockers: list[LockedRange], retry: list[tuple[bytes, bytes]], attempt: int
+        self, span: SubscribedSpan, t: RegionTarget, blockers: list[LockedRange], retry: list[tuple[bytes, bytes]],
+        attempt: int,
     ) -> None:
         # The same region, same epoch, holding another part of the span: it grew (a merge) while a part of it
         # stayed locked. Request it whole: end the part's request and re-divide the union.
@@ -465,7 +417,7 @@ class SubscriptionClient:
         for s, e in retry:
             self._schedule_range(span, s, e, attempt=attempt + 1, delay=self.backoff.delay_s(attempt + 1))
 
-    def _drop_region(self, span: _Span, state: RegionState) -> int | None:
+    def _drop_region(self, span: SubscribedSpan, state: RegionState) -> int | None:
         """End a request: deregister it, forget it, unlock its range (a hole at its resolved ts, returned)."""
         state.stale = True
         if state.worker is not None and state.worker.deregister(state):
@@ -480,7 +432,7 @@ class SubscriptionClient:
         return None
 
     def _end_region(
-        self, span: _Span, state: RegionState, kind: ErrorKind, err: cdcpb_pb2.Error | StreamBroken
+        self, span: SubscribedSpan, state: RegionState, kind: ErrorKind, err: cdcpb_pb2.Error | StreamBroken
     ) -> None:
         """A request ended with ``err``: make its range a hole and re-request it as the error kind says."""
         if state.stale or span.regions.get(state.region_id) is not state:
@@ -595,7 +547,7 @@ class SubscriptionClient:
             self.stream.push_error(span.path, st.region_id, (st.request_id, err))
 
     # --- handling (per span, in order) --------------------------------------------------------
-    def _handle_batch(self, span: _Span, batch: list[RegionEvent]) -> None:
+    def _handle_batch(self, span: SubscribedSpan, batch: list[RegionEvent]) -> None:
         if self._failure is not None or span.stopped:
             return
         # With on_batch, the changes of the whole batch of events become one record batch (Arrow's cost is per
@@ -633,60 +585,17 @@ class SubscriptionClient:
         except Exception as exc:
             self._fail(exc)
 
-    def _hand_on(self, span: _Span, buf: change_batch.ChangeBuffer) -> None:
+    def _hand_on(self, span: SubscribedSpan, buf: change_batch.ChangeBuffer) -> None:
         n = len(buf)
         assert self._on_batch is not None
         self._on_batch(span.id, buf.take())
         self.changes_emitted += n
         self._m_changes.inc(n)
 
-    def _on_entries(self, span: _Span, ev: RegionEvent, buf: change_batch.ChangeBuffer | None) -> None:
-        fe: cdcpb_pb2.Event = ev.payload
-        state = span.regions.get(ev.region_id)
-        if state is None or state.request_id != fe.request_id or state.stale:
-            return  # a late event of a request that ended
-        m = state.matcher
-        # The region's resolved ts only moves on resolved events, handled by this same consumer: read it once.
-        floor = state.locked.resolved_ts
-        rows = fe.entries.entries
-        if buf is not None and rows:
-            # The scan's events are all COMMITTED: columnar, no matcher state involved.
-            rl = list(rows)  # one Python wrapper per row, reused by every pass below
-            types: list[int] = [r.type for r in rl]
-            if types.count(_COMMITTED) == len(types):
-                commits = [r.commit_ts for r in rl]
-                low = min(commits)
-                if low <= floor:
-                    self._broken_promise(span, state, low, rl[commits.index(low)].key, floor)
-                buf.add_committed(state.region_id, rl, commits)
-                return
-        out: list[RowChange] = []
-        committed = m.committed
-        for row in rows:
-            t = row.type
-            if t == _COMMITTED:  # the incremental scan: the bulk of a window, kept to one call per row
-                out.append(committed(row))
-            elif t == _PREWRITE:
-                m.prewrite(row)
-            elif t == _COMMIT:
-                ch = m.commit(row, state.initialized)
-                # TiKV can send commits at or below the span's start ts (region_event_handler.go): stale, skipped.
-                if ch is not None and ch.commit_ts > span.start_ts:
-                    out.append(ch)
-            elif t == _ROLLBACK:
-                m.rollback(row, state.initialized)
-            elif t == _INITIALIZED:
-                state.initialized = True
-                state.attempt = 0
-                span.lock.set_initialized(state.locked)
-                out.extend(ch for ch in m.initialized() if ch.commit_ts > span.start_ts)
-            else:
-                raise ChangefeedError(f"region {state.region_id}: corrupt event: unknown log type {t}")
+    def _on_entries(self, span: SubscribedSpan, ev: RegionEvent, buf: change_batch.ChangeBuffer | None) -> None:
+        out = region_event_handler.handle_entries(span, ev, buf)
         if not out:
             return
-        if min(ch.commit_ts for ch in out) <= floor:
-            bad = next(ch for ch in out if ch.commit_ts <= floor)
-            self._broken_promise(span, state, bad.commit_ts, bad.key, floor)
         if buf is not None:
             buf.add_changes(out)
             return
@@ -700,14 +609,7 @@ class SubscriptionClient:
         self.changes_emitted += len(out)
         self._m_changes.inc(len(out))
 
-    @staticmethod
-    def _broken_promise(span: _Span, state: RegionState, commit_ts: int, key: bytes, floor: int) -> None:
-        raise ChangefeedError(
-            f"region {state.region_id} of span {span.id}: commit ts {commit_ts} arrived at or below the "
-            f"region's resolved ts {floor} (key {key.hex()}); the upstream broke its resolved-ts promise"
-        )
-
-    def _advanced(self, span: _Span, ts: int) -> None:
+    def _advanced(self, span: SubscribedSpan, ts: int) -> None:
         self.progress.set()
         if self._on_resolved is not None:
             self._on_resolved(span.id, ts)
