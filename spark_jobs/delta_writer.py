@@ -241,6 +241,12 @@ class DeltaRsWriter:
                     source_alias="s",
                     target_alias="t",
                     commit_properties=props,
+                    # The change set is in memory already. Executed as a table, not a stream (delta-rs's
+                    # default), it gives delta-rs the key range its early pruning predicate is derived from:
+                    # the files outside it are not read. Changes clustered by key (recent rows, one tenant's
+                    # range) then read the files they land in, not the whole table (make bench,
+                    # test_bench_clustered_changes_into_a_large_table).
+                    streamed_exec=False,
                 )
                 .when_matched_delete(predicate=f"s.{OP_COL} = 'delete'")
                 .when_matched_update_all(predicate=f"s.{OP_COL} = 'upsert'", except_cols=[OP_COL])

@@ -310,3 +310,57 @@ def test_bench_scattered_changes_into_a_large_table(tmp_path: Path) -> None:
     print(f"\n{SCATTERED:,} scattered updates, median seconds per MERGE into 10,000 rows / {BASE:,} rows (ratio):")
     for name, t in figures.items():
         print(f"  {name:31s} {t[10_000]:6.2f}s / {t[BASE]:6.2f}s  ({t[BASE] / t[10_000]:.1f}x)")
+
+
+def _clustered_changes(rows: int, seed: int) -> pa.Table:
+    """``SCATTERED`` changes at the top of a ``rows``-row base table, as a window of an append-mostly table holds:
+    updates of its ``SCATTERED // 2`` highest keys (those of the previous seed's inserts, from seed 2 on) and as many
+    inserts above them."""
+    half = SCATTERED // 2
+    top = rows + (seed - 1) * half
+    ids = np.arange(top - half, top + half, dtype=np.int64)
+    schema = pa.schema([*TABLE.arrow_schema(), pa.field("_cdc_op", pa.string())])
+    return pa.table({"id": ids, "k": np.full(len(ids), -seed, dtype=np.int32),
+                     "c": [f"c-{i:012d}-new" for i in ids.tolist()], "pad": ["pad-new"] * len(ids),
+                     "_cdc_op": ["upsert"] * len(ids)}, schema=schema)
+
+
+def test_bench_clustered_changes_into_a_large_table(tmp_path: Path) -> None:
+    """What the silver tables' MERGE (``DeltaRsWriter.merge``: the change set executed as a table, so that delta-rs
+    derives its early pruning predicate from the changes' key range) costs when a window's changes cluster by key,
+    against delta-rs's default (the change set streamed: no pruning, every file read), side by side on copies of the
+    same base tables: ``SCATTERED`` changes at the top of a 10,000-row table and of a ``BASE``-row one (files of
+    1,000,000 rows), median of three MERGEs after a warm-up one. The ratio large/small is what a window's apply pays
+    for the table's size when its changes cluster."""
+    import statistics
+
+    from spark_jobs.delta_writer import DeltaRsWriter
+
+    writer = DeltaRsWriter()
+
+    def product(path: str, changes: pa.Table, version: int) -> float:
+        t0 = time.perf_counter()
+        writer.merge(path, TABLE, changes, app_id="bench", version=version)
+        return time.perf_counter() - t0
+
+    figures: dict[str, dict[int, float]] = {}
+    for rows in (10_000, BASE):
+        base = str(tmp_path / f"base-{rows}")
+        _base_table(base, rows)
+        for name in ("as a table (the writer's)", "streamed (delta-rs's default)"):
+            path = str(tmp_path / f"{name.split()[0]}-{rows}")
+            shutil.copytree(base, path)
+            times = [product(path, _clustered_changes(rows, seed), seed) if name.startswith("as")
+                     else _bare_merge(path, _clustered_changes(rows, seed)) for seed in (1, 2, 3, 4)]
+            figures.setdefault(name, {})[rows] = statistics.median(times[1:])
+            got = DeltaTable(path).to_pyarrow_table(columns=["id", "k"])
+            assert got.num_rows == rows + 4 * (SCATTERED // 2), f"{name}: {got.num_rows} rows"
+            last = got.filter(pa.compute.equal(got["k"], -4))
+            assert last.num_rows == SCATTERED, f"{name}: {last.num_rows} rows carry the last MERGE's changes"
+        shutil.rmtree(tmp_path, ignore_errors=True)
+        tmp_path.mkdir()
+    print(f"\n{SCATTERED:,} clustered changes, median seconds per MERGE into 10,000 rows / {BASE:,} rows (ratio):")
+    for name, t in figures.items():
+        print(f"  {name:31s} {t[10_000]:6.2f}s / {t[BASE]:6.2f}s  ({t[BASE] / t[10_000]:.1f}x)")
+    table, streamed = figures["as a table (the writer's)"][BASE], figures["streamed (delta-rs's default)"][BASE]
+    print(f"  into {BASE:,} rows, the writer's MERGE takes {table / streamed:.2f} of the streamed one's time")
