@@ -80,8 +80,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pyarrow as pa
@@ -93,7 +93,7 @@ from cdc_core.schema.ddl_history import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.schema.partition import PartitionError
 from spark_jobs.delta_writer import check_schema, create_silver_table, merge_predicate
-from spark_jobs.job_io import args_file_main
+from spark_jobs.job_io import args_file_main, check_names
 from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_move
 
 log = logging.getLogger(__name__)
@@ -655,15 +655,35 @@ def _job(v: Any) -> DDLJob:
     return DDLJob.from_row(json.loads(v) if isinstance(v, str | bytes) else dict(v))
 
 
+@dataclass(frozen=True)
+class DdlApplyArgs:
+    """The ``ddl_apply`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
+    ``cdc_core.changefeed.steps`` sends): the DDL ``job`` (``DDLJob.to_json()``), its table just ``before`` and
+    ``after`` it (``TableInfo`` JSON or null), and for EXCHANGE PARTITION ``exchange`` (:class:`Exchange`'s
+    fields, table infos as JSON). See :func:`apply_ddl`.
+
+    Raises ``ValueError`` naming the argument: a missing one, one the job does not know."""
+
+    sink_uri: str
+    changefeed_id: str
+    job: DDLJob
+    before: TableInfo | None = None
+    after: TableInfo | None = None
+    exchange: Exchange | None = None
+
+    @classmethod
+    def from_dict(cls, args: Mapping[str, Any]) -> DdlApplyArgs:
+        check_names("ddl_apply", args, [f.name for f in fields(cls)], ("sink_uri", "changefeed_id", "job"))
+        ex = args.get("exchange")
+        return cls(str(args["sink_uri"]), str(args["changefeed_id"]), _job(args["job"]), _info(args.get("before")),
+                   _info(args.get("after")), Exchange.from_args(ex) if ex else None)
+
+
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point: ``sink_uri``, ``changefeed_id``, ``job``
-    (``DDLJob.to_json()``), ``before`` / ``after`` (``TableInfo`` JSON or null), and for EXCHANGE PARTITION
-    ``exchange`` (:class:`Exchange`'s fields, table infos as JSON)."""
-    ex = args.get("exchange")
-    return apply_ddl(
-        args["sink_uri"], args["changefeed_id"], _job(args["job"]), _info(args.get("before")), _info(args.get("after")),
-        Exchange.from_args(ex) if ex else None,
-    )
+    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`DdlApplyArgs` in; returns
+    :func:`apply_ddl`'s result."""
+    opts = DdlApplyArgs.from_dict(args)
+    return apply_ddl(opts.sink_uri, opts.changefeed_id, opts.job, opts.before, opts.after, opts.exchange)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

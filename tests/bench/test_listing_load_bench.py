@@ -15,7 +15,6 @@ import time
 import pymysql
 import pymysql.cursors
 from prometheus_client import CollectorRegistry
-from testkit.listing_load import MIB, run_listing_load
 
 from cdc_core.client.table_discovery import TableDiscovery
 from cdc_core.client.tidb_sql import connect
@@ -23,6 +22,7 @@ from cdc_core.client.upstream import UpstreamClient, listing_sql
 from cdc_core.schema.model import Column
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
+from testkit.listing_load import MIB, run_listing_load
 
 N = 1_000_000
 

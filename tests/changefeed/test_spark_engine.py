@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from deltalake import DeltaTable
-from testkit.builders import Bronze, clustered_table
 
 from cdc_core.changefeed import spark_engine
 from cdc_core.errors import ChangefeedError
+from testkit.builders import Bronze, clustered_table
 
 pytestmark = pytest.mark.spark
 

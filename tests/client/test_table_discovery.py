@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from testkit.listing_load import PeakObserver
 
 from cdc_core.client.table_discovery import (
     BATCH_BYTES,
@@ -25,6 +24,7 @@ from cdc_core.client.upstream import UpstreamClient
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.memory import MemoryLimitConfig, MemoryLimitExceeded
 from cdc_core.schema.model import Column
+from testkit.listing_load import PeakObserver
 
 COLS = (Column(1, "id", "bigint", nullable=False),)
 

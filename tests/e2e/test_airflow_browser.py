@@ -18,9 +18,9 @@ from typing import Any
 
 import preflight  # scripts/ is on sys.path (pyproject's pytest pythonpath)
 import pytest
-from testkit.e2e import artifacts_dir, delta_rows_at, upstream_rows
 
 from cdc_core.client.upstream import UpstreamClient
+from testkit.e2e import artifacts_dir, delta_rows_at, upstream_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

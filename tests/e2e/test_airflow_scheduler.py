@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit.airflow_feed import AirflowFeed, interval_end_ts, next_boundary, sleep_past, wait_for
-from testkit.e2e import artifacts_dir
 
 from cdc_core.changefeed import lease
 from cdc_core.codec import tso
+from testkit.airflow_feed import AirflowFeed, interval_end_ts, next_boundary, sleep_past, wait_for
+from testkit.e2e import artifacts_dir
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 

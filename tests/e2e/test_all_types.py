@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from testkit.e2e import cli as _cli
-from testkit.e2e import typed_rows_match
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
+from testkit.e2e import cli as _cli
+from testkit.e2e import typed_rows_match
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from testkit.e2e import cli as _cli
-from testkit.e2e import delta_rows, upstream_rows
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.schema import ddl_history
+from testkit.e2e import cli as _cli
+from testkit.e2e import delta_rows, upstream_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

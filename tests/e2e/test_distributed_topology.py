@@ -15,12 +15,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from testkit.airflow_feed import AirflowFeed, interval_end_ts, next_boundary, sleep_past, wait_for
-from testkit.e2e import delta_rows_at
 
 from cdc_core.changefeed import lease
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import tso
+from testkit.airflow_feed import AirflowFeed, interval_end_ts, next_boundary, sleep_past, wait_for
+from testkit.e2e import delta_rows_at
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 

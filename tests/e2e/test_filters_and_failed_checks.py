@@ -21,8 +21,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from testkit.e2e import cli as _cli
-from testkit.e2e import cli_app, delta_rows, upstream_rows
 from typer.testing import CliRunner
 
 from cdc_core.changefeed import runner
@@ -32,6 +30,8 @@ from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.sink_uri import app_id_for
 from cdc_core.errors import ChangefeedError, DataQualityError
+from testkit.e2e import cli as _cli
+from testkit.e2e import cli_app, delta_rows, upstream_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -266,6 +266,7 @@ def test_the_scheduled_reconciliation_finds_what_no_window_changed(cdc_home: Pat
     """The maintenance DAG's reconcile: due once per interval, at the checkpoint, recorded; a row edited in the lake
     that no window touches passes every window's checks and fails the reconciliation, which stops the changefeed."""
     from cdcflow_airflow import maintenance
+
     from testkit import airflow_import  # noqa: F401  (plugins on sys.path, as Airflow puts them)
 
     db, sink = "e2e_reconcile", cdc_home / "lake"

@@ -13,12 +13,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from testkit.e2e import cli as _cli
-from testkit.e2e import delta_rows, upstream_rows
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
+from testkit.e2e import cli as _cli
+from testkit.e2e import delta_rows, upstream_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit.e2e import cli as _cli
-from testkit.e2e import failpoint_armed, typed_rows_match
-from testkit.random_workload import RandomWorkload
 
 from cdc_core import failpoint
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
+from testkit.e2e import cli as _cli
+from testkit.e2e import failpoint_armed, typed_rows_match
+from testkit.random_workload import RandomWorkload
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from testkit.e2e import cli, delta_rows, failpoint_armed, upstream_rows
 
 from cdc_core import failpoint
 from cdc_core.changefeed import retention, runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import changelog
+from testkit.e2e import cli, delta_rows, failpoint_armed, upstream_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

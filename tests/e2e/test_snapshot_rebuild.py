@@ -15,8 +15,6 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from testkit.e2e import cli as _cli
-from testkit.e2e import delta_rows, failpoint_armed, upstream_rows
 
 from cdc_core import failpoint
 from cdc_core.changefeed import retention, runner
@@ -24,6 +22,8 @@ from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import changelog
 from spark_jobs import snapshot_load
+from testkit.e2e import cli as _cli
+from testkit.e2e import delta_rows, failpoint_armed, upstream_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

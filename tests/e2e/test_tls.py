@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit.e2e import cli, delta_rows, upstream_rows
 from typer.testing import CliRunner
 
 from cdc_core.changefeed.state import load_state
@@ -22,6 +21,7 @@ from cdc_core.errors import ConfigError, UpstreamError
 from cdc_core.tls import ENV_CA, ENV_CERT, ENV_KEY, TlsConfig
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
+from testkit.e2e import cli, delta_rows, upstream_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

@@ -7,13 +7,13 @@ import json
 
 import pytest
 from deltalake import DeltaTable
-from testkit.e2e import cli as _cli
-from testkit.e2e import delta_rows, upstream_rows
 
 from cdc_core.changefeed import runner, spark_engine, tasks
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec.changelog import list_windows
+from testkit.e2e import cli as _cli
+from testkit.e2e import delta_rows, upstream_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

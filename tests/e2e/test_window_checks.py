@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit.e2e import cli as _cli
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.config import load_config
@@ -18,6 +17,7 @@ from cdc_core.changefeed.reconcile import tables_at
 from cdc_core.client.upstream import UpstreamClient
 from spark_jobs import check_read_ahead, window_checks
 from spark_jobs.changed_keys import changed_keys_arrow
+from testkit.e2e import cli as _cli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

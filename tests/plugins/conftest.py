@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from testkit import airflow_import  # noqa: F401  (airflow imported with a temp AIRFLOW_HOME, plugins on sys.path)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,11 +8,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from testkit.puller import SPAN, make_table, pulling, until
 
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.upstream.cluster import ClusterConfig, ClusterError
 from cdc_core.upstream.embedded import EmbeddedCluster
+from testkit.puller import SPAN, make_table, pulling, until
 
 
 def test_each_store_serves_and_is_published_on_its_own_host(multi_cluster: Any) -> None:

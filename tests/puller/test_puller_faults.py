@@ -17,6 +17,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc_core.codec import key as keycodec
+from cdc_core.log import get_logger
+from cdc_core.puller.subscription_client import SubscriptionClient
+from cdc_core.upstream.faults import FaultError
+from cdc_core.upstream.mvcc import Mutation, MvccError, Op
 from testkit.puller import (
     ERRORS,
     SPAN,
@@ -28,12 +33,6 @@ from testkit.puller import (
     pulling,
     until,
 )
-
-from cdc_core.codec import key as keycodec
-from cdc_core.log import get_logger
-from cdc_core.puller.subscription_client import SubscriptionClient
-from cdc_core.upstream.faults import FaultError
-from cdc_core.upstream.mvcc import Mutation, MvccError, Op
 
 STORM_CHANGES = int(os.environ.get("CDCFLOW_STORM_CHANGES", "100000"))
 STORM_MIN_SECONDS = float(os.environ.get("CDCFLOW_STORM_MIN_SECONDS", "12"))  # the storm overlaps the whole workload

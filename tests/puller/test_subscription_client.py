@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+
+from cdc_core.codec import tso
+from cdc_core.puller.subscription_client import SubscriptionClient
 from testkit.puller import (
     ERRORS,
     SPAN,
@@ -23,9 +26,6 @@ from testkit.puller import (
     until,
     until_failed,
 )
-
-from cdc_core.codec import tso
-from cdc_core.puller.subscription_client import SubscriptionClient
 
 
 async def sql(client: Any, stmt: str) -> int:

@@ -8,9 +8,9 @@ import asyncio
 from typing import Any
 
 import pytest
-from testkit.puller import SPAN, counter, make_table, pulling, until, until_failed
 
 from cdc_core.puller.subscription_client import SubscriptionClient
+from testkit.puller import SPAN, counter, make_table, pulling, until, until_failed
 
 
 async def _sql(client: Any, stmt: str) -> int:
@@ -117,11 +117,10 @@ def test_congested_regions_are_re_requested_without_loss() -> None:
     # A store with a small sink memory quota and a client that reads slowly (a small event-stream quota pauses
     # its receivers): live rows congest the store's queue, TiKV-style `congested` ends the regions, and the
     # client re-requests them from their resolved ts. Every change still arrives.
-    from testkit.puller import ERRORS, assert_exactly_once_after_dedup, mvcc_history
-
     from cdc_core.client.upstream import UpstreamClient
     from cdc_core.upstream.cluster import ClusterConfig
     from cdc_core.upstream.embedded import EmbeddedCluster
+    from testkit.puller import ERRORS, assert_exactly_once_after_dedup, mvcc_history
 
     with EmbeddedCluster(ClusterConfig(min_ts_interval_ms=50, sink_memory_quota_bytes=96 * 1024)) as ec, \
             UpstreamClient(ec.pd_addr) as c:

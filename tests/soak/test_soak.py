@@ -25,14 +25,14 @@ from typing import Any
 
 import pytest
 from cdcflow_airflow.dag_factory import DEFAULT_RETRIES
-from testkit.airflow_feed import AirflowFeed
-from testkit.chaos import Chaos
-from testkit.e2e import delta_rows_at, upstream_rows
 
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.errors import UpstreamError
 from cdc_core.upstream.workload import Workload, WorkloadConfig
+from testkit.airflow_feed import AirflowFeed
+from testkit.chaos import Chaos
+from testkit.e2e import delta_rows_at, upstream_rows
 
 CF, DB = "soak", "soak"
 DAG_ID = f"cdcflow__{CF}"

@@ -11,7 +11,6 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
@@ -19,6 +18,7 @@ from spark_jobs import apply_window as apply_window_module
 from spark_jobs.apply_window import apply_window, main, run_job
 from spark_jobs.bronze import write_bronze
 from spark_jobs.delta_writer import applied_version
+from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
 pytestmark = pytest.mark.spark
 CF = "cf1"

@@ -6,7 +6,6 @@ import os
 
 import pyarrow as pa
 import pytest
-from testkit.builders import Bronze, clustered_table
 
 from cdc_core.errors import ChangefeedError
 from spark_jobs.bronze import (
@@ -17,6 +16,7 @@ from spark_jobs.bronze import (
     window_dir,
     write_bronze,
 )
+from testkit.builders import Bronze, clustered_table
 
 
 def test_layout(tmp_path):

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table
 
 from cdc_core.errors import ChangefeedError
 from spark_jobs.bronze import write_bronze
 from spark_jobs.changed_keys import changed_keys_arrow
 from spark_jobs.window_checks import changed_keys
+from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table
 
 CID, END = "keys", 100
 

@@ -9,7 +9,6 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
-from testkit.builders import Bronze, rowid_table, typed_table
 
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import DataQualityError
@@ -17,6 +16,7 @@ from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.apply_window import apply_window
 from spark_jobs.bronze import write_bronze
 from spark_jobs.data_quality import ReconcileArgs, read_silver, run_checks, run_job, spark_checksum, table_checksum
+from testkit.builders import Bronze, rowid_table, typed_table
 
 pytestmark = pytest.mark.spark
 

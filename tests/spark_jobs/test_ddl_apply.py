@@ -11,7 +11,6 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from testkit.builders import Bronze, clustered_table, rowid_table
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
@@ -23,6 +22,7 @@ from spark_jobs.ddl_apply import apply_ddl, run_job, swapped_column_ids
 from spark_jobs.delta_writer import DeltaRsWriter, applied_version
 from spark_jobs.net_effect import OP_COL
 from spark_jobs.table_moves import dropped_path, read_move
+from testkit.builders import Bronze, clustered_table, rowid_table
 
 CF = "cf1"
 APP = app_id_for(CF)
@@ -371,6 +371,12 @@ def test_run_job_json(sink):
                    "before": None, "after": t.to_json()})  # fmt: skip
     json.dumps(out)
     assert out["applied_version"] == 200 and out["job_type"] == "create table"
+    # the arguments are checked when built, naming what is wrong
+    args = {"sink_uri": f"file://{sink}", "changefeed_id": CF, "job": _job("create table", 300, t).to_json()}
+    with pytest.raises(ValueError, match=r"ddl_apply: unknown argument\(s\) \['table'\]"):
+        run_job({**args, "table": t.to_json()})
+    with pytest.raises(ValueError, match=r"ddl_apply: missing argument\(s\) \['job'\]"):
+        run_job({**args, "job": None})
 
 
 # --- the barrier flow -------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from testkit.builders import clustered_table, nonclustered_table, rowid_table
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
@@ -19,6 +18,7 @@ from spark_jobs.delta_writer import (
     get_writer,
     merge_predicate,
 )
+from testkit.builders import clustered_table, nonclustered_table, rowid_table
 
 pytestmark = pytest.mark.spark
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 from deltalake import DeltaTable
-from testkit.builders import Bronze, clustered_table, nonclustered_table
 
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.apply_window import apply_window, run_job
 from spark_jobs.bronze import write_bronze
+from testkit.builders import Bronze, clustered_table, nonclustered_table
 
 pytestmark = pytest.mark.spark
 CF = "cf1"

@@ -8,13 +8,13 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 import pytest
-from testkit.builders import Bronze, nonclustered_table, rowid_table, typed_table
 
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.datum_key import encode_key
 from cdc_core.codec.key import common_row_key, decode_int, row_key
 from cdc_core.codec.memcomparable import decode_key
 from spark_jobs.mount import handle_array, image_columns, mount
+from testkit.builders import Bronze, nonclustered_table, rowid_table, typed_table
 
 
 def _rows(spark, bronze: Bronze, table):

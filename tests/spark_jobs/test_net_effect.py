@@ -9,13 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.mount import mount
 from spark_jobs.net_effect import dedupe, net_effect, split_and_order
 from spark_jobs.net_effect_arrow import net_effect_arrow
+from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
 pytestmark = pytest.mark.spark
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from testkit.builders import clustered_table
 
 from cdc_core.changefeed.schema_loader import load_schema
 from cdc_core.errors import ChangefeedError
 from spark_jobs import window_checks
 from spark_jobs.window_checks import key_literal, point_select, same_rows
+from testkit.builders import clustered_table
 
 
 def test_a_small_decimal_key_is_a_decimal_literal_not_an_exponent() -> None:

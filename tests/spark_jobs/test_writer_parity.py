@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.schema.ddl_history import DDLJob
@@ -26,6 +25,7 @@ from spark_jobs.delta_writer import (
     DeltaWriter,
     commit_ts,
 )
+from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
 pytestmark = pytest.mark.spark
 

@@ -12,10 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from testkit.e2e import delta_rows_at, upstream_rows
-
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import tso
+from testkit.e2e import delta_rows_at, upstream_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 

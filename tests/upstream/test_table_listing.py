@@ -12,7 +12,6 @@ import pymysql.cursors
 import pytest
 from prometheus_client import CollectorRegistry
 from sqlglot import parse_one
-from testkit.listing_load import MIB, PeakObserver, run_listing_load
 from wire.eventfeed import wait_until
 
 from cdc_core.client.upstream import UpstreamClient, listing_sql
@@ -22,6 +21,7 @@ from cdc_core.upstream.catalog import Catalog, DatabaseInfo
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
 from cdc_core.upstream.table_listing import CHUNK, TableListing, plan_listing, row_wire_size
+from testkit.listing_load import MIB, PeakObserver, run_listing_load
 
 COLS = (Column(1, "id", "bigint", nullable=False),)
 MEM_QUOTA = 8175  # TiDB's ErrMemoryExceedForQuery
