@@ -39,7 +39,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +56,7 @@ from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from cdc_core.tls import TlsConfig, client_tls, pinned
 from spark_jobs.delta_writer import commit_metadata, create_silver_table
-from spark_jobs.job_io import args_file_main
+from spark_jobs.job_io import args_file_main, check_names, ts_arg
 from spark_jobs.mount import image_columns
 
 if TYPE_CHECKING:
@@ -531,55 +531,108 @@ def _info(v: Any) -> TableInfo:
     return TableInfo.from_json(v) if isinstance(v, str | bytes) else TableInfo.from_dict(dict(v))
 
 
-def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point.
+@dataclass(frozen=True)
+class BaseLoad:
+    """One table's base to load (phase "load"): the table (its names give the Delta path), the base directory, the
+    app-txn version the load records and the load's id."""
 
-    ``phase`` "fetch": ``sink_uri``, ``changefeed_id``, ``pd_addr``, ``ts``, ``tables`` (TableInfo JSON at
-    ``ts``), optional ``max_chunks`` and ``tidb`` (TiDB's SQL addresses; default: those registered in PD);
-    returns ``{"tables": {"db.t": {"rows", "chunks", "chunking", "path", "skipped", "reason", "seconds"}}}``.
+    table: TableInfo
+    base: str
+    version: int
+    load_id: str
 
-    ``phase`` "load": ``sink_uri``, ``changefeed_id``, ``loads`` = ``[{"table": TableInfo JSON (its names give
-    the Delta path), "base": base directory, "version": app-txn version, "load_id": str}]``; returns
-    ``{"tables": {"db.t": {"rows", "delta_version", "applied_version", "skipped", "reason", "path"}}}``.
 
-    ``phase`` "fold": ``sink_uri``, ``changefeed_id``, ``ts``, ``tables`` (TableInfo JSON at ``ts``): the bases at
-    ``ts`` from the silver tables (:func:`fold_table`); returns ``{"tables": {"db.t": {"rows", "delta_version",
-    "path", "skipped", "reason"}}}``.
+_REQUIRED = {"fetch": ("sink_uri", "changefeed_id", "pd_addr", "ts", "tables"),
+             "load": ("sink_uri", "changefeed_id", "loads"),
+             "fold": ("sink_uri", "changefeed_id", "ts", "tables")}
+_OPTIONAL = {"fetch": ("tidb", "max_chunks"), "load": (), "fold": ()}
+_LOAD_KEYS = ("table", "base", "version", "load_id")
+
+
+@dataclass(frozen=True)
+class SnapshotJobArgs:
+    """The ``snapshot_load`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
+    ``cdc_core.changefeed.snapshot``, ``rebuild`` and ``retention`` send). Each ``phase`` takes its own:
+
+    - "fetch": ``pd_addr``, ``ts``, ``tables`` (TableInfo JSON at ``ts``), optional ``max_chunks`` and ``tidb``
+      (TiDB's SQL addresses; default: those registered in PD);
+    - "load": ``loads``, each ``{"table": TableInfo JSON, "base": directory, "version": app-txn version,
+      "load_id": str}`` (:class:`BaseLoad`);
+    - "fold": ``ts``, ``tables`` (TableInfo JSON at ``ts``);
+
+    and all of them ``sink_uri`` and ``changefeed_id``. Raises ``ValueError`` naming the argument: an unknown phase,
+    a missing argument, one the phase does not take, a ts or version that is not an integer.
     """
-    phase = args.get("phase")
+
+    phase: str
+    sink_uri: str
+    changefeed_id: str
+    ts: int | None = None
+    tables: tuple[TableInfo, ...] = ()
+    pd_addr: str | None = None
+    tidb: str | None = None
+    max_chunks: int = DEFAULT_MAX_CHUNKS
+    loads: tuple[BaseLoad, ...] = ()
+
+    @classmethod
+    def from_dict(cls, args: Mapping[str, Any]) -> SnapshotJobArgs:
+        phase = args.get("phase")
+        if phase not in _REQUIRED:
+            raise ValueError(f"snapshot_load: phase must be 'fetch', 'load' or 'fold', got {phase!r}")
+        job = f"snapshot_load ({phase})"
+        check_names(job, args, ("phase", *_REQUIRED[phase], *_OPTIONAL[phase]), _REQUIRED[phase])
+        loads = []
+        for i, item in enumerate(args.get("loads") or ()):
+            if not isinstance(item, Mapping) or any(item.get(k) is None for k in _LOAD_KEYS):
+                raise ValueError(f"{job}: loads[{i}] must be {{\"table\", \"base\", \"version\", \"load_id\"}}, "
+                                 f"got {item!r}")
+            loads.append(BaseLoad(_info(item["table"]), str(item["base"]),
+                                  ts_arg(job, f"loads[{i}].version", item["version"]), str(item["load_id"])))
+        return cls(phase=phase, sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
+                   ts=ts_arg(job, "ts", args["ts"]) if "ts" in args else None,
+                   tables=tuple(_info(x) for x in args.get("tables") or ()),
+                   pd_addr=args.get("pd_addr"), tidb=args.get("tidb"),
+                   max_chunks=int(args.get("max_chunks") or DEFAULT_MAX_CHUNKS), loads=tuple(loads))
+
+
+def run_job(args: dict[str, Any]) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`SnapshotJobArgs` in.
+
+    "fetch" returns ``{"tables": {"db.t": {"rows", "chunks", "chunking", "path", "skipped", "reason",
+    "seconds"}}}``; "load" ``{"tables": {"db.t": {"rows", "delta_version", "applied_version", "skipped", "reason",
+    "path"}}}``; "fold" (the bases at ``ts`` from the silver tables, :func:`fold_table`) ``{"tables": {"db.t":
+    {"rows", "delta_version", "path", "skipped", "reason"}}}``; each with the ``phase``.
+    """
+    opts = SnapshotJobArgs.from_dict(args)
     out: dict[str, dict[str, Any]] = {}
-    if phase == "fetch":
+    if opts.phase == "fetch":
         from spark_jobs.session import get_spark
 
         spark = get_spark("cdcflow-snapshot-load")
-        tables = [_info(x) for x in args["tables"]]
         bound = driver_rows()  # a bad $CDCFLOW_SNAPSHOT_DRIVER_ROWS fails the job here, before any table
+        assert opts.pd_addr is not None and opts.ts is not None
+        pd_addr, ts = opts.pd_addr, opts.ts
 
         def fetch(t: TableInfo) -> tuple[str, dict[str, Any]]:
             return t.qualified_name, fetch_table(
-                spark, args["sink_uri"], args["changefeed_id"], args["pd_addr"], int(args["ts"]), t,
-                max_chunks=int(args.get("max_chunks") or DEFAULT_MAX_CHUNKS), tidb=args.get("tidb"),
-                max_driver_rows=bound,
+                spark, opts.sink_uri, opts.changefeed_id, pd_addr, ts, t, max_chunks=opts.max_chunks,
+                tidb=opts.tidb, max_driver_rows=bound,
             )
 
         # A small table's fetch is mostly fixed costs (PD's regions, a Spark job, a parquet commit): several at a
         # time overlap them with each other's reads.
-        with ThreadPoolExecutor(max_workers=max(1, min(FETCH_THREADS, len(tables))),
+        with ThreadPoolExecutor(max_workers=max(1, min(FETCH_THREADS, len(opts.tables))),
                                 thread_name_prefix="snapshot-fetch") as pool:
-            out.update(pool.map(fetch, tables))
-    elif phase == "load":
-        for item in args["loads"]:
-            t = _info(item["table"])
-            out[t.qualified_name] = load_base(
-                args["sink_uri"], args["changefeed_id"], item["base"], t, version=int(item["version"]),
-                load_id=str(item["load_id"]),
-            )
-    elif phase == "fold":
-        for t in (_info(x) for x in args["tables"]):
-            out[t.qualified_name] = fold_table(args["sink_uri"], args["changefeed_id"], int(args["ts"]), t)
+            out.update(pool.map(fetch, opts.tables))
+    elif opts.phase == "load":
+        for item in opts.loads:
+            out[item.table.qualified_name] = load_base(opts.sink_uri, opts.changefeed_id, item.base, item.table,
+                                                       version=item.version, load_id=item.load_id)
     else:
-        raise ValueError(f"snapshot_load: phase must be 'fetch', 'load' or 'fold', got {phase!r}")
-    return {"phase": phase, "tables": out}
+        assert opts.ts is not None
+        for t in opts.tables:
+            out[t.qualified_name] = fold_table(opts.sink_uri, opts.changefeed_id, opts.ts, t)
+    return {"phase": opts.phase, "tables": out}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
