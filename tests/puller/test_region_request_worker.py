@@ -38,7 +38,12 @@ class MockStore:
                        context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
             self.calls.append((method, {k: v for k, v in context.invocation_metadata() or ()}))
             if method == "EventFeedV2" and not self.v2:
-                await context.abort(grpc.StatusCode.UNIMPLEMENTED, "unknown method EventFeedV2")
+                # The status is set and the call returns, not aborted: aborting an async-generator handler before its
+                # first message raced grpc's core, which then ended the call INTERNAL ("Internal error from Core")
+                # instead of with the status a store without EventFeedV2 gives.
+                context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+                context.set_details("unknown method EventFeedV2")
+                return
             n = 0
             async for req in requests:
                 self.requests.append(req)
@@ -49,7 +54,8 @@ class MockStore:
                 n += 1
                 if self.end_after is not None and n >= self.end_after:
                     if self.fail is not None:
-                        await context.abort(self.fail, "store is shutting down")
+                        context.set_code(self.fail)
+                        context.set_details("store is shutting down")
                     return
 
         return grpc.stream_stream_rpc_method_handler(
