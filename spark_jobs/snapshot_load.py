@@ -577,22 +577,31 @@ class SnapshotJobArgs:
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> SnapshotJobArgs:
         phase = args.get("phase")
-        if phase not in _REQUIRED:
+        if not isinstance(phase, str) or phase not in _REQUIRED:
             raise ValueError(f"snapshot_load: phase must be 'fetch', 'load' or 'fold', got {phase!r}")
         job = f"snapshot_load ({phase})"
         check_names(job, args, ("phase", *_REQUIRED[phase], *_OPTIONAL[phase]), _REQUIRED[phase])
         loads = []
         for i, item in enumerate(args.get("loads") or ()):
-            if not isinstance(item, Mapping) or any(item.get(k) is None for k in _LOAD_KEYS):
+            if not isinstance(item, Mapping):
                 raise ValueError(f"{job}: loads[{i}] must be {{\"table\", \"base\", \"version\", \"load_id\"}}, "
                                  f"got {item!r}")
+            check_names(f"{job} loads[{i}]", item, _LOAD_KEYS, _LOAD_KEYS)
             loads.append(BaseLoad(_info(item["table"]), str(item["base"]),
                                   ts_arg(job, f"loads[{i}].version", item["version"]), str(item["load_id"])))
         return cls(phase=phase, sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
                    ts=ts_arg(job, "ts", args["ts"]) if "ts" in args else None,
                    tables=tuple(_info(x) for x in args.get("tables") or ()),
                    pd_addr=args.get("pd_addr"), tidb=args.get("tidb"),
-                   max_chunks=int(args.get("max_chunks") or DEFAULT_MAX_CHUNKS), loads=tuple(loads))
+                   max_chunks=_max_chunks(job, args.get("max_chunks")), loads=tuple(loads))
+
+
+def _max_chunks(job: str, v: Any) -> int:
+    if v is None:
+        return DEFAULT_MAX_CHUNKS
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{job}: max_chunks must be a positive integer, got {v!r}")
+    return v
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,21 @@ def test_each_phase_takes_its_own_arguments_and_a_wrong_one_is_named() -> None:
     with pytest.raises(ValueError, match=r"snapshot_load \(fold\): unknown argument\(s\) \['pd_addr'\]"):
         SnapshotJobArgs.from_dict({**common, "phase": "fold", "ts": 9, "tables": [], "pd_addr": "127.0.0.1:2379"})
     with pytest.raises(ValueError, match=r"snapshot_load \(load\): loads\[0\] must be"):
+        SnapshotJobArgs.from_dict({**common, "phase": "load", "loads": [t.to_json()]})
+    with pytest.raises(ValueError, match=r"snapshot_load \(load\) loads\[0\]: missing argument\(s\) "
+                                         r"\['version', 'load_id'\]"):
         SnapshotJobArgs.from_dict({**common, "phase": "load", "loads": [{"table": t.to_json(), "base": "/b"}]})
+    with pytest.raises(ValueError, match=r"snapshot_load \(load\) loads\[0\]: unknown argument\(s\) \['ts'\]"):
+        SnapshotJobArgs.from_dict({**common, "phase": "load", "loads": [
+            {"table": t.to_json(), "base": "/b", "version": 1, "load_id": "x", "ts": 1}]})
+    with pytest.raises(ValueError, match="phase must be 'fetch', 'load' or 'fold', got \\['fetch'\\]"):
+        SnapshotJobArgs.from_dict({**common, "phase": ["fetch"]})
+    for bad in ("64", 0, 2.5):
+        with pytest.raises(ValueError, match=r"snapshot_load \(fetch\): max_chunks must be a positive integer"):
+            SnapshotJobArgs.from_dict({**common, "phase": "fetch", "pd_addr": "p", "ts": 1, "tables": [],
+                                       "max_chunks": bad})
+    assert SnapshotJobArgs.from_dict({**common, "phase": "fetch", "pd_addr": "p", "ts": 1, "tables": [],
+                                      "max_chunks": 8}).max_chunks == 8
     with pytest.raises(ValueError, match=r"snapshot_load \(load\): loads\[0\]\.version must be an integer ts"):
         SnapshotJobArgs.from_dict({**common, "phase": "load", "loads": [
             {"table": t.to_json(), "base": "/b", "version": "v1", "load_id": "x"}]})
