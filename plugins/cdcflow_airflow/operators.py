@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowException
 
 from cdcflow_airflow.triggers import ResolvedTsTrigger
@@ -33,16 +33,37 @@ WAIT_TIMEOUT = timedelta(hours=1)
 INLINE_WAIT = timedelta(seconds=10)
 
 
-class ResolvedTsSensor(BaseOperator):
+class ResolvedTsSensor(BaseSensorOperator):
+    """Waits until the upstream's resolved ts passes the planned window's end (see the module docstring).
+
+    ``plan``: the plan task's result (its XCom, rendered when the task runs); ``poll_s``: how often the wait looks
+    (also the sensor's ``poke_interval``); ``inline_wait``: how far ahead a window end is waited for in the task
+    rather than deferred; ``timeout``: how long a window may stay open before the wait fails (``WAIT_TIMEOUT``).
+    :meth:`poke` is one look without waiting; :meth:`execute` returns at once, waits inline or defers to
+    :class:`~cdcflow_airflow.triggers.ResolvedTsTrigger`.
+    """
+
     template_fields = ("plan",)
     ui_color = "#e8f4fa"
 
     def __init__(self, *, plan: Any, poll_s: float = 1.0, inline_wait: timedelta = INLINE_WAIT,
-                 **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+                 timeout: timedelta = WAIT_TIMEOUT, **kwargs: Any) -> None:
+        super().__init__(poke_interval=poll_s, timeout=timeout, mode="poke", **kwargs)
         self.plan = plan
         self.poll_s = poll_s
         self.inline_wait = inline_wait
+
+    def poke(self, context: Mapping[str, Any]) -> bool:
+        """One look, without waiting: whether the window needs no wait (it is skipped, or a pull already saw the
+        resolved ts past its end) or PD's min resolved ts has passed its end (a PD without that API: not yet)."""
+        from cdcflow_airflow.window_tasks import skip_reason
+
+        if skip_reason(self.plan, context.get("params")) is not None:
+            return True
+        from cdc_core.changefeed import tasks
+
+        spec = tasks.wait_spec(self.plan)
+        return bool(spec["already_resolved"]) or asyncio.run(_pd_passed(spec["pd_addr"], spec["target_ts"]))
 
     def execute(self, context: Mapping[str, Any]) -> dict[str, Any]:
         from cdcflow_airflow.window_tasks import skip_reason
@@ -68,9 +89,9 @@ class ResolvedTsSensor(BaseOperator):
                       spec["target_ts"])
         self.defer(
             trigger=ResolvedTsTrigger(spec["pd_addr"], spec["spans"], spec["target_ts"], poll_s=self.poll_s,
-                                      timeout_s=WAIT_TIMEOUT.total_seconds()),
+                                      timeout_s=self.timeout),
             method_name="execute_complete",
-            timeout=WAIT_TIMEOUT,
+            timeout=timedelta(seconds=self.timeout),
         )
 
     async def _wait_inline(self, spec: dict[str, Any]) -> WaitResult | None:
@@ -103,3 +124,15 @@ class ResolvedTsSensor(BaseOperator):
         self.log.info("wait: resolved ts %s passed the window end %s (%s) after %ss", event.get("resolved_ts"),
                       event.get("target_ts"), event.get("how"), event.get("seconds"))
         return {"skipped": False, "deferred": True, **event}
+
+
+async def _pd_passed(pd_addr: str, target_ts: int) -> bool:
+    """Whether PD's min resolved ts is at or past ``target_ts`` (one request per member until one answers)."""
+    import httpx
+
+    from cdc_core import tls
+    from cdc_core.puller.resolved_wait import pd_min_resolved_ts, split_addrs
+
+    async with httpx.AsyncClient(timeout=5.0, verify=tls.httpx_verify()) as http:
+        ts = await pd_min_resolved_ts(http, split_addrs(pd_addr))
+    return ts is not None and ts >= target_ts

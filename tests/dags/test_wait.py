@@ -128,3 +128,27 @@ def test_operator_does_not_defer_without_anything_to_wait_for(feed: str, upstrea
         st.state = "paused"
     plan = tasks.plan(feed, interval_end_ts=None, target_ts=now + 10**12)
     assert ResolvedTsSensor(task_id="wait", plan=plan).execute({"params": {}})["skipped"] is True
+
+
+def test_the_wait_is_a_sensor_whose_poke_looks_once_without_waiting(feed: str, upstream_client: Any) -> None:
+    from airflow.sdk import BaseSensorOperator
+    from cdcflow_airflow.operators import WAIT_TIMEOUT
+
+    ahead = tso.compose(tso.physical_ms(upstream_client.get_ts()) + 60_000)
+    op = ResolvedTsSensor(task_id="wait", plan=tasks.plan(feed, interval_end_ts=None, target_ts=ahead), poll_s=0.5)
+    assert isinstance(op, BaseSensorOperator) and op.timeout == WAIT_TIMEOUT.total_seconds() and op.poke_interval == 0.5
+    t0 = time.monotonic()
+    assert op.poke({"params": {}}) is False  # a window a minute ahead: not passed, and no waiting for it
+    assert time.monotonic() - t0 < 5
+    # A window end in the past: PD's min resolved ts passes it once the stores report past it.
+    past = upstream_client.get_ts()
+    op = ResolvedTsSensor(task_id="wait", plan=tasks.plan(feed, interval_end_ts=None, target_ts=past))
+    deadline = time.monotonic() + 10
+    while not op.poke({"params": {}}):
+        assert time.monotonic() < deadline, "PD's min resolved ts never passed a ts in the past"
+        time.sleep(0.1)  # the stores report their resolved ts to PD every 50 ms (min-ts-interval); poll, not wait
+    # A skipped window (paused changefeed) needs no wait at all.
+    with locked_state(feed) as st:
+        st.state = "paused"
+    assert ResolvedTsSensor(task_id="wait", plan=tasks.plan(feed, interval_end_ts=None, target_ts=ahead)).poke(
+        {"params": {}}) is True
