@@ -49,7 +49,7 @@ from cdc_core.errors import DataQualityError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from spark_jobs.delta_writer import commit_ts
-from spark_jobs.job_io import check_names, read_args, ts_arg, write_result
+from spark_jobs.job_io import check_names, read_args, table_entries, ts_arg, write_result
 from spark_jobs.mount import image_columns
 
 if TYPE_CHECKING:
@@ -867,14 +867,9 @@ class ReconcileArgs:
         if not single and "content" in args:
             raise ValueError(f"{_JOB}: content goes with table; each of tables says its own")
         entries = [{"table": args["table"], "content": args.get("content", True)}] if single else args["tables"]
-        tables = []
-        for i, e in enumerate(entries):
-            if not isinstance(e, Mapping) or e.get("table") is None:
-                raise ValueError(f"{_JOB}: tables[{i}] must be {{\"table\": ..., \"content\": ...}}, got {e!r}")
-            tables.append((_table_of(e["table"]), bool(e.get("content", True))))
         as_of = args.get("as_of_ts")
-        return cls(sink_uri=str(args["sink_uri"]), ts=ts_arg(_JOB, "ts", args["ts"]), tables=tuple(tables),
-                   mode=args.get("mode", "checksum"),
+        return cls(sink_uri=str(args["sink_uri"]), ts=ts_arg(_JOB, "ts", args["ts"]),
+                   tables=table_entries(_JOB, entries), mode=args.get("mode", "checksum"),
                    as_of_ts=None if as_of is None else ts_arg(_JOB, "as_of_ts", as_of),
                    pd_addr=args.get("pd_addr"), tidb=args.get("tidb"), expected_rows=args.get("expected_rows"),
                    single=single)
@@ -897,10 +892,6 @@ def _check_one(args: ReconcileArgs, table: TableInfo, content: bool) -> CheckRep
             upstream = upstream_frame(get_spark(), args.pd_addr, args.ts, table, tidb=args.tidb)
     return run_checks(args.sink_uri, table, expected_rows=args.expected_rows, upstream=upstream, mode=args.mode,
                       ts=args.ts, content=content, as_of_ts=args.as_of_ts, pushed=pushed)
-
-
-def _table_of(t: str | bytes | dict[str, Any]) -> TableInfo:
-    return TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:

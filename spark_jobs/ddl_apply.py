@@ -93,7 +93,7 @@ from cdc_core.schema.ddl_history import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.schema.partition import PartitionError
 from spark_jobs.delta_writer import check_schema, create_silver_table, merge_predicate
-from spark_jobs.job_io import args_file_main, check_names
+from spark_jobs.job_io import args_file_main, check_names, table_arg
 from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_move
 
 log = logging.getLogger(__name__)
@@ -637,9 +637,7 @@ def _alter(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[str, Any]:
 
 
 def _info(v: Any) -> TableInfo | None:
-    if v is None or isinstance(v, TableInfo):
-        return v
-    return TableInfo.from_json(v) if isinstance(v, str | bytes) else TableInfo.from_dict(v)
+    return None if v is None else table_arg(v)
 
 
 def _need_info(v: Any, which: str) -> TableInfo:

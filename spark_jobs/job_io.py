@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from cdc_core.schema.model import TableInfo
+
 
 def check_names(job: str, args: Mapping[str, Any], known: Iterable[str], required: Iterable[str]) -> None:
     """Refuse what ``job``'s JSON arguments ``args`` name wrong: one the job does not take (``known``; a typo would
@@ -26,6 +28,26 @@ def check_names(job: str, args: Mapping[str, Any], known: Iterable[str], require
     missing = [k for k in required if args.get(k) is None]
     if missing:
         raise ValueError(f"{job}: missing argument(s) {missing}")
+
+
+def table_arg(v: Any) -> TableInfo:
+    """A table argument: ``TableInfo`` JSON, its dict, or a ``TableInfo`` already."""
+    if isinstance(v, TableInfo):
+        return v
+    return TableInfo.from_json(v) if isinstance(v, str | bytes) else TableInfo.from_dict(dict(v))
+
+
+def table_entries(job: str, entries: Iterable[Any]) -> tuple[tuple[TableInfo, bool], ...]:
+    """The checks' table arguments, each ``{"table": <table_arg>, "content": <bool, default true>}``: the tables
+    with whether their content is checked; a ``ValueError`` naming ``job`` and the entry when one has another
+    shape."""
+    out = []
+    for i, entry in enumerate(entries):
+        t = entry.get("table") if isinstance(entry, Mapping) else None
+        if t is None:
+            raise ValueError(f"{job}: tables[{i}] must be {{\"table\": ..., \"content\": ...}}, got {entry!r}")
+        out.append((table_arg(t), bool(entry.get("content", True))))
+    return tuple(out)
 
 
 def ts_arg(job: str, name: str, v: Any) -> int:

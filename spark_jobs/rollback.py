@@ -20,7 +20,7 @@ from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.schema.model import TableInfo
 from spark_jobs.data_quality import version_as_of
 from spark_jobs.delta_writer import commit_metadata
-from spark_jobs.job_io import args_file_main, check_names, ts_arg
+from spark_jobs.job_io import args_file_main, check_names, table_arg, ts_arg
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +72,7 @@ class RollbackArgs:
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> RollbackArgs:
         check_names(_JOB, args, [f.name for f in fields(cls)], ("sink_uri", "changefeed_id", "tables", "ts"))
-        tables = tuple(TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
-                       for t in args["tables"])
+        tables = tuple(table_arg(t) for t in args["tables"])
         return cls(str(args["sink_uri"]), str(args["changefeed_id"]), tables, ts_arg(_JOB, "ts", args["ts"]),
                    str(args.get("reason") or "a check failed"))
 

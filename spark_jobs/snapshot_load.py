@@ -56,7 +56,7 @@ from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from cdc_core.tls import TlsConfig, client_tls, pinned
 from spark_jobs.delta_writer import commit_metadata, create_silver_table
-from spark_jobs.job_io import args_file_main, check_names, ts_arg
+from spark_jobs.job_io import args_file_main, check_names, table_arg, ts_arg
 from spark_jobs.mount import image_columns
 
 if TYPE_CHECKING:
@@ -525,12 +525,6 @@ def load_base(
 # --- job entry points ---------------------------------------------------------------------------
 
 
-def _info(v: Any) -> TableInfo:
-    if isinstance(v, TableInfo):
-        return v
-    return TableInfo.from_json(v) if isinstance(v, str | bytes) else TableInfo.from_dict(dict(v))
-
-
 @dataclass(frozen=True)
 class BaseLoad:
     """One table's base to load (phase "load"): the table (its names give the Delta path), the base directory, the
@@ -587,11 +581,11 @@ class SnapshotJobArgs:
                 raise ValueError(f"{job}: loads[{i}] must be {{\"table\", \"base\", \"version\", \"load_id\"}}, "
                                  f"got {item!r}")
             check_names(f"{job} loads[{i}]", item, _LOAD_KEYS, _LOAD_KEYS)
-            loads.append(BaseLoad(_info(item["table"]), str(item["base"]),
+            loads.append(BaseLoad(table_arg(item["table"]), str(item["base"]),
                                   ts_arg(job, f"loads[{i}].version", item["version"]), str(item["load_id"])))
         return cls(phase=phase, sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
                    ts=ts_arg(job, "ts", args["ts"]) if "ts" in args else None,
-                   tables=tuple(_info(x) for x in args.get("tables") or ()),
+                   tables=tuple(table_arg(x) for x in args.get("tables") or ()),
                    pd_addr=args.get("pd_addr"), tidb=args.get("tidb"),
                    max_chunks=_max_chunks(job, args.get("max_chunks")), loads=tuple(loads))
 

@@ -50,7 +50,7 @@ from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.tls import TlsConfig, client_tls, pinned
 from spark_jobs import data_quality as dq
-from spark_jobs.job_io import args_file_main, check_names, ts_arg
+from spark_jobs.job_io import args_file_main, check_names, table_entries, ts_arg
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -581,9 +581,7 @@ class WindowChecksArgs:
     tidb: str | None = None
 
     def __post_init__(self) -> None:
-        _check_args(self.mode, False, self.pd_addr)
-        for _, content in self.tables:
-            _check_args(self.mode, content, self.pd_addr)
+        _check_args(self.mode, any(c for _, c in self.tables), self.pd_addr)
 
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> WindowChecksArgs:
@@ -591,15 +589,9 @@ class WindowChecksArgs:
         <bool, default true>}``."""
         check_names(JOB, args, [f.name for f in fields(cls)],
                     ("sink_uri", "changefeed_id", "window_end_ts", "tables", "after_ts", "ts"))
-        tables = []
-        for i, entry in enumerate(args["tables"]):
-            t = entry.get("table") if isinstance(entry, Mapping) else None
-            if t is None:
-                raise ValueError(f"{JOB}: tables[{i}] must be {{\"table\": ..., \"content\": ...}}, got {entry!r}")
-            table = TableInfo.from_json(t) if isinstance(t, str | bytes) else TableInfo.from_dict(t)
-            tables.append((table, bool(entry.get("content", True))))
         return cls(sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
-                   window_end_ts=ts_arg(JOB, "window_end_ts", args["window_end_ts"]), tables=tuple(tables),
+                   window_end_ts=ts_arg(JOB, "window_end_ts", args["window_end_ts"]),
+                   tables=table_entries(JOB, args["tables"]),
                    after_ts=ts_arg(JOB, "after_ts", args["after_ts"]), ts=ts_arg(JOB, "ts", args["ts"]),
                    mode=args.get("mode", "checksum"), pd_addr=args.get("pd_addr"), tidb=args.get("tidb"))
 

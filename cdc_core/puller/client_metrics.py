@@ -3,15 +3,13 @@ the event stream, the range locks, the advancers -- export the rest)."""
 
 from __future__ import annotations
 
-import weakref
+from prometheus_client import CollectorRegistry, Counter
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from cdc_core.metric_families import PerRegistry
 
 
-class ClientMetrics:
+class ClientMetrics(PerRegistry):
     """The client's own metric families (the blocks export the rest), one set per registry."""
-
-    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, ClientMetrics] = weakref.WeakKeyDictionary()
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.errors = Counter(
@@ -26,12 +24,3 @@ class ClientMetrics:
         )
         self.changes = Counter("cdcflow_puller_changes_emitted", "Row changes handed on.", registry=registry)
         self.requests = Counter("cdcflow_puller_region_requests", "Region requests sent.", registry=registry)
-
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry | None = None) -> ClientMetrics:
-        reg = REGISTRY if registry is None else registry
-        m = cls._by_registry.get(reg)
-        if m is None:
-            m = cls._by_registry[reg] = cls(reg)
-        return m
-

@@ -60,7 +60,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -68,9 +67,10 @@ from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from cdc_core.log import get_logger
+from cdc_core.metric_families import PerRegistry
 from cdc_core.puller.options import DEFAULT_MAX_PENDING_BYTES
 
 __all__ = [
@@ -150,10 +150,8 @@ class Area:
     _resume_waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
-class StreamMetrics:
+class StreamMetrics(PerRegistry):
     """The stream's metric families in one registry, labelled ``area``."""
-
-    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, StreamMetrics] = weakref.WeakKeyDictionary()
 
     def __init__(self, registry: CollectorRegistry) -> None:
         p = "cdcflow_puller_stream"
@@ -171,14 +169,6 @@ class StreamMetrics:
         self.released = Counter(
             f"{p}_paths_released", "Blocked paths whose pending events were released.", ("area",), registry=registry
         )
-
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry | None = None) -> StreamMetrics:
-        reg = REGISTRY if registry is None else registry
-        metrics = cls._by_registry.get(reg)
-        if metrics is None:
-            metrics = cls._by_registry[reg] = cls(reg)
-        return metrics
 
 
 class _AreaMetrics:

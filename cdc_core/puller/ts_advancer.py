@@ -34,15 +34,15 @@ holes at the start are the regions not locked yet, not a fault (TiCDC logs it fr
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from cdc_core.log import get_logger
+from cdc_core.metric_families import PerRegistry
 from cdc_core.puller.options import DEFAULT_ADVANCE_INTERVAL_MS
 from cdc_core.puller.range_lock import LockedRange, RangeLock
 
@@ -57,10 +57,8 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class AdvancerMetrics:
+class AdvancerMetrics(PerRegistry):
     """The advancer's metric families in one registry (shared by all spans, labelled ``span``)."""
-
-    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, AdvancerMetrics] = weakref.WeakKeyDictionary()
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.lag = Gauge(
@@ -85,14 +83,6 @@ class AdvancerMetrics:
             ("span",),
             registry=registry,
         )
-
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry | None = None) -> AdvancerMetrics:
-        reg = REGISTRY if registry is None else registry
-        metrics = cls._by_registry.get(reg)
-        if metrics is None:
-            metrics = cls._by_registry[reg] = cls(reg)
-        return metrics
 
 
 class ResolvedTsAdvancer:
