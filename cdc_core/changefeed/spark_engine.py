@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -100,6 +100,26 @@ def submit_failure(job: str, returncode: int, stdout: str, stderr: str) -> Chang
         # in what ended it (the traceback, else stderr's tail), not in the INFO lines of a job that recovered
         transient = killed or any(m in said for m in _CLUSTER_FAILURES)
     return TransientError(message) if transient else ChangefeedError(message)
+
+
+def job_failure(job: str, reply: dict[str, Any],
+                jvm_exit: Callable[[float], int | None]) -> ChangefeedError | TransientError:
+    """The error of a job the application answered with ``{"error", "spark_alive"}``: the job's own (judged as its
+    one-shot exit would be), or the application's when its Spark went away under the job (transient, with the
+    JVM's exit code, which ``jvm_exit(timeout)`` waits for: None while it runs)."""
+    alive = reply.get("spark_alive", True)
+    said = _failure(reply["error"], "")
+    # The driver judges its JVM by its parent pid; a JVM killed a moment ago can still be its parent while its
+    # threads exit, and py4j's lost connection is then the only sign. The JVM's end, if it comes, decides.
+    if alive and "Py4JNetworkError" not in said:
+        return submit_failure(job, 1, reply["error"], "")
+    code = jvm_exit(30 if not alive else 10)
+    if code is None and alive:  # the JVM runs on: only the job's connection failed
+        return submit_failure(job, 1, reply["error"], "")
+    # The driver's Spark went away (its JVM killed or stopping, the cluster gone): the application's failure, not
+    # the job's, whatever the py4j error says. Its exit code, when it has one, says how.
+    return TransientError(f"spark-submit of {job} failed (exit {code}; the driver's Spark stopped under the "
+                          f"job):\n{said}")
 
 
 def _delta_confs() -> dict[str, str]:
@@ -189,14 +209,7 @@ class _Application:
         if "error" not in reply:
             result: dict[str, Any] = reply["result"]
             return result
-        if reply.get("spark_alive", True):  # the job raised: judged as its one-shot exit would be
-            raise submit_failure(job, 1, reply["error"], "")
-        # The job failed because the driver's Spark went away (its JVM killed or stopping, the cluster gone): the
-        # application's failure, not the job's, whatever the py4j error says. Its exit code, when it has one, says how.
-        code = self._wait(30)
-        said = _failure(reply["error"], "")
-        raise TransientError(f"spark-submit of {job} failed (exit {code}; the driver's Spark stopped under the "
-                             f"job):\n{said}")
+        raise job_failure(job, reply, self._wait)
 
     def _start(self, job: str) -> None:
         submit = shutil.which("spark-submit") or str(Path(sys.executable).parent / "spark-submit")

@@ -81,6 +81,36 @@ def test_which_failed_submissions_are_transient(code, stdout, stderr, transient)
     assert isinstance(err, TransientError) is transient and f"(exit {code})" in str(err)
 
 
+_PY4J_LOST = ("Traceback (most recent call last):\n  ...\npy4j.protocol.Py4JNetworkError: Error while sending or "
+              "receiving")
+
+
+@pytest.mark.parametrize(("reply", "jvm_exit", "expected"), [
+    # the job's own error, its JVM alive: judged as a one-shot exit 1, without waiting for the JVM
+    ({"error": "Traceback (most recent call last):\n  ...\nKeyError: 'tables'", "spark_alive": True}, None,
+     (ChangefeedError, "(exit 1)")),
+    # the driver saw its JVM gone: the JVM's exit code
+    ({"error": _PY4J_LOST, "spark_alive": False}, -9, ("transient", "(exit -9; the driver's Spark stopped")),
+    # a JVM killed a moment ago, still the driver's parent while it exits: py4j's lost connection, then its end
+    ({"error": _PY4J_LOST, "spark_alive": True}, -9, ("transient", "(exit -9; the driver's Spark stopped")),
+    # py4j lost its connection and the JVM runs on: the job failed, transient as a cluster failure is
+    ({"error": _PY4J_LOST, "spark_alive": True}, None, ("transient", "(exit 1)")),
+])
+def test_a_jobs_error_is_judged_by_the_jvm_when_its_spark_went_away(reply, jvm_exit, expected):
+    from cdc_core.errors import TransientError
+
+    waited: list[float] = []
+
+    def wait(timeout: float) -> int | None:
+        waited.append(timeout)
+        return jvm_exit
+
+    err = spark_engine.job_failure("apply_window", reply, wait)
+    kind, said = expected
+    assert isinstance(err, TransientError if kind == "transient" else kind) and said in str(err)
+    assert bool(waited) is ("Py4JNetworkError" in reply["error"] or not reply["spark_alive"])
+
+
 def _submissions(monkeypatch) -> list[list[str]]:
     """The spark-submit command lines started from now on."""
     import subprocess
