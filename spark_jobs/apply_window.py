@@ -279,6 +279,7 @@ class ApplyArgs:
     ignore_txn_start_ts: tuple[int, ...] = ()
     writer: Literal["delta-rs", "delta-spark"] | None = None
     ignore_moves: bool = False
+    deletion_vectors: bool = False
 
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> ApplyArgs:
@@ -300,11 +301,18 @@ class ApplyArgs:
             event_filters=args.get("event_filters"),
             ignore_txn_start_ts=tuple(_int(t, "ignore_txn_start_ts") for t in args.get("ignore_txn_start_ts") or ()),
             writer=writer, ignore_moves=bool(args.get("ignore_moves")),
+            deletion_vectors=_bool(args.get("deletion_vectors", False), "deletion_vectors"),
         )  # fmt: skip
 
 
 def _int(v: Any, name: str) -> int:
     return ts_arg("apply_window", name, v)
+
+
+def _bool(v: Any, name: str) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"apply_window: {name} must be true or false, got {v!r}")
+    return v
 
 
 def _opt_int(v: Any, name: str) -> int | None:
@@ -325,7 +333,8 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     version = upto if a.version is None else a.version
     stats = apply_window(
         a.sink_uri, a.changefeed_id, a.window_end_ts, a.tables, after_ts=a.after_ts, upto_ts=upto, version=version,
-        event_filters=a.event_filters, ignore_txn_start_ts=a.ignore_txn_start_ts, writer=get_writer(a.writer),
+        event_filters=a.event_filters, ignore_txn_start_ts=a.ignore_txn_start_ts,
+        writer=get_writer(a.writer, deletion_vectors=a.deletion_vectors),
         ignore_moves=a.ignore_moves,
     )  # fmt: skip
     return {

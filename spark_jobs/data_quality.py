@@ -236,13 +236,11 @@ DRIVER_READ_ROWS = 100_000
 
 
 def log_row_count(dt: DeltaTable) -> int | None:
-    """Rows of a Delta table version from its log's file statistics (``numRecords`` of the live files, no data
-    read); None when a file lacks them."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    """Rows of a Delta table version from its log's file statistics, deletion vectors counted (no data read); None
+    when a file lacks them (:func:`spark_jobs.silver_read.log_row_count`)."""
+    from spark_jobs import silver_read
 
-    counts = pa.table(dt.get_add_actions(flatten=True)).column("num_records")
-    return int(pc.sum(counts).as_py() or 0) if counts.null_count == 0 else None
+    return silver_read.log_row_count(dt)
 
 
 def read_silver(
@@ -268,6 +266,8 @@ def _read_silver(
     from deltalake import DeltaTable
     from pyspark.sql import functions as F
 
+    from spark_jobs import silver_read
+
     path = table_path(sink, table)
     schema = table.arrow_schema()
     version = None
@@ -280,7 +280,7 @@ def _read_silver(
     present = set(dt.schema().to_arrow().names)
     rows = log_row_count(dt)
     if rows is not None and rows <= DRIVER_READ_ROWS:
-        data = dt.to_pyarrow_table(columns=[n for n in schema.names if n in present])
+        data = silver_read.read_table(dt, [n for n in schema.names if n in present])
         cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
                 for f in schema]  # fmt: skip
         data = pa.Table.from_arrays(cols, schema=schema)

@@ -80,6 +80,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -582,12 +583,32 @@ def rewrite_table(dt: Any, targets: list[_Target], props: Any) -> None:
     """Overwrite the table with the projected schema in one commit, streaming batch by batch."""
     from deltalake import write_deltalake
 
+    from spark_jobs import silver_read
+
     schema = pa.schema([t.field for t in targets])
-    # The dataset must be opened before write_deltalake runs: delta-rs cannot start a nested
-    # runtime from inside the reader it is consuming.
-    ds = dt.to_pyarrow_dataset()
-    reader = pa.RecordBatchReader.from_batches(schema, _batches(ds, targets, schema))
-    write_deltalake(dt, reader, mode="overwrite", schema_mode="overwrite", commit_properties=props)
+    if not silver_read.has_deletion_vectors(dt):
+        # The dataset must be opened before write_deltalake runs: delta-rs cannot start a nested
+        # runtime from inside the reader it is consuming.
+        ds = dt.to_pyarrow_dataset()
+        reader = pa.RecordBatchReader.from_batches(schema, _batches(ds, targets, schema))
+        write_deltalake(dt, reader, mode="overwrite", schema_mode="overwrite", commit_properties=props)
+        return
+    # Deletion vectors: only delta-rs's DataFusion scan applies them, and it cannot feed its own writer (the nested
+    # runtime again), so the live rows are spooled to a Parquet file beside the table first, batch by batch.
+    import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
+
+    spool = os.path.join(silver_read.table_dir(dt), f"_cdcflow_rewrite-{uuid.uuid4().hex}.parquet")
+    try:
+        live = silver_read.scan(dt)
+        with pq.ParquetWriter(spool, live.schema) as out:
+            for b in live:
+                out.write_batch(b)
+        reader = pa.RecordBatchReader.from_batches(schema, _batches(pads.dataset(spool), targets, schema))
+        write_deltalake(dt, reader, mode="overwrite", schema_mode="overwrite", commit_properties=props)
+    finally:
+        if os.path.exists(spool):
+            os.unlink(spool)
 
 
 def _alter(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[str, Any]:

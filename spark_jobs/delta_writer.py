@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
@@ -83,8 +83,10 @@ class DeltaWriter(Protocol):
 # --- delta-rs -----------------------------------------------------------------------------------
 
 
-def create_silver_table(path: str, table: TableInfo, *, mode: str, commit_properties: Any = None) -> None:
-    """Create the silver Delta table of ``table`` at ``path`` with its Arrow schema (delta-rs)."""
+def create_silver_table(path: str, table: TableInfo, *, mode: str, commit_properties: Any = None,
+                        deletion_vectors: bool = False) -> None:
+    """Create the silver Delta table of ``table`` at ``path`` with its Arrow schema (delta-rs), taking deletion
+    vectors when ``deletion_vectors``."""
     from deltalake import DeltaTable
 
     if "://" not in path:
@@ -96,7 +98,28 @@ def create_silver_table(path: str, table: TableInfo, *, mode: str, commit_proper
         name=table.name,
         description=f"cdcflow silver table of {table.qualified_name} (table id {table.id})",
         commit_properties=commit_properties,
+        configuration={DV_PROPERTY: "true"} if deletion_vectors else None,
     )
+
+
+DV_PROPERTY = "delta.enableDeletionVectors"
+
+
+def align_deletion_vectors(dt: Any, wanted: bool) -> bool:
+    """Turn the table's deletion vectors on or off as the changefeed's ``[sink] deletion-vectors`` says (on: the
+    feature added to its protocol, then the property; off: the property only -- a protocol is not downgraded, and
+    its existing vectors stay valid for the copy-on-write MERGE, which drops them from the files it rewrites).
+    Returns whether the table was changed."""
+    from deltalake.table import TableFeatures
+
+    from spark_jobs import merge_on_read
+
+    if merge_on_read.enabled(dt) == wanted:
+        return False
+    if wanted and "deletionVectors" not in (dt.protocol().reader_features or []):
+        dt.alter.add_feature(TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
+    dt.alter.set_table_properties({DV_PROPERTY: "true" if wanted else "false"})
+    return True
 
 
 def commit_metadata(table: TableInfo, ts: int) -> dict[str, str]:
@@ -200,11 +223,16 @@ class DeltaRsWriter:
 
     name = "delta-rs"
 
+    def __init__(self, *, deletion_vectors: bool = False) -> None:
+        # Tables take deletion vectors: a MERGE marks the rows it replaces (spark_jobs.merge_on_read) instead of
+        # rewriting the files that hold them.
+        self.deletion_vectors = deletion_vectors
+
     def ensure_table(self, path: str, table: TableInfo) -> None:
         from deltalake import DeltaTable
 
         if not DeltaTable.is_deltatable(path):
-            create_silver_table(path, table, mode="ignore")
+            create_silver_table(path, table, mode="ignore", deletion_vectors=self.deletion_vectors)
 
     def applied_version(self, path: str, app_id: str) -> int | None:
         return applied_version(path, app_id)
@@ -227,6 +255,17 @@ class DeltaRsWriter:
         check_readable_by_delta_rs(dt, path)
         check_schema(pa.schema(dt.schema().to_arrow()), table, path)
         source = changes_to_arrow(changes, table)
+        if align_deletion_vectors(dt, self.deletion_vectors):
+            dt = DeltaTable(path)
+        if self.deletion_vectors:
+            from spark_jobs import merge_on_read
+
+            done = merge_on_read.merge(dt, path, table, source, app_id=app_id, txn_version=version,
+                                       metadata=commit_metadata(table, version))
+            compacted = merge_on_read.compact_window_files(path, commit_metadata(table, version))
+            if compacted is not None:
+                done = replace(done, version=DeltaTable(path).version())
+            return WriteResult(done.upserted, done.deleted, done.version, False, version, None, source.num_rows)
         props = CommitProperties(
             app_transactions=[Transaction(app_id=app_id, version=version)],
             custom_metadata=commit_metadata(table, version),
@@ -304,13 +343,13 @@ class DeltaSparkWriter:
     commit's ``cdcflow.*`` metadata on ``spark.databricks.delta.commitInfo.userMetadata`` (JSON; see
     :func:`commit_metadata`). Session confs are per session and every commit reads them, so all commits of one
     session -- merges, their empty appends, table creates -- take turns (``_CONF_LOCK``).
-    Tables it creates have deletion vectors off: delta-rs's pyarrow dataset, which the checks and readers use,
-    refuses them, and on one machine they do not pay (README, "What that costs on a large table").
+    Tables take deletion vectors as the changefeed's ``[sink] deletion-vectors`` says (off by default: delta-rs's
+    ``to_pyarrow_*`` readers refuse them).
     """
 
     name = "delta-spark"
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, *, deletion_vectors: bool = False) -> None:
         if not delta_spark_available(spark):
             raise ChangefeedError(
                 "CDCFLOW_DELTA_WRITER=delta-spark but io.delta classes are not on the Spark classpath "
@@ -318,15 +357,18 @@ class DeltaSparkWriter:
                 "--jars or spark.jars)"
             )
         self.spark = spark
+        self.deletion_vectors = deletion_vectors
 
     def ensure_table(self, path: str, table: TableInfo) -> None:
+        import deltalake
         from delta.tables import DeltaTable
 
         if DeltaTable.isDeltaTable(self.spark, path):
+            align_deletion_vectors(deltalake.DeltaTable(path), self.deletion_vectors)
             return
         builder = (DeltaTable.createIfNotExists(self.spark).location(path)
                    .comment(f"cdcflow silver table of {table.qualified_name} (table id {table.id})")
-                   .property("delta.enableDeletionVectors", "false"))
+                   .property(DV_PROPERTY, str(self.deletion_vectors).lower()))
         for name, stype in image_columns(table):
             builder = builder.addColumn(name, stype, nullable=True)
         # Under the lock: a create commit takes the session's commitInfo.userMetadata too, so one made while
@@ -408,8 +450,10 @@ def writer_kind_for(master: str) -> str:
     return "delta-rs" if master.startswith("local") else "delta-spark"
 
 
-def get_writer(kind: str | None = None, spark: SparkSession | None = None) -> DeltaWriter:
-    """The configured writer: ``kind``, else ``$CDCFLOW_DELTA_WRITER``, else :func:`default_writer_kind`.
+def get_writer(kind: str | None = None, spark: SparkSession | None = None, *,
+               deletion_vectors: bool = False) -> DeltaWriter:
+    """The configured writer: ``kind``, else ``$CDCFLOW_DELTA_WRITER``, else :func:`default_writer_kind`;
+    ``deletion_vectors``: the tables it merges into take deletion vectors (the changefeed's ``[sink]``).
 
     Without ``spark``, a session is started only when the writer needs one (delta-spark) or only a session can
     tell which writer it is (:func:`spark_jobs.session.known_master`): a local engine's delta-rs writer starts no
@@ -425,7 +469,7 @@ def get_writer(kind: str | None = None, spark: SparkSession | None = None) -> De
             spark = spark or get_spark()
             kind = default_writer_kind(spark)
     if kind == "delta-rs":
-        return DeltaRsWriter()
+        return DeltaRsWriter(deletion_vectors=deletion_vectors)
     if kind == "delta-spark":
-        return DeltaSparkWriter(spark or get_spark())
+        return DeltaSparkWriter(spark or get_spark(), deletion_vectors=deletion_vectors)
     raise ChangefeedError(f"unknown Delta writer {kind!r} (set {WRITER_ENV} to one of {', '.join(WRITER_KINDS)})")

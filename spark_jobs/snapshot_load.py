@@ -55,6 +55,7 @@ from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from cdc_core.tls import TlsConfig, client_tls, pinned
+from spark_jobs import silver_read
 from spark_jobs.delta_writer import commit_metadata, create_silver_table
 from spark_jobs.job_io import args_file_main, check_names, table_arg, ts_arg
 from spark_jobs.mount import image_columns
@@ -426,9 +427,9 @@ def fold_table(sink: str, changefeed_id: str, ts: int, table: TableInfo) -> dict
     rows = 0
     with pq.ParquetWriter(tmp / "part-00000.parquet", schema) as writer:
         if version is not None:
-            ds = DeltaTable(path, version=version).to_pyarrow_dataset()
-            present = [n for n in schema.names if n in ds.schema.names]
-            for b in ds.to_batches(columns=present, batch_size=LOAD_BATCH_ROWS):
+            dt = DeltaTable(path, version=version)
+            present = [n for n in schema.names if n in dt.schema().to_arrow().names]
+            for b in silver_read.scan(dt, present, LOAD_BATCH_ROWS):
                 writer.write_batch(_conform(b, schema))
                 rows += b.num_rows
     meta = {"table_id": table.id, "qualified_name": table.qualified_name, "ts": ts, "rows": rows, "chunks": 1,

@@ -279,7 +279,15 @@ def delta_count(path: str) -> int:
 
     dt = DeltaTable(path)
     rows = dq.log_row_count(dt)
-    return rows if rows is not None else int(dt.to_pyarrow_dataset().count_rows())
+    return rows if rows is not None else _scanned_rows(dt)
+
+
+def _scanned_rows(dt: DeltaTable) -> int:
+    """The live rows of a table whose log lacks a file's row count, by reading its first column."""
+    from spark_jobs import silver_read
+
+    first = dt.schema().to_arrow().names[0]
+    return sum(b.num_rows for b in silver_read.scan(dt, [first]))
 
 
 def rows_written_since(dt: DeltaTable, path: str, table: TableInfo, after_ts: int, keys: pa.Table) -> pa.Table:
@@ -291,10 +299,18 @@ def rows_written_since(dt: DeltaTable, path: str, table: TableInfo, after_ts: in
     import pyarrow as pa
     import pyarrow.dataset as pads
 
+    from spark_jobs import silver_read
+
     schema = table.arrow_schema()
     key = list(keys.column_names)
     keys = keys.cast(table.key_schema())
     before = dq.version_as_of(dt, after_ts)
+    if silver_read.has_deletion_vectors(dt):
+        # The files the window wrote and those it gave a deletion vector: their key columns, then the live rows
+        # at the keys (a marked file is read for its keys only, not rewritten or read whole).
+        got = [_conform(t, schema) for t in silver_read.rows_at_keys(
+            silver_read.table_dir(dt), silver_read.written_files(dt, before), keys, schema.names)]
+        return pa.concat_tables(got) if got else schema.empty_table()
     old = set(_live_files(path, before).column("path").to_pylist()) if before is not None else set()
     ds = dt.to_pyarrow_dataset()
     fragments = [f for f in ds.get_fragments() if f.path not in old]
@@ -310,12 +326,19 @@ def rows_written_since(dt: DeltaTable, path: str, table: TableInfo, after_ts: in
     for b in scanner.to_batches():
         if not b.num_rows:
             continue
-        cols = [b.column(f.name).cast(f.type) if f.name in b.schema.names else pa.nulls(b.num_rows, f.type)
-                for f in schema]  # fmt: skip
-        at = pa.Table.from_arrays(cols, schema=schema).join(keys, keys=key, join_type="left semi")
+        at = _conform(pa.Table.from_batches([b]), schema).join(keys, keys=key, join_type="left semi")
         if at.num_rows:
             kept.append(at)
     return pa.concat_tables(kept) if kept else schema.empty_table()
+
+
+def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``t`` as ``schema`` has it (a column the file lacks as NULLs, each cast to its type)."""
+    import pyarrow as pa
+
+    cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type)
+            for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_ts: int, keys: pa.Table
@@ -493,7 +516,7 @@ def _content_on_driver(
         dt = DeltaTable(path)
         report.delta_version = dt.version()
         counted = dq.log_row_count(dt)
-        report.row_count = counted if counted is not None else int(dt.to_pyarrow_dataset().count_rows())
+        report.row_count = counted if counted is not None else _scanned_rows(dt)
         at_keys = rows_written_since(dt, path, table, after_ts, keys)
     else:
         report.row_count, at_keys = 0, table.arrow_schema().empty_table()

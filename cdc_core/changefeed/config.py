@@ -63,7 +63,7 @@ from cdc_core.puller.options import PullerOptions
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 _TOP_KEYS = {
     "changefeed-id", "sink-uri", "start-ts", "target-ts", "pd", "upstream", "tidb", "initial-snapshot", "filter",
-    "airflow", "data-quality", "table-discovery", "puller", "window",
+    "airflow", "data-quality", "table-discovery", "puller", "window", "sink",
 }
 DQ_MODES = ("checksum", "count", "off")
 
@@ -84,6 +84,10 @@ class ChangefeedConfig:
     dq_mode: str = "checksum"
     # A window of more row events than this is applied in sub-windows of at most this many (issue 18).
     window_max_events: int = 1_000_000
+    # [sink] deletion-vectors: the silver tables take Delta deletion vectors, so that a window's MERGE marks the rows
+    # it replaces instead of rewriting the files that hold them (spark_jobs.merge_on_read). Readers need deletion
+    # vector support (Spark, delta-rs's DeltaTable.scan / QueryBuilder; not its to_pyarrow_* ).
+    deletion_vectors: bool = False
     # `[[filter.event-filters]]` tables as written (validated on load) and `ignore-txn-start-ts`.
     event_filter_rules: tuple[dict[str, Any], ...] = ()
     ignore_txn_start_ts: tuple[int, ...] = ()
@@ -131,6 +135,7 @@ class ChangefeedConfig:
         lines += ["", "[airflow]", f"schedule = {_q(self.schedule)}", f"catchup = {str(self.catchup).lower()}"]
         lines += ["", "[data-quality]", f"mode = {_q(self.dq_mode)}"]
         lines += ["", "[window]", f"max-events = {self.window_max_events}"]
+        lines += ["", "[sink]", f"deletion-vectors = {str(self.deletion_vectors).lower()}"]
         lines += ["", "[table-discovery]", *(f"{k} = {v}" for k, v in self.discovery_memory.to_mapping().items())]
         lines += ["", "[puller]", *(f"{k} = {v}" for k, v in self.puller.to_mapping().items()), ""]
         return "\n".join(lines)
@@ -255,6 +260,12 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
     if max_events < 1:
         raise ConfigError(f"{source} [window]: `max-events` must be >= 1, got {max_events}")
 
+    sink_opts = _get(data, "sink", dict, source, {})
+    unknown_sink = set(sink_opts) - {"deletion-vectors"}
+    if unknown_sink:
+        raise ConfigError(f"{source} [sink]: unknown key(s) {', '.join(sorted(unknown_sink))}")
+    deletion_vectors = _get(sink_opts, "deletion-vectors", bool, f"{source} [sink]", False)
+
     discovery = _get(data, "table-discovery", dict, source, {})
     discovery_memory = MemoryLimitConfig.from_mapping(discovery, where=f"{source} [table-discovery]")
     puller = PullerOptions.from_mapping(_get(data, "puller", dict, source, {}), where=f"{source} [puller]")
@@ -263,7 +274,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream, tidb=tidb,
         initial_snapshot=initial_snapshot,
         filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode, window_max_events=max_events,
-        discovery_memory=discovery_memory, puller=puller, source=source,
+        deletion_vectors=deletion_vectors, discovery_memory=discovery_memory, puller=puller, source=source,
         event_filter_rules=tuple(dict(r) for r in event_rules), ignore_txn_start_ts=tuple(txn_ts),
     )
 

@@ -80,6 +80,7 @@ def apply_steps(
                 "event_filters": {str(t.id): efilter.dml_specs(t.db_name, t.name) for t in tables},
                 "ignore_txn_start_ts": sorted(efilter.ignore_txn_start_ts),
                 "ignore_moves": ignore_moves,
+                "deletion_vectors": cfg.deletion_vectors,
             })
             for name, st in result.get("tables", {}).items():
                 agg = out.tables.setdefault(name, {"rows_upserted": 0, "rows_deleted": 0, "skipped": True})

@@ -153,9 +153,18 @@ def vacuum_table(path: str, retention_hours: int, *, enforce_retention_duration:
     deleted = DeltaTable(path).vacuum(retention_hours=retention_hours, dry_run=False,
                                       enforce_retention_duration=enforce_retention_duration,
                                       commit_properties=_commit_properties(path))
+    # delta-rs's vacuum does not know deletion-vector files: those no live file names go the same way.
+    from spark_jobs import merge_on_read, silver_read
+
+    vectors = []
+    if silver_read.has_deletion_vectors(DeltaTable(path)):
+        vectors = merge_on_read.unreferenced_vector_files(path, retention_hours)
+        for f in vectors:
+            os.unlink(f)
     out = {"retention_hours": retention_hours, "enforce_retention_duration": enforce_retention_duration,
-           "files_deleted": len(deleted), "deleted": sorted(deleted)[:20]}
-    log.info("vacuumed %s: %d file(s) deleted (retention %d h)", path, len(deleted), retention_hours)
+           "files_deleted": len(deleted) + len(vectors),
+           "deleted": sorted([*deleted, *(os.path.basename(f) for f in vectors)])[:20]}
+    log.info("vacuumed %s: %d file(s) deleted (retention %d h)", path, out["files_deleted"], retention_hours)
     return out
 
 

@@ -163,6 +163,15 @@ def test_bench_apply_window_vs_bare_delta_rs_merge(tmp_path: Path) -> None:
           f"its result to Arrow, then the MERGE)")
 
 
+def _merge_on_read(path: str, source: pa.Table) -> float:
+    from spark_jobs import merge_on_read
+
+    t0 = time.perf_counter()
+    merge_on_read.merge(DeltaTable(path), path, TABLE, source, app_id="bench", txn_version=int(time.time_ns()),
+                        metadata={})
+    return time.perf_counter() - t0
+
+
 def _bare_spark_merge(spark, path: str, source: pa.Table) -> float:
     from delta.tables import DeltaTable as SparkDeltaTable
 
@@ -277,15 +286,16 @@ def _scattered_updates(rows: int, seed: int) -> pa.Table:
 
 @pytest.mark.spark
 def test_bench_scattered_changes_into_a_large_table(tmp_path: Path) -> None:
-    """Why the silver tables are merged copy-on-write by delta-rs, deletion vectors off, even where changes scatter
-    over a large table (issue 18's size independence): ``SCATTERED`` random updates merged into a 10,000-row table
-    and into a ``BASE``-row one (median of three MERGEs each), by delta-rs (copy-on-write: every file a changed key
-    lands in is rewritten), by delta-spark copy-on-write, and by delta-spark with deletion vectors (merge-on-read:
-    the touched files get a deletion vector, only the changed rows are written). The ratio large/small is what a
-    window's apply pays for the table's size. Same Spark, same base rows, side by side."""
+    """What a window of changes scattered over a large table costs each writer (issue 18's size independence):
+    ``SCATTERED`` random updates merged into a 10,000-row table and into a ``BASE``-row one (median of three MERGEs
+    each), by delta-rs (copy-on-write: every file a changed key lands in is rewritten), by the delta-rs writer with
+    ``[sink] deletion-vectors`` (``spark_jobs.merge_on_read``: the touched files get a deletion vector, only the
+    changed rows are written), by delta-spark copy-on-write, and by delta-spark with deletion vectors. The ratio
+    large/small is what a window's apply pays for the table's size. Same Spark, same base rows, side by side."""
     import functools
     import statistics
 
+    from spark_jobs.delta_writer import align_deletion_vectors
     from spark_jobs.session import get_spark
 
     spark = get_spark()
@@ -293,12 +303,15 @@ def test_bench_scattered_changes_into_a_large_table(tmp_path: Path) -> None:
     for rows in (10_000, BASE):
         base = str(tmp_path / f"base-{rows}")
         _base_table(base, rows)
-        for name in ("delta-rs", "delta-spark", "delta-spark + deletion vectors"):
+        for name in ("delta-rs", "delta-rs + deletion vectors", "delta-spark", "delta-spark + deletion vectors"):
             path = str(tmp_path / f"{name}-{rows}".replace(" ", ""))
             shutil.copytree(base, path)
-            if name.endswith("vectors"):
+            if name == "delta-spark + deletion vectors":
                 spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-            merge = _bare_merge if name == "delta-rs" else functools.partial(_bare_spark_merge, spark)
+            if name == "delta-rs + deletion vectors":
+                align_deletion_vectors(DeltaTable(path), True)
+            merge = (_bare_merge if name == "delta-rs" else _merge_on_read if name.startswith("delta-rs")
+                     else functools.partial(_bare_spark_merge, spark))
             times = [merge(path, _scattered_updates(rows, seed)) for seed in (1, 2, 3, 4)]
             figures.setdefault(name, {})[rows] = statistics.median(times[1:])  # the first warms the engine's path
             if name.endswith("vectors"):

@@ -19,7 +19,8 @@ then windows), its windows run in this process (the local Spark engine). It meas
 
 The issue's sizes are the defaults (10 M rows, 10,000 rows/s for 10 minutes, a 1-hour backlog); a 2-core machine
 holding the upstream in memory runs them scaled down by the environment variables ``CDCFLOW_SCALE_*`` (the names
-above). Figures are printed, nothing is asserted but that every window's checks passed and the Delta tables agree
+above); ``CDCFLOW_SCALE_DELETION_VECTORS`` (1) sets the changefeed's ``[sink] deletion-vectors``. Figures are
+printed, nothing is asserted but that every window's checks passed and the Delta tables agree
 with the upstream (a full reconciliation at the end).
 """
 
@@ -60,6 +61,8 @@ MINUTES = _env("MINUTES", 10)
 WINDOW_S = _env("WINDOW_S", 60)
 BACKLOG_MINUTES = _env("BACKLOG_MINUTES", 60)
 ROWS_PER_TXN = int(_env("ROWS_PER_TXN", 50))
+# The changefeed's [sink] deletion-vectors (1: on, what tables of millions of rows want; 0: copy-on-write MERGEs).
+DELETION_VECTORS = bool(_env("DELETION_VECTORS", 1))
 # cdcflow_airflow.dag_factory.DEFAULT_RETRIES: the catch-up is retried as its Airflow task would be
 AIRFLOW_RETRIES = 3
 
@@ -227,7 +230,8 @@ def test_scale(upstream_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         with UpstreamClient(info["pd_addr"], timeout=600) as c:
             cfg = home / "scale.toml"
             cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{home / "lake"}"\nstart-ts = {c.get_ts()}\n'
-                           'initial-snapshot = true\n[filter]\nrules = ["big.*", "small.*", "tiny.*"]\n')
+                           'initial-snapshot = true\n[filter]\nrules = ["big.*", "small.*", "tiny.*"]\n'
+                           f'[sink]\ndeletion-vectors = {str(DELETION_VECTORS).lower()}\n')
             _cli(home, "changefeed", "create", "--config", str(cfg))
             wall, _, _ = _window(cid, c.get_ts())
             figures["snapshot"] = {"rows": total, "seconds": round(wall, 1), "rows_per_s": round(total / wall)}

@@ -34,6 +34,13 @@ def test_defaults():
     assert c.start_ts == 0 and c.target_ts is None
     assert c.filter_rules == ("*.*",)
     assert c.schedule == "*/5 * * * *" and c.catchup is False and c.dq_mode == "checksum"
+    assert c.deletion_vectors is False  # delta-rs's to_pyarrow_* readers refuse tables with them
+
+
+def test_deletion_vectors_are_a_sink_option():
+    c = cfgmod.parse_config('changefeed-id = "a"\nsink-uri = "/tmp/l"\n[sink]\ndeletion-vectors = true\n')
+    assert c.deletion_vectors is True
+    assert cfgmod.parse_config(c.to_toml(), "again.toml") == c
 
 
 @pytest.mark.parametrize(
@@ -52,6 +59,8 @@ def test_defaults():
         ('changefeed-id = "a"\nsink-uri = "/x"\n[airflow]\ncatchup = "yes"', "`catchup` must be bool"),
         ('changefeed-id = "a"\nsink-uri = "/x"\n[window]\nmax-events = 0', r"\[window\]: `max-events` must be >= 1"),
         ('changefeed-id = "a"\nsink-uri = "/x"\n[window]\nmax-rows = 5', r"\[window\]: unknown key\(s\) max-rows"),
+        ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\ndeletion-vectors = 1', r"`deletion-vectors` must be bool"),
+        ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\ndv = true', r"\[sink\]: unknown key\(s\) dv"),
     ],
 )
 def test_errors_name_the_key_and_file(text, message):

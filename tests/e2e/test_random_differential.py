@@ -41,28 +41,40 @@ def _assert_same(c: UpstreamClient, sink: Path, wl: RandomWorkload, ts: int, whe
     assert on_disk == {t.name for t in wl.tables}, f"{where}: Delta tables {on_disk} (seed {SEED})"
 
 
-def _create(cdc_home: Path, cid: str, db: str, start: int, dq_mode: str = "checksum") -> Path:
+def _create(cdc_home: Path, cid: str, db: str, start: int, dq_mode: str = "checksum",
+            deletion_vectors: bool = False) -> Path:
     sink = cdc_home / f"lake-{cid}"
     cfg = cdc_home / f"{cid}.toml"
     cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
-                   f'[filter]\nrules = ["{db}.*"]\n[data-quality]\nmode = "{dq_mode}"\n')
+                   f'[filter]\nrules = ["{db}.*"]\n[data-quality]\nmode = "{dq_mode}"\n'
+                   f'[sink]\ndeletion-vectors = {str(deletion_vectors).lower()}\n')
     _cli("changefeed", "create", "--config", str(cfg))
     return sink
 
 
-def test_random_transactions_and_ddl_match_the_upstream_after_every_window(cdc_home: Path,
-                                                                          upstream_cluster: Any) -> None:
+@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["copy-on-write", "deletion-vectors"])
+def test_random_transactions_and_ddl_match_the_upstream_after_every_window(cdc_home: Path, upstream_cluster: Any,
+                                                                          deletion_vectors: bool) -> None:
+    """...with the silver tables merged copy-on-write, and with deletion vectors (``[sink] deletion-vectors``:
+    every window's MERGE marks rows in the files that hold them; the DDL's rewrites read through the vectors)."""
     print(f"seed {SEED}")
+    cid = "diff-dv" if deletion_vectors else "diff"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
-        wl = RandomWorkload(c, "e2e_diff", SEED)
+        wl = RandomWorkload(c, "e2e_diff_dv" if deletion_vectors else "e2e_diff", SEED)
         wl.create_initial()
-        sink = _create(cdc_home, "diff", wl.db, c.get_ts())
+        sink = _create(cdc_home, cid, wl.db, c.get_ts(), deletion_vectors=deletion_vectors)
         for window in range(4):
             wl.steps(25)
             t = c.get_ts()
-            runner.run_until("diff", t)
-            assert load_state("diff").checkpoint_ts == t
+            runner.run_until(cid, t)
+            assert load_state(cid).checkpoint_ts == t
             _assert_same(c, sink, wl, t, f"window {window}")
+        if deletion_vectors:
+            from deltalake import DeltaTable
+
+            marked = sum(DeltaTable(str(p)).deletion_vectors().read_all().num_rows
+                         for p in (sink / wl.db).iterdir() if (p / "_delta_log").is_dir())
+            assert marked, "no window wrote a deletion vector"
         s = wl.stats
         print(f"{s.txns} transactions ({s.rolled_back} rolled back on a key collision), DDL: {s.ddl}")
         assert s.txns - s.rolled_back >= 50 and len(s.ddl) >= 4, "the workload did too little to prove anything"

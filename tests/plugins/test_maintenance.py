@@ -101,6 +101,41 @@ def test_compaction_and_vacuum_keep_the_data_and_time_travel(lake: dict) -> None
     assert lease.holder("orders") is None  # released
 
 
+def test_a_table_with_deletion_vectors_is_compacted_and_its_replaced_vectors_vacuumed(lake: dict) -> None:
+    """Merge-on-read windows (``[sink] deletion-vectors``) leave vectors that later windows replaced: compaction
+    applies the live ones, vacuum deletes every vector file no live file names, and the rows stay."""
+    import os
+
+    from deltalake import DeltaTable
+
+    from cdc_core.schema.model import Column, Index, TableInfo
+    from spark_jobs.delta_writer import DeltaRsWriter
+    from spark_jobs.silver_read import read_table
+
+    info = TableInfo(id=9, db_name="shop", name="lines",
+                     columns=(Column(1, "id", "bigint", nullable=False), Column(2, "v", "int")),
+                     indexes=(Index("PRIMARY", ("id",), unique=True, primary=True),))
+    path = lake["sink"] / "shop" / "lines"
+    writer = DeltaRsWriter(deletion_vectors=True)
+    schema = pa.schema([*info.arrow_schema(), pa.field("_cdc_op", pa.string())])
+    writer.merge(str(path), info, pa.table({"id": list(range(100)), "v": [0] * 100, "_cdc_op": ["upsert"] * 100},
+                                           schema=schema), app_id="cdcflow/orders", version=100)
+    for w in range(1, 4):
+        writer.merge(str(path), info, pa.table({"id": [w, 50 + w], "v": [w, w], "_cdc_op": ["upsert", "delete"]},
+                                               schema=schema), app_id="cdcflow/orders", version=100 + w)
+    vectors = {p.name for p in path.glob("deletion_vector_*.bin")}
+    assert len(vectors) == 3  # each window after the first marked the first window's file anew
+    want = sorted(read_table(DeltaTable(str(path)), ["id", "v"]).to_pylist(), key=lambda r: r["id"])
+    out = maintenance.maintain_table({"path": str(path), "name": "shop.lines", "changefeed_ids": ["orders"]}, 0,
+                                     enforce_retention_duration=False)
+    assert out["compact"]["files_after"] == 1
+    assert not list(path.glob("deletion_vector_*.bin")), os.listdir(path)
+    assert set(out["vacuum"]["deleted"]) >= vectors
+    dt = DeltaTable(str(path))
+    assert sorted(read_table(dt, ["id", "v"]).to_pylist(), key=lambda r: r["id"]) == want
+    assert len(want) == 97 and dt.transaction_version("cdcflow/orders") == 103
+
+
 def test_the_dq_result_log_is_compacted_checkpointed_and_keeps_its_rows(lake: dict) -> None:
     from deltalake import DeltaTable
 

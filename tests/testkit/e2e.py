@@ -18,6 +18,7 @@ from cdc_core import failpoint
 from cdc_core.cli import main as cli_main
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec.value_text import json_value
+from spark_jobs.silver_read import read_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +46,7 @@ def artifacts_dir(name: str) -> Path:
 
 def delta_rows(sink: Path, db: str, table: str, key: str) -> list[dict[str, Any]]:
     dt = DeltaTable(str(sink / db / table))
-    rows = [{k: json_value(v) for k, v in r.items() if k != "_tidb_rowid"} for r in dt.to_pyarrow_table().to_pylist()]
+    rows = [{k: json_value(v) for k, v in r.items() if k != "_tidb_rowid"} for r in read_table(dt).to_pylist()]
     return sorted(rows, key=lambda r: r[key])
 
 
@@ -58,7 +59,7 @@ def delta_rows_at(sink: Path, db: str, table: str, key: str, ts: int) -> list[di
     version = version_as_of(str(sink / db / table), ts)
     assert version is not None, f"{db}.{table} has no commit at or below ts {ts}"
     dt.load_as_version(version)
-    rows = [{k: json_value(v) for k, v in r.items() if k != "_tidb_rowid"} for r in dt.to_pyarrow_table().to_pylist()]
+    rows = [{k: json_value(v) for k, v in r.items() if k != "_tidb_rowid"} for r in read_table(dt).to_pylist()]
     return sorted(rows, key=lambda r: r[key])
 
 
@@ -83,7 +84,7 @@ def typed_rows_match(client: UpstreamClient, sink: Path, db: str, table: str, ts
 
     up = sorted(canon(r, lambda c, v: v) for r in client.query(f"SELECT * FROM {db}.{table}", at_ts=ts))
     lake = sorted(canon(r, lambda c, v: c.from_arrow(v))
-                  for r in DeltaTable(str(sink / db / table)).to_pyarrow_table().to_pylist())
+                  for r in read_table(DeltaTable(str(sink / db / table))).to_pylist())
     assert len(lake) == len(up), f"{db}.{table} at {ts}: {len(lake)} rows in Delta, {len(up)} upstream"
     for a, b in zip(lake, up, strict=True):
         assert a == b, (f"{db}.{table} at {ts}: "
