@@ -184,6 +184,9 @@ class MvccStore:
         self._mutex = threading.RLock()
         self._by_ts: SortedList = SortedList()  # (commit_ts, key) of every version above the safe point
         self._dead: SortedList = SortedList()  # keys whose newest version is a tombstone (until GC drops them)
+        # Keys GC may have work on: more than one version, or a tombstone. A key written once holds no garbage, so
+        # a GC pass visits these, not every key: its cost follows the writes, not the store's size.
+        self._gc_due: SortedSet = SortedSet()
         self._locks: SortedDict = SortedDict()  # key -> Lock
         self._observers: list[MvccObserver] = []
         self.safe_point = 0  # versions a read below this ts needs may be gone
@@ -420,7 +423,10 @@ class MvccStore:
                 del self._locks[key]
                 prev = self.latest_version(key)
                 v = Version(start_ts, commit_ts, lk.op, lk.value)
-                self._writes.setdefault(key, []).append(v)
+                vs = self._writes.setdefault(key, [])
+                vs.append(v)
+                if len(vs) > 1 or v.op is not Op.PUT:
+                    self._gc_due.add(key)
                 self._by_ts.add((commit_ts, key))
                 for after, kept in self._after.items():
                     if after < commit_ts:
@@ -453,6 +459,7 @@ class MvccStore:
                     v = Version(commit_ts, commit_ts, Op.PUT, value)
                     self._note_newest(key, vs[-1], v)
                     vs.append(v)
+                    self._gc_due.add(key)
                 n += 1
         return n
 
@@ -493,7 +500,8 @@ class MvccStore:
             del self._after[after]
 
     def gc_step(self, from_key: bytes | None, key_limit: int) -> tuple[GcStats, bytes | None]:
-        """GC at most ``key_limit`` keys after ``from_key`` (exclusive; None: from the start).
+        """GC at most ``key_limit`` of the keys GC may have work on (``_gc_due``) after ``from_key`` (exclusive; None:
+        from the start).
 
         Returns the stats and the key to resume from (None when every key was visited). Each key
         is handled atomically, so a caller may yield the event loop between steps.
@@ -503,8 +511,9 @@ class MvccStore:
             scanned = removed = keys_removed = 0
             last: bytes | None = None
             empty: list[bytes] = []
+            settled: list[bytes] = []  # keys left with one PUT: nothing more for GC until they are written again
             inclusive = (from_key is None, False)
-            for key in self._writes.irange(from_key, None, inclusive=inclusive):
+            for key in self._gc_due.irange(from_key, None, inclusive=inclusive):
                 if scanned >= key_limit:
                     break
                 scanned += 1
@@ -525,9 +534,13 @@ class MvccStore:
                     del vs[:keep_from]
                     if not vs:
                         empty.append(key)
+                    elif len(vs) == 1 and vs[0].op is Op.PUT:
+                        settled.append(key)
             for key in empty:  # only a key whose newest version is a tombstone GC empties
                 del self._writes[key]
                 self._dead.discard(key)
+            self._gc_due.difference_update(empty)
+            self._gc_due.difference_update(settled)
             keys_removed = len(empty)
             done = scanned < key_limit or last is None
         return GcStats(sp, scanned, removed, keys_removed), (None if done else last)

@@ -156,3 +156,24 @@ def test_window_files_are_compacted_once_they_pile_up(tmp_path: Path, monkeypatc
         assert len(dt.file_uris()) <= 3, f"window {w}: {len(dt.file_uris())} files"
         assert _rows(dt) == _rows(DeltaTable(cow)) and version_as_of(dt, w) == dt.version()
     assert "OPTIMIZE" in [h["operation"] for h in DeltaTable(mor).history()]
+
+
+def test_a_rollback_restores_the_vectors_of_its_version(tmp_path: Path):
+    """A failed check's rollback (``rollback.roll_back``: delta-rs's restore) of a table with deletion vectors gives
+    back the rows of the version at the ts, vectors and all, and records the ts as the applied version."""
+    from spark_jobs.rollback import roll_back
+
+    sink = tmp_path / "lake"
+    path = str(sink / TABLE.db_name / TABLE.name)
+    _base(path, 4_000, 2, True)
+    rng, seen = random.Random(9), set()
+    at: dict[int, list[tuple]] = {}
+    for w in (10, 20, 30):
+        DeltaRsWriter(deletion_vectors=True).merge(path, TABLE, _window(rng, seen, 4_000, 300, w),
+                                                   app_id="cdcflow/cf", version=w)
+        at[w] = _rows(DeltaTable(path))
+    done = roll_back(str(sink), "cf", [TABLE], 10, "a check failed")
+    assert done[TABLE.qualified_name]["restored"] is True
+    dt = DeltaTable(path)
+    assert _rows(dt) == at[10] and silver_read.log_row_count(dt) == len(at[10])
+    assert dt.transaction_version("cdcflow/cf") == 10

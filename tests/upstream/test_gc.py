@@ -45,6 +45,25 @@ def test_gc_keeps_what_a_read_at_the_safe_point_sees() -> None:
     assert s.gc(1).safe_point == cdel  # never backwards
 
 
+def test_a_gc_pass_visits_only_the_keys_written_more_than_once() -> None:
+    """A key written once has no garbage: a pass visits the keys with several versions or a tombstone, and a key
+    it leaves with one version is not visited again until it is written again (a store of millions of rows loaded
+    once is not walked every pass)."""
+    s, ts = MvccStore(), [0]
+    ingested = s.ingest(((b"k%06d" % i, b"v") for i in range(10_000)), 5)
+    ts[0] = 10
+    assert ingested == 10_000
+    _write(s, b"k000007", b"new", ts)  # a second version
+    _write(s, b"k000009", None, ts)  # a tombstone
+    last = _write(s, b"only", b"x", ts)  # one version: nothing to collect
+    stats = s.gc(last)
+    assert (stats.keys_scanned, stats.versions_removed, stats.keys_removed) == (2, 3, 1)
+    assert s.get(b"k000007", last) == b"new" and s.get(b"k000009", last) is None and s.key_count() == 10_000
+    assert s.gc(last).keys_scanned == 0  # both settled
+    again = _write(s, b"k000007", b"newer", ts)
+    assert s.gc(again).keys_scanned == 1 and [v.commit_ts for v in s.versions(b"k000007")] == [again]
+
+
 @pytest.fixture
 def ec() -> Iterator[EmbeddedCluster]:
     # gc_life_time 0: a pass collects everything up to now unless a service safe point holds it back
