@@ -44,6 +44,9 @@ CHECKPOINT_INTERVAL = 100  # Delta's default ``delta.checkpointInterval``
 WINDOW_FILE_BYTES = 1 << 20
 WINDOW_FILES_TO_COMPACT = 32
 COMPACT_TARGET_BYTES = 8 << 20
+# A file whose deletion vector removes at least this share of its rows is rewritten without them by the maintenance
+# DAG's compaction (purge_deleted_rows).
+PURGE_DELETED_FRACTION = 0.2
 
 
 def enabled(dt: DeltaTable) -> bool:
@@ -128,6 +131,77 @@ def compact_window_files(path: str, metadata: dict[str, str]) -> dict[str, Any] 
     metrics: dict[str, Any] = dt.optimize.compact(target_size=COMPACT_TARGET_BYTES,
                                                   commit_properties=CommitProperties(custom_metadata=metadata))
     return metrics
+
+
+def purge_deleted_rows(path: str, metadata: dict[str, str], min_fraction: float = PURGE_DELETED_FRACTION
+                       ) -> dict[str, int]:
+    """Rewrite the files whose deletion vector removes at least ``min_fraction`` of their rows without those rows
+    (Delta's ``REORG TABLE ... APPLY (PURGE)``): delta-rs's compaction leaves files above its target size as they
+    are, vectors and all, so a large file's dead rows would otherwise stay forever. A file is streamed a row group
+    at a time; all rewrites go in one commit carrying ``metadata`` (the table's cdcflow ts: same rows)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable as _DeltaTable
+
+    dt = _DeltaTable(path)
+    read_version = dt.version()
+    actions: list[dict[str, Any]] = []
+    now = int(time.time() * 1000)
+    rows_dropped = 0
+    for add in delta_log.live_adds(path, read_version).values():
+        dv, stats = add.get("deletionVector"), json.loads(add["stats"]) if add.get("stats") else {}
+        if not dv or not stats.get("numRecords") or dv["cardinality"] < min_fraction * stats["numRecords"]:
+            continue
+        deleted = deletion_vector.read(path, deletion_vector.Descriptor.from_json(dv))
+        dead = np.fromiter(deleted, dtype=np.int64, count=len(deleted))
+        pf = pq.ParquetFile(os.path.join(path, unquote(add["path"])))
+        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        full = os.path.join(path, name)
+        kept: list[pa.Table] = []  # a row group's survivors at a time, for the statistics of the new file
+        at = 0
+        with open(full, "xb") as f, pq.ParquetWriter(f, pf.schema_arrow, compression="snappy") as out:
+            for g in range(pf.num_row_groups):
+                rows = pf.read_row_group(g)
+                gone = dead[(dead >= at) & (dead < at + rows.num_rows)] - at
+                keep = np.ones(rows.num_rows, dtype=bool)
+                keep[gone] = False
+                survivors = rows.filter(pa.array(keep))
+                out.write_table(survivors)
+                kept.append(file_stats(survivors))
+                at += rows.num_rows
+            f.flush()
+            os.fsync(f.fileno())
+        rows_dropped += len(deleted)
+        actions.append({"remove": _remove_of(add, now)})
+        merged = _merge_stats(kept)
+        actions.append({"add": {"path": name, "partitionValues": add.get("partitionValues") or {},
+                                "size": os.path.getsize(full), "modificationTime": now, "dataChange": False,
+                                "stats": json.dumps(merged, separators=(",", ":"))}})
+    if not actions:
+        return {"files_purged": 0, "rows_dropped": 0}
+    for a in actions:
+        if "remove" in a:
+            a["remove"]["dataChange"] = False  # the same rows: a reader of changes has nothing to read here
+    delta_log.commit(path, read_version + 1, [
+        delta_log.commit_info("REORG", read_version, {"operationParameters": {"purge": "deletion vectors"},
+                                                      **metadata}), *actions])
+    return {"files_purged": len(actions) // 2, "rows_dropped": rows_dropped}
+
+
+def _merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The statistics of a file from those of its row groups (a column's bound only when every group has one)."""
+    out: dict[str, Any] = {"numRecords": sum(p["numRecords"] for p in parts), "minValues": {}, "maxValues": {},
+                           "nullCount": {}, "tightBounds": True}
+    nonempty = [p for p in parts if p["numRecords"]]
+    for name in parts[0]["nullCount"] if parts else []:
+        out["nullCount"][name] = sum(p["nullCount"].get(name, 0) for p in parts)
+        los = [p["minValues"][name] for p in nonempty if name in p["minValues"]]
+        his = [p["maxValues"][name] for p in nonempty if name in p["maxValues"]]
+        all_null = [p for p in nonempty if p["nullCount"].get(name, 0) == p["numRecords"]]
+        if los and len(los) + len(all_null) == len(nonempty):
+            out["minValues"][name], out["maxValues"][name] = min(los), max(his)
+    return out
 
 
 def unreferenced_vector_files(path: str, retention_hours: float, now: float | None = None) -> list[str]:

@@ -135,13 +135,24 @@ def _file_count(path: str) -> int:
 
 
 def compact_table(path: str) -> dict[str, Any]:
-    """Bin-pack the table's small files (``optimize.compact``); the commit keeps the table's cdcflow ts."""
+    """Bin-pack the table's small files (``optimize.compact``); the commit keeps the table's cdcflow ts. A table
+    with deletion vectors first has its files that they hollowed out rewritten without their dead rows
+    (``merge_on_read.purge_deleted_rows``: the compaction leaves large files as they are)."""
     from deltalake import DeltaTable
 
+    from spark_jobs import merge_on_read, silver_read
+
     before = _file_count(path)
+    purged = None
+    if silver_read.has_deletion_vectors(DeltaTable(path)):
+        ts = last_cdcflow_ts(path)
+        purged = merge_on_read.purge_deleted_rows(path, {TS_KEY: ts} if ts is not None else {})
     metrics = DeltaTable(path).optimize.compact(commit_properties=_commit_properties(path))
-    out = {"files_before": before, "files_after": _file_count(path),
-           "files_added": int(metrics.get("numFilesAdded", 0)), "files_removed": int(metrics.get("numFilesRemoved", 0))}
+    out: dict[str, Any] = {
+        "files_before": before, "files_after": _file_count(path), "files_added": int(metrics.get("numFilesAdded", 0)),
+        "files_removed": int(metrics.get("numFilesRemoved", 0))}
+    if purged is not None:
+        out["purged"] = purged
     log.info("compacted %s: %s", path, out)
     return out
 

@@ -177,3 +177,40 @@ def test_a_rollback_restores_the_vectors_of_its_version(tmp_path: Path):
     dt = DeltaTable(path)
     assert _rows(dt) == at[10] and silver_read.log_row_count(dt) == len(at[10])
     assert dt.transaction_version("cdcflow/cf") == 10
+
+
+def test_a_file_hollowed_out_by_its_deletion_vector_is_purged(tmp_path: Path):
+    """A large file keeps its vector through compaction (delta-rs's leaves files above its target size): the purge
+    rewrites a file whose vector removes a fifth of its rows or more without them, a row group at a time, in a
+    commit that keeps the table's cdcflow ts; a file below the share keeps its vector."""
+    import pyarrow.parquet as pq
+    from deltalake import WriterProperties
+
+    from spark_jobs.data_quality import version_as_of
+
+    path = str(tmp_path / "t")
+    DeltaRsWriter(deletion_vectors=True).ensure_table(path, TABLE)
+    for ids in np.array_split(np.arange(20_000, dtype=np.int64), 2):  # row groups of 1,000 rows: the purge streams
+        write_deltalake(path, pa.table({"id": ids, "k": (ids % 100).astype(np.int32),
+                                        "c": [f"base-{i}" for i in ids.tolist()]}, schema=TABLE.arrow_schema()),
+                        mode="append", writer_properties=WriterProperties(max_row_group_size=1_000))
+    (first,) = [a for a in delta_log.live_adds(path, DeltaTable(path).version()).values()
+                if json.loads(a["stats"])["minValues"]["id"] == 0]
+    assert pq.ParquetFile(Path(path) / first["path"]).num_row_groups == 10
+    ids = [*range(0, 10_000, 3), 12_000]  # a third of the first file, one row of the second
+    DeltaRsWriter(deletion_vectors=True).merge(
+        path, TABLE, pa.table({"id": pa.array(ids, pa.int64()), "k": pa.array([0] * len(ids), pa.int32()),
+                               "c": [None] * len(ids), "_cdc_op": ["delete"] * len(ids)}, schema=SCHEMA),
+        app_id="a", version=40)
+    want = _rows(DeltaTable(path))
+    done = merge_on_read.purge_deleted_rows(path, {"cdcflow.ts": "40"})
+    assert done == {"files_purged": 1, "rows_dropped": len(ids) - 1}
+    dt = DeltaTable(path)
+    assert _rows(dt) == want and silver_read.log_row_count(dt) == len(want) == 20_000 - len(ids)
+    assert dt.deletion_vectors().read_all().num_rows == 1  # the second file's single row stays a vector
+    assert dt.transaction_version("a") == 40 and version_as_of(dt, 40) == dt.version()
+    purged = [a for a in delta_log.live_adds(path, dt.version()).values() if not a.get("deletionVector")]
+    stats = json.loads(purged[0]["stats"])
+    assert stats["numRecords"] == 10_000 - (len(ids) - 1) and stats["minValues"]["id"] == 1
+    assert stats["maxValues"]["id"] == 9_998 and stats["nullCount"]["c"] == 0
+    assert merge_on_read.purge_deleted_rows(path, {}) == {"files_purged": 0, "rows_dropped": 0}
