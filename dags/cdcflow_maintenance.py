@@ -31,7 +31,9 @@ Daily, for every changefeed in `$CDCFLOW_HOME/changefeeds`:
 | --- | --- |
 | `list_changefeeds` | reads the changefeed configs and states |
 | `find_silver_tables` | finds the Delta tables `<sink>/<db>/<table>` of their sinks |
-| `maintain_table` (mapped, one per table) | delta-rs `optimize.compact()`, then `vacuum(retention_hours)` |
+| `maintain_table` (mapped, one per table) | delta-rs `optimize.compact()`, then `vacuum(retention_hours)`; a \
+table with deletion vectors first has the files they hollowed out purged, and its vacuum deletes the vector \
+files no live file names |
 | `maintain_dq_results` | per sink, compacts, checkpoints and vacuums the data-quality result log (rows kept) |
 | `prune_bronze` | drops bronze changelog windows older than `checkpoint - retention` that no rebuild needs |
 | `remove_rebuild_trash` | deletes the tables rebuilds moved aside more than `trash_retention_days` ago |
