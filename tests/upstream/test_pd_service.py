@@ -88,20 +88,31 @@ def test_the_tso_stream_is_monotonic_and_batches(pd: PdWire) -> None:
     assert all(b - a >= r.count for a, b, r in zip(lasts, lasts[1:], resps[1:], strict=False)), lasts
 
 
-def test_stores_and_regions(pd: PdWire, store_addr: str) -> None:
+def test_stores_and_regions(pd: PdWire, store_addr: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cdc_core.upstream import pd_service
+
     assert [(s.id, s.address) for s in pd.all_stores()] == [(1, store_addr)]
     assert pd.store(1).store.address == store_addr
     missing = pd.store(42)  # PD reports it in the header, with gRPC status OK
     assert (missing.header.error.type, missing.header.error.message) == (pdpb_pb2.UNKNOWN,
                                                                          "invalid store ID 42, not found")
+    # The session's upstream may hold more regions than one scan returns (MAX_SCAN_REGIONS): page on, as a client
+    # does, from the end key of the last region returned (pages of 2 here, so that paging is what is tested).
+    monkeypatch.setattr(pd_service, "MAX_SCAN_REGIONS", 2)
     resp = pd.scan_regions()
-    regions = resp.regions
-    assert regions[0].region.start_key == b"" and regions[-1].region.end_key == b""
+    regions = list(resp.regions)
+    while regions[-1].region.end_key != b"":
+        page = pd.scan_regions(start=regions[-1].region.end_key).regions
+        assert page and page[0].region.start_key == regions[-1].region.end_key
+        regions += page
+    monkeypatch.undo()
+    assert regions[0].region.start_key == b""
     for a, b in itertools.pairwise(regions):
         assert a.region.end_key == b.region.start_key
     assert all(r.leader.store_id == 1 for r in regions)
     # the older fields, in step, for clients that read them
-    assert list(resp.region_metas) == [r.region for r in regions] and list(resp.leaders) == [r.leader for r in regions]
+    assert list(resp.region_metas) == [r.region for r in resp.regions]
+    assert list(resp.leaders) == [r.leader for r in resp.regions]
     assert len(pd.scan_regions(limit=2).regions) == 2
     assert pd.region(regions[1].region.start_key).region.id == regions[1].region.id
     batch = pd.stub.BatchScanRegions(pdpb_pb2.BatchScanRegionsRequest(header=pd.header(), ranges=[
