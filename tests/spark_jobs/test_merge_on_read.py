@@ -214,3 +214,30 @@ def test_a_file_hollowed_out_by_its_deletion_vector_is_purged(tmp_path: Path):
     assert stats["numRecords"] == 10_000 - (len(ids) - 1) and stats["minValues"]["id"] == 1
     assert stats["maxValues"]["id"] == 9_998 and stats["nullCount"]["c"] == 0
     assert merge_on_read.purge_deleted_rows(path, {}) == {"files_purged": 0, "rows_dropped": 0}
+
+
+@pytest.mark.spark
+def test_the_delta_spark_writer_takes_the_option_too(spark, tmp_path: Path):
+    """``[sink] deletion-vectors`` with the delta-spark writer: it creates the table with vectors and its own MERGEs
+    write them; the counts and the checks' reads at keys go through them as for the delta-rs writer's, and the rows
+    are the copy-on-write MERGE's."""
+    from spark_jobs.delta_writer import DeltaSparkWriter
+    from spark_jobs.window_checks import rows_written_since
+
+    cow, dvs = str(tmp_path / "cow"), str(tmp_path / "dvs")
+    rng, seen = random.Random(11), set()
+    base = pa.table({"id": pa.array(range(2_000), pa.int64()), "k": pa.array([0] * 2_000, pa.int32()),
+                     "c": [f"b{i}" for i in range(2_000)], "_cdc_op": ["upsert"] * 2_000}, schema=SCHEMA)
+    writer = DeltaSparkWriter(spark, deletion_vectors=True)
+    for p, w in ((cow, DeltaRsWriter()), (dvs, writer)):
+        w.merge(p, TABLE, base, app_id="cdcflow/cf", version=1)
+    assert merge_on_read.enabled(DeltaTable(dvs))
+    changes = _window(rng, seen, 2_000, 200, 2)
+    DeltaRsWriter().merge(cow, TABLE, changes, app_id="cdcflow/cf", version=2)
+    writer.merge(dvs, TABLE, changes, app_id="cdcflow/cf", version=2)
+    dt = DeltaTable(dvs)
+    assert dt.deletion_vectors().read_all().num_rows > 0, "delta-spark wrote no deletion vector"
+    assert _rows(dt) == _rows(DeltaTable(cow)) and silver_read.log_row_count(dt) == len(_rows(dt))
+    at = rows_written_since(dt, dvs, TABLE, 1, changes.select(["id"]))
+    want = sorted(r for r in _rows(dt) if r[0] in set(changes.column("id").to_pylist()))
+    assert sorted(zip(*(at.column(n).to_pylist() for n in ("id", "k", "c")), strict=True)) == want
