@@ -262,7 +262,6 @@ def _read_silver(
 ) -> tuple[DataFrame, int | None, pa.Table | None]:
     """:func:`read_silver`, and the rows as Arrow when the driver read them (a table of ``DRIVER_READ_ROWS`` at
     most, or none yet), else None."""
-    import pyarrow as pa
     from deltalake import DeltaTable
     from pyspark.sql import functions as F
 
@@ -280,10 +279,7 @@ def _read_silver(
     present = set(dt.schema().to_arrow().names)
     rows = log_row_count(dt)
     if rows is not None and rows <= DRIVER_READ_ROWS:
-        data = silver_read.read_table(dt, [n for n in schema.names if n in present])
-        cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
-                for f in schema]  # fmt: skip
-        data = pa.Table.from_arrays(cols, schema=schema)
+        data = silver_read.conform(silver_read.read_table(dt, [n for n in schema.names if n in present]), schema)
         return spark.createDataFrame(data, schema=spark_schema_ddl(table)), dt.version(), data
     df = spark.read.format("delta").option("versionAsOf", dt.version()).load(path)
     return df.select(*[(F.col(f"`{n}`") if n in present else F.lit(None)).cast(t).alias(n)

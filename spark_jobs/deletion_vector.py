@@ -114,6 +114,13 @@ def decode(data: bytes, where: str) -> BitMap64:
     return BitMap64.deserialize(data[4:])
 
 
+def positions(rows: BitMap64) -> Any:
+    """The row positions of ``rows`` as a sorted int64 numpy array (from the bitmap's own array, not one by one)."""
+    import numpy as np
+
+    return np.frombuffer(rows.to_array(), dtype=np.uint64).astype(np.int64)
+
+
 def read(table_dir: str, dv: Descriptor) -> BitMap64:
     """The row positions a descriptor deletes (its checksum checked)."""
     if dv.storage_type == "i":

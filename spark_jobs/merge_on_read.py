@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from spark_jobs import deletion_vector, delta_log
+from spark_jobs.net_effect import OP_COL
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
     from cdc_core.schema.model import TableInfo
 
-OP_COL = "_cdc_op"
 # delta-rs's default (``delta.dataSkippingNumIndexedCols``): statistics of the first 32 columns.
 STATS_COLUMNS = 32
 # Longer strings get no min/max statistics: exact bounds of long values would bloat the log, truncated ones need
@@ -154,7 +154,7 @@ def purge_deleted_rows(path: str, metadata: dict[str, str], min_fraction: float 
         if not dv or not stats.get("numRecords") or dv["cardinality"] < min_fraction * stats["numRecords"]:
             continue
         deleted = deletion_vector.read(path, deletion_vector.Descriptor.from_json(dv))
-        dead = np.fromiter(deleted, dtype=np.int64, count=len(deleted))
+        dead = deletion_vector.positions(deleted)
         pf = pq.ParquetFile(os.path.join(path, unquote(add["path"])))
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         full = os.path.join(path, name)
@@ -245,30 +245,15 @@ def _may_hold(add: dict[str, Any], changed: pa.Table, first_key: str) -> bool:
 def _matched(path: str, add: dict[str, Any], changed: pa.Table, key: list[str]) -> tuple[Any, pa.Array] | None:
     """The file's deletion vector with the live rows at changed keys added, and the ops that matched them (None:
     no live row of the file is at a changed key)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     from pyroaring import BitMap64
 
-    pf = pq.ParquetFile(os.path.join(path, unquote(add["path"])))
-    if any(k not in pf.schema_arrow.names for k in key):
-        return None  # a file written before a key column existed: its rows hold NULL there, no changed key
-    data = pf.read(columns=key)
-    data = data.append_column("_pos", pa.array(np.arange(data.num_rows, dtype=np.int64)))
-    hit = data.join(changed.cast(pa.schema([*(data.schema.field(k) for k in key), changed.schema.field(OP_COL)])),
-                    keys=key, join_type="inner")
-    if not hit.num_rows:
+    from spark_jobs.silver_read import live_matches
+
+    found = live_matches(path, add, changed, key)
+    if found is None:
         return None
-    positions = hit.column("_pos").to_numpy()
-    ops = hit.column(OP_COL)
-    old = deletion_vector.read(path, deletion_vector.Descriptor.from_json(add["deletionVector"])) \
-        if add.get("deletionVector") else BitMap64()
-    if len(old):
-        alive = ~np.isin(positions, np.fromiter(old, dtype=np.int64, count=len(old)))
-        positions, ops = positions[alive], ops.filter(pa.array(alive))
-        if not len(positions):
-            return None
-    return old | BitMap64(positions.tolist()), ops
+    hit, old = found
+    return old | BitMap64(hit.column("_pos").to_numpy().tolist()), hit.column(OP_COL)
 
 
 def _remove_of(add: dict[str, Any], now: int) -> dict[str, Any]:

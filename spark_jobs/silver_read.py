@@ -73,6 +73,49 @@ def written_files(dt: DeltaTable, before: int | None) -> list[dict[str, Any]]:
     return [a for k, a in delta_log.live_adds(path, dt.version()).items() if k not in old]
 
 
+def conform(data: Any, schema: pa.Schema) -> Any:
+    """A ``pa.Table`` or ``pa.RecordBatch`` with ``schema``'s columns in order and types: a column the data lacks
+    (added since it was written) as NULLs, others cast where the type moved."""
+    import pyarrow as pa
+
+    cols = []
+    for f in schema:
+        c = data.column(f.name) if f.name in data.schema.names else pa.nulls(data.num_rows, f.type)
+        cols.append(c if c.type == f.type else c.cast(f.type, safe=True))
+    return type(data).from_arrays(cols, schema=schema)
+
+
+def live_matches(path: str, add: dict[str, Any], keys: pa.Table, key: Sequence[str]) -> tuple[pa.Table, Any] | None:
+    """The live rows of the file ``add`` at ``keys`` (the key columns ``key``, with any other columns of ``keys``
+    carried along): ``keys`` joined with the file's key columns and each row's position (``_pos``), the positions
+    its deletion vector already removes left out; and that vector (a ``BitMap64``, empty without one). None when no
+    live row of the file is at a key, or the file predates a key column (its rows hold NULL there)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyroaring import BitMap64
+
+    pf = pq.ParquetFile(os.path.join(path, unquote(add["path"])))
+    if any(k not in pf.schema_arrow.names for k in key):
+        return None
+    data = pf.read(columns=list(key))
+    data = data.append_column("_pos", pa.array(np.arange(data.num_rows, dtype=np.int64)))
+    typed = pa.schema([data.schema.field(f.name) if f.name in key else f for f in keys.schema])
+    hit = data.join(keys.cast(typed), keys=list(key), join_type="inner")
+    if not hit.num_rows:
+        return None
+    old = deletion_vector.read(path, deletion_vector.Descriptor.from_json(add["deletionVector"])) \
+        if add.get("deletionVector") else BitMap64()
+    if len(old):
+        # only the hits are looked up in the vector, however many rows it already removes
+        gone = deletion_vector.positions(BitMap64(hit.column("_pos").to_numpy().tolist()) & old)
+        if len(gone):
+            hit = hit.filter(pa.array(~np.isin(hit.column("_pos").to_numpy(), gone)))
+            if not hit.num_rows:
+                return None
+    return hit, old
+
+
 def rows_at_keys(path: str, adds: Sequence[dict[str, Any]], keys: pa.Table, names: Sequence[str]
                  ) -> Iterator[pa.Table]:
     """The live rows (``names``) of the files ``adds`` at ``keys`` (a table of key columns), a file at a time: the
@@ -81,32 +124,18 @@ def rows_at_keys(path: str, adds: Sequence[dict[str, Any]], keys: pa.Table, name
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    key = list(keys.column_names)
     for add in adds:
-        file = os.path.join(path, unquote(add["path"]))
-        pf = pq.ParquetFile(file)
-        present = [k for k in key if k in pf.schema_arrow.names]
-        if len(present) < len(key):
-            continue  # a file from before the key column existed holds no row at a key
-        data = pf.read(columns=key)
-        data = data.append_column("_pos", pa.array(np.arange(data.num_rows, dtype=np.int64)))
-        data = data.join(keys.cast(pa.schema([data.schema.field(k) for k in key])), keys=key,
-                         join_type="left semi")
-        if not data.num_rows:
+        found = live_matches(path, add, keys, keys.column_names)
+        if found is None:
             continue
-        positions = np.sort(data.column("_pos").to_numpy())
-        if add.get("deletionVector"):
-            deleted = deletion_vector.read(path, deletion_vector.Descriptor.from_json(add["deletionVector"]))
-            positions = positions[~np.isin(positions, np.fromiter(deleted, dtype=np.int64, count=len(deleted)))]
-            if not len(positions):
-                continue
+        positions = np.sort(found[0].column("_pos").to_numpy())
+        pf = pq.ParquetFile(os.path.join(path, unquote(add["path"])))
         sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        groups = sorted(set(np.searchsorted(starts, positions, side="right") - 1))
-        cols = [n for n in names if n in pf.schema_arrow.names]
-        rows = pf.read_row_groups(groups, columns=cols)
-        first = {g: int(sum(sizes[h] for h in groups[:i])) for i, g in enumerate(groups)}
         group_of = np.searchsorted(starts, positions, side="right") - 1
-        local = np.array([first[int(g)] + int(p - starts[g]) for p, g in zip(positions, group_of, strict=True)],
-                         dtype=np.int64)
-        yield rows.take(pa.array(local))
+        groups = np.unique(group_of)
+        # where each group read starts in what read_row_groups returns (the groups back to back, in order)
+        read_at = np.zeros(len(sizes), dtype=np.int64)
+        read_at[groups] = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
+        rows = pf.read_row_groups(groups.tolist(), columns=[n for n in names if n in pf.schema_arrow.names])
+        yield rows.take(pa.array(read_at[group_of] + positions - starts[group_of]))

@@ -430,7 +430,7 @@ def fold_table(sink: str, changefeed_id: str, ts: int, table: TableInfo) -> dict
             dt = DeltaTable(path, version=version)
             present = [n for n in schema.names if n in dt.schema().to_arrow().names]
             for b in silver_read.scan(dt, present, LOAD_BATCH_ROWS):
-                writer.write_batch(_conform(b, schema))
+                writer.write_batch(silver_read.conform(b, schema))
                 rows += b.num_rows
     meta = {"table_id": table.id, "qualified_name": table.qualified_name, "ts": ts, "rows": rows, "chunks": 1,
             "chunking": f"folded from the silver table at Delta version {version}", "source": "silver",
@@ -461,22 +461,12 @@ def _count_rows(d: Path) -> int:
 # --- load ---------------------------------------------------------------------------------------
 
 
-def _conform(b: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """A batch with ``schema``'s columns in order and types: missing columns (added since it was written) as
-    NULLs, others cast where the type moved."""
-    cols = []
-    for field in schema:
-        c = b.column(field.name) if field.name in b.schema.names else pa.nulls(b.num_rows, field.type)
-        cols.append(c if c.type == field.type else c.cast(field.type, safe=True))
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
-
-
 def _base_batches(files: list[Path], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
     for f in files:
         for b in pq.ParquetFile(f).iter_batches(batch_size=LOAD_BATCH_ROWS):
-            yield _conform(b, schema)
+            yield silver_read.conform(b, schema)
 
 
 def _already_loaded(path: str, load_id: str) -> tuple[bool, int | None]:

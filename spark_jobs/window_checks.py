@@ -308,7 +308,7 @@ def rows_written_since(dt: DeltaTable, path: str, table: TableInfo, after_ts: in
     if silver_read.has_deletion_vectors(dt):
         # The files the window wrote and those it gave a deletion vector: their key columns, then the live rows
         # at the keys (a marked file is read for its keys only, not rewritten or read whole).
-        got = [_conform(t, schema) for t in silver_read.rows_at_keys(
+        got = [silver_read.conform(t, schema) for t in silver_read.rows_at_keys(
             silver_read.table_dir(dt), silver_read.written_files(dt, before), keys, schema.names)]
         return pa.concat_tables(got) if got else schema.empty_table()
     old = set(_live_files(path, before).column("path").to_pylist()) if before is not None else set()
@@ -326,19 +326,10 @@ def rows_written_since(dt: DeltaTable, path: str, table: TableInfo, after_ts: in
     for b in scanner.to_batches():
         if not b.num_rows:
             continue
-        at = _conform(pa.Table.from_batches([b]), schema).join(keys, keys=key, join_type="left semi")
+        at = silver_read.conform(pa.Table.from_batches([b]), schema).join(keys, keys=key, join_type="left semi")
         if at.num_rows:
             kept.append(at)
     return pa.concat_tables(kept) if kept else schema.empty_table()
-
-
-def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``t`` as ``schema`` has it (a column the file lacks as NULLs, each cast to its type)."""
-    import pyarrow as pa
-
-    cols = [t.column(f.name).cast(f.type) if f.name in t.column_names else pa.nulls(t.num_rows, f.type)
-            for f in schema]
-    return pa.Table.from_arrays(cols, schema=schema)
 
 
 def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_ts: int, keys: pa.Table

@@ -54,22 +54,29 @@ def _import_files(directory: Path, rows: int) -> str:
     return str(directory / "t.*.parquet")
 
 
+@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["copy-on-write", "deletion-vectors"])
 def test_a_table_past_200000_rows_and_20_mb_snapshots_replicates_checks_and_rebuilds(
-        cdc_home: Path, upstream_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    db, sink = "e2e_sizes", cdc_home / "lake"
+        cdc_home: Path, upstream_cluster: Any, monkeypatch: pytest.MonkeyPatch, deletion_vectors: bool) -> None:
+    """...with the silver table merged copy-on-write, and with deletion vectors (``[sink] deletion-vectors``: the
+    30,000-change window marks rows in the snapshot's files, the fold reads through the vectors)."""
+    from spark_jobs.silver_read import read_table
+
+    cid = "sizes-dv" if deletion_vectors else "sizes"
+    db, sink = f"e2e_{cid.replace('-', '_')}", cdc_home / f"lake-{cid}"
     assert ROWS * (len(_row(ROWS)) - 4) > 20_000_000  # the values' bytes, each row ~100
     with UpstreamClient(upstream_cluster.pd_addr, timeout=120) as c:
         c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.t (id BIGINT PRIMARY KEY, k INT NOT NULL, "
                   "c VARCHAR(64), pad VARCHAR(32))")
         c.execute(f"IMPORT INTO {db}.t FROM '{_import_files(cdc_home / 'import', ROWS)}' FORMAT 'parquet'")
         start = c.get_ts()
-        cfg = cdc_home / "sizes.toml"
-        cfg.write_text(f'changefeed-id = "sizes"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
-                       f'initial-snapshot = true\n[filter]\nrules = ["{db}.*"]\n')
+        cfg = cdc_home / f"{cid}.toml"
+        cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                       f'initial-snapshot = true\n[filter]\nrules = ["{db}.*"]\n'
+                       f'[sink]\ndeletion-vectors = {str(deletion_vectors).lower()}\n')
         cli("changefeed", "create", "--config", str(cfg))
 
         # 1. The initial snapshot, reconciled whole (what a snapshot replaced is new as a whole).
-        (first,) = runner.run_until("sizes", c.get_ts())
+        (first,) = runner.run_until(cid, c.get_ts())
         assert first["plan"]["mode"] == "snapshot"
         assert first["pull"]["snapshot"]["tables"][f"{db}.t"]["rows"] == ROWS
         rep = first["check"]["tables"][f"{db}.t"]
@@ -81,24 +88,26 @@ def test_a_table_past_200000_rows_and_20_mb_snapshots_replicates_checks_and_rebu
                   f"DELETE FROM {db}.t WHERE id >= 100000 AND id < 105000; "
                   f"INSERT INTO {db}.t VALUES " + ", ".join(_row(i) for i in range(ROWS, ROWS + 5000)))
         t2 = c.get_ts()
-        (second,) = runner.run_until("sizes", t2)
+        (second,) = runner.run_until(cid, t2)
         assert second["pull"]["events"] == 30_000
         rep = second["check"]["tables"][f"{db}.t"]
         assert rep["passed"] and "changed keys" in rep["mode"] and rep["row_count"] == ROWS
         assert {r["expectation"] for r in rep["results"]} == {
             "row_count_equals", "rows_equal", "schema_equals", "delta_key_unique", "not_null:id", "not_null:k"}
+        if deletion_vectors:  # the window marked rows in the snapshot's files, not rewrote them
+            assert DeltaTable(str(sink / db / "t")).deletion_vectors().read_all().num_rows > 0
 
         # 3. A rebuild from the snapshot base and the changelog, reconciled whole.
-        (third,) = runner.run_until("sizes", t2, mode="rebuild", run_tag="sizes-1")
+        (third,) = runner.run_until(cid, t2, mode="rebuild", run_tag=f"{cid}-1")
         rebuilt = third["apply"]["rebuild"]["tables"][f"{db}.t"]
         assert rebuilt["base"] is not None and rebuilt["windows"] >= 1
         rep = third["check"]["tables"][f"{db}.t"]
         assert rep["passed"] and rep["row_count"] == ROWS and "changed keys" not in rep["mode"]
-        assert load_state("sizes").checkpoint_ts == t2
-        assert DeltaTable(str(sink / db / "t")).to_pyarrow_dataset().count_rows() == ROWS
+        assert load_state(cid).checkpoint_ts == t2
+        assert read_table(DeltaTable(str(sink / db / "t")), ["id"]).num_rows == ROWS
 
         # 4. Every row against the upstream (the chunked checksums both sides compute, no row read).
-        (out,) = [json.loads(line) for line in cli("verify", "sizes").splitlines() if line.startswith("{")]
+        (out,) = [json.loads(line) for line in cli("verify", cid).splitlines() if line.startswith("{")]
         assert out["passed"] and out["row_count"] == ROWS
         (checksum,) = [r for r in out["results"] if r["expectation"] == "checksum_equals"]
         assert checksum["observed"] == checksum["expected"] and "chunks equal" in checksum["observed"]
@@ -106,19 +115,19 @@ def test_a_table_past_200000_rows_and_20_mb_snapshots_replicates_checks_and_rebu
         # 5. Bronze retention: the changelog is folded into a snapshot written from the lake at the checkpoint,
         #    the windows before it go, a window pulled and not yet applied stays, and a rebuild replays from the fold.
         sink_uri = f"file://{sink}"
-        folded = retention.fold_changelog("sizes", keep_after_ts=t2)
+        folded = retention.fold_changelog(cid, keep_after_ts=t2)
         assert folded["folded"] and folded["ts"] == t2 and folded["tables"] == {f"{db}.t": ROWS}
-        assert not retention.fold_changelog("sizes", keep_after_ts=t2)["folded"]  # nothing newer to fold
+        assert not retention.fold_changelog(cid, keep_after_ts=t2)["folded"]  # nothing newer to fold
         c.execute(f"UPDATE {db}.t SET pad = 'after-fold' WHERE id < 500")
         t3 = c.get_ts()
         with failpoint_armed(monkeypatch, "pull.bronze_written=1"), pytest.raises(failpoint.Crash):
-            runner.run_until("sizes", t3)
-        pruned = retention.prune_changelog(sink_uri, "sizes", keep_after_ts=t3)
+            runner.run_until(cid, t3)
+        pruned = retention.prune_changelog(sink_uri, cid, keep_after_ts=t3)
         assert pruned["protected_from_ts"] == t2 and t2 in pruned["windows"]
-        assert changelog.list_windows(sink_uri, "sizes") == [t3]  # pulled, not applied: kept
-        assert changelog.complete_snapshots(sink_uri, "sizes") == [t2]
-        runner.run_until("sizes", t3)
-        (fourth,) = runner.run_until("sizes", t3, mode="rebuild", run_tag="sizes-2")
+        assert changelog.list_windows(sink_uri, cid) == [t3]  # pulled, not applied: kept
+        assert changelog.complete_snapshots(sink_uri, cid) == [t2]
+        runner.run_until(cid, t3)
+        (fourth,) = runner.run_until(cid, t3, mode="rebuild", run_tag=f"{cid}-2")
         rebuilt = fourth["apply"]["rebuild"]["tables"][f"{db}.t"]
         rep = fourth["check"]["tables"][f"{db}.t"]  # reconciled whole: a rebuilt table is new as a whole
         assert rebuilt["start_ts"] == t2 and rebuilt["windows"] == 1 and rep["passed"] and rep["row_count"] == ROWS

@@ -241,3 +241,24 @@ def test_the_delta_spark_writer_takes_the_option_too(spark, tmp_path: Path):
     at = rows_written_since(dt, dvs, TABLE, 1, changes.select(["id"]))
     want = sorted(r for r in _rows(dt) if r[0] in set(changes.column("id").to_pylist()))
     assert sorted(zip(*(at.column(n).to_pylist() for n in ("id", "k", "c")), strict=True)) == want
+
+
+def test_the_rows_at_keys_come_from_the_row_groups_that_hold_them(tmp_path: Path):
+    """``silver_read.rows_at_keys`` on a file of ten row groups: the rows at keys in groups 0, 3 and 9 (one of them
+    twice in a group), none at a key its vector removed or at a key no row has."""
+    from deltalake import WriterProperties
+
+    path = str(tmp_path / "t")
+    DeltaRsWriter(deletion_vectors=True).ensure_table(path, TABLE)
+    ids = np.arange(10_000, dtype=np.int64)
+    write_deltalake(path, pa.table({"id": ids, "k": (ids % 100).astype(np.int32), "c": [f"b{i}" for i in ids]},
+                                   schema=TABLE.arrow_schema()),
+                    mode="append", writer_properties=WriterProperties(max_row_group_size=1_000))
+    DeltaRsWriter(deletion_vectors=True).merge(
+        path, TABLE, pa.table({"id": pa.array([3_500], pa.int64()), "k": pa.array([0], pa.int32()), "c": [None],
+                               "_cdc_op": ["delete"]}, schema=SCHEMA), app_id="a", version=1)
+    (base,) = [a for a in delta_log.live_adds(path, DeltaTable(path).version()).values() if a.get("deletionVector")]
+    keys = pa.table({"id": pa.array([9_999, 5, 3_500, 3_001, 12, 20_000, 3_999], pa.int64())})
+    got = pa.concat_tables(silver_read.rows_at_keys(path, [base], keys, ["id", "c"]))
+    assert sorted(zip(got.column("id").to_pylist(), got.column("c").to_pylist(), strict=True)) == \
+        [(i, f"b{i}") for i in (5, 12, 3_001, 3_999, 9_999)]
