@@ -1,6 +1,6 @@
 """Compare cdcflow's protocol files with kvproto's: every message, field (number, type, label, type name), enum
-value and service method cdcflow declares in pdpb, cdcpb, metapb, errorpb and kvrpcpb must exist in kvproto with
-the same definition. (Fields kvproto has and cdcflow leaves out are fine: protobuf skips unknown fields.)
+value and service method cdcflow declares in pdpb, cdcpb, metapb, errorpb, kvrpcpb and tikvpb must exist in
+kvproto with the same definition. (Fields kvproto has and cdcflow leaves out are fine: protobuf skips unknown fields.)
 
 Usage: ``python scripts/check_kvproto.py /path/to/pingcap/kvproto`` (a checkout: its ``proto/`` and
 ``include/``). Exits 1 and lists the differences when there are any. Not part of ``make test``: it needs a
@@ -49,18 +49,19 @@ def kvproto_index(kvproto: Path) -> dict[str, dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "kvproto.desc"
         args = ["protoc", f"-I{kvproto / 'proto'}", f"-I{kvproto / 'include'}", f"-I{include}",
-                f"--descriptor_set_out={out}", "--include_imports", "cdcpb.proto", "pdpb.proto"]
+                f"--descriptor_set_out={out}", "--include_imports", "cdcpb.proto", "pdpb.proto",
+                "tikvpb.proto"]
         if protoc.main(args) != 0:
-            raise SystemExit(f"protoc could not compile kvproto's cdcpb.proto/pdpb.proto under {kvproto}")
+            raise SystemExit(f"protoc could not compile kvproto's cdcpb/pdpb/tikvpb.proto under {kvproto}")
         fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
     return _index(list(fds.file))
 
 
 def cdcflow_index() -> dict[str, dict[str, Any]]:
-    from cdc_core.proto import cdcpb_pb2, errorpb_pb2, kvrpcpb_pb2, metapb_pb2, pdpb_pb2
+    from cdc_core.proto import cdcpb_pb2, errorpb_pb2, kvrpcpb_pb2, metapb_pb2, pdpb_pb2, tikvpb_pb2
 
     files = []
-    for mod in (cdcpb_pb2, errorpb_pb2, kvrpcpb_pb2, metapb_pb2, pdpb_pb2):
+    for mod in (cdcpb_pb2, errorpb_pb2, kvrpcpb_pb2, metapb_pb2, pdpb_pb2, tikvpb_pb2):
         fd = descriptor_pb2.FileDescriptorProto()
         mod.DESCRIPTOR.CopyToProto(fd)
         files.append(fd)

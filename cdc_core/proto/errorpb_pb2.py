@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from cdc_core.proto import metapb_pb2 as cdc__core_dot_proto_dot_metapb__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63\x64\x63_core/proto/errorpb.proto\x12\x07\x65rrorpb\x1a\x1b\x63\x64\x63_core/proto/metapb.proto\"<\n\tNotLeader\x12\x11\n\tregion_id\x18\x01 \x01(\x04\x12\x1c\n\x06leader\x18\x02 \x01(\x0b\x32\x0c.metapb.Peer\"#\n\x0eRegionNotFound\x12\x11\n\tregion_id\x18\x01 \x01(\x04\"8\n\rEpochNotMatch\x12\'\n\x0f\x63urrent_regions\x18\x01 \x03(\x0b\x32\x0e.metapb.Region\"d\n\x0cServerIsBusy\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x12\n\nbackoff_ms\x18\x02 \x01(\x04\x12\x19\n\x11\x65stimated_wait_ms\x18\x03 \x01(\r\x12\x15\n\rapplied_index\x18\x04 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63\x64\x63_core/proto/errorpb.proto\x12\x07\x65rrorpb\x1a\x1b\x63\x64\x63_core/proto/metapb.proto\"<\n\tNotLeader\x12\x11\n\tregion_id\x18\x01 \x01(\x04\x12\x1c\n\x06leader\x18\x02 \x01(\x0b\x32\x0c.metapb.Peer\"#\n\x0eRegionNotFound\x12\x11\n\tregion_id\x18\x01 \x01(\x04\"8\n\rEpochNotMatch\x12\'\n\x0f\x63urrent_regions\x18\x01 \x03(\x0b\x32\x0e.metapb.Region\"d\n\x0cServerIsBusy\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x12\n\nbackoff_ms\x18\x02 \x01(\x04\x12\x19\n\x11\x65stimated_wait_ms\x18\x03 \x01(\r\x12\x15\n\rapplied_index\x18\x04 \x01(\x04\"T\n\x0eKeyNotInRegion\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x11\n\tregion_id\x18\x02 \x01(\x04\x12\x11\n\tstart_key\x18\x03 \x01(\x0c\x12\x0f\n\x07\x65nd_key\x18\x04 \x01(\x0c\"B\n\rStoreNotMatch\x12\x18\n\x10request_store_id\x18\x01 \x01(\x04\x12\x17\n\x0f\x61\x63tual_store_id\x18\x02 \x01(\x04\"@\n\x0eMismatchPeerId\x12\x17\n\x0frequest_peer_id\x18\x01 \x01(\x04\x12\x15\n\rstore_peer_id\x18\x02 \x01(\x04\"\xeb\x02\n\x05\x45rror\x12\x0f\n\x07message\x18\x01 \x01(\t\x12&\n\nnot_leader\x18\x02 \x01(\x0b\x32\x12.errorpb.NotLeader\x12\x31\n\x10region_not_found\x18\x03 \x01(\x0b\x32\x17.errorpb.RegionNotFound\x12\x32\n\x11key_not_in_region\x18\x04 \x01(\x0b\x32\x17.errorpb.KeyNotInRegion\x12/\n\x0f\x65poch_not_match\x18\x05 \x01(\x0b\x32\x16.errorpb.EpochNotMatch\x12-\n\x0eserver_is_busy\x18\x06 \x01(\x0b\x32\x15.errorpb.ServerIsBusy\x12/\n\x0fstore_not_match\x18\x08 \x01(\x0b\x32\x16.errorpb.StoreNotMatch\x12\x31\n\x10mismatch_peer_id\x18\x14 \x01(\x0b\x32\x17.errorpb.MismatchPeerIdb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,4 +40,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EPOCHNOTMATCH']._serialized_end=225
   _globals['_SERVERISBUSY']._serialized_start=227
   _globals['_SERVERISBUSY']._serialized_end=327
+  _globals['_KEYNOTINREGION']._serialized_start=329
+  _globals['_KEYNOTINREGION']._serialized_end=413
+  _globals['_STORENOTMATCH']._serialized_start=415
+  _globals['_STORENOTMATCH']._serialized_end=481
+  _globals['_MISMATCHPEERID']._serialized_start=483
+  _globals['_MISMATCHPEERID']._serialized_end=547
+  _globals['_ERROR']._serialized_start=550
+  _globals['_ERROR']._serialized_end=913
 # @@protoc_insertion_point(module_scope)

@@ -22,15 +22,43 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from cdc_core.proto import errorpb_pb2 as cdc__core_dot_proto_dot_errorpb__pb2
+from cdc_core.proto import metapb_pb2 as cdc__core_dot_proto_dot_metapb__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63\x64\x63_core/proto/kvrpcpb.proto\x12\x07kvrpcpb*%\n\x07\x45xtraOp\x12\x08\n\x04Noop\x10\x00\x12\x10\n\x0cReadOldValue\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63\x64\x63_core/proto/kvrpcpb.proto\x12\x07kvrpcpb\x1a\x1c\x63\x64\x63_core/proto/errorpb.proto\x1a\x1b\x63\x64\x63_core/proto/metapb.proto\"e\n\nGetRequest\x12!\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x10.kvrpcpb.Context\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x16\n\x0eneed_commit_ts\x18\x04 \x01(\x08\"\x90\x01\n\x0bGetResponse\x12$\n\x0cregion_error\x18\x01 \x01(\x0b\x32\x0e.errorpb.Error\x12 \n\x05\x65rror\x18\x02 \x01(\x0b\x32\x11.kvrpcpb.KeyError\x12\r\n\x05value\x18\x03 \x01(\x0c\x12\x11\n\tnot_found\x18\x04 \x01(\x08\x12\x11\n\tcommit_ts\x18\x07 \x01(\x04J\x04\x08\x05\x10\x06\"\xac\x01\n\x0bScanRequest\x12!\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x10.kvrpcpb.Context\x12\x11\n\tstart_key\x18\x02 \x01(\x0c\x12\r\n\x05limit\x18\x03 \x01(\r\x12\x0f\n\x07version\x18\x04 \x01(\x04\x12\x10\n\x08key_only\x18\x05 \x01(\x08\x12\x0f\n\x07reverse\x18\x06 \x01(\x08\x12\x0f\n\x07\x65nd_key\x18\x07 \x01(\x0c\x12\x13\n\x0bsample_step\x18\x08 \x01(\r\"v\n\x0cScanResponse\x12$\n\x0cregion_error\x18\x01 \x01(\x0b\x32\x0e.errorpb.Error\x12\x1e\n\x05pairs\x18\x02 \x03(\x0b\x32\x0f.kvrpcpb.KvPair\x12 \n\x05\x65rror\x18\x03 \x01(\x0b\x32\x11.kvrpcpb.KeyError\"k\n\x0f\x42\x61tchGetRequest\x12!\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x10.kvrpcpb.Context\x12\x0c\n\x04keys\x18\x02 \x03(\x0c\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x16\n\x0eneed_commit_ts\x18\x04 \x01(\x08\"\x80\x01\n\x10\x42\x61tchGetResponse\x12$\n\x0cregion_error\x18\x01 \x01(\x0b\x32\x0e.errorpb.Error\x12\x1e\n\x05pairs\x18\x02 \x03(\x0b\x32\x0f.kvrpcpb.KvPair\x12 \n\x05\x65rror\x18\x05 \x01(\x0b\x32\x11.kvrpcpb.KeyErrorJ\x04\x08\x03\x10\x04\"\xf9\x03\n\x07\x43ontext\x12\x11\n\tregion_id\x18\x01 \x01(\x04\x12)\n\x0cregion_epoch\x18\x02 \x01(\x0b\x32\x13.metapb.RegionEpoch\x12\x1a\n\x04peer\x18\x03 \x01(\x0b\x32\x0c.metapb.Peer\x12\x0c\n\x04term\x18\x05 \x01(\x04\x12%\n\x08priority\x18\x06 \x01(\x0e\x32\x13.kvrpcpb.CommandPri\x12\x30\n\x0fisolation_level\x18\x07 \x01(\x0e\x32\x17.kvrpcpb.IsolationLevel\x12\x16\n\x0enot_fill_cache\x18\x08 \x01(\x08\x12\x10\n\x08sync_log\x18\t \x01(\x08\x12\x18\n\x10record_time_stat\x18\n \x01(\x08\x12\x18\n\x10record_scan_stat\x18\x0b \x01(\x08\x12\x14\n\x0creplica_read\x18\x0c \x01(\x08\x12\x16\n\x0eresolved_locks\x18\r \x03(\x04\x12!\n\x19max_execution_duration_ms\x18\x0e \x01(\x04\x12\x12\n\nstale_read\x18\x11 \x01(\x08\x12\x17\n\x0f\x63ommitted_locks\x18\x16 \x03(\x04\x12\x16\n\x0erequest_source\x18\x18 \x01(\t\x12\x12\n\ntxn_source\x18\x19 \x01(\x04\x12\x12\n\ncluster_id\x18# \x01(\x04J\x04\x08\x04\x10\x05R\x0bread_quorum\"\xa2\x02\n\x08LockInfo\x12\x14\n\x0cprimary_lock\x18\x01 \x01(\x0c\x12\x14\n\x0clock_version\x18\x02 \x01(\x04\x12\x0b\n\x03key\x18\x03 \x01(\x0c\x12\x10\n\x08lock_ttl\x18\x04 \x01(\x04\x12\x10\n\x08txn_size\x18\x05 \x01(\x04\x12\x1e\n\tlock_type\x18\x06 \x01(\x0e\x32\x0b.kvrpcpb.Op\x12\x1a\n\x12lock_for_update_ts\x18\x07 \x01(\x04\x12\x18\n\x10use_async_commit\x18\x08 \x01(\x08\x12\x15\n\rmin_commit_ts\x18\t \x01(\x04\x12\x13\n\x0bsecondaries\x18\n \x03(\x0c\x12\"\n\x1a\x64uration_to_last_update_ms\x18\x0b \x01(\x04\x12\x13\n\x0bis_txn_file\x18\x64 \x01(\x08\"O\n\x08KeyError\x12!\n\x06locked\x18\x01 \x01(\x0b\x32\x11.kvrpcpb.LockInfo\x12\x11\n\tretryable\x18\x02 \x01(\t\x12\r\n\x05\x61\x62ort\x18\x03 \x01(\t\"Y\n\x06KvPair\x12 \n\x05\x65rror\x18\x01 \x01(\x0b\x32\x11.kvrpcpb.KeyError\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\r\n\x05value\x18\x03 \x01(\x0c\x12\x11\n\tcommit_ts\x18\x04 \x01(\x04*%\n\x07\x45xtraOp\x12\x08\n\x04Noop\x10\x00\x12\x10\n\x0cReadOldValue\x10\x01*+\n\nCommandPri\x12\n\n\x06Normal\x10\x00\x12\x07\n\x03Low\x10\x01\x12\x08\n\x04High\x10\x02*/\n\x0eIsolationLevel\x12\x06\n\x02SI\x10\x00\x12\x06\n\x02RC\x10\x01\x12\r\n\tRCCheckTS\x10\x02*c\n\x02Op\x12\x07\n\x03Put\x10\x00\x12\x07\n\x03\x44\x65l\x10\x01\x12\x08\n\x04Lock\x10\x02\x12\x0c\n\x08Rollback\x10\x03\x12\n\n\x06Insert\x10\x04\x12\x13\n\x0fPessimisticLock\x10\x05\x12\x12\n\x0e\x43heckNotExists\x10\x06\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cdc_core.proto.kvrpcpb_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EXTRAOP']._serialized_start=41
-  _globals['_EXTRAOP']._serialized_end=78
+  _globals['_EXTRAOP']._serialized_start=1858
+  _globals['_EXTRAOP']._serialized_end=1895
+  _globals['_COMMANDPRI']._serialized_start=1897
+  _globals['_COMMANDPRI']._serialized_end=1940
+  _globals['_ISOLATIONLEVEL']._serialized_start=1942
+  _globals['_ISOLATIONLEVEL']._serialized_end=1989
+  _globals['_OP']._serialized_start=1991
+  _globals['_OP']._serialized_end=2090
+  _globals['_GETREQUEST']._serialized_start=100
+  _globals['_GETREQUEST']._serialized_end=201
+  _globals['_GETRESPONSE']._serialized_start=204
+  _globals['_GETRESPONSE']._serialized_end=348
+  _globals['_SCANREQUEST']._serialized_start=351
+  _globals['_SCANREQUEST']._serialized_end=523
+  _globals['_SCANRESPONSE']._serialized_start=525
+  _globals['_SCANRESPONSE']._serialized_end=643
+  _globals['_BATCHGETREQUEST']._serialized_start=645
+  _globals['_BATCHGETREQUEST']._serialized_end=752
+  _globals['_BATCHGETRESPONSE']._serialized_start=755
+  _globals['_BATCHGETRESPONSE']._serialized_end=883
+  _globals['_CONTEXT']._serialized_start=886
+  _globals['_CONTEXT']._serialized_end=1391
+  _globals['_LOCKINFO']._serialized_start=1394
+  _globals['_LOCKINFO']._serialized_end=1684
+  _globals['_KEYERROR']._serialized_start=1686
+  _globals['_KEYERROR']._serialized_end=1765
+  _globals['_KVPAIR']._serialized_start=1767
+  _globals['_KVPAIR']._serialized_end=1856
 # @@protoc_insertion_point(module_scope)
