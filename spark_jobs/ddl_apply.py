@@ -18,8 +18,8 @@ truncate table         every row is deleted in one commit (the table id changes 
                        silver table stays where it is)
 add partition          nothing (the new partition's rows come under its own id)
 drop / truncate        the rows the dropped (truncated) partitions held are deleted in one commit,
-partition              by the partitioning rule before the job (``PartitionInfo.rows_predicate``):
-                       upstream they leave without a row event
+partition              by the partitioning rule before the job (``PartitionRule.rows_predicate``, or
+                       for KEY ``partition_rows``): upstream they leave without a row event
 reorganize partition,  nothing: the rows are copied to new partitions (and, for the last two, a new
 partition by, remove   table id) upstream, the logical table's rows unchanged; the schema storage
 partitioning           follows the ids
@@ -81,7 +81,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -93,6 +93,8 @@ from cdc_core.schema import column_type as ct
 from cdc_core.schema.ddl_history import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.schema.partition import PartitionError
+from cdc_core.schema.partition_rule import rule_of
+from spark_jobs import partition_rows
 from spark_jobs.delta_writer import check_schema, create_silver_table, merge_predicate
 from spark_jobs.job_io import args_file_main, check_names, table_arg
 from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_move
@@ -326,8 +328,10 @@ def _truncate_table(ctx: _Ctx, after: TableInfo) -> dict[str, Any]:
     return _delete_rows(ctx, after, None, "truncated")
 
 
-def _delete_rows(ctx: _Ctx, after: TableInfo, predicate: str | None, action: str) -> dict[str, Any]:
-    """Delete the rows ``predicate`` selects (every row: None) in one commit with the app transaction."""
+def _delete_rows(ctx: _Ctx, after: TableInfo, predicate: str | Callable[[Any], object] | None,
+                 action: str) -> dict[str, Any]:
+    """Delete the rows ``predicate`` selects (every row: None; a callable deletes them itself, in at most one
+    commit with the app transaction) in one commit with the app transaction."""
     path = table_path(ctx.sink, after)
     dt = _open(path)
     if dt is None:
@@ -337,7 +341,10 @@ def _delete_rows(ctx: _Ctx, after: TableInfo, predicate: str | None, action: str
     if done is not None:
         return done
     before_version = dt.version()
-    dt.delete(predicate, commit_properties=ctx.props())
+    if callable(predicate):
+        predicate(dt)
+    else:
+        dt.delete(predicate, commit_properties=ctx.props())
     dt = _open(path)
     if dt.version() == before_version:  # nothing to delete: delta-rs makes no commit
         _record_txn(ctx, dt)
@@ -347,7 +354,8 @@ def _delete_rows(ctx: _Ctx, after: TableInfo, predicate: str | None, action: str
 def _remove_partitions(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[str, Any]:
     """DROP / TRUNCATE PARTITION: the rows of every partition whose id left the table are deleted, in one commit.
     Upstream they go without a row event (TiDB removes the partition's key range), so the barrier deletes them by
-    the partitioning rule of the table before the job."""
+    the partitioning rule of the table before the job: by its SQL predicate, or where it has none (KEY) by
+    streaming the table through the rule (``spark_jobs.partition_rows``)."""
     part = before.partition
     if part is None:
         raise ChangefeedError(f"{ctx.job.job_type} (job {ctx.job.job_id}) on {before.qualified_name}, which was not "
@@ -355,11 +363,16 @@ def _remove_partitions(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[s
     kept = set(after.physical_ids)
     gone = [d for d in part.definitions if d.id not in kept]
     try:
-        predicate = " OR ".join(part.rows_predicate(d) for d in gone) or "false"
+        rule = rule_of(part, before.columns)
+        predicate = rule.rows_predicate(gone)
     except PartitionError as exc:
         raise ChangefeedError(f"{ctx.job.job_type} (job {ctx.job.job_id}, ts {ctx.job.finished_ts}) on "
-                              f"{before.qualified_name}: {exc}") from exc
-    return _delete_rows(ctx, after, predicate, f"deleted the rows of partition(s) {', '.join(d.name for d in gone)}")
+                              f"{before.qualified_name}: the rows of partition(s) {', '.join(d.name for d in gone)} "
+                              f"cannot be told apart: {exc}") from exc
+    action = f"deleted the rows of partition(s) {', '.join(d.name for d in gone)}"
+    if predicate is None:
+        return _delete_rows(ctx, after, lambda dt: partition_rows.remove_rows(dt, rule, gone, ctx.props()), action)
+    return _delete_rows(ctx, after, predicate, action)
 
 
 def _exchange_partition(ctx: _Ctx, before: TableInfo | None, after: TableInfo | None, ex: Exchange) -> dict[str, Any]:

@@ -32,9 +32,9 @@ DEFAULT_INTERVAL_HOURS = 168  # weekly
 
 
 def tables_at(cfg: ChangefeedConfig, ts: int) -> list[TableInfo]:
-    """The changefeed's tables at ``ts``, from the upstream's DDL history."""
+    """The changefeed's tables at ``ts``, from TiDB's meta snapshot there."""
     with UpstreamClient(resolve_pd_addr(cfg.upstream), tidb=cfg.tidb) as c:
-        return [t for t in load_schema(c, ts).tables_at(ts) if cfg.table_filter.match(t.db_name, t.name)]
+        return load_schema(c, ts, cfg.table_filter).tables_at(ts)
 
 
 BATCH = 8  # tables per data_quality job: reconciled concurrently inside it; between jobs, progress is reported

@@ -186,11 +186,11 @@ def _plan_mode(cfg: ChangefeedConfig, st: ChangefeedState, out: dict[str, Any]) 
 
 
 def _schema_log(cfg: ChangefeedConfig, checkpoint_ts: int) -> SchemaLog:
-    """The changefeed's schema log; on first use, a snapshot of the DDL history at the checkpoint."""
+    """The changefeed's schema log; on first use, TiDB's meta snapshot at the checkpoint (its replicated tables)."""
     if SchemaLog.exists(cfg.changefeed_id):
         return SchemaLog.load(cfg.changefeed_id)
     with _client(cfg) as c:
-        jobs = load_schema_jobs(c, checkpoint_ts)
+        jobs = load_schema_jobs(c, checkpoint_ts, cfg.table_filter)
     slog = SchemaLog(cfg.changefeed_id, jobs, checkpoint_ts)
     slog.save()
     return slog

@@ -54,8 +54,8 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
         # client (seed 001's proxy case: a schema may hold a million tables).
         with SyncTableDiscovery(c.sql_addresses(), cfg.discovery_memory) as discovery:
             matched = discovery.matching_tables(cfg.table_filter)
-        # The schema storage starts from a snapshot of the DDL history at start-ts.
-        jobs = load_schema_jobs(c, cfg.start_ts)
+        # The schema storage starts from TiDB's meta snapshot at start-ts: the tables the filter matches.
+        jobs = load_schema_jobs(c, cfg.start_ts, cfg.table_filter)
     sp = gc_safepoint.refresh_service_safe_point(pd_addr, cfg.changefeed_id, cfg.start_ts)
     if not sp.in_force:
         raise ChangefeedError(f"changefeed {cfg.changefeed_id}: PD keeps GC at {sp.min_safe_point}, above start-ts "

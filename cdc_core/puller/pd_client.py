@@ -176,6 +176,13 @@ class PDClient:
                       ) -> Callable[[pdpb_pb2_grpc.PDStub], Awaitable[pdpb_pb2.ScanRegionsResponse]]:
         return lambda stub: stub.ScanRegions(request, timeout=30)
 
+    async def get_region(self, key: bytes) -> pdpb_pb2.GetRegionResponse:
+        """The region holding the raw ``key`` and its leader, as PD answers ``GetRegion`` (boundaries and peers as
+        metapb has them: a KV request's context names the leader peer)."""
+        request = pdpb_pb2.GetRegionRequest(header=await self._header(), region_key=encode_key(key))
+        resp = await self._call("GetRegion", lambda stub: stub.GetRegion(request, timeout=10))
+        return pd_protocol.check(resp, self.pd_addr, "GetRegion")  # type: ignore[no-any-return]
+
     async def store_address(self, store_id: int) -> str:
         request = pdpb_pb2.GetStoreRequest(header=await self._header(), store_id=store_id)
         resp = await self._call(f"GetStore({store_id})", lambda stub: stub.GetStore(request, timeout=10))

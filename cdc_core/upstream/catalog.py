@@ -1,7 +1,8 @@
 """The catalog (TiDB's meta layer): databases, tables, global ids, row-id allocators, schema version.
 
 Owns the current schema only (history lives in TiDB's ``mysql.tidb_ddl_job`` / ``tidb_ddl_history``, written
-by ``ddl``).
+by ``ddl``). The store keeps the same schema as TiDB's meta keys (``schema_meta``): a DDL writes them in its
+transaction; the system tables at start and :meth:`Catalog.bulk_create_tables` ingest theirs.
 Changes happen only through ``ddl`` (inside the DDL's transaction step) or through
 :meth:`Catalog.bulk_create_tables`; a client learns of them from the DDL jobs, as from TiDB.
 
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 
 from cdc_core.schema import ddl_history
 from cdc_core.schema.model import Column, Index, TableInfo
+from cdc_core.upstream import schema_meta
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,9 @@ class DatabaseInfo:
 
 
 class Catalog:
-    def __init__(self) -> None:
+    def __init__(self, meta: schema_meta.MetaIngest | None = None) -> None:
+        # Where the meta keys of the tables not made by a DDL job go (None: a catalog without a store).
+        self.meta = meta
         self.schema_version = 0
         self._next_id = ddl_history.FIRST_USER_ID
         self._dbs: dict[str, DatabaseInfo] = {}
@@ -37,6 +42,9 @@ class Catalog:
         self._dbs[ddl_history.DB_NAME] = DatabaseInfo(ddl_history.SYSTEM_DB_ID, ddl_history.DB_NAME)
         for info in ddl_history.SYSTEM_TABLES:
             self._add(info)
+        if meta is not None:
+            meta.ingest(schema_meta.bootstrap_pairs(ddl_history.SYSTEM_DB_ID, ddl_history.DB_NAME,
+                                                    ddl_history.SYSTEM_TABLES))
 
     # --- ids and versions ---------------------------------------------------------------------
     def alloc_id(self) -> int:
@@ -148,6 +156,9 @@ class Catalog:
         and ``indexes`` tuples), listed by ``information_schema.TABLES``. All of them take effect at one new
         schema version.
 
+        Their meta keys (``schema_meta``) are ingested in one batch at one commit ts, so a snapshot of TiDB's
+        meta lists them as it lists tables made by SQL.
+
         What it does *not* do, unlike ``CREATE TABLE`` through SQL (which costs a DDL job row and a
         region split per table, too slow for a million tables): it writes no
         ``mysql.tidb_ddl_job`` rows, so a changefeed's DDL puller never sees these tables being
@@ -178,4 +189,6 @@ class Catalog:
         ]
         for info in created:
             self._add(info)
+        if self.meta is not None:
+            self.meta.ingest(chain(schema_meta.bulk_table_pairs(created), [schema_meta.version_pair(version)]))
         return created

@@ -2,7 +2,7 @@
 
 One server per PD member (PD + etcd + Admin services, and PD's HTTP API through ``pd_http.PdFront`` on the same
 port; member 1 leads at start, ``pd_members``), the SQL front over the MySQL protocol (``mysql_front``) and one
-store server per store (ChangeData service, store ids 1..N, each on its own port), bound to loopback on
+store server per store (ChangeData and Tikv's KV reads, store ids 1..N, each on its own port), bound to loopback on
 ephemeral ports unless told otherwise; the real ports are reported by ``pd_addr`` / ``pd_member_addrs`` /
 ``mysql_addr`` / ``store_addrs`` once ``start`` returns. Everything runs on the event loop that called
 ``start``; nothing blocks it.
@@ -37,6 +37,7 @@ from cdc_core.proto import (
     etcdserverpb_pb2_grpc,
     metapb_pb2,
     pdpb_pb2_grpc,
+    tikvpb_pb2_grpc,
 )
 from cdc_core.schema import ddl_history
 from cdc_core.tls import TlsConfig
@@ -48,6 +49,7 @@ from cdc_core.upstream.ddl import DdlExecutor
 from cdc_core.upstream.etcd_service import EtcdKeySpace, EtcdKvService
 from cdc_core.upstream.faults import FaultInjector
 from cdc_core.upstream.gc import GcSafePoints, GcWorker
+from cdc_core.upstream.kv_service import KvService
 from cdc_core.upstream.min_resolved_ts import MinResolvedTs, Reporter
 from cdc_core.upstream.mvcc import MvccStore
 from cdc_core.upstream.mysql_front import Accounts, MysqlFront
@@ -55,6 +57,7 @@ from cdc_core.upstream.pd_http import PdFront
 from cdc_core.upstream.pd_members import PdMembers
 from cdc_core.upstream.pd_service import PdService
 from cdc_core.upstream.regions import PEER_ID_STRIDE, RegionManager
+from cdc_core.upstream.schema_meta import MetaIngest
 from cdc_core.upstream.split_checker import SplitChecker
 from cdc_core.upstream.sql_front import SqlEngine
 from cdc_core.upstream.store_node import StoreNode
@@ -188,19 +191,12 @@ class Cluster:
         self.regions = RegionManager(store_ids)
         for table_id in (ddl_history.JOB_TABLE_ID, ddl_history.HISTORY_TABLE_ID):
             self.regions.split(keycodec.table_span(table_id))
-        self.catalog = Catalog()
+        self.catalog = Catalog(MetaIngest(self.store, self.tso))  # the system tables' meta keys at boot
         self.ddl = DdlExecutor(self.store, self.tso, self.catalog, self.regions, self.config.regions_per_table)
         self.sql = SqlEngine(self.store, self.tso, self.catalog, self.ddl,
                              import_region_keys=self.config.split_region_keys or DEFAULT_REGION_KEYS)
         self.cluster_id = self.config.cluster_id or new_cluster_id()
-        self.stores: dict[int, StoreNode] = {
-            sid: StoreNode(sid, CdcService(
-                sid, self.store, self.regions, self.tso, min_ts_interval=self.config.min_ts_interval_ms / 1000.0,
-                cluster_id=self.cluster_id, scan_limit=self.config.incremental_scan_concurrency_limit,
-                txn_heartbeat_interval=self.config.txn_heartbeat_interval_ms / 1000.0,
-                sink_memory_quota=self.config.sink_memory_quota_bytes))
-            for sid in store_ids
-        }
+        self.stores: dict[int, StoreNode] = {sid: self._store_node(sid) for sid in store_ids}
         self.min_resolved = MinResolvedTs()
         self.gc_safe_points = GcSafePoints()
         self.gc = GcWorker(self.store, self.tso, self.gc_safe_points, life_time=self.config.gc_life_time_s,
@@ -232,6 +228,16 @@ class Cluster:
         self.control_addr = ""  # the control service's, once serving (config.control_addr); "" when not served
         self._control_server: grpc.aio.Server | None = None
         self.pd_member_addrs: list[str] = []
+
+    def _store_node(self, sid: int) -> StoreNode:
+        cdc = CdcService(
+            sid, self.store, self.regions, self.tso, min_ts_interval=self.config.min_ts_interval_ms / 1000.0,
+            cluster_id=self.cluster_id, scan_limit=self.config.incremental_scan_concurrency_limit,
+            txn_heartbeat_interval=self.config.txn_heartbeat_interval_ms / 1000.0,
+            sink_memory_quota=self.config.sink_memory_quota_bytes)
+        # A stopped store refuses its KV reads as it refuses its feeds (faults.stop_store stops its CdcService).
+        kv = KvService(sid, self.store, self.regions, cluster_id=self.cluster_id, up=lambda: cdc.up)
+        return StoreNode(sid, cdc, kv)
 
     @property
     def pd(self) -> PdService:
@@ -297,6 +303,7 @@ class Cluster:
         for node in self.stores.values():
             srv = grpc.aio.server()
             cdcpb_pb2_grpc.add_ChangeDataServicer_to_server(node.cdc, srv)
+            tikvpb_pb2_grpc.add_TikvServicer_to_server(node.kv, srv)
             store_host = self.config.store_host(node.id)
             port = self._add_port(srv, f"{store_host}:0")
             if port == 0:

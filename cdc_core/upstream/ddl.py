@@ -20,17 +20,17 @@ from cdc_core.codec import key as keycodec
 from cdc_core.codec.datum_key import index_entry_key
 from cdc_core.codec.row import encode_values
 from cdc_core.schema import column_type as ct
-from cdc_core.schema import ddl_history
+from cdc_core.schema import ddl_history, partition_rule
 from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
-from cdc_core.schema.partition import HASH, PartitionError, PartitionInfo
+from cdc_core.schema.partition import HASH, KEY, LIST, RANGE, PartitionError, PartitionInfo
 from cdc_core.upstream import ddl_alter
 from cdc_core.upstream.catalog import Catalog, DatabaseInfo
 from cdc_core.upstream.column_def import ColumnSpec, build_column, parse_column_def
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name
 from cdc_core.upstream.mvcc import MvccStore
-from cdc_core.upstream.partition_clause import PartitionSpec
+from cdc_core.upstream.partition_clause import PartitionSpec, build_definitions, build_partitions
 from cdc_core.upstream.regions import RegionManager, table_split_keys
 from cdc_core.upstream.table_writer import AUTO_INCREMENT_KEY, StoredRow, index_value, read_rows
 from cdc_core.upstream.tso import TsoAllocator
@@ -63,25 +63,16 @@ def _move_index_entries(txn: Transaction, before: TableInfo, after: TableInfo, o
 
 
 def partition_info(info: TableInfo, spec: PartitionSpec, ids: list[int]) -> PartitionInfo:
-    """The partitions of ``info`` as ``spec`` defines them, with ``ids``; TiDB's rules checked: the column is an
-    integer one, and every unique key includes it (MySQL error 1503)."""
-    try:
-        column = info.column(spec.column)
-    except SchemaError as exc:
-        raise SqlError(f"Unknown column '{spec.column}' in 'partition function'") from exc
-    if column.kind != "int":
-        raise SqlError(f"partitioning column {column.name!r} must be an integer type here ({column.sql_type})")
-    for ix in info.indexes:
-        if (ix.unique or ix.primary) and column.name.lower() not in (c.lower() for c in ix.columns):
-            kind = "PRIMARY KEY" if ix.primary else "UNIQUE INDEX"
-            raise SqlError(f"A {kind} must include all columns in the table's partitioning function")
-    return validated_partitions(PartitionInfo(spec.type, column.name, spec.definitions(ids)), info.name)
+    """The partitions of ``info`` as ``spec`` defines them, with ``ids``; TiDB's rules checked
+    (``partition_clause.build_partitions``: column types, bounds, every unique key holding the columns)."""
+    return build_partitions(spec, info, ids)
 
 
-def validated_partitions(part: PartitionInfo, table: str) -> PartitionInfo:
-    """``part`` once it passes TiDB's partition rules (else the rule's error as a ``SqlError``)."""
+def validated_partitions(part: PartitionInfo, info: TableInfo) -> PartitionInfo:
+    """``part``, the new partitioning of table ``info``, once it passes TiDB's partition rules (else the rule's error
+    as a ``SqlError``)."""
     try:
-        part.validate(table)
+        partition_rule.validate(part, info.columns, info.name)
     except PartitionError as exc:
         raise SqlError(str(exc)) from exc
     return part
@@ -428,37 +419,41 @@ class DdlExecutor:
         return self._commit_job(job, lambda: self.catalog.replace_table(info.id, after), txn)
 
     def partition_change(self, op: str, names: tuple[str, ...], spec: PartitionSpec | None = None) -> AlterChange:
-        """``ADD PARTITION (...)`` / ``DROP PARTITION p, ...`` / ``TRUNCATE PARTITION p, ...``: TiDB's
-        ActionAddTablePartition / ActionDropTablePartition / ActionTruncateTablePartition. A dropped or truncated
-        partition's rows are not deleted row by row: its id just leaves the table (TiDB removes the range later, and
-        TiKV's change feed sees no row event for it); a truncated partition comes back under a new id."""
+        """``ADD PARTITION (...)`` / ``DROP PARTITION p, ...`` / ``TRUNCATE PARTITION p, ...`` of a RANGE or LIST
+        table (TRUNCATE of any): TiDB's ActionAddTablePartition / ActionDropTablePartition /
+        ActionTruncateTablePartition (HASH/KEY's ADD PARTITION is a reorganization, ``partition_ddl``). A dropped or
+        truncated partition's rows are not deleted row by row: its id just leaves the table (TiDB removes the range
+        later, and TiKV's change feed sees no row event for it); a truncated partition comes back under a new id."""
 
         def make(info: TableInfo, _txn: Transaction) -> TableInfo:
             part = info.partition
             if part is None:
                 raise SqlError("Partition management on a not partitioned table is not possible")
             defs = list(part.definitions)
-            known = {d.name.lower() for d in defs}
-            for n in names:
-                if n.lower() not in known:
-                    raise SqlError(f"Unknown partition '{n}' in table '{info.name}'")
+            lowered = {n.lower() for n in names}
             if op == "add":
                 assert spec is not None
-                if part.type == HASH or spec.type != part.type:
-                    raise SqlError(f"unsupported ADD PARTITION: the new partitions must be {part.method} "
-                                   f"definitions (HASH partitions are reorganized, not added, by TiDB)")
-                defs += spec.definitions([self.catalog.alloc_id() for _ in spec.names])
-            elif op == "drop":
-                if part.type == HASH:
+                if part.type in (HASH, KEY):
+                    raise SqlError("Unsupported ADD PARTITION of HASH/KEY partitioned table")
+                if part.type == LIST and any(d.is_default for d in defs):
+                    raise SqlError("Unsupported ADD List partition, already contains DEFAULT partition. Please use "
+                                   "REORGANIZE PARTITION instead")
+                defs += build_definitions(spec, info, part.columns, [self.catalog.alloc_id() for _ in spec.names],
+                                          part.by_columns)
+            elif op == "drop":  # pkg/ddl/partition.go CheckDropTablePartition, in its order
+                if part.type not in (RANGE, LIST):
                     raise SqlError("DROP PARTITION can only be used on RANGE/LIST partitions")
-                lowered = {n.lower() for n in names}
-                defs = [d for d in defs if d.name.lower() not in lowered]
-                if not defs:
+                if len(defs) <= len(names):
                     raise SqlError("Cannot remove all partitions, use DROP TABLE instead")
+                if len(lowered) != len(names) or not lowered <= {d.name.lower() for d in defs}:
+                    raise SqlError("Error in list of partitions to DROP")
+                defs = [d for d in defs if d.name.lower() not in lowered]
             else:
-                lowered = {n.lower() for n in names}
+                for n in names:
+                    if part.find(n) is None:
+                        raise SqlError(f"Unknown partition '{n}' in table '{info.name}'")
                 defs = [replace(d, id=self.catalog.alloc_id()) if d.name.lower() in lowered else d for d in defs]
-            new_part = validated_partitions(replace(part, definitions=tuple(defs)), info.name)
+            new_part = validated_partitions(replace(part, definitions=tuple(defs)), info)
             for pid in set(new_part.ids) - set(part.ids):
                 self.regions.split(table_split_keys(pid, self.regions_per_table))
             return replace(info, partition=new_part)

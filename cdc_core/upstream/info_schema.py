@@ -52,7 +52,7 @@ def partitions_rows(info: TableInfo) -> list[tuple[Any, ...]]:
     part = info.partition
     if part is None:
         return []
-    return [("def", info.db_name, info.name, d.name, i, part.method, f"`{part.column}`", part.description(d), None,
+    return [("def", info.db_name, info.name, d.name, i, part.method_name, part.expression, part.description(d), None,
              d.id) for i, d in enumerate(part.definitions, 1)]
 
 

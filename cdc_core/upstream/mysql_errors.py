@@ -45,6 +45,33 @@ ER_INVALID_JSON_TEXT = MysqlCode(3140, b"22032")
 ER_NOT_SUPPORTED_YET = MysqlCode(1235, b"42000")  # "This version of TiDB doesn't yet support ..."
 ER_UNSUPPORTED_DDL = MysqlCode(8200, b"HY000")  # TiDB's ErrUnsupportedDDLOperation / ErrUnsupportedModifyColumn
 ER_NO_PARTITION_FOR_GIVEN_VALUE = MysqlCode(1526, b"HY000")
+# Partitioning's definition errors (MySQL's codes, TiDB's pkg/errno/errcode.go and pkg/parser/mysql/errcode.go).
+ER_PARTITION_REQUIRES_VALUES = MysqlCode(1479, b"HY000")
+ER_PARTITION_WRONG_VALUES = MysqlCode(1480, b"HY000")
+ER_PARTITION_MAXVALUE = MysqlCode(1481, b"HY000")
+ER_PARTITION_WRONG_NO_PART = MysqlCode(1484, b"HY000")
+ER_FIELD_NOT_FOUND_PART = MysqlCode(1488, b"HY000")
+ER_PARTITIONS_MUST_BE_DEFINED = MysqlCode(1492, b"HY000")
+ER_RANGE_NOT_INCREASING = MysqlCode(1493, b"HY000")
+ER_MULTIPLE_DEF_CONST_IN_LIST_PART = MysqlCode(1495, b"HY000")
+ER_NO_PARTS = MysqlCode(1504, b"HY000")
+ER_DROP_PARTITION_NON_EXISTENT = MysqlCode(1507, b"HY000")
+ER_DROP_LAST_PARTITION = MysqlCode(1508, b"HY000")
+ER_COALESCE_ONLY_ON_HASH_PARTITION = MysqlCode(1509, b"HY000")
+ER_ONLY_ON_RANGE_LIST_PARTITION = MysqlCode(1512, b"HY000")
+ER_COALESCE_PARTITION_NO_PARTITION = MysqlCode(1515, b"HY000")
+ER_SAME_NAME_PARTITION = MysqlCode(1517, b"HY000")
+ER_NULL_IN_VALUES_LESS_THAN = MysqlCode(1566, b"42000")
+ER_WRONG_PARTITION_NAME = MysqlCode(1567, b"HY000")
+ER_SAME_NAME_PARTITION_FIELD = MysqlCode(1652, b"HY000")
+ER_PARTITION_COLUMN_LIST = MysqlCode(1653, b"HY000")
+ER_WRONG_TYPE_COLUMN_VALUE = MysqlCode(1654, b"HY000")
+ER_MAXVALUE_IN_VALUES_IN = MysqlCode(1656, b"HY000")
+ER_TOO_MANY_VALUES = MysqlCode(1657, b"HY000")
+ER_ROW_SINGLE_PARTITION_FIELD = MysqlCode(1658, b"HY000")
+ER_FIELD_TYPE_NOT_ALLOWED_AS_PARTITION_FIELD = MysqlCode(1659, b"HY000")
+ER_VALUES_IS_NOT_INT_TYPE = MysqlCode(1697, b"HY000")
+ER_UNKNOWN_PARTITION = MysqlCode(1735, b"HY000")
 ER_UNIQUE_KEY_NEED_ALL_FIELDS_IN_PF = MysqlCode(1503, b"HY000")
 ER_PARTITION_MGMT_ON_NONPARTITIONED = MysqlCode(1505, b"HY000")
 ER_PARTITION_EXCHANGE_PART_TABLE = MysqlCode(1732, b"HY000")
@@ -75,13 +102,42 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^Can't DROP '", ER_CANT_DROP_FIELD_OR_KEY),
         (r"^Field '.*' doesn't have a default value", ER_NO_DEFAULT_FOR_FIELD),
         (r"^No database selected", ER_NO_DB_ERROR),
-        (r"^Unsupported (modify column|operate same)", ER_UNSUPPORTED_DDL),
+        (r"^Unsupported (modify column|operate same|reorganize partition|partition type of table|ADD PARTITION of "
+         r"HASH/KEY|ADD List partition|REORGANIZE PARTITION of)", ER_UNSUPPORTED_DDL),
         (r"^invalid DEFAULT", ER_INVALID_DEFAULT),
         (r"^unsupported (statement|SQL)", ER_NOT_SUPPORTED_YET),
         (r"^Data truncated for column", ER_WARN_DATA_TRUNCATED),
         (r"^Table has no partition for value", ER_NO_PARTITION_FOR_GIVEN_VALUE),
-        (r"^A (PRIMARY KEY|UNIQUE INDEX) must include all columns in the table's partitioning function",
-         ER_UNIQUE_KEY_NEED_ALL_FIELDS_IN_PF),
+        (r"^A (PRIMARY KEY|UNIQUE INDEX|CLUSTERED INDEX) must include all columns in the table's partitioning "
+         r"function", ER_UNIQUE_KEY_NEED_ALL_FIELDS_IN_PF),
+        (r"^Syntax : .* PARTITIONING requires definition of VALUES", ER_PARTITION_REQUIRES_VALUES),
+        (r"^Only .* PARTITIONING can use VALUES .* in partition definition", ER_PARTITION_WRONG_VALUES),
+        (r"^MAXVALUE can only be used in last partition definition", ER_PARTITION_MAXVALUE),
+        (r"^Wrong number of partitions defined", ER_PARTITION_WRONG_NO_PART),
+        (r"^Field in list of fields for partition function not found in table", ER_FIELD_NOT_FOUND_PART),
+        (r"^For .* partitions each partition must be defined", ER_PARTITIONS_MUST_BE_DEFINED),
+        (r"^VALUES LESS THAN value must be strictly increasing for each partition", ER_RANGE_NOT_INCREASING),
+        (r"^Multiple definition of same constant in list partitioning", ER_MULTIPLE_DEF_CONST_IN_LIST_PART),
+        (r"^Number of .* = 0 is not an allowed value", ER_NO_PARTS),
+        (r"^Error in list of partitions to ", ER_DROP_PARTITION_NON_EXISTENT),
+        (r"^Cannot remove all partitions, use DROP TABLE instead", ER_DROP_LAST_PARTITION),
+        (r"PARTITION can only be used on HASH/KEY partitions", ER_COALESCE_ONLY_ON_HASH_PARTITION),
+        (r"PARTITION can only be used on RANGE/LIST partitions", ER_ONLY_ON_RANGE_LIST_PARTITION),
+        (r"^At least one partition must be coalesced", ER_COALESCE_PARTITION_NO_PARTITION),
+        (r"^Duplicate partition name ", ER_SAME_NAME_PARTITION),
+        (r"^Not allowed to use NULL value in VALUES LESS THAN", ER_NULL_IN_VALUES_LESS_THAN),
+        (r"^Incorrect partition name", ER_WRONG_PARTITION_NAME),
+        (r"^Duplicate partition field name ", ER_SAME_NAME_PARTITION_FIELD),
+        (r"^Inconsistency in usage of column lists for partitioning", ER_PARTITION_COLUMN_LIST),
+        (r"^Partition column values of incorrect type", ER_WRONG_TYPE_COLUMN_VALUE),
+        (r"^Cannot use MAXVALUE as value in VALUES IN", ER_MAXVALUE_IN_VALUES_IN),
+        (r"^Cannot have more than one value for this type of ", ER_TOO_MANY_VALUES),
+        (r"^Row expressions in VALUES IN only allowed for multi-field column partitioning",
+         ER_ROW_SINGLE_PARTITION_FIELD),
+        (r"^Field '.*' is of a not allowed type for this type of partitioning",
+         ER_FIELD_TYPE_NOT_ALLOWED_AS_PARTITION_FIELD),
+        (r"^VALUES value for partition '.*' must have type INT", ER_VALUES_IS_NOT_INT_TYPE),
+        (r"^Unknown partition '", ER_UNKNOWN_PARTITION),
         (r"^Partition management on a not partitioned table", ER_PARTITION_MGMT_ON_NONPARTITIONED),
         (r"^Table to exchange with partition is partitioned", ER_PARTITION_EXCHANGE_PART_TABLE),
         (r"^Tables have different definitions", ER_TABLES_DIFFERENT_METADATA),

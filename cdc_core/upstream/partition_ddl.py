@@ -11,8 +11,12 @@ changes is the physical ids their keys are under, and no row event says so:
   the same keys' handles and values; the old ranges are then dropped by delete-range, which TiKV's change feed does
   not see (here they are left unreachable). A puller sees the backfill as puts under ids the table does not have
   until the job's commit ts.
+* ADD PARTITION and COALESCE PARTITION of a HASH or KEY table are such a reorganization of every partition into
+  the new number of them (``pkg/ddl/executor.go`` hashPartitionManagement: ActionReorganizePartition), since every
+  row's partition depends on the count.
 
-ADD / DROP / TRUNCATE PARTITION are ordinary ALTER TABLE changes (``DdlExecutor.partition_change``).
+ADD / DROP / TRUNCATE PARTITION of RANGE and LIST tables are ordinary ALTER TABLE changes
+(``DdlExecutor.partition_change``).
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ from cdc_core.codec import key as keycodec
 from cdc_core.codec.datum_key import index_entry_key
 from cdc_core.codec.row import encode_values
 from cdc_core.schema.model import TableInfo
-from cdc_core.schema.partition import PartitionError
+from cdc_core.schema.partition import HASH, KEY, LIST, RANGE, PartitionDef, PartitionError
+from cdc_core.schema.partition_rule import PartitionRule, rule_of
 from cdc_core.upstream.ddl import DdlExecutor, partition_info, validated_partitions
 from cdc_core.upstream.errors import ErrorKind, SqlError
-from cdc_core.upstream.partition_clause import PartitionSpec
+from cdc_core.upstream.partition_clause import PartitionSpec, build_definitions
 from cdc_core.upstream.regions import table_split_keys
 from cdc_core.upstream.table_writer import index_value, read_rows
 from cdc_core.upstream.txn import Transaction
@@ -58,7 +63,8 @@ def exchange_partition(ex: DdlExecutor, db_name: str, name: str, partition: str,
     """``ALTER TABLE pt EXCHANGE PARTITION p WITH TABLE nt [WITH | WITHOUT VALIDATION]``: no row moves, the two key
     ranges swap owners -- the partition takes the normal table's id and the normal table the partition's. The
     tables must have the same columns and indexes (ids included: rows and index entries are read by them); WITH
-    VALIDATION (the default) refuses a normal-table row the partition could not hold. The job is the normal
+    VALIDATION (the default) refuses a normal-table row the partition could not hold, and is refused for a KEY
+    table, whose rule TiDB does not check (``checkExchangePartitionRecordValidation``). The job is the normal
     table's, the partitioned table in its args (``pkg/ddl/executor.go`` ExchangeTablePartition)."""
     pt, nt = _table(ex, db_name, name), _table(ex, nt_db, nt_name)
     part = pt.partition
@@ -66,16 +72,22 @@ def exchange_partition(ex: DdlExecutor, db_name: str, name: str, partition: str,
         raise SqlError("Partition management on a not partitioned table is not possible")
     if nt.partition is not None:
         raise SqlError(f"Table to exchange with partition is partitioned: '{nt.name}'")
-    found = [d for d in part.definitions if d.name.lower() == partition.lower()]
-    if not found:
+    gone = part.find(partition)
+    if gone is None:
         raise SqlError(f"Unknown partition '{partition}' in table '{pt.name}'")
-    gone = found[0]
     if _shape(pt) != _shape(nt):
         raise SqlError("Tables have different definitions")
     txn = Transaction(ex.store, ex.tso)
     if with_validation:
+        if part.type == KEY:
+            raise SqlError(f"Unsupported partition type of table {pt.name} when exchanging partition")
+        rule = _rule(pt)
         for row in read_rows(txn, nt):
-            if part.locate(row.values.get(part.column)).id != gone.id:
+            try:
+                found = rule.locate(row.values).id
+            except PartitionError:
+                found = None
+            if found != gone.id:
                 raise SqlError("Found a row that does not match the partition", ErrorKind.CONSTRAINT)
     job = ex._job("exchange partition", query, schema_id=pt.db_id, table_id=pt.id, schema_name=pt.db_name,
                   table_name=pt.name, old_schema_id=nt.db_id, old_table_id=nt.id, old_schema_name=nt.db_name,
@@ -96,30 +108,88 @@ def exchange_partition(ex: DdlExecutor, db_name: str, name: str, partition: str,
     return ex._commit_job(job, apply, txn)
 
 
+def _rule(info: TableInfo) -> PartitionRule:
+    assert info.partition is not None
+    try:
+        return rule_of(info.partition, info.columns)
+    except PartitionError as exc:
+        raise SqlError(str(exc)) from exc
+
+
 def reorganize_partition(ex: DdlExecutor, db_name: str, name: str, names: tuple[str, ...], spec: PartitionSpec,
                          query: str) -> int:
-    """``ALTER TABLE t REORGANIZE PARTITION p, q INTO (PARTITION ..., ...)`` on a RANGE or LIST table: the named
-    partitions are replaced, in their place, by the new definitions under new ids. Every row the old ones held must
-    find a new one (TiDB: "Table has no partition for value")."""
+    """``ALTER TABLE t REORGANIZE PARTITION p, q INTO (PARTITION ..., ...)`` on a RANGE or LIST table (TiDB's
+    ``ReorganizePartitions`` / ``getReplacedPartitionIDs`` / ``checkReorgPartitionDefs``): the named partitions are
+    replaced by the new definitions under new ids -- for RANGE adjacent ones, in their place, ending where they
+    ended unless the last partition is among them; for LIST at the first one's place. Every row the old ones held
+    must find a new one ("Table has no partition for value ...")."""
     info = _table(ex, db_name, name)
     part = info.partition
     if part is None:
         raise SqlError("Partition management on a not partitioned table is not possible")
-    if spec.type != part.type or spec.column.lower() != part.column.lower():
-        raise SqlError(f"REORGANIZE PARTITION INTO needs {part.method} definitions of the table's own column")
-    lowered = [n.lower() for n in names]
-    positions = [i for i, d in enumerate(part.definitions) if d.name.lower() in lowered]
-    known = {d.name.lower() for d in part.definitions}
+    if part.type not in (RANGE, LIST):
+        raise SqlError("Unsupported reorganize partition")
+    positions = []
     for n in names:
-        if n.lower() not in known:
-            raise SqlError(f"Unknown partition '{n}' in table '{info.name}'")
-    if positions != list(range(positions[0], positions[0] + len(positions))):
-        raise SqlError("When reorganizing a set of partitions they must be in consecutive order")
-    new_defs = spec.definitions([ex.catalog.alloc_id() for _ in spec.names])
-    defs = (*part.definitions[:positions[0]], *new_defs, *part.definitions[positions[-1] + 1:])
-    new_part = validated_partitions(replace(part, definitions=defs), info.name)
+        d = part.find(n)
+        if d is None:
+            raise SqlError("Incorrect partition name")
+        pos = part.definitions.index(d)
+        if pos in positions:
+            raise SqlError(f"Duplicate partition name {n}")
+        positions.append(pos)
+    first, last = min(positions), max(positions)
+    if part.type == RANGE and len(positions) != last - first + 1:
+        raise SqlError("Unsupported REORGANIZE PARTITION of RANGE; not adjacent partitions")
+    new_defs = build_definitions(spec, info, part.columns, [ex.catalog.alloc_id() for _ in spec.names],
+                                 part.by_columns)
+    kept = [d for i, d in enumerate(part.definitions) if i not in positions]
+    defs = (*kept[:first], *new_defs, *kept[first:])  # every partition before the first replaced one is kept
+    new_part = validated_partitions(replace(part, definitions=defs), info)
+    if part.type == RANGE and last != len(part.definitions) - 1 and \
+            not _rule(replace(info, partition=new_part)).same_bound(new_defs[-1], part.definitions[last]):
+        raise SqlError("VALUES LESS THAN value must be strictly increasing for each partition")
     moved = {part.definitions[i].id for i in positions}
     return _repartition(ex, info, replace(info, partition=new_part), moved, REORGANIZE, query)
+
+
+def add_hash_partitions(ex: DdlExecutor, db_name: str, name: str, spec: PartitionSpec, query: str) -> int:
+    """``ALTER TABLE t ADD PARTITION PARTITIONS n`` / ``ADD PARTITION (PARTITION a, ...)`` on a HASH or KEY table:
+    every partition is reorganized into the old count plus the new ones (``hashPartitionManagement``; the old
+    partitions keep their names, new ones are ``p<i>`` unless named, ``buildHashPartitionDefinitions``)."""
+    info = _table(ex, db_name, name)
+    part = info.partition
+    if part is None:
+        raise SqlError("Partition management on a not partitioned table is not possible")
+    old = [d.name for d in part.definitions]
+    added = [f"p{i}" for i in range(len(old), len(old) + len(spec.names))] if spec.counted else list(spec.names)
+    return _rehash(ex, info, old + added, query)
+
+
+def coalesce_partitions(ex: DdlExecutor, db_name: str, name: str, count: int, query: str) -> int:
+    """``ALTER TABLE t COALESCE PARTITION n`` on a HASH or KEY table: every partition reorganized into ``n`` fewer
+    (``CoalescePartitions`` / ``hashPartitionManagement``), the first ones' names kept."""
+    info = _table(ex, db_name, name)
+    part = info.partition
+    if part is None:
+        raise SqlError("Partition management on a not partitioned table is not possible")
+    if part.type not in (HASH, KEY):
+        # dbterror.ErrCoalesceOnlyOnHashPartition is raised without its argument: TiDB's text keeps the verb
+        raise SqlError("%-.64s PARTITION can only be used on HASH/KEY partitions")
+    if count < 1:
+        raise SqlError("At least one partition must be coalesced")
+    if count >= len(part.definitions):
+        raise SqlError("Cannot remove all partitions, use DROP TABLE instead")
+    return _rehash(ex, info, [d.name for d in part.definitions[: len(part.definitions) - count]], query)
+
+
+def _rehash(ex: DdlExecutor, info: TableInfo, names: list[str], query: str) -> int:
+    """Every partition of HASH/KEY table ``info`` reorganized into partitions ``names`` under new ids."""
+    part = info.partition
+    assert part is not None
+    defs = tuple(PartitionDef(ex.catalog.alloc_id(), n) for n in names)
+    new_part = validated_partitions(replace(part, definitions=defs), info)
+    return _repartition(ex, info, replace(info, partition=new_part), set(part.ids), REORGANIZE, query)
 
 
 def partition_by(ex: DdlExecutor, db_name: str, name: str, spec: PartitionSpec | None, query: str) -> int:
@@ -136,31 +206,25 @@ def partition_by(ex: DdlExecutor, db_name: str, name: str, spec: PartitionSpec |
     return _repartition(ex, info, after, set(info.physical_ids), job_type, query)
 
 
-def _target(after: TableInfo, value: object, new_ids: set[int]) -> int:
-    """The new physical table of a moved row whose partitioning column is ``value``."""
-    if after.partition is None:
-        return after.id
-    try:
-        pid = after.partition.locate(value).id
-    except PartitionError as exc:
-        raise SqlError(str(exc), ErrorKind.CONSTRAINT) from exc
-    if pid not in new_ids:  # a reorganized partition's row outside every new definition
-        raise SqlError(f"Table has no partition for value {value}", ErrorKind.CONSTRAINT)
-    return pid
-
-
 def _repartition(ex: DdlExecutor, before: TableInfo, after: TableInfo, moved: set[int], job_type: str,
                  query: str) -> int:
     """Copy the rows of the physical tables ``moved`` to where ``after`` puts them (row keys and unique-index
     entries under the new ids, handles and values unchanged) in a backfill committed before the job; then the job,
     with TiDB's finished args (the old physical ids, for delete-range)."""
     backfill = Transaction(ex.store, ex.tso)
-    column = after.partition.column if after.partition is not None else None
+    rule = _rule(after) if after.partition is not None else None
     new_ids = set(after.physical_ids) - set(before.physical_ids)
     for row in read_rows(backfill, before):
         if row.physical_id not in moved:
             continue
-        pid = _target(after, row.values.get(column) if column else None, new_ids)
+        pid = after.id
+        if rule is not None:
+            try:
+                pid = rule.locate(row.values).id
+            except PartitionError as exc:
+                raise SqlError(str(exc), ErrorKind.CONSTRAINT) from exc
+            if pid not in new_ids:  # a reorganized partition's row that no new definition takes
+                raise SqlError(_no_partition_text(rule, row.values), ErrorKind.CONSTRAINT)
         backfill.put(keycodec.record_key(pid, row.handle), encode_values(after, row.values))
         for ix in after.indexes:
             if (ix.unique or ix.primary) and not (ix.primary and after.clustered):
@@ -183,3 +247,12 @@ def _repartition(ex: DdlExecutor, before: TableInfo, after: TableInfo, moved: se
         ex.catalog.rebase_row_id(after.id, next_row - 1)
 
     return ex._commit_job(job, apply)
+
+
+def _no_partition_text(rule: PartitionRule, values: dict[str, object]) -> str:
+    """TiDB's 1526 text for a row no new partition takes: its value for an expression, ``from column_list`` for a
+    column list."""
+    if rule.part.by_columns:
+        return "Table has no partition for value from column_list"
+    v = values.get(rule.columns[0].name)
+    return f"Table has no partition for value {'NULL' if v is None else v}"

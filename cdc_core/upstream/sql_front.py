@@ -42,6 +42,7 @@ from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, SchemaError, TableInfo
+from cdc_core.schema.partition import HASH, KEY, PartitionInfo
 from cdc_core.schema.storage import SchemaStorage
 from cdc_core.upstream import access_path, bulk_import, partition_ddl
 from cdc_core.upstream.catalog import Catalog
@@ -50,7 +51,12 @@ from cdc_core.upstream.ddl import AlterChange, DdlExecutor
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.expr import column_name, compare, compile_expr, evaluate, literal_value, truthy
 from cdc_core.upstream.mvcc import MvccStore
-from cdc_core.upstream.partition_clause import PartitionSpec, cut_partition_clause, parse_partition_clause
+from cdc_core.upstream.partition_clause import (
+    PartitionSpec,
+    cut_partition_clause,
+    parse_added_partitions,
+    parse_partition_clause,
+)
 from cdc_core.upstream.regions import split_values
 from cdc_core.upstream.table_writer import (
     AUTO_INCREMENT_KEY,
@@ -80,7 +86,9 @@ _PARTITION_BY_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+(PARTITION\s+BY\
 _REMOVE_PARTITIONING_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+REMOVE\s+PARTITIONING\s*$", re.IGNORECASE)
 _EXCHANGE_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+EXCHANGE\s+PARTITION\s+`?(\w+)`?\s+WITH\s+TABLE\s+"
                           r"([`\w.]+)(?:\s+(WITH|WITHOUT)\s+VALIDATION)?\s*$", re.IGNORECASE | re.DOTALL)
-_PARTITION_LAYOUT_RES = (_PARTITION_OP_RE, _EXCHANGE_RE, _REORGANIZE_RE, _PARTITION_BY_RE, _REMOVE_PARTITIONING_RE)
+_COALESCE_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+COALESCE\s+PARTITION\s+(\d+)\s*$", re.IGNORECASE)
+_PARTITION_LAYOUT_RES = (_PARTITION_OP_RE, _COALESCE_RE, _EXCHANGE_RE, _REORGANIZE_RE, _PARTITION_BY_RE,
+                         _REMOVE_PARTITIONING_RE)
 _RENAME_RE = re.compile(r"^\s*RENAME\s+TABLE\s+(.+)$", re.IGNORECASE | re.DOTALL)
 _RENAME_PAIR_RE = re.compile(r"^\s*([`\w.]+)\s+TO\s+([`\w.]+)\s*$", re.IGNORECASE)
 # TiDB's SPLIT TABLE (sqlglot cannot parse it): BETWEEN (lo) AND (hi) REGIONS n, or BY (v1), (v2)...
@@ -611,20 +619,6 @@ class Session:
         elif (isinstance(node, exp.Command) and str(node.this).upper() == "ALTER_PARTITION"
               and (layout := self._partition_layout(ddl, st.text)) is not None):
             action = layout
-        elif isinstance(node, exp.Command) and str(node.this).upper() == "ALTER_PARTITION":
-            m = _PARTITION_OP_RE.match(st.text)
-            assert m is not None
-            d, tname = self._split_name(m.group(1))
-            op = m.group(2).lower()
-            if op == "add":  # the definitions are of the table's own method and column
-                target = self.catalog.table(d, tname)
-                scheme = target.partition if target is not None else None
-                spec = None if scheme is None else parse_partition_clause(
-                    f"PARTITION BY {scheme.method} (`{scheme.column}`) {m.group(3).strip()}")
-                change = ddl.partition_change("add", (), spec)
-            else:
-                change = ddl.partition_change(op, tuple(n.strip().strip("`") for n in m.group(3).split(",")))
-            action = lambda: [ddl.alter(d, tname, [change], st.text)]  # noqa: E731
         elif isinstance(node, exp.Command) and _RENAME_RE.match(st.text):
             body = _RENAME_RE.match(st.text).group(1)  # type: ignore[union-attr]
             pairs = []
@@ -645,18 +639,37 @@ class Session:
         return StatementResult(statement=st.text, commit_ts=commit_ts[-1] if commit_ts else 0)
 
     def _partition_layout(self, ddl: DdlExecutor, text: str) -> Callable[[], list[int]] | None:
-        """EXCHANGE / REORGANIZE PARTITION, PARTITION BY, REMOVE PARTITIONING; None for any other statement."""
+        """ADD / DROP / TRUNCATE / COALESCE / EXCHANGE / REORGANIZE PARTITION, PARTITION BY, REMOVE PARTITIONING;
+        None for any other statement. New definitions are read in the table's own partitioning."""
+        if (m := _PARTITION_OP_RE.match(text)) is not None:
+            d, t = self._split_name(m.group(1))
+            op, body = m.group(2).lower(), m.group(3).strip()
+            scheme = self._partitioning(d, t, required=False)
+            if op == "add" and scheme is not None and scheme.type in (HASH, KEY):  # a reorganization of them all
+                added = parse_added_partitions(body, scheme)
+                return lambda: [partition_ddl.add_hash_partitions(ddl, d, t, added, text)]
+            if op == "add":
+                change = ddl.partition_change("add", (), parse_added_partitions(body, scheme) if scheme else None)
+            elif scheme is not None and op == "truncate" and body.upper() == "ALL":
+                change = ddl.partition_change(op, tuple(p.name for p in scheme.definitions))
+            else:
+                change = ddl.partition_change(op, tuple(n.strip().strip("`") for n in body.split(",")))
+            return lambda: [ddl.alter(d, t, [change], text)]
+        if (m := _COALESCE_RE.match(text)) is not None:
+            d, t = self._split_name(m.group(1))
+            count = int(m.group(2))
+            return lambda: [partition_ddl.coalesce_partitions(ddl, d, t, count, text)]
         if (m := _EXCHANGE_RE.match(text)) is not None:
             (d, t), (nd, nt) = self._split_name(m.group(1)), self._split_name(m.group(3))
             checked, part = (m.group(4) or "WITH").upper() == "WITH", m.group(2)
             return lambda: [partition_ddl.exchange_partition(ddl, d, t, part, nd, nt, checked, text)]
         if (m := _REORGANIZE_RE.match(text)) is not None:
             d, t = self._split_name(m.group(1))
-            target = self.catalog.table(d, t)
-            scheme = target.partition if target is not None else None
-            if scheme is None:
-                raise SqlError("Partition management on a not partitioned table is not possible")
-            spec = parse_partition_clause(f"PARTITION BY {scheme.method} (`{scheme.column}`) {m.group(3)}")
+            scheme = self._partitioning(d, t, required=True)
+            assert scheme is not None
+            if scheme.type in (HASH, KEY):  # TiDB's ReorganizePartitions takes only ADD/COALESCE for these
+                raise SqlError("Unsupported reorganize partition")
+            spec = parse_added_partitions(m.group(3), scheme)
             names = tuple(n.strip().strip("`") for n in m.group(2).split(","))
             return lambda: [partition_ddl.reorganize_partition(ddl, d, t, names, spec, text)]
         if (m := _PARTITION_BY_RE.match(text)) is not None:
@@ -667,6 +680,16 @@ class Session:
             d, t = self._split_name(m.group(1))
             return lambda: [partition_ddl.partition_by(ddl, d, t, None, text)]
         return None
+
+    def _partitioning(self, db: str, table: str, *, required: bool) -> PartitionInfo | None:
+        """The partitioning of ``db.table`` (None when it has none, unless ``required``)."""
+        target = self.catalog.table(db, table)
+        scheme = target.partition if target is not None else None
+        if scheme is None and required:
+            if target is None:
+                raise SqlError(f"Table '{db}.{table}' doesn't exist", ErrorKind.NOT_FOUND)
+            raise SqlError("Partition management on a not partitioned table is not possible")
+        return scheme
 
     def _alter_action(self, node: exp.Alter, text: str) -> Callable[[], list[int]]:
         """ALTER TABLE: one change is its own job; several are TiDB's multi-schema change, one job."""

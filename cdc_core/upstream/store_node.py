@@ -1,4 +1,5 @@
-"""One store of the embedded cluster: its change-feed service (TiKV's ``ChangeData``) and the gRPC server it runs on."""
+"""One store of the embedded cluster: its change-feed service (TiKV's ``ChangeData``), its KV reads (TiKV's
+``Tikv``) and the gRPC server they run on."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ from dataclasses import dataclass
 import grpc
 
 from cdc_core.upstream.cdc_service import CdcService
+from cdc_core.upstream.kv_service import KvService
 
 
 @dataclass
 class StoreNode:
-    """One store: its change-feed service and its gRPC server (None until the cluster starts it)."""
+    """One store: its change-feed service, its KV reads and its gRPC server (None until the cluster starts it)."""
 
     id: int
     cdc: CdcService
+    kv: KvService
     server: grpc.aio.Server | None = None
     addr: str = ""
 

@@ -10,7 +10,7 @@ uniqueness is a point read and two transactions inserting the same key conflict 
 ``Index.id`` (TiDB's ``IndexInfo.ID``: stable across ADD/DROP INDEX).
 Index entries lie outside the row span, so the change feed of a table's row span carries rows only. A NULL in a
 unique index column means "no entry" (MySQL allows many). A partitioned table's rows and index entries live under
-the id of the partition its partitioning column puts them in (``schema.partition``); a row whose update moves it to
+the id of the partition its partitioning columns put them in (``schema.partition_rule``); a row whose update moves it to
 another partition is deleted from one and put into the other, as TiDB does.
 """
 
@@ -25,6 +25,7 @@ from cdc_core.codec.datum_key import encode_key, index_entry_key
 from cdc_core.codec.row import decode_row, encode_values
 from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
 from cdc_core.schema.partition import PartitionError
+from cdc_core.schema.partition_rule import rule_of
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.errors import ErrorKind, SqlError
 from cdc_core.upstream.txn import Transaction
@@ -93,7 +94,7 @@ class TableWriter:
         if part is None:
             return self.info.id
         try:
-            return part.locate(values.get(self.info.column(part.column).name)).id
+            return rule_of(part, self.info.columns).locate(values).id
         except PartitionError as exc:
             raise SqlError(str(exc), ErrorKind.CONSTRAINT) from exc
 
