@@ -24,7 +24,7 @@ from cdc_core.schema import ddl_history, partition_rule
 from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
 from cdc_core.schema.partition import HASH, KEY, LIST, RANGE, PartitionError, PartitionInfo
-from cdc_core.upstream import ddl_alter
+from cdc_core.upstream import ddl_alter, schema_meta
 from cdc_core.upstream.catalog import Catalog, DatabaseInfo
 from cdc_core.upstream.column_def import ColumnSpec, build_column, parse_column_def
 from cdc_core.upstream.errors import ErrorKind, SqlError
@@ -240,6 +240,9 @@ class DdlExecutor:
         parts = [replace(j, finished_ts=commit_ts) for j in (job if isinstance(job, list) else [job])]
         job_key = keycodec.row_key(ddl_history.JOB_TABLE_ID, parts[0].job_id)
         txn.put(job_key, ddl_history.job_table_value(parts))
+        # TiDB's meta keys (databases, tables, schema version) change in the job's transaction, as the catalog
+        # will by apply(): a snapshot of the meta at any ts is the schema there.
+        schema_meta.write_job(txn, self.catalog, parts)
         txn.commit_now(commit_ts)
         apply()
         synced = Transaction(self.store, self.tso)

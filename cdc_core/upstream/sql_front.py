@@ -26,7 +26,7 @@ import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Final, cast
 
@@ -40,11 +40,9 @@ from cdc_core.codec import key as keycodec
 from cdc_core.codec.datum_key import encode_key
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
-from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, SchemaError, TableInfo
 from cdc_core.schema.partition import HASH, KEY, PartitionInfo
-from cdc_core.schema.storage import SchemaStorage
-from cdc_core.upstream import access_path, bulk_import, partition_ddl
+from cdc_core.upstream import access_path, bulk_import, partition_ddl, schema_meta
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.column_def import parse_column_def
 from cdc_core.upstream.ddl import AlterChange, DdlExecutor
@@ -379,7 +377,7 @@ class Session:
         # The schema at each snapshot ts read lately: a reader that goes back to one ts statement after statement
         # (the window checks' point reads, each between ``SET tidb_snapshot = ts`` and ``= ''``) replays the DDL
         # history once, not per statement.
-        self._snapshot_schemas: dict[int, dict[tuple[str, str], TableInfo]] = {}
+        self._snapshot_schemas: dict[int, dict[tuple[str, str], TableInfo | None]] = {}
         self.db: str | None = None
         self.txn: Transaction | None = None
         self.last_start_ts = 0  # start ts of the last transaction committed here (0: a DDL, or none yet)
@@ -793,32 +791,24 @@ class Session:
         return info
 
     def _snapshot_table(self, db: str, name: str) -> TableInfo | None:
-        """The table as it was at the session's read ts (TiDB reads a snapshot with the schema of
-        that snapshot)."""
-        return self._snapshot_schema().get((db.lower(), name.lower()))
-
-    def _snapshot_schema(self) -> dict[tuple[str, str], TableInfo]:
-        """The tables at the session's read ts by (db, name), lowercased: replayed from the finished DDL jobs
-        visible at that ts."""
+        """The table as it was at the session's read ts (TiDB reads a snapshot with the schema of that snapshot,
+        loaded from its meta keys there: ``schema_meta.table_at``)."""
         ts = self.at_ts
         found = self._snapshot_schemas.pop(ts, None)
         if found is None:
-            jobs: dict[tuple[int, int], DDLJob] = {}
-            for table_id in (ddl_history.HISTORY_TABLE_ID, ddl_history.JOB_TABLE_ID):
-                start, end = keycodec.table_span(table_id)
-                for _, v in self.engine.store.scan(start, end, ts):
-                    for job in ddl_history.history_from_value(table_id, v):
-                        # A done job not yet moved carries no finished ts: it finished at or before the read ts.
-                        jobs.setdefault(job.key, job if job.finished_ts else replace(job, finished_ts=ts))
-            tables = SchemaStorage.from_jobs(jobs.values())
-            found = {(t.db_name.lower(), t.name.lower()): t for t in tables.tables_at(ts)}
-            # System tables are not DDL jobs themselves.
-            for info in ddl_history.SYSTEM_TABLES:
-                found[(info.db_name, info.name)] = info
+            found = {}
             while len(self._snapshot_schemas) >= self._SNAPSHOT_SCHEMAS:
                 del self._snapshot_schemas[next(iter(self._snapshot_schemas))]  # the least recently read
         self._snapshot_schemas[ts] = found  # last: the most recently read
-        return found
+        key = (db.lower(), name.lower())
+        if key not in found:
+            found[key] = schema_meta.table_at(self.engine.store, ts, db, name, self.catalog)
+        return found[key]
+
+    def _snapshot_schema(self) -> dict[tuple[str, str], TableInfo]:
+        """Every table at the session's read ts by (db, name), lowercased, from the meta keys there."""
+        return {(t.db_name.lower(), t.name.lower()): t
+                for t in schema_meta.tables_at(self.engine.store, self.at_ts)}
 
     def _writable(self, ref: exp.Expression | None, what: str) -> TableInfo:
         info = self._table(ref, what)
