@@ -23,7 +23,6 @@ or null for NULL), which :meth:`PartitionInfo.from_dict` still reads.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -273,7 +272,3 @@ def _old_bound(v: Any) -> tuple[str, ...]:
 
 def _old_value(v: Any) -> tuple[str, ...]:
     return (NULL,) if v is None else (str(int(v)),)
-
-
-def names_of(defs: Sequence[PartitionDef]) -> str:
-    return ", ".join(d.name for d in defs)

@@ -72,19 +72,19 @@ def _float_text(value: float, bits: int) -> str:
                                           trim="-"))
 
 
-def _time_text(value: Any, fsp: int, with_time: bool) -> str:
-    if isinstance(value, dt.datetime | MySQLTime):
-        if not with_time:
-            return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
-        if isinstance(value, dt.datetime):
-            return format_datetime(value, fsp)
-        text = (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
-                f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}")
-        return text + (f".{value.microsecond:06d}"[: fsp + 1] if fsp else "")
-    if isinstance(value, dt.date):
-        return value.isoformat() if not with_time else format_datetime(dt.datetime(value.year, value.month,
-                                                                                  value.day), fsp)
-    raise PartitionError(f"{value!r} is not a date/time")
+def _date_text(v: Any) -> str:
+    """``Time.String()`` of a DATE: ``YYYY-MM-DD`` (a zero date's fields as they are)."""
+    return f"{v.year:04d}-{v.month:02d}-{v.day:02d}"
+
+
+def _datetime_text(v: Any, fsp: int) -> str:
+    """``Time.String()`` of a DATETIME(fsp): the date, ``HH:MM:SS`` and ``fsp`` digits of the fraction."""
+    if isinstance(v, dt.datetime):
+        return format_datetime(v, fsp)
+    if isinstance(v, MySQLTime):
+        text = f"{_date_text(v)} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+        return text + (f".{v.microsecond:06d}"[: fsp + 1] if fsp else "")
+    return format_datetime(dt.datetime(v.year, v.month, v.day), fsp)
 
 
 def hash_key(col: KeyColumn, value: Any) -> bytes:
@@ -106,9 +106,9 @@ def hash_key(col: KeyColumn, value: Any) -> bytes:
     if kind == ct.FLOAT:
         return _float_text(float(value), 32 if col.type == "float" else 64).encode()
     if kind == ct.DATE:
-        return _time_text(value, 0, with_time=False).encode()
+        return _date_text(value).encode()
     if kind == ct.DATETIME:
-        return _time_text(value, col.fsp or 0, with_time=True).encode()
+        return _datetime_text(value, col.fsp or 0).encode()
     if kind == ct.TIME:
         return format_duration(value, col.fsp or 0).encode()
     check_key_column(col)  # raises for what is not hashed here

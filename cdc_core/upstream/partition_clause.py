@@ -211,7 +211,7 @@ def _literal(t: _Tokens) -> Any:
         return sign * int(text) if text.isdigit() else sign * Decimal(text)
     word = tok.text.upper()
     simple = {"NULL": None, "TRUE": 1, "FALSE": 0, MAXVALUE: Maxvalue, DEFAULT: Default}
-    if word in simple and tok.token_type not in (TokenType.IDENTIFIER,):
+    if word in simple and tok.token_type != TokenType.IDENTIFIER:  # `MAXVALUE` is a name
         t.i += 1
         return simple[word]
     raise t.error("a partition value must be a literal (a number, a string, NULL, MAXVALUE)")

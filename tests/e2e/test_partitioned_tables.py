@@ -1,12 +1,14 @@
-"""End to end: partitioned tables (RANGE, HASH, LIST) replicate into one Delta table each. TiKV keys each
-partition's rows by the partition's own id; the puller subscribes to every partition, the mount takes them all as
-the logical table's. Rows that move between partitions (a delete in one, a put in another, at one commit ts),
-a TRUNCATE (new ids for every partition), ADD / DROP / TRUNCATE PARTITION at their barriers (a dropped or truncated
-partition's rows leave without a row event: the barrier deletes them by the partitioning rule) and an initial
-snapshot all end in the same rows as the upstream's."""
+"""End to end: partitioned tables (RANGE, HASH, LIST, KEY, RANGE / LIST COLUMNS) replicate into one Delta table
+each. TiKV keys each partition's rows by the partition's own id; the puller subscribes to every partition, the mount
+takes them all as the logical table's. Rows that move between partitions (a delete in one, a put in another, at one
+commit ts), a TRUNCATE (new ids for every partition), ADD / DROP / TRUNCATE PARTITION at their barriers (a dropped or
+truncated partition's rows leave without a row event: the barrier deletes them by the partitioning rule) and an
+initial snapshot all end in the same rows as the upstream's."""
 
 from __future__ import annotations
 
+import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -104,12 +106,12 @@ def test_partitioned_tables_replicate_into_one_delta_table_each(cdc_home: Path, 
 
 
 def _create(cdc_home: Path, cid: str, sink: Path, db: str, start: int, *, matched: int,
-            initial_snapshot: bool = False) -> None:
-    """A changefeed over ``db.*`` from ``start``, checked by count at its barriers."""
+            initial_snapshot: bool = False, dq_mode: str = "count") -> None:
+    """A changefeed over ``db.*`` from ``start``, checked at its barriers (by count unless ``dq_mode``)."""
     cfg = cdc_home / f"{cid}.toml"
     cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
                    f'initial-snapshot = {str(initial_snapshot).lower()}\n[filter]\nrules = ["{db}.*"]\n'
-                   '[data-quality]\nmode = "count"\n')
+                   f'[data-quality]\nmode = "{dq_mode}"\n')
     assert f'"matched_tables": {matched}' in _cli("changefeed", "create", "--config", str(cfg))
 
 
@@ -252,3 +254,129 @@ def test_reorganize_partition_by_and_remove_partitioning_leave_the_rows_as_they_
         assert r2["check"]["passed"] and load_state("relayout").checkpoint_ts == t2
         same(t2)
         assert sum(1 for r in delta_rows(sink, db, "f", "id") if r["v"] == "ranged") == 20
+
+
+KINDS_DB = "e2e_part_kinds"
+# name -> (columns, partitioning); the keys of the silver tables: the PK, _tidb_rowid for lc
+KINDS = {
+    "k": "(id INT NOT NULL, tag VARCHAR(8) NOT NULL, n INT, PRIMARY KEY (id, tag)) PARTITION BY KEY () PARTITIONS 4",
+    "rc": "(a INT NOT NULL, s VARCHAR(10) NOT NULL, v INT, PRIMARY KEY (a, s)) PARTITION BY RANGE COLUMNS (a, s) "
+          "(PARTITION p0 VALUES LESS THAN (10, 'm'), PARTITION p1 VALUES LESS THAN (20, MAXVALUE), "
+          "PARTITION p2 VALUES LESS THAN (MAXVALUE, MAXVALUE))",
+    "rd": "(id INT NOT NULL, day DATE NOT NULL, v VARCHAR(8), PRIMARY KEY (id, day)) "
+          "PARTITION BY RANGE COLUMNS (id, day) (PARTITION a VALUES LESS THAN (100, '2024-01-01'), "
+          "PARTITION b VALUES LESS THAN (100, '2025-01-01'), PARTITION c VALUES LESS THAN (200, '2000-01-01'))",
+    "lc": "(a INT, s VARCHAR(8), v INT NOT NULL) PARTITION BY LIST COLUMNS (a, s) "
+          "(PARTITION x VALUES IN ((1, 'a'), (2, NULL)), PARTITION y VALUES IN ((NULL, 'b'), (3, 'c')), "
+          "PARTITION z DEFAULT)",
+    "kn": "(id INT NOT NULL, tag VARCHAR(8) NOT NULL, n INT, PRIMARY KEY (id, tag))",
+    "rcn": "(a INT NOT NULL, s VARCHAR(10) NOT NULL, v INT, PRIMARY KEY (a, s))",
+}
+
+
+def _canon(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows in an order that does not depend on where they were read (composite keys, no key at all)."""
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+
+
+def _kinds_same(c: UpstreamClient, sink: Path, ts: int) -> None:
+    for table in KINDS:
+        key = {"k": "id", "rc": "a", "rd": "id", "lc": "v", "kn": "id", "rcn": "a"}[table]
+        got, want = _canon(delta_rows(sink, KINDS_DB, table, key)), _canon(upstream_rows(c, KINDS_DB, table, key, ts))
+        assert got == want, f"{KINDS_DB}.{table} at {ts}: {len(got)} rows in Delta, {len(want)} upstream"
+
+
+def _partition_of(upstream_cluster: Any, table: str) -> Any:
+    cluster = upstream_cluster.cluster
+    return upstream_cluster.call(lambda: cluster.catalog.table(KINDS_DB, table)).partition
+
+
+def test_key_and_column_list_partitions_replicate_through_their_partition_ddl(cdc_home: Path,
+                                                                               upstream_cluster: Any) -> None:
+    """KEY() over a composite primary key, RANGE COLUMNS over (INT, VARCHAR) and over (INT, DATE), LIST COLUMNS
+    with NULLs and a DEFAULT partition: an initial snapshot, then windows of DML that moves rows between
+    partitions and of the partition DDL TiDB v8.5 runs on them -- TRUNCATE and DROP PARTITION (rows gone without
+    a row event: the barrier deletes them by the rule, KEY's by TiDB's hash), ADD PARTITION, ADD / COALESCE
+    PARTITION of the KEY table (every partition reorganized), REORGANIZE, EXCHANGE with and without validation.
+    The window checks (checksum mode) pass at every barrier and each Delta table equals the upstream's."""
+    sink = cdc_home / "lake-kinds"
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"CREATE DATABASE {KINDS_DB}; USE {KINDS_DB}; " +
+                  "; ".join(f"CREATE TABLE {t} {d}" for t, d in KINDS.items()))
+        tags = ["a", "b ", "c  ", "d"]  # trailing spaces: KEY hashes a VARCHAR without them (utf8mb4_bin)
+        c.execute(f"""USE {KINDS_DB};
+            INSERT INTO k VALUES {", ".join(f"({i}, '{tags[i % 4]}', {i})" for i in range(200))};
+            INSERT INTO rc VALUES {", ".join(f"({i % 30}, '{'kmnz'[i % 4]}{i}', {i})" for i in range(120))};
+            INSERT INTO rd VALUES {", ".join(f"({50 + i % 100}, '20{23 + i % 3}-0{1 + i % 9}-1{i % 9}', 'r{i}')"
+                                              for i in range(90))};
+            INSERT INTO lc VALUES (1, 'a', 1), (2, NULL, 2), (NULL, 'b', 3), (3, 'c', 4), (NULL, NULL, 5),
+                                  (9, 'q', 6), (1, 'a ', 7), (2, 'x', 8);
+            INSERT INTO kn VALUES {", ".join(f"({1000 + i}, 'n', {i})" for i in range(30))};
+            INSERT INTO rcn VALUES (1, 'a', 1), (9, 'lz', 2), (10, 'a', 3), (10, 'l', 4)""")
+        start = c.get_ts()
+        _create(cdc_home, "kinds", sink, KINDS_DB, start, matched=len(KINDS), initial_snapshot=True,
+                dq_mode="checksum")
+
+        def window(tag: str) -> None:
+            ts = c.get_ts()
+            results = runner.run_until("kinds", ts)
+            assert all(r["check"]["passed"] for r in results), tag
+            assert load_state("kinds").checkpoint_ts == ts, tag
+            _kinds_same(c, sink, ts)
+
+        window("snapshot")
+        c.execute(f"""USE {KINDS_DB};
+            UPDATE k SET id = id + 1000 WHERE id < 20;           -- KEY columns change: another partition
+            UPDATE k SET tag = 'moved' WHERE id BETWEEN 40 AND 49;
+            DELETE FROM k WHERE id BETWEEN 50 AND 59;
+            UPDATE rc SET s = 'a10' WHERE a = 10 AND s = 'n10';  -- p1 -> p0: (10, 'a10') < (10, 'm')
+            UPDATE rc SET a = a + 100 WHERE a = 25;               -- p2's own
+            UPDATE rd SET day = '2024-06-01' WHERE id = 99 AND day < '2024-01-01';
+            UPDATE lc SET s = 'b', a = NULL WHERE v = 8;          -- default z -> y
+            UPDATE lc SET a = 2, s = NULL WHERE v = 6;            -- z -> x
+            INSERT INTO lc VALUES (NULL, NULL, 9), (3, 'c', 10)""")
+        window("dml")
+
+        c.execute(f"""USE {KINDS_DB};
+            ALTER TABLE k TRUNCATE PARTITION p1;                 -- KEY: no predicate, TiDB's hash decides
+            INSERT INTO k VALUES (5000, 'a', 1), (5001, 'b', 2);
+            ALTER TABLE rc DROP PARTITION p1;                    -- (10, 'm') <= (a, s) < (20, MAXVALUE)
+            INSERT INTO rc VALUES (5, 'zz', 1), (25, 'a', 2);
+            ALTER TABLE rd ADD PARTITION (PARTITION d VALUES LESS THAN (300, '2000-01-01'));
+            INSERT INTO rd VALUES (250, '2024-01-01', 'new');
+            ALTER TABLE rd TRUNCATE PARTITION b;
+            ALTER TABLE lc TRUNCATE PARTITION z;                 -- the DEFAULT partition: every tuple not listed
+            ALTER TABLE lc DROP PARTITION x;                     -- (1, 'a') incl. 'a ' and (2, NULL)
+            INSERT INTO lc VALUES (NULL, 'b', 11), (7, 'seven', 12)""")
+        window("truncate and drop")
+        assert {r["a"] for r in c.query(f"SELECT a FROM {KINDS_DB}.rc")} & set(range(10, 20)) <= {10}
+        key_part = _partition_of(upstream_cluster, "k")
+        assert [d.name for d in key_part.definitions] == ["p0", "p1", "p2", "p3"]
+
+        c.execute(f"""USE {KINDS_DB};
+            ALTER TABLE k ADD PARTITION PARTITIONS 2;            -- a reorganization: every row under a new id
+            UPDATE k SET n = -n WHERE id < 100;
+            ALTER TABLE k COALESCE PARTITION 1;
+            INSERT INTO k VALUES (6000, 'c  ', 6);
+            ALTER TABLE k TRUNCATE PARTITION p3;                 -- five partitions now: hashed mod 5
+            ALTER TABLE rc REORGANIZE PARTITION p0 INTO (PARTITION p0a VALUES LESS THAN (5, ''),
+                                                         PARTITION p0b VALUES LESS THAN (10, 'm'));
+            UPDATE rc SET v = 0 WHERE a < 5;
+            ALTER TABLE rc TRUNCATE PARTITION p0a;
+            ALTER TABLE lc REORGANIZE PARTITION y INTO (PARTITION y1 VALUES IN ((NULL, 'b')),
+                                                        PARTITION y2 VALUES IN ((3, 'c'), (4, 'd')));
+            INSERT INTO lc VALUES (4, 'd', 13)""")
+        window("reorganize")
+        assert len(_partition_of(upstream_cluster, "k").definitions) == 5
+        left = {r["id"] for r in c.query(f"SELECT id FROM {KINDS_DB}.k")}
+        assert left and all(zlib.crc32(str(i).encode() + t.rstrip(" ").encode()) % 5 != 3
+                            for i, t in ((r["id"], r["tag"]) for r in c.query(f"SELECT id, tag FROM {KINDS_DB}.k")))
+
+        c.execute(f"""USE {KINDS_DB};
+            DELETE FROM rcn WHERE a >= 5;                         -- p0a holds (a, s) < (5, '')
+            ALTER TABLE rc EXCHANGE PARTITION p0a WITH TABLE rcn; -- validated over (a, s)
+            INSERT INTO rcn VALUES (2, 'after', 9);
+            ALTER TABLE k EXCHANGE PARTITION p0 WITH TABLE kn WITHOUT VALIDATION;
+            UPDATE kn SET n = n + 1""")
+        window("exchange")
+        assert sorted(r["a"] for r in c.query(f"SELECT a FROM {KINDS_DB}.rc WHERE a < 5")) == [1]
