@@ -1,6 +1,7 @@
 """Multi-version schema storage: the table infos of every table over time, from DDL history jobs.
 
-Built by replaying finished DDL jobs (TiDB's ``mysql.tidb_ddl_job`` / ``tidb_ddl_history``) in commit-ts order; answers
+Built by replaying finished DDL jobs (TiDB's ``mysql.tidb_ddl_job`` / ``tidb_ddl_history``, after the synthetic jobs
+of the meta snapshot a changefeed starts from, ``changefeed.schema_loader``) in commit-ts order; answers
 "what was table ``id`` at ts" and "which tables existed at ts". Versions at or below a GC ts
 (the changefeed checkpoint) are collapsed to the one still in force there.
 """
@@ -67,8 +68,10 @@ class SchemaStorage:
         if info is None or nt_id is None:
             raise SchemaError(f"{where}: without its two tables")
         pt_before, nt_before = self._latest(info.id), self._latest(nt_id)
+        if pt_before is None and nt_before is None:
+            raise SchemaError(f"{where}: neither table {info.id} nor table {nt_id} is in the schema")
         if pt_before is None or nt_before is None:
-            raise SchemaError(f"{where}: table {info.id if pt_before is None else nt_id} is not in the schema")
+            pt_before, nt_before = self._infer_side(job, info, nt_id, pt_before, nt_before, where)
         # TiCDC's rule (getSourceTable): the one id the partitions lost is the partition swapped out, the one
         # they gained the normal table's; the job's args, when readable, must say the same.
         lost, gained = set(pt_before.physical_ids) - set(info.physical_ids), set(info.physical_ids) - set(
@@ -86,6 +89,41 @@ class SchemaStorage:
         return replace(job, table_info=info, schema_id=pt_before.db_id, schema_name=pt_before.db_name,
                        table_name=info.name, old_schema_name=nt_before.db_name, old_table_name=nt_before.name,
                        old_schema_id=nt_before.db_id, partition_id=part_id, partition_name=part_name)
+
+    def _infer_side(self, job: DDLJob, info: TableInfo, nt_id: int, pt_before: TableInfo | None,
+                    nt_before: TableInfo | None, where: str) -> tuple[TableInfo, TableInfo]:
+        """EXCHANGE PARTITION with one table outside the schema (a changefeed's starting schema holds only the tables
+        its filter matches): that table before the job, inferred and recorded at the ts before it. TiDB exchanges
+        only tables of one definition (``pkg/ddl/partition.go`` ``checkTableDefCompatible``: the same columns in the
+        same order, the same indexes), so a normal table has the partitioned table's columns and indexes under the
+        job's own names (TiDB's job is the normal table's); a partitioned table is its TableInfo after the job with
+        the partition the args name back in the normal table's place."""
+        ts = job.finished_ts - 1
+        if nt_before is None:
+            assert pt_before is not None
+            if job.old_schema_name is None or job.old_table_name is None or job.old_schema_id is None:
+                raise SchemaError(f"{where}: the normal table {nt_id} is not in the schema and the job does not "
+                                  "name it")
+            nt_before = replace(pt_before, id=nt_id, db_name=job.old_schema_name, db_id=job.old_schema_id,
+                                name=job.old_table_name, partition=None)
+            self._put(nt_id, ts, nt_before)
+            return pt_before, nt_before
+        db_name = self._db_name(info.db_id)
+        if job.partition_id is None or info.partition is None or db_name is None:
+            raise SchemaError(f"{where}: the partitioned table {info.id} is not in the schema, and the job's args "
+                              "do not name the partition or its database is unknown")
+        defs = tuple(replace(d, id=job.partition_id) if d.id == nt_id else d for d in info.partition.definitions)
+        pt_before = replace(info, db_name=db_name, partition=replace(info.partition, definitions=defs))
+        self._put(info.id, ts, pt_before)
+        return pt_before, nt_before
+
+    def _db_name(self, db_id: int) -> str | None:
+        """A database's name from its CREATE SCHEMA job or a table of it (the storage keeps no databases)."""
+        for j in reversed(self._jobs):
+            if j.job_type == "create schema" and j.schema_id == db_id:
+                return j.schema_name
+        return next((v.infos[-1].db_name for v in self._tables.values()
+                     if v.infos and v.infos[-1] is not None and v.infos[-1].db_id == db_id), None)
 
     def _put(self, table_id: int, ts: int, info: TableInfo | None) -> None:
         v = self._tables.setdefault(table_id, _Versions())

@@ -85,8 +85,23 @@ def test_exchange_partition_swaps_the_partition_and_the_normal_table_ids():
     assert s.table_at(102, 30) == replace(nt, id=102, schema_version=3)
     [recorded] = s.jobs_between(29, 30)
     assert (recorded.schema_name, recorded.table_info.db_name, recorded.old_schema_name) == ("db", "db", "stage")
-    with pytest.raises(Exception, match="table 104 is not in the schema"):
-        SchemaStorage.from_jobs([_job(1, "create table", 10, pt), job])
+    # A normal table outside the schema (not replicated): it had the partitioned table's definition under the job's
+    # names (TiDB exchanges only such tables), and goes on under the partition's id.
+    alone = SchemaStorage.from_jobs([_job(1, "create table", 10, pt), job])
+    inferred = replace(pt, id=104, db_name="stage", db_id=200, name="nt", partition=None)
+    assert alone.table_at(104, 29) == inferred and alone.table_at(104, 30) is None
+    assert alone.table_at(102, 30) == replace(inferred, id=102, schema_version=3)
+    assert alone.table_at(101, 30).physical_ids == (104, 103)
+    # A partitioned table outside it: its TableInfo after the job with the partition the args name put back, in
+    # the database its CREATE SCHEMA names.
+    s2 = SchemaStorage.from_jobs([_job(0, "create schema", 5, None, table_id=None), _job(2, "create table", 11, nt),
+                                  job])
+    assert s2.table_at(101, 29).physical_ids == (102, 103) and s2.table_at(101, 29).qualified_name == "db.pt"
+    assert s2.table_at(102, 30) == replace(nt, id=102, schema_version=3) and s2.table_at(104, 30) is None
+    with pytest.raises(Exception, match="table 101 is not in the schema, and the job's args do not name"):
+        SchemaStorage.from_jobs([_job(2, "create table", 11, nt), replace(job, partition_id=None)])
+    with pytest.raises(Exception, match="neither table 101 nor table 104 is in the schema"):
+        SchemaStorage.from_jobs([job])
     # Without readable args the partition is the one id the partitions lost (TiCDC's getSourceTable).
     blind = replace(job, partition_id=None, partition_name=None)
     [found] = SchemaStorage.from_jobs([_job(1, "create table", 10, pt), _job(2, "create table", 11, nt),
