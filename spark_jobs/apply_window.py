@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cdc_core import failpoint
 from cdc_core.changefeed.apply_result import no_events_reason, skipped
-from cdc_core.codec.sink_uri import app_id_for, table_path
+from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
 from spark_jobs.bronze import read_bronze
@@ -77,6 +77,7 @@ def apply_window(
     after_ts: int | None = None,
     upto_ts: int | None = None,
     version: int | None = None,
+    at_barrier: bool = False,
     event_filters: Mapping[int | str, Sequence[Mapping[str, Any]]] | None = None,
     ignore_txn_start_ts: Sequence[int] = (),
     spark: SparkSession | None = None,
@@ -87,7 +88,10 @@ def apply_window(
 
     ``after_ts`` (exclusive, default: none) and ``upto_ts`` (inclusive, default ``window_end_ts``)
     bound the step; ``version`` (default ``upto_ts``) is the app-txn version it records and must be
-    ``>= upto_ts`` (a recorded version claims every change up to it).
+    ``>= upto_ts`` (a recorded version claims every change up to it). ``at_barrier``: the step is the DML committed
+    at a DDL's commit ts ``upto_ts`` (``cdc_core.changefeed.barriers``), recorded under the changefeed's at-barrier
+    app id (``sink_uri.at_barrier_app_id_for``) since the DDL's own step records ``upto_ts`` under the main one; a
+    table that recorded ``upto_ts`` under either has it applied.
 
     ``ignore_moves``: do not consult the move records of DROP/RENAME (a rebuild replays a table into its
     current path, where a move record of another, earlier table of that name means nothing).
@@ -107,21 +111,26 @@ def apply_window(
         raise ValueError(f"after ts {after_ts} is above the upto ts {upto}")
     if ver < upto:
         raise ValueError(f"version {ver} is below the upto ts {upto}: it would not cover what the step applies")
+    if at_barrier and ver != upto:
+        raise ValueError(f"the DML at a DDL's commit ts {upto} records that ts, not {ver}")
     entries = table_entries(tables, event_filters)
     ids = [t.id for t, _ in entries]
     if len(set(ids)) != len(ids):
         raise ValueError(f"duplicate table ids in {ids}")
     writer = writer or get_writer(spark=spark)  # a Spark session only when the writer needs one
-    app_id = app_id_for(changefeed_id)
+    main_id = app_id_for(changefeed_id)
+    app_id = at_barrier_app_id_for(changefeed_id) if at_barrier else main_id
 
     results: dict[str, dict[str, Any]] = {}
     pending: list[tuple[TableInfo, list[dict[str, Any]]]] = []
     for t, filters in entries:
         path = table_path(sink, t)
-        recorded = writer.applied_version(path, app_id)
+        recorded = writer.applied_version(path, main_id)
         reason = None
         if recorded is not None and ver <= recorded:
             reason = f"already applied up to {recorded}"
+        elif at_barrier and (before_ddl := writer.applied_version(path, app_id)) is not None and ver <= before_ddl:
+            reason = f"applied before its DDL, up to {before_ddl}"
         elif not ignore_moves and writer.table_version(path) is None:
             moved = read_move(sink, t.db_name, t.name)
             if moved is not None and int(moved["ts"]) >= ver:
@@ -178,7 +187,7 @@ def apply_window(
         if changes is None:
             writer.ensure_table(path, t)
             return t.qualified_name, skipped(t, path, no_events_reason(after_ts, upto), writer.table_version(path),
-                                             writer.applied_version(path, app_id))
+                                             writer.applied_version(path, main_id))
         try:
             res = _merge(writer, path, t, changes, app_id, ver, filters)
         except Exception as exc:
@@ -275,6 +284,7 @@ class ApplyArgs:
     after_ts: int | None = None
     upto_ts: int | None = None
     version: int | None = None
+    at_barrier: bool = False
     event_filters: Mapping[int | str, Sequence[Mapping[str, Any]]] | None = None
     ignore_txn_start_ts: tuple[int, ...] = ()
     writer: Literal["delta-rs", "delta-spark"] | None = None
@@ -298,7 +308,7 @@ class ApplyArgs:
             after_ts=_opt_int(args["after_ts"], "after_ts") if "after_ts" in args else
             _opt_int(args.get("checkpoint_ts"), "checkpoint_ts"),
             upto_ts=_opt_int(args.get("upto_ts"), "upto_ts"), version=_opt_int(args.get("version"), "version"),
-            event_filters=args.get("event_filters"),
+            at_barrier=_bool(args.get("at_barrier", False), "at_barrier"), event_filters=args.get("event_filters"),
             ignore_txn_start_ts=tuple(_int(t, "ignore_txn_start_ts") for t in args.get("ignore_txn_start_ts") or ()),
             writer=writer, ignore_moves=bool(args.get("ignore_moves")),
             deletion_vectors=_bool(args.get("deletion_vectors", False), "deletion_vectors"),
@@ -333,7 +343,7 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     version = upto if a.version is None else a.version
     stats = apply_window(
         a.sink_uri, a.changefeed_id, a.window_end_ts, a.tables, after_ts=a.after_ts, upto_ts=upto, version=version,
-        event_filters=a.event_filters, ignore_txn_start_ts=a.ignore_txn_start_ts,
+        at_barrier=a.at_barrier, event_filters=a.event_filters, ignore_txn_start_ts=a.ignore_txn_start_ts,
         writer=get_writer(a.writer, deletion_vectors=a.deletion_vectors),
         ignore_moves=a.ignore_moves,
     )  # fmt: skip

@@ -41,10 +41,15 @@ modify column          widening: INT->BIGINT and DECIMAL(p,s)->DECIMAL(p',s') wi
                        A column TiDB reorganized (a new column id swapped in) is the same column.
                        Anything narrowing or changing the type incompatibly raises
                        ``ChangefeedError``.
-add / drop index       nothing, unless the Delta key (PK, else first NOT NULL UK, else
-                       ``_tidb_rowid``) changes: then ``ChangefeedError`` unless the table is
-                       empty (re-keying rows is not supported). The same check guards every ALTER
-                       (e.g. MODIFY ... NOT NULL can turn a UNIQUE index into the key).
+add / drop index,      nothing, unless the Delta key (PK, else first NOT NULL UK, else
+add / drop primary     ``_tidb_rowid``) changes: then the silver table is re-keyed. To columns it
+key, any other job     holds (a unique key, a primary key added), its rows stay and later windows merge
+that changes the key   by the new key (a ``_tidb_rowid`` column it no longer needs is rewritten
+or the columns         away); to ``_tidb_rowid`` (a non-clustered table's primary key dropped, no
+                       NOT NULL unique key left: the old key may now repeat) the table is reloaded
+                       from the upstream's rows at the barrier, with their handles, in one commit.
+                       The same check guards every ALTER (e.g. MODIFY ... NOT NULL can turn a UNIQUE
+                       index into the key).
 =====================  ======================================================================
 
 Why a rewrite for DROP/RENAME COLUMN. Delta can drop or rename a column without touching data
@@ -105,10 +110,24 @@ REWRITE_BATCH_ROWS = 65_536
 
 
 @dataclass(frozen=True)
+class Upstream:
+    """Where the upstream's rows are read at the barrier, for the jobs that need them (a re-key by _tidb_rowid)."""
+
+    pd_addr: str
+    tidb: str | None = None
+
+    @classmethod
+    def from_args(cls, d: Mapping[str, Any]) -> Upstream:
+        check_names("ddl_apply upstream", d, ("pd_addr", "tidb"), ("pd_addr",))
+        return cls(str(d["pd_addr"]), d.get("tidb"))
+
+
+@dataclass(frozen=True)
 class _Ctx:
     sink: str
     app_id: str
     job: DDLJob
+    upstream: Upstream | None = None
 
     @property
     def ts(self) -> int:
@@ -159,17 +178,18 @@ class Exchange:
 
 def apply_ddl(
     sink: str, changefeed_id: str, job: DDLJob, before: TableInfo | None, after: TableInfo | None,
-    exchange: Exchange | None = None,
+    exchange: Exchange | None = None, upstream: Upstream | None = None,
 ) -> dict[str, Any]:
     """Apply ``job`` (``before``/``after``: the table just before / after it, None where there is
     none; ``exchange``: the normal table of an EXCHANGE PARTITION) to the silver tables of ``changefeed_id``;
     returns ``{"job_id", "job_type", "ts", "action", "skipped", "reason", "paths", "applied_version",
     "delta_version", "seconds"}``."""
-    if job.job_type not in JOB_TYPES:
+    if job.job_type not in JOB_TYPES and (before is None or after is None):
+        # Off the whitelist, a job is applied only when it changes a table's Delta key or columns (an ALTER)
         raise ChangefeedError(
             f"unsupported DDL {job.job_type!r} (job {job.job_id}, ts {job.finished_ts}): {job.query!r}"
         )
-    ctx = _Ctx(sink, app_id_for(changefeed_id), job)
+    ctx = _Ctx(sink, app_id_for(changefeed_id), job, upstream)
     started = time.monotonic()
     handler = {
         "create schema": lambda: _result("nothing to write (tables come with CREATE TABLE)", []),
@@ -647,13 +667,12 @@ def _alter(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[str, Any]:
             f"{ctx.where(after.qualified_name)}: the silver table does not have the schema before the job: {exc}"
         ) from exc
     empty = dt.count() == 0
-    if _key_ids(before) != _key_ids(after, swapped_column_ids(ctx.job, before, after)) and not empty:
-        raise ChangefeedError(
-            f"{ctx.where(after.qualified_name)} changes the Delta key from {before.delta_key()} to "
-            f"{after.delta_key()}: re-keying a non-empty silver table is not supported (its rows are merged by "
-            "that key). Give the table its PRIMARY KEY / NOT NULL UNIQUE key before replicating it, or rebuild "
-            "the silver table from the bronze changelog."
-        )
+    if (_key_ids(before) != _key_ids(after, swapped_column_ids(ctx.job, before, after)) and not empty
+            and after.delta_key() == (ROWID_COLUMN,)):
+        return _rekey_by_rowid(ctx, before, after, path)
+    # A key of columns the rows have (the primary key dropped for a NOT NULL unique one, or added to a table keyed
+    # by _tidb_rowid): the rows stay, merged by the new key from now on; a _tidb_rowid column it no longer needs
+    # goes in the rewrite below. The upstream holds the new key unique, and so the silver table at the barrier.
     targets, rewrite = _plan(ctx, before, after, empty)
     new = [t for t in targets if t.source is None]
     if not rewrite and not new:
@@ -665,6 +684,27 @@ def _alter(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[str, Any]:
     started = time.monotonic()
     rewrite_table(dt, targets, ctx.props())
     return _committed(ctx, f"rewrote the table with the new schema in {time.monotonic() - started:.3f}s", path)
+
+
+def _rekey_by_rowid(ctx: _Ctx, before: TableInfo, after: TableInfo, path: str) -> dict[str, Any]:
+    """The Delta key becomes ``_tidb_rowid`` (a non-clustered table's primary key dropped, or the unique index that
+    was its key, and no NOT NULL unique key left): rows that were one per old key may now repeat it, and only the
+    handle tells them apart, which the silver table never held. The table is overwritten, in one commit with the
+    app transaction, by the upstream's rows at the barrier with their ``_tidb_rowid`` (streamed, as a snapshot
+    reads them): every change up to the barrier is in them, as in the table they replace."""
+    from deltalake import write_deltalake
+
+    from spark_jobs.snapshot_load import upstream_reader
+
+    up = ctx.upstream
+    if up is None:
+        raise ChangefeedError(f"{ctx.where(after.qualified_name)} re-keys the silver table by _tidb_rowid: the "
+                              "upstream's address is required to read the rows' handles")
+    started = time.monotonic()
+    rows = upstream_reader(up.pd_addr, up.tidb, ctx.ts, after)
+    write_deltalake(path, rows, mode="overwrite", schema_mode="overwrite", commit_properties=ctx.props())
+    return _committed(ctx, f"re-keyed from {list(before.delta_key())} to _tidb_rowid: reloaded the table's rows at "
+                           f"ts {ctx.ts} from the upstream in {time.monotonic() - started:.3f}s", path)
 
 
 # --- job entry points -----------------------------------------------------------------------------
@@ -702,20 +742,23 @@ class DdlApplyArgs:
     before: TableInfo | None = None
     after: TableInfo | None = None
     exchange: Exchange | None = None
+    upstream: Upstream | None = None
 
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> DdlApplyArgs:
         check_names("ddl_apply", args, [f.name for f in fields(cls)], ("sink_uri", "changefeed_id", "job"))
-        ex = args.get("exchange")
+        ex, up = args.get("exchange"), args.get("upstream")
         return cls(str(args["sink_uri"]), str(args["changefeed_id"]), _job(args["job"]), _info(args.get("before")),
-                   _info(args.get("after")), Exchange.from_args(ex) if ex else None)
+                   _info(args.get("after")), Exchange.from_args(ex) if ex else None,
+                   Upstream.from_args(up) if up else None)
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
     """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`DdlApplyArgs` in; returns
     :func:`apply_ddl`'s result."""
     opts = DdlApplyArgs.from_dict(args)
-    return apply_ddl(opts.sink_uri, opts.changefeed_id, opts.job, opts.before, opts.after, opts.exchange)
+    return apply_ddl(opts.sink_uri, opts.changefeed_id, opts.job, opts.before, opts.after, opts.exchange,
+                     opts.upstream)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from cdc_core.codec.sink_uri import app_id_for, table_path
+from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.schema.model import TableInfo
 from spark_jobs.data_quality import version_as_of
 from spark_jobs.delta_writer import commit_metadata
@@ -43,8 +43,10 @@ def roll_back(sink: str, changefeed_id: str, tables: Sequence[TableInfo], to_ts:
         elif target == current:
             out[t.qualified_name] = {"restored": False, "why": "unchanged since the checkpoint", "version": current}
         else:
+            # The at-barrier app id goes back too: DML at a later DDL's commit ts re-runs with its DDL.
             props = CommitProperties(
-                app_transactions=[Transaction(app_id=app_id_for(changefeed_id), version=to_ts)],
+                app_transactions=[Transaction(app_id=app_id_for(changefeed_id), version=to_ts),
+                                  Transaction(app_id=at_barrier_app_id_for(changefeed_id), version=to_ts)],
                 custom_metadata={**commit_metadata(t, to_ts), "cdcflow.rollback": reason[:500]})
             dt.restore(target, commit_properties=props)
             out[t.qualified_name] = {"restored": True, "from_version": current, "to_version": target,

@@ -3,18 +3,26 @@
 DDL jobs reach the changefeed like any row change: the puller subscribes the span of TiDB's
 ``mysql.tidb_ddl_job`` with the tables', so every bronze window holds the job rows committed in it.
 This module takes, as TiCDC does, each row put in state done as its job finished at the row's commit
-ts (``ddl_history``), decodes them into ``DDLJob``s, drops what is not on the DDL
-whitelist (logged; neither stored nor applied), and keeps the jobs that define the schema at and
+ts (``ddl_history``), decodes them into ``DDLJob``s, and keeps the jobs that define the schema at and
 after the checkpoint in ``$CDCFLOW_HOME/state/<id>/schema.json``, from which ``SchemaStorage`` is
-rebuilt for any ts at or above the checkpoint. The storage starts from a snapshot read of the
-job tables at the changefeed's start-ts.
+rebuilt for any ts at or above the checkpoint. Every job goes to the storage, whatever its type: which jobs are
+applied to the silver tables is the barrier planner's call (``barriers.applies``: the DDL whitelist, and any job
+that changes a silver table's key or columns). The storage starts from TiDB's meta snapshot at the changefeed's
+start-ts (``schema_loader``).
+
+A job is read by its names and ids first (``tidb_json.job_concerns``) and decoded after: one that cannot be decoded
+(a column type or a partitioning cdcflow does not know) stops the changefeed, naming the job, table, column and
+type, only when it concerns a replicated table; for any other it is skipped with one log line, and no other
+changefeed notices. Jobs of tables that are not replicated are still decoded when they can be: the normal table of
+a later EXCHANGE PARTITION must be in the storage.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,8 +32,9 @@ from cdc_core.codec.changelog import OP_PUT
 from cdc_core.errors import ChangefeedError
 from cdc_core.home import state_dir
 from cdc_core.log import get_logger
-from cdc_core.schema import ddl_history
-from cdc_core.schema.ddl_history import JOB_TYPES, DDLJob
+from cdc_core.schema import ddl_history, tidb_json
+from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.model import SchemaError
 from cdc_core.schema.storage import SchemaStorage
 
 log = get_logger("cdcflow.ddl")
@@ -48,29 +57,50 @@ def _refuse(job: DDLJob) -> ChangefeedError:
         f"Query: {job.query}")
 
 
-def decode_jobs(window: pa.Table, replicated: Callable[[str, str], bool] | None = None) -> list[DDLJob]:
-    """The whitelisted DDL jobs in a bronze window, in commit order. With ``replicated(schema, table)``, a job that
-    changes rows without row events (:data:`UNREPLICATED_DATA_JOB_TYPES`) raises ``ChangefeedError`` when it may
-    touch a replicated table; any other job off the whitelist is dropped."""
+def decode_jobs(window: pa.Table, replicated: Callable[[str, str], bool] | None = None,
+                known_ids: Collection[int] = ()) -> list[DDLJob]:
+    """Every finished DDL job in a bronze window, in commit order (reconnects' duplicates collapsed).
+
+    ``replicated(schema, table)`` (None: every table is) and ``known_ids`` (the ids of the tables replicated when
+    the window starts) say which jobs concern the changefeed (module docstring): such a job that cannot be decoded
+    raises ``ChangefeedError``, and so does one that changes rows without row events
+    (:data:`UNREPLICATED_DATA_JOB_TYPES`); any other job that cannot be decoded is skipped."""
     hist = window.filter(pc.equal(window["table_id"], ddl_history.JOB_TABLE_ID))
     jobs: dict[tuple[int, int], DDLJob] = {}
+    known = frozenset(known_ids)
+
+    def concerns(d: dict[str, Any]) -> bool:
+        names, ids = tidb_json.job_concerns(d)
+        return replicated is None or any(replicated(db, t) for db, t in names) or not known.isdisjoint(ids)
+
     for row in hist.to_pylist():
         if row["op"] != OP_PUT or row["value"] is None:
             continue  # a job row deleted: the job moved to the history table
+        ts = row["commit_ts"]
         try:
-            # [] for a job still running (TiCDC takes it once done); a part per table of CREATE/RENAME TABLES
-            parts = ddl_history.jobs_from_value(ddl_history.JOB_TABLE_ID, row["value"], row["commit_ts"])
+            # None for a job still running (TiCDC takes it once done)
+            d = ddl_history.done_job_json(ddl_history.JOB_TABLE_ID, row["value"], ts)
         except (ValueError, KeyError, TypeError) as exc:
-            raise ChangefeedError(f"corrupt tidb_ddl_job row at commit ts {row['commit_ts']}: {exc}") from exc
+            raise ChangefeedError(f"corrupt tidb_ddl_job row at commit ts {ts}: {exc}") from exc
+        if d is None:
+            continue
+        try:
+            parts = ddl_history.jobs_from_done_json(d, ts)  # a part per table of CREATE/RENAME TABLES
+        except (SchemaError, ValueError, KeyError, TypeError) as exc:
+            what = (f"DDL job {d.get('id')} ({tidb_json.job_type_name(int(d.get('type') or 0))}) on "
+                    f"{d.get('schema_name') or '?'}.{d.get('table_name') or '?'} at commit ts {ts}")
+            if concerns(d):
+                raise ChangefeedError(f"{what} cannot be decoded: {exc}. The changefeed replicates its table and "
+                                      f"stops before the job (its checkpoint stays below it). Query: "
+                                      f"{d.get('query')}") from exc
+            log.warning("DDL job skipped: it cannot be decoded and concerns no replicated table", job_id=d.get("id"),
+                        commit_ts=ts, table=f"{d.get('schema_name')}.{d.get('table_name')}", error=str(exc))
+            continue
         for job in parts:
             if job.job_type in UNREPLICATED_DATA_JOB_TYPES and replicated is not None and (
                     job.job_type != "recover table" or replicated(job.schema_name or "", job.table_name or "")):
                 raise _refuse(job)  # a flashback of a database or the cluster: whatever the filter
-            if job.job_type not in JOB_TYPES:
-                log.warning("DDL discarded: not on the whitelist", job_id=job.job_id, job_type=job.job_type,
-                            query=job.query)
-                continue
-            jobs[job.key] = job  # duplicates from reconnects collapse
+            jobs[job.key] = job
     return sorted(jobs.values(), key=ddl_history.sort_key)
 
 

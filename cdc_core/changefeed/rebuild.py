@@ -68,11 +68,11 @@ from cdc_core.schema.model import TableInfo
 from cdc_core.schema.storage import SchemaStorage
 
 from . import spark_engine
-from .barriers import plan_steps, relevant
+from .barriers import applies, plan_steps, relevant
 from .config import ChangefeedConfig
 from .ddl_puller import SchemaLog, decode_jobs
 from .state import ChangefeedState, locked_state
-from .steps import StepsResult, apply_steps, replicated_at
+from .steps import StepsResult, apply_steps, replicated_at, shared_commit_ts
 
 log = get_logger("cdcflow.changefeed")
 
@@ -163,8 +163,10 @@ def cover(after: dict[int, int], start_ts: int, upto_ts: int, changefeed_id: str
     return out
 
 
-def window_jobs(sink_uri: str, changefeed_id: str, ends: list[int]) -> list[DDLJob]:
-    """The whitelisted DDL jobs recorded in bronze windows (the ``tidb_ddl_job`` rows in them)."""
+def window_jobs(sink_uri: str, changefeed_id: str, ends: list[int],
+                replicated: Callable[[str, str], bool] | None = None) -> list[DDLJob]:
+    """The DDL jobs recorded in bronze windows (the ``tidb_ddl_job`` rows in them); ``replicated`` as
+    ``ddl_puller.decode_jobs`` takes it."""
     jobs: dict[tuple[int, int], DDLJob] = {}
     for e in ends:
         d = changelog.window_dir(sink_uri, changefeed_id, e)
@@ -173,7 +175,7 @@ def window_jobs(sink_uri: str, changefeed_id: str, ends: list[int]) -> list[DDLJ
             continue
         parts = [pq.read_table(f, schema=changelog.SCHEMA, filters=[("table_id", "=", ddl_history.JOB_TABLE_ID)])
                  for f in files]
-        for j in decode_jobs(pa.concat_tables(parts)):
+        for j in decode_jobs(pa.concat_tables(parts), replicated):
             jobs[j.key] = j
     return sorted(jobs.values(), key=ddl_history.sort_key)
 
@@ -307,7 +309,7 @@ def rebuild(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
         moved.append(name)
     failpoint.hit("rebuild.tables_moved")
     # 3. Replay: the schema history from the changelog, each table from its start.
-    jobs = window_jobs(sink, cid, changelog.list_windows(sink, cid))
+    jobs = window_jobs(sink, cid, changelog.list_windows(sink, cid), cfg.table_filter.match)
     storages: dict[int, SchemaStorage] = {}
     starts = {t.qualified_name: _find_start(cfg, t, ts, jobs, storages) for t in tables}
     results: dict[str, dict[str, Any]] = {n: {"start_ts": s.ts, "base": str(s.base) if s.base else None,
@@ -347,10 +349,12 @@ def _replay_group(
     ids = set(targets)
     flt = cfg.table_filter
     for end, after, upto in window_ranges(sink, cid, start_ts, upto_ts):
-        jobs = [j for j in storage.jobs_between(after, upto) if concerns(j, ids) and relevant(j, storage, flt)]
+        jobs = [j for j in storage.jobs_between(after, upto)
+                if concerns(j, ids) and relevant(j, storage, flt) and applies(j, storage)]
         res: StepsResult = apply_steps(
             # A window cut into sub-windows replays one at a time, as it was applied.
-            cfg, storage, plan_steps(after, upto, jobs, changelog.window_cuts(sink, cid, end)), window_end_ts=end,
+            cfg, storage, plan_steps(after, upto, jobs, changelog.window_cuts(sink, cid, end),
+                                     shared_commit_ts(cfg, storage, end, jobs)), window_end_ts=end,
             tables_at=lambda at: [t for t in replicated_at(cfg, storage, at) if t.id in ids],
             target_of=target_of, ignore_moves=True,
         )

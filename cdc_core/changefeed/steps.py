@@ -14,10 +14,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cdc_core import failpoint
+from cdc_core.codec import changelog
 from cdc_core.errors import ChangefeedError
 from cdc_core.log import get_logger
 from cdc_core.schema.ddl_history import DDLJob
-from cdc_core.schema.model import TableInfo
+from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from cdc_core.schema.storage import SchemaStorage
 
 from . import spark_engine
@@ -31,6 +32,21 @@ def replicated_at(cfg: ChangefeedConfig, storage: SchemaStorage, ts: int) -> lis
     """The tables the changefeed's table filter matches at ``ts`` (by their names then)."""
     flt = cfg.table_filter
     return [t for t in storage.tables_at(ts) if flt.match(t.db_name, t.name)]
+
+
+def shared_commit_ts(cfg: ChangefeedConfig, storage: SchemaStorage, window_end_ts: int, jobs: list[DDLJob]
+                     ) -> set[int]:
+    """The commit ts of ``jobs`` at which row events of tables replicated just before them committed too (in the
+    bronze window ending at ``window_end_ts``): where the plan needs an at-barrier step (``barriers``)."""
+    out: set[int] = set()
+    for b in sorted({j.finished_ts for j in jobs}):
+        ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, window_end_ts, b - 1, b)
+        if ids and any(ids.intersection(t.physical_ids) for t in replicated_at(cfg, storage, b - 1)):
+            out.add(b)
+    if out:
+        log.info("DML shares a DDL's commit ts: applied before the DDL, with the schema before it",
+                 changefeed_id=cfg.changefeed_id, commit_ts=sorted(out))
+    return out
 
 
 @dataclass
@@ -59,14 +75,15 @@ def apply_steps(
     """Apply ``steps`` of the bronze window ending at ``window_end_ts``.
 
     ``tables_at(ts)``: the tables (as they were at ``ts``, names included: event filters match those) a DML
-    step up to ``ts`` applies. ``target_of``: the table info whose names give the Delta path written.
+    step up to ``ts`` applies (at its ``schema_ts``: the DML at a DDL's commit ts goes with the schema before it).
+    ``target_of``: the table info whose names give the Delta path written.
     ``after_dml(step, tables, result)`` / ``after_ddl(job)``: called after each step.
     """
     out = StepsResult(steps=len(steps))
     efilter = cfg.event_filter
     for step in steps:
         if isinstance(step, DmlStep):
-            tables = tables_at(step.upto_ts)
+            tables = tables_at(step.schema_ts)
             targets = [target_of(t) for t in tables]
             idle = _idle_step(cfg, step, window_end_ts, targets)
             result = idle if idle is not None else spark_engine.run_job("apply_window", {
@@ -75,6 +92,7 @@ def apply_steps(
                 "after_ts": step.after_ts,
                 "upto_ts": step.upto_ts,
                 "version": step.version,
+                "at_barrier": step.at_barrier,
                 "window_end_ts": window_end_ts,
                 "tables": [t.to_json() for t in targets],
                 "event_filters": {str(t.id): efilter.dml_specs(t.db_name, t.name) for t in tables},
@@ -116,7 +134,6 @@ def _idle_step(cfg: ChangefeedConfig, step: DmlStep, window_end_ts: int, tables:
     from deltalake.exceptions import TableNotFoundError
 
     from cdc_core.changefeed.apply_result import no_events_reason, skipped
-    from cdc_core.codec import changelog
     from cdc_core.codec.sink_uri import app_id_for, local_path, table_path
 
     try:
@@ -153,13 +170,20 @@ def _ddl_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,
         # (``a TO tmp, b TO a, tmp TO b``) starts this part from the name the last one gave it.
         before = replace(before, name=job.old_table_name, db_name=job.old_schema_name or before.db_name,
                          db_id=job.old_schema_id if job.old_schema_id is not None else before.db_id)
-    return {
+    args: dict[str, Any] = {
         "sink_uri": cfg.sink_uri,
         "changefeed_id": cfg.changefeed_id,
         "job": job.to_json(),
         "before": target_of(before).to_json() if before else None,
         "after": target_of(job.table_info).to_json() if job.table_info else None,
     }
+    after = job.table_info
+    if before is not None and after is not None and after.delta_key() == (ROWID_COLUMN,) != before.delta_key():
+        from cdc_core.client.upstream import resolve_pd_addr
+
+        # a re-key by _tidb_rowid reads the rows' handles from the upstream at the barrier (ddl_apply)
+        args["upstream"] = {"pd_addr": resolve_pd_addr(cfg.upstream), "tidb": cfg.tidb}
+    return args
 
 
 def _exchange_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,

@@ -30,19 +30,20 @@ from cdc_core.errors import ChangefeedError, ConfigError, DataQualityError
 from cdc_core.log import get_logger
 from cdc_core.puller.window_collector import collect_window, stream_window
 from cdc_core.schema import ddl_history
+from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import TableInfo
 from cdc_core.schema.storage import SchemaStorage
 
 from . import dq_results, gc_safepoint, metrics_history, spark_engine
 from . import rebuild as rebuildmod
 from . import snapshot as snapshotmod
-from .barriers import DmlStep, plan_steps, relevant
+from .barriers import DmlStep, applies, plan_steps, relevant
 from .config import ChangefeedConfig, load_config
 from .ddl_puller import SchemaLog, decode_jobs
 from .reconcile import table_entry
 from .schema_loader import load_schema_jobs
 from .state import ChangefeedState, advance_checkpoint, load_state, locked_state, set_error
-from .steps import apply_steps, changed, replicated_at
+from .steps import apply_steps, changed, replicated_at, shared_commit_ts
 
 log = get_logger("cdcflow.changefeed")
 
@@ -279,7 +280,8 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
     ddl_span = {ddl_history.JOB_TABLE_ID: key.table_span(ddl_history.JOB_TABLE_ID)}
     ddl_events, _ = asyncio.run(collect_window(pd_addr, ddl_span, checkpoint, target, options=cfg.puller))
     slog = _schema_log(cfg, checkpoint)
-    jobs = decode_jobs(ddl_events, cfg.table_filter.match)
+    known = {i for t in _replicated_at(cfg, slog.storage(), checkpoint) for i in (t.id, *t.physical_ids)}
+    jobs = decode_jobs(ddl_events, cfg.table_filter.match, known)
     slog.advance(jobs, target)
     slog.save()
     storage = slog.storage()
@@ -346,6 +348,22 @@ def _reusable_window(cfg: ChangefeedConfig, checkpoint: int, target: int) -> dic
             "ddl_jobs": len(storage.jobs_between(checkpoint, target)), "tables": names}
 
 
+def applied_jobs(cfg: ChangefeedConfig, storage: SchemaStorage, after_ts: int, upto_ts: int) -> list[DDLJob]:
+    """The DDL jobs in ``(after_ts, upto_ts]`` the window applies at their barriers: those of replicated tables
+    that change the silver tables (``barriers.applies``); the others only updated the schema storage."""
+    out = []
+    for j in storage.jobs_between(after_ts, upto_ts):
+        if not relevant(j, storage, cfg.table_filter):
+            continue
+        if applies(j, storage):
+            out.append(j)
+        else:
+            log.info("DDL not applied: off the whitelist and the silver table does not change (schema storage "
+                     "updated)", changefeed_id=cfg.changefeed_id, job_id=j.job_id, job_type=j.job_type,
+                     query=j.query)
+    return out
+
+
 def _has_window(p: dict[str, Any]) -> bool:
     """Whether the plan's ``(checkpoint, T]`` is non-empty (plans from before modes always were)."""
     return bool(p.get("has_window", p["target_ts"] > p["checkpoint_ts"]))
@@ -395,11 +413,13 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
         return out
     slog = SchemaLog.load(cfg.changefeed_id)
     storage = slog.storage()
-    jobs = [j for j in storage.jobs_between(checkpoint, target) if relevant(j, storage, cfg.table_filter)]
+    jobs = applied_jobs(cfg, storage, checkpoint, target)
     cuts = changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target)
-    steps = plan_steps(checkpoint, target, jobs, cuts)
+    steps = plan_steps(checkpoint, target, jobs, cuts, shared_commit_ts(cfg, storage, target, jobs))
 
     def after_dml(step: DmlStep, tables: list[TableInfo], result: dict[str, Any]) -> None:
+        if step.at_barrier:  # checked at the next barrier or the window end (barriers.py)
+            return
         if step.upto_ts < target:  # a barrier or a sub-window's end: check the tables this step changed
             where = f"sub-window end {step.upto_ts}" if step.cut else f"barrier {step.upto_ts + 1}"
             _check_tables(cfg, [t for t in tables if changed(result, t)], step.upto_ts, where=where, plan=p,

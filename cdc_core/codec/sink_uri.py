@@ -22,6 +22,13 @@ def app_id_for(changefeed_id: str) -> str:
     return f"{APP_ID_PREFIX}{changefeed_id}"
 
 
+def at_barrier_app_id_for(changefeed_id: str) -> str:
+    """The app-transaction id under which a changefeed records the DML committed at a DDL's commit ts, applied
+    just before that DDL (``cdc_core.changefeed.barriers``): its version is the DDL's ts, which the main app id
+    records only once the DDL itself is applied. A prefix of its own, so that no changefeed id can collide."""
+    return f"cdcflow-at-ddl/{changefeed_id}"
+
+
 def table_path(sink: str, table: TableInfo) -> str:
     """``<sink>/<db>/<table>``: the silver table of an upstream table.
 

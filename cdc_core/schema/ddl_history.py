@@ -76,6 +76,8 @@ JOB_TYPES = (
     "alter table reorganize partition",
     "alter table partition by",
     "alter table remove partitioning",
+    "add primary key",
+    "drop primary key",
 )
 # Jobs that rebuild a table under a new table id (old_table_id -> table_id), its rows unchanged.
 REPARTITION_JOB_TYPES = frozenset({"alter table partition by", "alter table remove partitioning"})
@@ -247,17 +249,32 @@ def jobs_from_meta(meta: bytes | str, *, commit_ts: int | None = None) -> list[D
     return jobs
 
 
-def jobs_from_value(table_id: int, value: bytes, commit_ts: int) -> list[DDLJob]:
-    """The job of a row value of one of the DDL job tables written at ``commit_ts``: a ``tidb_ddl_job`` row in
-    state done (the DDL, with ``commit_ts`` as its finished ts), else ``[]`` (a running job, a history row)."""
+def done_job_json(table_id: int, value: bytes, commit_ts: int) -> dict[str, Any] | None:
+    """The ``model.Job`` JSON of a row value of one of the DDL job tables written at ``commit_ts`` when it is a
+    ``tidb_ddl_job`` row in state done (the DDL, finished at ``commit_ts``), else None (a running job, a history
+    row). Nothing of the job's tables is decoded yet (``tidb_json.job_concerns`` reads what it concerns)."""
     if table_id != JOB_TABLE_ID:
-        return []
+        return None
     meta = JOB_TABLE_INFO.decode_values(decode_row(JOB_TABLE_INFO, value))["job_meta"]
     if meta is None:
         raise SchemaError(f"tidb_ddl_job row at commit ts {commit_ts} has no job_meta")
-    if _meta_json(meta).get("state") != JOB_STATE_DONE:
-        return []
-    return jobs_from_meta(meta, commit_ts=commit_ts)
+    d = _meta_json(meta)
+    return d if d.get("state") == JOB_STATE_DONE else None
+
+
+def jobs_from_done_json(d: dict[str, Any], commit_ts: int) -> list[DDLJob]:
+    """The job (one per table for CREATE / RENAME TABLES) of :func:`done_job_json`'s JSON, finished at
+    ``commit_ts``; raises ``SchemaError`` for what it cannot decode (a column type, a partitioning, ...)."""
+    from cdc_core.schema import tidb_json
+
+    return [replace(j, finished_ts=commit_ts) for j in tidb_json.jobs_from_tidb(d)]
+
+
+def jobs_from_value(table_id: int, value: bytes, commit_ts: int) -> list[DDLJob]:
+    """The job of a row value of one of the DDL job tables written at ``commit_ts``: a ``tidb_ddl_job`` row in
+    state done (the DDL, with ``commit_ts`` as its finished ts), else ``[]`` (a running job, a history row)."""
+    d = done_job_json(table_id, value, commit_ts)
+    return [] if d is None else jobs_from_done_json(d, commit_ts)
 
 
 def history_from_value(table_id: int, value: bytes) -> list[DDLJob]:

@@ -63,6 +63,8 @@ ACTION_TYPES: dict[str, int] = {
     "alter table reorganize partition": 64,  # ActionReorganizePartition
     "alter table partition by": 71,  # ActionAlterTablePartitioning
     "alter table remove partitioning": 72,  # ActionRemovePartitioning
+    "add primary key": 32,  # ActionAddPrimaryKey (a non-clustered table's: the Delta key changes)
+    "drop primary key": 33,  # ActionDropPrimaryKey
     MULTI_SCHEMA_CHANGE: 61,
 }
 # TiDB's names (``actionMap``) of the action types cdcflow does not replicate, for errors and logs.
@@ -72,7 +74,7 @@ OTHER_ACTIONS: dict[int, str] = {
     21: "create view", 22: "modify table charset and collate",
     24: "drop view", 25: "recover table", 26: "modify schema charset and collate", 27: "lock table",
     28: "unlock table", 29: "repair table", 30: "set tiflash replica", 31: "update tiflash replica status",
-    32: "add primary key", 33: "drop primary key", 34: "create sequence", 35: "alter sequence",
+    34: "create sequence", 35: "alter sequence",
     36: "drop sequence", 37: "add multi-columns", 38: "drop multi-columns", 39: "modify auto id cache",
     40: "rebase auto_random ID", 41: "alter index visibility",
     43: "add check constraint", 44: "drop check constraint", 45: "alter check constraint",
@@ -83,6 +85,9 @@ OTHER_ACTIONS: dict[int, str] = {
     59: "alter table nocache", 60: "create tables", 62: "flashback cluster", 63: "flashback schema",
     65: "alter table ttl", 67: "alter table no_ttl",
     68: "create resource group", 69: "alter resource group", 70: "drop resource group",
+    # v8.4+: ActionAddVectorIndex (v8.5's name; ActionAddColumnarIndex later), then newer actions
+    73: "add vector index", 74: "modify engine attribute", 75: "alter table mode", 76: "refresh meta",
+    77: "modify schema read only",
 }
 _JOB_TYPE_OF = {v: k for k, v in ACTION_TYPES.items()}
 # Jobs of several tables, which TiCDC splits into one DDL event per table: cdcflow's job type of each part.
@@ -426,7 +431,10 @@ def job_from_tidb(d: dict[str, Any]) -> Any:
     ti = binlog.get("TableInfo")
     is_exchange = job_type == "exchange partition"
     exchange = _exchange_args(d.get("raw_args")) if is_exchange else None
-    if ti and job_type not in _DROPS and action in _JOB_TYPE_OF:
+    # Every job of a table carries the table after it, whatever its type (TiDB's finishing step sets it): the
+    # schema storage follows each, applied or not. Views and sequences are kept in TiDB's meta as tables too: they
+    # hold no rows and are no table here.
+    if ti and job_type not in _DROPS and not (isinstance(ti, dict) and (ti.get("view") or ti.get("sequence"))):
         # An exchange's TableInfo is the partitioned table's, whose database the job does not name (its names
         # are the normal table's): schema storage gives it the name it has (as TiCDC does, tidb#43819).
         db_name, db_id = (("", exchange[1] if exchange else 0) if is_exchange
@@ -606,3 +614,34 @@ def _rename_tables_args(d: dict[str, Any], n: int, where: str) -> tuple[list[Any
     old_ids, new_ids, names, table_ids, old_dbs, old_names = cols
     return (old_ids, new_ids, [_name(x, where) if x else None for x in names], table_ids,
             [_name(x, where) if x else None for x in old_dbs], [_name(x, where) if x else None for x in old_names])
+
+
+def job_concerns(d: dict[str, Any]) -> tuple[list[tuple[str, str]], list[int]]:
+    """The ``(database, table)`` names and the table ids a ``model.Job`` JSON concerns, read without decoding any
+    ``TableInfo`` (its name and id only): the job's own names, the table's name after it (RENAME TABLE's job names
+    the old one), each table of a CREATE / RENAME TABLES (``involving_schema_info``), and the partitioned table of
+    an EXCHANGE PARTITION (by id: the job names only the normal table). The DDL puller filters jobs by these first,
+    so that a job it cannot decode stops only the changefeeds that replicate its tables."""
+    names: list[tuple[str, str]] = []
+    ids: list[int] = []
+    schema = str(d.get("schema_name") or "")
+    if d.get("table_name"):
+        names.append((schema, str(d["table_name"])))
+    if isinstance(d.get("table_id"), int) and d["table_id"]:
+        ids.append(d["table_id"])
+    binlog = d.get("binlog") or {}
+    for ti in [binlog.get("TableInfo"), *(binlog.get("MultipleTableInfos") or [])]:
+        if isinstance(ti, dict):
+            name = ti.get("name")
+            text = name.get("O") if isinstance(name, dict) else name
+            if isinstance(text, str) and text:
+                names.append((schema, text))
+            if isinstance(ti.get("id"), int):
+                ids.append(ti["id"])
+    for inv in d.get("involving_schema_info") or ():
+        if isinstance(inv, dict) and inv.get("table"):
+            names.append((str(inv.get("database") or schema), str(inv["table"])))
+    exchange = _exchange_args(d.get("raw_args")) if d.get("type") == ACTION_TYPES["exchange partition"] else None
+    if exchange is not None:
+        ids.append(exchange[2])
+    return names, ids

@@ -29,9 +29,10 @@ for each initialized subscription ``min(ts, smallest start ts of a lock in its r
 below what it sent before), and queues them as the connection's features say (``delegate.rs``
 ``on_min_ts``, ``endpoint.rs`` ``emit_resolved_ts``): one ``ResolvedTs`` per (request id, ts) with
 stream-multiplexing, one per ts with request id 0 for other clients from 4.0.8, and for older ones an
-``Event.resolved_ts`` per region. The MVCC store commits with a TSO commit ts in one step too, and every row
-goes through the same per-connection FIFO outbox as the resolved ts, so a resolved ts never precedes a commit it
-covers.
+``Event.resolved_ts`` per region. That ts first raises the store's ``max_ts`` (async-commit and 1PC commits go above
+it, ``concurrency_manager``); a 2PC commit takes its TSO commit ts in one step with its writes; and every row goes
+through the same per-connection FIFO outbox as the resolved ts, so a resolved ts never precedes a commit it covers.
+A 1PC write, which no lock precedes, is a live COMMITTED row with its value, as TiKV sends it.
 
 **Messages** are cut as TiKV's ``channel.rs`` cuts them: an event's rows up to 32 KiB
 (``CDC_EVENT_MAX_BYTES``), at most 64 events drained at once, a response up to 6 MB (``CDC_RESP_MAX_BYTES``),
@@ -327,6 +328,16 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
             self._deliver(s, row)
 
     def on_commit(self, rec: VersionRecord) -> None:
+        if rec.one_pc:
+            # No prewrite came before a 1PC write: TiKV sends it as a COMMITTED row, value and old value included
+            # (delegate.rs, ``rows.is_one_pc``).
+            for s in self._subs_for(rec.key):
+                row = Row(start_ts=rec.start_ts, commit_ts=rec.commit_ts, type=LogType.COMMITTED,
+                          op_type=_op(rec.op), key=rec.key, value=rec.value or b"")
+                if s.old_value and rec.old_value is not None:
+                    row.old_value = rec.old_value
+                self._deliver(s, row)
+            return
         self._lock_born.pop((rec.key, rec.start_ts), None)
         for s in self._subs_for(rec.key):
             self._deliver(s, Row(start_ts=rec.start_ts, commit_ts=rec.commit_ts, type=LogType.COMMIT,
@@ -538,6 +549,9 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         if not subs or conn.features is None:
             return []
         now = self.tso.next()
+        # Before any lock is read: no async-commit or 1PC transaction may commit at or below the ts about to be
+        # published (endpoint.rs: ``cm.update_max_ts(min_ts)`` before the resolvers are asked).
+        self.store.update_max_ts(now)
         batch = conn.features.batch_resolved_ts
         groups: dict[tuple[int, int], list[int]] = {}
         singles: list[cdcpb_pb2.ResolvedTs | cdcpb_pb2.Event] = []

@@ -10,6 +10,7 @@ new table id gets new regions.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -38,6 +39,9 @@ from cdc_core.upstream.txn import Transaction
 
 # tidb_enable_clustered_index = ON (TiDB's default): a primary key of any type is clustered unless NONCLUSTERED.
 CLUSTERED_INDEX_DEFAULT_ON = True
+# How long a DDL statement waits, after its job's commit, for the schema to sync before the job moves to the history
+# table (``DdlExecutor.wait_synced``)
+SCHEMA_SYNC_S = 0.01
 
 _IGNORED_PROPERTIES = (exp.EngineProperty, exp.CharacterSetProperty, exp.CollateProperty, exp.SchemaCommentProperty)
 
@@ -227,15 +231,24 @@ class DdlExecutor:
         self.catalog = catalog
         self.regions = regions
         self.regions_per_table = regions_per_table
+        self._unsynced: list[tuple[bytes, list[DDLJob]]] = []  # jobs done, not yet in tidb_ddl_history (sync)
+        self.schema_sync_s = SCHEMA_SYNC_S
 
     def _commit_job(self, job: DDLJob | list[DDLJob], apply: Callable[[], object],
                     txn: Transaction | None = None) -> int:
         """Commit the job as TiDB does, in this one event-loop step: its ``tidb_ddl_job`` row in state done with
-        ``txn``'s writes (e.g. an index backfill) — that commit ts is the DDL's — and the change applied; then,
-        the schema being "synced" at once here, the job row deleted and the synced job put in
-        ``tidb_ddl_history`` (``pkg/ddl/job_worker.go`` finishDDLJob / ``addHistoryDDLJob``). A list is the
-        parts of one job of several tables (RENAME TABLES)."""
+        ``txn``'s writes (e.g. an index backfill) — that commit ts is the DDL's — and the change applied. Moving
+        the job to ``tidb_ddl_history`` (the job row deleted, the synced job put) waits for :meth:`sync`: TiDB's
+        owner moves it once every server has loaded the new schema (``pkg/ddl/job_worker.go`` finishDDLJob /
+        ``addHistoryDDLJob``), a while after the commit, and the statement returns after that (the SQL front
+        yields the event loop between the two). A list is the parts of one job of several tables (RENAME TABLES)."""
+        self.sync()  # the owner runs jobs one at a time: the one before is synced first
         txn = txn or Transaction(self.store, self.tso)
+        # The job's transaction reads the meta at its start ts (the schema version it bumps, meta.GenSchemaVersion),
+        # which raises the store's max_ts: an async-commit or 1PC transaction that commits next without another
+        # read takes max_ts + 1, the ts PD hands this job next, so it can share the DDL's commit ts (TiCDC orders
+        # such DML before the DDL).
+        self.store.update_max_ts(txn.start_ts)
         commit_ts = self.tso.next()
         parts = [replace(j, finished_ts=commit_ts) for j in (job if isinstance(job, list) else [job])]
         job_key = keycodec.row_key(ddl_history.JOB_TABLE_ID, parts[0].job_id)
@@ -245,12 +258,26 @@ class DdlExecutor:
         schema_meta.write_job(txn, self.catalog, parts)
         txn.commit_now(commit_ts)
         apply()
-        synced = Transaction(self.store, self.tso)
-        synced.delete(job_key)
-        synced.put(keycodec.row_key(ddl_history.HISTORY_TABLE_ID, parts[0].job_id),
-                   ddl_history.history_table_value(parts))
-        synced.commit_now()
+        self._unsynced.append((job_key, parts))
         return commit_ts
+
+    async def wait_synced(self) -> None:
+        """What a DDL statement waits for before it returns: every server has loaded the new schema (TiDB's
+        owner polls their versions in etcd, ``waitVersionSynced``: milliseconds on a quiet cluster), then the jobs
+        move to the history table. Other sessions' transactions commit meanwhile."""
+        if self._unsynced:
+            await asyncio.sleep(self.schema_sync_s)
+        self.sync()
+
+    def sync(self) -> None:
+        """Move every job committed since the last call to ``tidb_ddl_history``, one transaction each."""
+        while self._unsynced:
+            job_key, parts = self._unsynced.pop(0)
+            synced = Transaction(self.store, self.tso)
+            synced.delete(job_key)
+            synced.put(keycodec.row_key(ddl_history.HISTORY_TABLE_ID, parts[0].job_id),
+                       ddl_history.history_table_value(parts))
+            synced.commit_now()
 
     def _job(self, job_type: str, query: str, **kw: Any) -> DDLJob:
         return DDLJob(job_id=self.catalog.alloc_id(), job_type=job_type, query=query,
@@ -512,8 +539,8 @@ class DdlExecutor:
                     backfill.put(keycodec.record_key(row.physical_id or info.id, row.handle),
                                  encode_values(both, {**row.values, "\0changing": converted}))
                     _move_index_entries(txn, info, after, old, new, row, converted)
-            # The backfill commits before the job (no row change may share a DDL's commit ts), in the same
-            # event-loop step, so no other transaction commits between them.
+            # The backfill commits before the job, as TiDB's reorg runs before the column's last state change, in
+            # the same event-loop step.
             backfill.commit_now()
             return after
 
@@ -541,6 +568,37 @@ class DdlExecutor:
             return after
 
         return AlterChange("add index", make, indexes=(name or columns[0],))
+
+    def add_primary_key_change(self, columns: tuple[str, ...]) -> AlterChange:
+        """ADD PRIMARY KEY (non-clustered): the rows are checked (no NULL, no duplicate) and the key's index
+        entries written in the job's transaction, as ADD UNIQUE INDEX's."""
+
+        def make(info: TableInfo, txn: Transaction) -> TableInfo:
+            after, ix = ddl_alter.add_primary_key(info, columns)
+            seen: set[bytes] = set()
+            for row in read_rows(txn, info):
+                if any(row.values.get(c) is None for c in ix.columns):
+                    raise SqlError("Invalid use of NULL value", ErrorKind.CONSTRAINT)
+                k = index_entry_key(after, ix, row.values, row.physical_id)
+                assert k is not None  # no NULL in the key
+                if k in seen:
+                    shown = "-".join(str(row.values.get(c)) for c in ix.columns)
+                    raise SqlError(f"Duplicate entry '{shown}' for key '{info.name}.PRIMARY'", ErrorKind.CONSTRAINT)
+                seen.add(k)
+                txn.put(k, index_value(row.handle))
+            return after
+
+        return AlterChange("add primary key", make, indexes=("PRIMARY",), columns=columns)
+
+    def drop_primary_key_change(self) -> AlterChange:
+        def make(info: TableInfo, txn: Transaction) -> TableInfo:
+            after, pk = ddl_alter.drop_primary_key(info)
+            for pid in info.physical_ids:  # a partitioned table's indexes are local to each partition
+                for k, _ in txn.scan(keycodec.index_key(pid, pk.id, b""), keycodec.index_key(pid, pk.id + 1, b"")):
+                    txn.delete(k)
+            return after
+
+        return AlterChange("drop primary key", make, indexes=("PRIMARY",))
 
     def drop_index(self, db: str, table: str, name: str, query: str) -> int:
         return self.alter(db, table, [self.drop_index_change(name)], query)

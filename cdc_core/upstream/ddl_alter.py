@@ -1,4 +1,4 @@
-"""ALTER TABLE jobs on a table info: ADD/DROP/RENAME/MODIFY COLUMN and ADD/DROP INDEX.
+"""ALTER TABLE jobs on a table info: ADD/DROP/RENAME/MODIFY COLUMN, ADD/DROP INDEX and ADD/DROP PRIMARY KEY.
 
 Each function takes the table before the job and returns the table after it (pure: the
 ``DdlExecutor`` writes the history row, checks existing data and applies the result). The rules
@@ -207,3 +207,31 @@ def drop_index(info: TableInfo, name: str) -> tuple[TableInfo, Index, int]:
                 raise SqlError("dropping the PRIMARY KEY is not supported")
             return replace(info, indexes=tuple(x for x in info.indexes if x is not ix)), ix, ix.id
     raise SqlError(f"Can't DROP '{name}'; check that column/key exists", ErrorKind.NOT_FOUND)
+
+
+def add_primary_key(info: TableInfo, columns: tuple[str, ...]) -> tuple[TableInfo, Index]:
+    """ADD PRIMARY KEY (TiDB's ActionAddPrimaryKey): a non-clustered primary key, a unique index whose columns
+    become NOT NULL (the caller checks the rows: NULLs are ``Invalid use of NULL value``, duplicates the index's
+    duplicate entry). TiDB adds no clustered key to a table and no second primary key (pkg/ddl/executor.go
+    ``CreatePrimaryKey``)."""
+    if info.primary_key:
+        raise SqlError("Multiple primary key defined", ErrorKind.EXISTS)
+    if not columns:
+        raise SqlError("a primary key needs at least one column")
+    resolved = tuple(_col(info, c).name for c in columns)
+    next_id = max((ix.id for ix in info.indexes), default=0) + 1
+    ix = Index("PRIMARY", resolved, unique=True, primary=True, id=next_id)
+    cols = tuple(replace(c, nullable=False) if c.name in resolved else c for c in info.columns)
+    return replace(info, columns=cols, indexes=(*info.indexes, ix)), ix
+
+
+def drop_primary_key(info: TableInfo) -> tuple[TableInfo, Index]:
+    """DROP PRIMARY KEY (TiDB's ActionDropPrimaryKey) of a non-clustered table: its unique index goes, the rows
+    keep their ``_tidb_rowid`` handles; the columns stay NOT NULL. A clustered key is the rows' key and cannot go
+    (TiDB's ``checkIsDropPrimaryKey``)."""
+    if info.clustered:
+        raise SqlError("Unsupported drop primary key when the table is using clustered index")
+    pk = next((ix for ix in info.indexes if ix.primary), None)
+    if pk is None:
+        raise SqlError("Can't DROP 'PRIMARY'; check that column/key exists", ErrorKind.NOT_FOUND)
+    return replace(info, indexes=tuple(x for x in info.indexes if x is not pk)), pk

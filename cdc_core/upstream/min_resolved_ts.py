@@ -71,7 +71,11 @@ class Reporter(LoopTask):
         self.interval = interval
 
     def report_once(self) -> None:
-        for sid, ts in stores_min_resolved_ts(self.store, self.regions, self.up_stores(), self.tso.next()).items():
+        now = self.tso.next()
+        # A resolved ts promised to PD, like the change feed's: no async-commit or 1PC commit may go at or below it
+        # (tikv components/resolved_ts/src/advance.rs: ``cm.update_max_ts(min_ts)``).
+        self.store.update_max_ts(now)
+        for sid, ts in stores_min_resolved_ts(self.store, self.regions, self.up_stores(), now).items():
             self.state.report(sid, ts)
 
     async def _loop(self) -> None:

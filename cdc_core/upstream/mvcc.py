@@ -50,6 +50,7 @@ from typing import Protocol
 from sortedcontainers import SortedDict, SortedList, SortedSet
 
 from cdc_core.errors import EmbeddedUpstreamError
+from cdc_core.upstream.concurrency_manager import ConcurrencyManager
 
 
 class Op(enum.IntEnum):
@@ -97,6 +98,9 @@ class VersionRecord:
     op: Op
     value: bytes | None
     old_value: bytes | None
+    # Written by 1PC (``commit_one_pc``): no lock came before it, and TiKV's change feed reports the write as a
+    # COMMITTED row with its value (``components/cdc/src/delegate.rs``, a ``TxnEntry::Commit`` without a lock).
+    one_pc: bool = False
 
 
 class MvccError(EmbeddedUpstreamError):
@@ -193,6 +197,8 @@ class MvccStore:
         self._ingest_ts = 0  # the newest commit ts of ingested versions (not in ``_by_ts``)
         # after ts -> the keys with a version committed after it (``_keys_after``), kept up to date by commits
         self._after: dict[int, SortedSet] = {}
+        # The largest ts read at: where async-commit and 1PC commit ts come from (under ``_mutex``).
+        self._cm = ConcurrencyManager()
 
     # --- observers ----------------------------------------------------------------------------
     def add_observer(self, obs: MvccObserver) -> None:
@@ -211,6 +217,7 @@ class MvccStore:
         if ts < self.safe_point:
             raise GcSafePointPassedError(ts, self.safe_point)
         with self._mutex:
+            self._cm.update_max_ts(ts)
             vs: list[Version] | None = self._writes.get(key)
             if not vs:
                 return None
@@ -241,6 +248,8 @@ class MvccStore:
         while True:
             page: list[tuple[bytes, bytes]] = []
             with self._mutex:
+                if first:
+                    self._cm.update_max_ts(ts)
                 keys = list(itertools.islice(writes.irange(lo, end or None, inclusive=(first, False)), SCAN_PAGE))
                 for key in keys:
                     v = _live_at(writes[key], ts)
@@ -259,6 +268,7 @@ class MvccStore:
         self.check_read_ts(ts)
         writes = self._writes
         with self._mutex:
+            self._cm.update_max_ts(ts)
             later = self._keys_after(ts, start, end)
             if later is not None:
                 n = _in_range(writes, start, end) - _in_range(self._dead, start, end)
@@ -383,13 +393,7 @@ class MvccStore:
         Raises ``KeyLockedError`` when another transaction holds a lock on a key and
         ``WriteConflictError`` when a key was committed after ``start_ts``.
         """
-        for m in mutations:
-            lk = self._locks.get(m.key)
-            if lk is not None and lk.start_ts != start_ts:
-                raise KeyLockedError(m.key, lk.start_ts)
-            latest = self.latest_version(m.key)
-            if latest is not None and latest.commit_ts > start_ts:
-                raise WriteConflictError(m.key, start_ts, latest.commit_ts)
+        self._check_prewrite(mutations, start_ts)
         locks = []
         for m in mutations:
             if m.op is Op.CHECK:
@@ -403,40 +407,93 @@ class MvccStore:
                 obs.on_prewrite(lk)
         return locks
 
+    @property
+    def max_ts(self) -> int:
+        """The largest ts read at or promised as resolved (``ConcurrencyManager``)."""
+        return self._cm.max_ts
+
+    def update_max_ts(self, ts: int) -> None:
+        """Raise ``max_ts`` to ``ts``: what a read at ``ts`` through another path and a resolved ts about to be
+        published do first (TiKV's ``cm.update_max_ts``), so that no async-commit or 1PC commit goes at or below it."""
+        with self._mutex:
+            self._cm.update_max_ts(ts)
+
+    def _check_prewrite(self, mutations: Sequence[Mutation], start_ts: int) -> None:
+        for m in mutations:
+            lk = self._locks.get(m.key)
+            if lk is not None and lk.start_ts != start_ts:
+                raise KeyLockedError(m.key, lk.start_ts)
+            latest = self.latest_version(m.key)
+            if latest is not None and latest.commit_ts > start_ts:
+                raise WriteConflictError(m.key, start_ts, latest.commit_ts)
+
     def commit(self, keys: Iterable[bytes], start_ts: int, commit_ts: int) -> list[VersionRecord]:
-        """Turn the transaction's locks on ``keys`` into versions at ``commit_ts``."""
-        if commit_ts <= start_ts:
-            raise MvccError(f"commit ts {commit_ts} must be greater than start ts {start_ts}")
-        keys = list(keys)
+        """Turn the transaction's locks on ``keys`` into versions at ``commit_ts`` (a 2PC commit, its ts from PD)."""
+        return self._commit(list(keys), start_ts, commit_ts)[1]
+
+    def commit_async(self, keys: Iterable[bytes], start_ts: int) -> int:
+        """Commit the transaction's locks on ``keys`` as an async-commit transaction: at ``max(max_ts, start_ts) +
+        1``, taken in the same critical section as the writes. Returns the commit ts.
+
+        TiKV fixes an async-commit transaction's commit ts at prewrite (``min_commit_ts``), and a read at or above
+        it that meets the lock waits for the commit. Here readers do not wait on locks, so the ts is taken when the
+        locks turn into versions instead: every read before then raised ``max_ts`` and stays below the commit, every
+        read after sees it. The change feed sees the same PREWRITE then COMMIT."""
+        return self._commit(list(keys), start_ts, None)[0]
+
+    def _commit(self, keys: list[bytes], start_ts: int, commit_ts: int | None) -> tuple[int, list[VersionRecord]]:
         for key in keys:
             lk = self._locks.get(key)
             if lk is None or lk.start_ts != start_ts:
                 if any(v.start_ts == start_ts for v in self._writes.get(key, ())):
                     continue  # already committed: commit is idempotent
                 raise LockNotFoundError(f"no lock of the transaction {start_ts} on key {key.hex()}")
-        records = []
         with self._mutex:
+            ts = self._cm.async_commit_ts(start_ts) if commit_ts is None else commit_ts
+            if ts <= start_ts:
+                raise MvccError(f"commit ts {ts} must be greater than start ts {start_ts}")
+            records = []
             for key in keys:
                 lk = self._locks.get(key)
                 if lk is None or lk.start_ts != start_ts:
                     continue
                 del self._locks[key]
-                prev = self.latest_version(key)
-                v = Version(start_ts, commit_ts, lk.op, lk.value)
-                vs = self._writes.setdefault(key, [])
-                vs.append(v)
-                if len(vs) > 1 or v.op is not Op.PUT:
-                    self._gc_due.add(key)
-                self._by_ts.add((commit_ts, key))
-                for after, kept in self._after.items():
-                    if after < commit_ts:
-                        kept.add(key)
-                self._note_newest(key, prev, v)
-                records.append(VersionRecord(key, start_ts, commit_ts, lk.op, lk.value, _value_of(prev)))
+                records.append(self._put_version(key, start_ts, ts, lk.op, lk.value, one_pc=False))
         for rec in records:
             for obs in self._observers:
                 obs.on_commit(rec)
-        return records
+        return ts, records
+
+    def commit_one_pc(self, mutations: Sequence[Mutation], start_ts: int) -> int:
+        """Write ``mutations`` as a 1PC transaction (TiKV's one-phase commit: prewrite and commit in one request,
+        no lock left behind): the conflict checks of :meth:`prewrite`, then every version at ``max(max_ts,
+        start_ts) + 1`` in one critical section. Observers see only the commits, marked ``one_pc``. Returns the
+        commit ts; raises as :meth:`prewrite` does and writes nothing then."""
+        self._check_prewrite(mutations, start_ts)
+        with self._mutex:
+            ts = self._cm.async_commit_ts(start_ts)
+            records = [self._put_version(m.key, start_ts, ts, m.op, m.value if m.op is Op.PUT else None, one_pc=True)
+                       for m in mutations if m.op is not Op.CHECK]
+        for rec in records:
+            for obs in self._observers:
+                obs.on_commit(rec)
+        return ts
+
+    def _put_version(self, key: bytes, start_ts: int, commit_ts: int, op: Op, value: bytes | None, *,
+                     one_pc: bool) -> VersionRecord:
+        """Append one committed version (under the lock) and keep the indexes true; its record for observers."""
+        prev = self.latest_version(key)
+        v = Version(start_ts, commit_ts, op, value)
+        vs = self._writes.setdefault(key, [])
+        vs.append(v)
+        if len(vs) > 1 or v.op is not Op.PUT:
+            self._gc_due.add(key)
+        self._by_ts.add((commit_ts, key))
+        for after, kept in self._after.items():
+            if after < commit_ts:
+                kept.add(key)
+        self._note_newest(key, prev, v)
+        return VersionRecord(key, start_ts, commit_ts, op, value, _value_of(prev), one_pc)
 
     def ingest(self, pairs: Iterable[tuple[bytes, bytes]], commit_ts: int) -> int:
         """Write each ``(key, value)`` as a version committed at ``commit_ts`` (a physical import): no lock, no

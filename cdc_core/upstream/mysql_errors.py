@@ -31,6 +31,8 @@ ER_DUP_KEYNAME = MysqlCode(1061, b"42000")
 ER_DUP_ENTRY = MysqlCode(1062, b"23000")
 ER_PARSE_ERROR = MysqlCode(1064, b"42000")
 ER_CANT_DROP_FIELD_OR_KEY = MysqlCode(1091, b"42000")
+ER_MULTIPLE_PRI_KEY = MysqlCode(1068, b"42000")
+ER_INVALID_USE_OF_NULL = MysqlCode(1138, b"22004")
 ER_UNKNOWN_ERROR = MysqlCode(1105, b"HY000")
 ER_NO_SUCH_TABLE = MysqlCode(1146, b"42S02")
 ER_NO_DEFAULT_FOR_FIELD = MysqlCode(1364, b"HY000")
@@ -100,6 +102,9 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^Duplicate column name ", ER_DUP_FIELDNAME),
         (r"^Duplicate key name ", ER_DUP_KEYNAME),
         (r"^Can't DROP '", ER_CANT_DROP_FIELD_OR_KEY),
+        (r"^Multiple primary key defined", ER_MULTIPLE_PRI_KEY),
+        (r"^Invalid use of NULL value", ER_INVALID_USE_OF_NULL),
+        (r"^(Unsupported drop primary key|Adding clustered primary key)", ER_UNSUPPORTED_DDL),
         (r"^Field '.*' doesn't have a default value", ER_NO_DEFAULT_FOR_FIELD),
         (r"^No database selected", ER_NO_DB_ERROR),
         (r"^Unsupported (modify column|operate same|reorganize partition|partition type of table|ADD PARTITION of "

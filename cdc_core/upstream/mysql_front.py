@@ -34,6 +34,7 @@ import asyncio
 import json
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from ssl import SSLContext
@@ -68,6 +69,7 @@ from cdc_core.upstream.info_schema import SCHEMA, TidbInfoSchema
 from cdc_core.upstream.mvcc import GcSafePointPassedError
 from cdc_core.upstream.sql_front import ParsedStatement, SqlEngine, StatementResult, split_script
 from cdc_core.upstream.table_listing import ListingPlan, TableListing, plan_listing
+from cdc_core.upstream.txn import CommitMode
 
 log = get_logger("cdcflow.upstream.mysql")
 
@@ -79,6 +81,9 @@ _VARIABLES = GlobalVariables({
     "tidb_snapshot": (str, "", True),
     "tidb_current_ts": (int, 0, False),
     "tidb_last_txn_info": (str, "", False),
+    # How transactions commit (TiDB's defaults since v5.0: both on; sql_front / txn.CommitOptions)
+    "tidb_enable_async_commit": (bool, True, True),
+    "tidb_enable_1pc": (bool, True, True),
 })
 
 # mysql-mimic names SQLSTATEs for its own few codes; a client shows the state of the others too.
@@ -266,6 +271,9 @@ class FrontSession(Session):
         return run
 
     async def _run(self, st: ParsedStatement) -> AllowedResult:
+        switches = (bool(self.variables.get("tidb_enable_async_commit")), bool(self.variables.get("tidb_enable_1pc")))
+        if switches != (self.sql.commit_options.async_commit, self.sql.commit_options.one_pc):
+            self.sql.commit_options = replace(self.engine.commit_options, async_commit=switches[0], one_pc=switches[1])
         try:
             res = await self.sql.run(st)
         except (SqlError, SchemaError, GcSafePointPassedError) as exc:
@@ -273,8 +281,10 @@ class FrontSession(Session):
         finally:
             self.variables.set("tidb_current_ts", self.sql.txn.start_ts if self.sql.txn else 0, force=True)
         if res.commit_ts:
+            # client-go's TxnInfo (txnkv/transaction/txn.go): txn_commit_mode "2pc", "async_commit" or "1pc"
+            mode = (self.sql.last_commit_mode or CommitMode.TWO_PC).value
             info = {"txn_scope": "global", "start_ts": self.sql.last_start_ts, "commit_ts": res.commit_ts,
-                    "txn_commit_mode": "2pc", "async_commit_fallback": False, "one_pc_fallback": False}
+                    "txn_commit_mode": mode, "async_commit_fallback": False, "one_pc_fallback": False}
             self.variables.set("tidb_last_txn_info", json.dumps(info, separators=(",", ":")), force=True)
         await asyncio.sleep(0)  # let the change feed and other sessions run between statements
         return self._result(res)

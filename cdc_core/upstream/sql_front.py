@@ -25,7 +25,7 @@ import asyncio
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Final, cast
@@ -64,7 +64,7 @@ from cdc_core.upstream.table_writer import (
     row_with_rowid,
 )
 from cdc_core.upstream.tso import TsoAllocator
-from cdc_core.upstream.txn import Transaction
+from cdc_core.upstream.txn import CommitMode, CommitOptions, Transaction
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns when it falls back to a Command
 log = get_logger("cdcflow.upstream.sql")
@@ -360,6 +360,11 @@ class SqlEngine:
         self.catalog = catalog
         self.ddl = ddl
         self.import_region_keys = import_region_keys  # IMPORT INTO splits the table into regions of this many keys
+        # How user transactions commit: TiDB's defaults (async commit and 1PC on), 1PC when one region holds the keys
+        self.commit_options = CommitOptions(single_region=self._single_region)
+
+    def _single_region(self, keys: Sequence[bytes]) -> bool:
+        return self.ddl.regions.locate(min(keys)).contains(max(keys))
 
     def session(self, at_ts: int = 0) -> Session:
         return Session(self, at_ts)
@@ -381,6 +386,9 @@ class Session:
         self.db: str | None = None
         self.txn: Transaction | None = None
         self.last_start_ts = 0  # start ts of the last transaction committed here (0: a DDL, or none yet)
+        self.last_commit_mode: CommitMode | None = None  # how it committed
+        # How this session's transactions commit (TiDB's tidb_enable_async_commit / tidb_enable_1pc)
+        self.commit_options = engine.commit_options
         # A plain SELECT (no ORDER BY, LIMIT or aggregate) returns its first batch of rows and the rest as
         # ``StatementResult.more``, read by the caller while it sends them (the MySQL front): else every row at once.
         self.stream_rows = False
@@ -458,7 +466,7 @@ class Session:
         res = StatementResult(statement=st.text)
         if isinstance(node, exp.Transaction):
             res.commit_ts = await self._commit_open()
-            self.txn = Transaction(self.engine.store, self.engine.tso)
+            self.txn = Transaction(self.engine.store, self.engine.tso, options=self.commit_options)
         elif isinstance(node, exp.Commit):
             res.commit_ts = await self._commit_open()
         elif isinstance(node, exp.Rollback):
@@ -494,7 +502,7 @@ class Session:
         if txn is None:
             return 0
         commit_ts = await txn.commit(self._validator(txn))
-        self.last_start_ts = txn.start_ts
+        self.last_start_ts, self.last_commit_mode = txn.start_ts, txn.commit_mode
         return commit_ts
 
     def _validator(self, txn: Transaction) -> Callable[[], None]:
@@ -536,7 +544,7 @@ class Session:
             return StatementResult(statement=st.text, affected_rows=n)
         retries = self.engine.AUTOCOMMIT_RETRIES
         for attempt in range(retries):
-            txn = Transaction(self.engine.store, self.engine.tso)
+            txn = Transaction(self.engine.store, self.engine.tso, options=self.commit_options)
             n = fn(st.node, txn)
             try:
                 commit_ts = await txn.commit(self._validator(txn))
@@ -545,7 +553,7 @@ class Session:
                     await asyncio.sleep(0.005 * (attempt + 1))
                     continue
                 raise
-            self.last_start_ts = txn.start_ts
+            self.last_start_ts, self.last_commit_mode = txn.start_ts, txn.commit_mode
             return StatementResult(statement=st.text, affected_rows=n, commit_ts=commit_ts)
         raise AssertionError("unreachable")
 
@@ -599,7 +607,7 @@ class Session:
             od, nd = self._current_db(old), (str(new.db) if new.db else self._current_db(old))
             action = lambda: [ddl.rename_table(od, str(old.name), nd, str(new.name), st.text)]  # noqa: E731
         elif isinstance(node, exp.Alter) and str(node.args.get("kind", "")).upper() == "TABLE":
-            action = self._alter_action(node, st.text)
+            action = self._alter_action(node, st.text, st.clustered)
         elif isinstance(node, exp.Create) and str(node.args.get("kind", "")).upper() == "INDEX":
             ix = node.this
             ref = _table_ref(ix.args.get("table"), "CREATE INDEX")
@@ -631,9 +639,15 @@ class Session:
             raise SqlError(f"unsupported statement ({kind}): `{_short(st.text)}`")
         # MySQL: DDL implicitly commits the open transaction.
         await self._commit_open()
-        commit_ts = [ts for ts in action() if ts]
+        try:
+            commit_ts = [ts for ts in action() if ts]
+        finally:
+            # TiDB's statement returns once its job is synced and in the history table: the owner waits for every
+            # server to load the schema first, and other sessions' transactions may commit meanwhile.
+            await ddl.wait_synced()
         if commit_ts:
             self.last_start_ts = 0  # a DDL job's transactions are the DDL owner's, not this session's
+            self.last_commit_mode = CommitMode.TWO_PC
         return StatementResult(statement=st.text, commit_ts=commit_ts[-1] if commit_ts else 0)
 
     def _partition_layout(self, ddl: DdlExecutor, text: str) -> Callable[[], list[int]] | None:
@@ -689,14 +703,18 @@ class Session:
             raise SqlError("Partition management on a not partitioned table is not possible")
         return scheme
 
-    def _alter_action(self, node: exp.Alter, text: str) -> Callable[[], list[int]]:
-        """ALTER TABLE: one change is its own job; several are TiDB's multi-schema change, one job."""
+    def _alter_action(self, node: exp.Alter, text: str, clustered: bool | None = None) -> Callable[[], list[int]]:
+        """ALTER TABLE: one change is its own job; several are TiDB's multi-schema change, one job. ``clustered``:
+        the statement said CLUSTERED (TiDB adds no clustered primary key to a table) or NONCLUSTERED."""
         ddl = self.engine.ddl
         actions = node.args.get("actions") or []
         if not actions:
             raise SqlError(f"ALTER TABLE without a change: `{_short(text)}`")
         ref = _table_ref(node.this, "ALTER TABLE")
         db, table = self._current_db(ref), str(ref.name)
+        if clustered and any(isinstance(c, exp.PrimaryKey) for a in actions for c in a.expressions or ()):
+            raise SqlError("Adding clustered primary key is not supported. Please consider adding NONCLUSTERED "
+                           "primary key instead")
         changes = [self._alter_change(a) for a in actions]
         return lambda: [ddl.alter(db, table, changes, text)]
 
@@ -706,8 +724,11 @@ class Session:
             return ddl.add_column_change(parse_column_def(a))
         if isinstance(a, exp.Drop) and str(a.args.get("kind", "")).upper() == "COLUMN":
             return ddl.drop_column_change(str((a.args.get("tables") or [a.this])[0].name))
+        if isinstance(a, exp.DropPrimaryKey):
+            return ddl.drop_primary_key_change()
         if isinstance(a, exp.Drop) and str(a.args.get("kind", "")).upper() in ("INDEX", "KEY"):
-            return ddl.drop_index_change(str((a.args.get("tables") or [a.this])[0].name))
+            dropped = str((a.args.get("tables") or [a.this])[0].name)
+            return ddl.drop_primary_key_change() if dropped.lower() == "primary" else ddl.drop_index_change(dropped)
         if isinstance(a, exp.RenameColumn):
             return ddl.rename_column_change(column_name(a.this), column_name(a.args["to"]))
         if isinstance(a, exp.ModifyColumn):
@@ -715,6 +736,8 @@ class Session:
             return ddl.modify_column_change(parse_column_def(a.this), str(frm.name) if frm is not None else None)
         if isinstance(a, exp.AddConstraint) and len(a.expressions) == 1:
             c = a.expressions[0]
+            if isinstance(c, exp.PrimaryKey):
+                return ddl.add_primary_key_change(tuple(column_name(e) for e in c.expressions))
             if isinstance(c, exp.IndexColumnConstraint):
                 name = str(c.this.name) if c.this is not None else None
                 return ddl.add_index_change(name, tuple(column_name(e) for e in c.expressions), False)

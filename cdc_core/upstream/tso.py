@@ -3,6 +3,11 @@
 Timestamps are strictly increasing for the life of the allocator, even if the wall clock steps
 backwards (the physical part then stays at the last value and the logical part counts on) or a
 millisecond's logical space runs out (the physical part moves ahead by one).
+
+As PD's, the physical part does not follow the clock on every request: PD moves it to the wall clock once per
+``tso-update-physical-interval`` (50 ms by default; tikv/pd ``pkg/tso/tso.go`` ``UpdateTimestamp``, default in
+``server/config``) and hands out logical values in between. So the timestamps of a busy 50 ms are consecutive,
+which is what lets an async-commit transaction's ``max_ts + 1`` equal the next ts PD hands a DDL.
 """
 
 from __future__ import annotations
@@ -12,12 +17,21 @@ from collections.abc import Callable
 
 from cdc_core.codec import tso as tso_codec
 
+PD_UPDATE_PHYSICAL_INTERVAL_MS = 50  # PD's tso-update-physical-interval default
+
 
 class TsoAllocator:
-    """Monotonic timestamp allocator; thread-safe (the cluster uses it from one event loop)."""
+    """Monotonic timestamp allocator; thread-safe (the cluster uses it from one event loop).
 
-    def __init__(self, clock_ms: Callable[[], int] = tso_codec.now_physical_ms) -> None:
+    ``update_physical_interval_ms``: the physical part moves to the clock only once the clock is that far past it
+    (1: every millisecond)."""
+
+    def __init__(self, clock_ms: Callable[[], int] = tso_codec.now_physical_ms, *,
+                 update_physical_interval_ms: int = PD_UPDATE_PHYSICAL_INTERVAL_MS) -> None:
+        if update_physical_interval_ms < 1:
+            raise ValueError(f"the TSO's physical update interval must be >= 1 ms, got {update_physical_interval_ms}")
         self._clock_ms = clock_ms
+        self._interval = update_physical_interval_ms
         self._lock = threading.Lock()
         self._last = 0
 
@@ -29,7 +43,8 @@ class TsoAllocator:
             raise ValueError(f"TSO count must be <= {tso_codec.MAX_LOGICAL}, got {count}")
         with self._lock:
             last_phys, last_logical = tso_codec.parse(self._last)
-            phys = max(self._clock_ms(), last_phys)
+            now = self._clock_ms()
+            phys = now if self._last == 0 or now - last_phys >= self._interval else last_phys
             if phys == last_phys:
                 logical = last_logical + count
                 if logical > tso_codec.MAX_LOGICAL:

@@ -53,6 +53,29 @@ def test_sub_window_cuts_split_dml_steps_and_ddl_barriers_stay():
     assert plan_steps(5, 40, [], cuts=[]) == [DmlStep(5, 40, 40)]
 
 
+def test_dml_at_a_ddls_commit_ts_is_an_at_barrier_step_before_it():
+    jobs = [_job(1, "add column", 20, _t(101))]
+    steps = plan_steps(5, 30, jobs, shared={20})
+    assert steps == [DmlStep(5, 19, 19), DmlStep(19, 20, 20, at_barrier=True), DdlStep(jobs[0]), DmlStep(20, 30, 30)]
+    at = steps[1]
+    assert isinstance(at, DmlStep) and at.schema_ts == 19  # the schema before the DDL
+    assert all(s.schema_ts == s.upto_ts for s in steps if isinstance(s, DmlStep) and not s.at_barrier)
+    # a DDL right after the checkpoint, two DDLs at adjacent ts, a cut right before the barrier, a shared ts that is
+    # not a DDL's (ignored), and a job of two tables at one ts (one at-barrier step before its first part)
+    a, b = _job(1, "create table", 6, _t(101)), _job(2, "add column", 7, _t(102, "u"))
+    assert plan_steps(5, 7, [a, b], shared={6, 7}) == [
+        DmlStep(5, 6, 6, at_barrier=True), DdlStep(a), DmlStep(6, 7, 7, at_barrier=True), DdlStep(b)]
+    assert plan_steps(5, 40, jobs, cuts=[19], shared={20, 33}) == [
+        DmlStep(5, 19, 19), DmlStep(19, 20, 20, at_barrier=True), DdlStep(jobs[0]), DmlStep(20, 40, 40)]
+    assert plan_steps(5, 40, jobs, cuts=[12], shared={20}) == [
+        DmlStep(5, 12, 12, cut=True), DmlStep(12, 19, 19), DmlStep(19, 20, 20, at_barrier=True), DdlStep(jobs[0]),
+        DmlStep(20, 40, 40)]
+    parts = [_job(3, "rename table", 20, _t(101, "x"), sub_index=0), _job(3, "rename table", 20, _t(102, "y"),
+                                                                         sub_index=1)]
+    assert plan_steps(5, 20, parts, shared={20}) == [
+        DmlStep(5, 19, 19), DmlStep(19, 20, 20, at_barrier=True), DdlStep(parts[0]), DdlStep(parts[1])]
+
+
 def test_relevance_by_name_before_and_after():
     flt = TableFilter(["db.*", "!db.tmp*"])
     t = _t(101)
@@ -84,7 +107,7 @@ def _job_row(jid: int, ts: int, meta: bytes | None, op: str = "put") -> dict:
             "op": op, "start_ts": ts - 1, "commit_ts": ts, "value": value, "old_value": None}
 
 
-def test_decode_jobs_deduplicates_whitelists_and_refuses_unreplicated_data_jobs_on_replicated_tables():
+def test_decode_jobs_deduplicates_and_refuses_unreplicated_data_jobs_on_replicated_tables():
     a, b = _job(1, "create table", 10, _t(101)), _job(2, "add column", 20, _t(101))
     # A RECOVER TABLE job (ActionRecoverTable = 25) as TiDB writes it: it brings rows back without row events.
     odd = json.dumps({"id": 3, "type": 25, "schema_id": 100, "table_id": 101, "schema_name": "db",
@@ -93,14 +116,60 @@ def test_decode_jobs_deduplicates_whitelists_and_refuses_unreplicated_data_jobs_
     window = pa.concat_tables([_bronze([b, a, a], extra_rows=3),
                                pa.Table.from_pylist([_job_row(3, 30, odd)], schema=changelog.SCHEMA)])
     got = ddl_puller.decode_jobs(window)
-    assert [j.job_id for j in got] == [1, 2]  # a's duplicate collapses; odd is not replicated
+    assert [j.job_id for j in got] == [1, 2, 3]  # a's duplicate collapses; every job reaches the schema storage
     # The table as TiDB's job carries it, at the job's schema version.
     assert got[0].table_info == replace(a.table_info, schema_version=1) and got[0].finished_ts == 10
     # On a replicated table it stops the changefeed: the rows it moves between tables go without row events.
     with pytest.raises(ChangefeedError, match=r"DDL job 3 \(recover table\) on db\.t at commit ts 30: it changes "
                                               r"rows without row events and is not replicated"):
         ddl_puller.decode_jobs(window, TableFilter(["db.*"]).match)
-    assert [j.job_id for j in ddl_puller.decode_jobs(window, TableFilter(["other.*"]).match)] == [1, 2]
+    assert [j.job_id for j in ddl_puller.decode_jobs(window, TableFilter(["other.*"]).match)] == [1, 2, 3]
+
+
+def _undecodable(jid: int, ts: int, db: str, table: str, tid: int) -> dict:
+    """A done ADD COLUMN job whose table has a column of a type cdcflow does not know (Tp 226: a type of next
+    year): the job's names and ids read, its TableInfo does not decode."""
+    info = _t(tid, table, db)
+    meta = json.loads(_job(jid, "add column", ts, info, table_id=tid, schema_name=db, table_name=table).job_meta(
+        ddl_history.JOB_STATE_DONE))
+    col = dict(meta["binlog"]["TableInfo"]["cols"][0], id=2, offset=1, name={"O": "v", "L": "v"})
+    col["type"] = dict(col["type"], Tp=226)
+    meta["binlog"]["TableInfo"]["cols"].append(col)
+    return _job_row(jid, ts, json.dumps(meta).encode())
+
+
+def test_a_job_that_cannot_be_decoded_stops_only_the_changefeeds_that_replicate_its_table(caplog):
+    ok = _job(1, "create table", 10, _t(101))
+    window = pa.concat_tables([_bronze([ok]), pa.Table.from_pylist([_undecodable(2, 20, "other", "x", 102)],
+                                                                     schema=changelog.SCHEMA)])
+    got = ddl_puller.decode_jobs(window, TableFilter(["db.*"]).match)  # by its names: not replicated here
+    assert [j.job_id for j in got] == [1]
+    with pytest.raises(ChangefeedError, match=r"DDL job 2 \(add column\) on other\.x at commit ts 20 cannot be "
+                                              r"decoded: .*column 'v': unsupported column type .*Tp 226"):
+        ddl_puller.decode_jobs(window, TableFilter(["other.*"]).match)
+    # by its table id: a table the changefeed replicates, whatever the job's names say
+    with pytest.raises(ChangefeedError, match="DDL job 2"):
+        ddl_puller.decode_jobs(window, TableFilter(["db.*"]).match, known_ids={102})
+
+
+def test_every_finished_job_of_a_table_reaches_the_schema_storage_with_its_table():
+    """A job off the DDL whitelist (RENAME INDEX, ActionRenameIndex = 18) still carries its table after it, and the
+    schema storage takes it; a view's jobs carry no table."""
+    t = _t(101)
+    renamed = replace(t, indexes=(replace(t.indexes[0], name="PRIMARY"),), schema_version=2)
+    meta = json.loads(_job(2, "add index", 20, renamed).job_meta(ddl_history.JOB_STATE_DONE))
+    meta["type"], meta["query"] = 18, "ALTER TABLE t RENAME INDEX a TO b"
+    view = json.loads(_job(3, "create table", 30, _t(103, "v")).job_meta(ddl_history.JOB_STATE_DONE))
+    view["type"] = 21  # ActionCreateView: the TableInfo is a view's
+    view["binlog"]["TableInfo"]["view"] = {"view_select": "SELECT 1"}
+    window = pa.concat_tables([_bronze([_job(1, "create table", 10, t)]), pa.Table.from_pylist(
+        [_job_row(2, 20, json.dumps(meta).encode()), _job_row(3, 30, json.dumps(view).encode())],
+        schema=changelog.SCHEMA)])
+    got = ddl_puller.decode_jobs(window, TableFilter(["db.*"]).match)
+    assert [(j.job_id, j.job_type, j.table_info is not None) for j in got] == [
+        (1, "create table", True), (2, "rename index", True), (3, "create view", False)]
+    storage = SchemaStorage.from_jobs(got)
+    assert storage.table_at(101, 20).schema_version == 2 and storage.table_at(103, 30) is None
 
 
 def test_decode_takes_jobs_when_done_at_the_row_commit_ts():

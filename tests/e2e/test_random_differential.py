@@ -1,6 +1,8 @@
 """Issue 6's randomized differential tests: a seeded random workload (multi-table transactions moving primary
 and unique keys, seed 002's swaps, deletes, DDL sprinkled in) replicated window by window through
-``changefeed run``; after every window each Delta table equals the upstream snapshot at the checkpoint.
+``changefeed run``; after every window each Delta table equals the upstream snapshot at the checkpoint. A second
+client writes all along (``testkit.concurrent_writer``), so that DML commits at a DDL's commit ts (async commit and
+1PC, TiDB's defaults, do not give unique commit ts): at least one must in a run, and lands before the DDL.
 Then the same with the process killed — at every failpoint where a window can be left half done, and at a
 random moment — and re-run: the tables end as an uninterrupted run leaves them.
 
@@ -22,6 +24,8 @@ from cdc_core import failpoint
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
+from testkit.concurrent_writer import TABLE as WRITER_TABLE
+from testkit.concurrent_writer import ConcurrentWriter, shared_commit_ts
 from testkit.e2e import cli as _cli
 from testkit.e2e import failpoint_armed, typed_rows_match
 from testkit.random_workload import RandomWorkload
@@ -31,14 +35,16 @@ pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 SEED = int(os.environ.get("CDCFLOW_DIFF_SEED", "20261122"))
 
 
-def _assert_same(c: UpstreamClient, sink: Path, wl: RandomWorkload, ts: int, where: str) -> None:
-    for t in wl.tables:
+def _assert_same(c: UpstreamClient, sink: Path, wl: RandomWorkload, ts: int, where: str,
+                 extra: tuple[str, ...] = ()) -> None:
+    names = [t.name for t in wl.tables] + list(extra)
+    for name in names:
         try:
-            typed_rows_match(c, sink, wl.db, t.name, ts)
+            typed_rows_match(c, sink, wl.db, name, ts)
         except AssertionError as exc:
             raise AssertionError(f"{where} (seed {SEED}): {exc}") from None
     on_disk = {p.name for p in (sink / wl.db).iterdir() if (p / "_delta_log").is_dir()}
-    assert on_disk == {t.name for t in wl.tables}, f"{where}: Delta tables {on_disk} (seed {SEED})"
+    assert on_disk == set(names), f"{where}: Delta tables {on_disk} (seed {SEED})"
 
 
 def _create(cdc_home: Path, cid: str, db: str, start: int, dq_mode: str = "checksum",
@@ -62,13 +68,22 @@ def test_random_transactions_and_ddl_match_the_upstream_after_every_window(cdc_h
     with UpstreamClient(upstream_cluster.pd_addr) as c:
         wl = RandomWorkload(c, "e2e_diff_dv" if deletion_vectors else "e2e_diff", SEED)
         wl.create_initial()
+        writer = ConcurrentWriter(upstream_cluster.mysql_addr, wl.db, SEED)
+        writer.create()
         sink = _create(cdc_home, cid, wl.db, c.get_ts(), deletion_vectors=deletion_vectors)
         for window in range(4):
-            wl.steps(25)
+            with writer:
+                wl.steps(25)
+                for _ in range(3):  # DDL right after DDL: the writer's transactions straddle them
+                    wl.ddl()
             t = c.get_ts()
             runner.run_until(cid, t)
             assert load_state(cid).checkpoint_ts == t
-            _assert_same(c, sink, wl, t, f"window {window}")
+            _assert_same(c, sink, wl, t, f"window {window}", extra=(WRITER_TABLE,))
+        shared = shared_commit_ts(sink, cid)
+        print(f"the concurrent writer committed {writer.commits} transactions; DDL commit ts shared by row "
+              f"changes: {shared}")
+        assert shared, "no DML committed at a DDL's commit ts: the run did not test their order"
         if deletion_vectors:
             from deltalake import DeltaTable
 

@@ -10,9 +10,9 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-from cdc_core.codec.sink_uri import app_id_for, table_path
+from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from spark_jobs import apply_window as apply_window_module
 from spark_jobs.apply_window import apply_window, main, run_job
@@ -208,6 +208,30 @@ def test_barrier_steps_versions(spark, sink):
         apply_window(sink, CF, 40, [c], upto_ts=30, version=29, spark=spark)
     with pytest.raises(ValueError, match="above the upto ts"):
         apply_window(sink, CF, 40, [c], after_ts=31, upto_ts=30, spark=spark)
+
+
+def test_dml_at_a_ddls_commit_ts_is_recorded_under_its_own_app_id(spark, sink):
+    """Rows committed at the DDL's ts 20 (async commit / 1PC): the at-barrier step (19, 20] records 20 under the
+    at-barrier app id, since 20 under the changefeed's says the DDL is applied; a re-run before or after the DDL
+    skips it. (Recording 19 again would be skipped by Delta: the step before recorded 19.)"""
+    c = clustered_table()
+    b = Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(c, 2, 20, {1: 2, 2: 2}).put(c, 1, 20, {1: 1, 2: 5}, old={1: 1, 2: 1})
+    write_bronze(sink, CF, 40, b.arrow())
+    apply_window(sink, CF, 40, [c], after_ts=0, upto_ts=19, version=19, spark=spark)
+    at_barrier = {"after_ts": 19, "upto_ts": 20, "version": 20, "at_barrier": True}
+    res = apply_window(sink, CF, 40, [c], spark=spark, **at_barrier)
+    assert res["test.c"]["skipped"] is False and _rows(sink, c) == [{"a": 1, "b": 5}, {"a": 2, "b": 2}]
+    dt = DeltaTable(table_path(sink, c))
+    assert (dt.transaction_version(app_id_for(CF)), dt.transaction_version(at_barrier_app_id_for(CF))) == (19, 20)
+    v = _version(sink, c)
+    again = apply_window(sink, CF, 40, [c], spark=spark, **at_barrier)  # a resume before the DDL landed
+    assert again["test.c"]["skipped"] is True and _version(sink, c) == v
+    # the DDL's commit records 20 under the changefeed's app id; the step stays done
+    write_deltalake(dt, pa.schema(dt.schema().to_arrow()).empty_table(), mode="append",
+                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id_for(CF), 20)]))
+    assert apply_window(sink, CF, 40, [c], spark=spark, **at_barrier)["test.c"]["skipped"] is True
+    with pytest.raises(ValueError, match="records that ts, not 21"):
+        apply_window(sink, CF, 40, [c], after_ts=19, upto_ts=20, version=21, at_barrier=True, spark=spark)
 
 
 def test_bounds_are_exclusive_below_inclusive_above(spark, sink):

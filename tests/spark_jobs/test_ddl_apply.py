@@ -341,14 +341,31 @@ def test_index_without_key_change_is_a_noop(sink):
     assert res["action"].startswith("schema-only") and DeltaTable(path).version() == v
 
 
-def test_key_change_on_a_non_empty_table_is_a_clear_error(sink):
+def test_a_key_change_to_columns_the_rows_hold_re_keys_the_table_in_place(sink):
+    """_tidb_rowid -> a NOT NULL unique key: the rows stay, the _tidb_rowid column goes (one rewrite commit), and
+    later windows merge by the new key."""
     r = rowid_table()
-    path = _seed(sink, r, [{"a": 1, "b": "x", "_tidb_rowid": 1}])
+    path = _seed(sink, r, [{"a": 1, "b": "x", "_tidb_rowid": 1}, {"a": 2, "b": "y", "_tidb_rowid": 7}])
     after = _keyed_by_uk(r)
-    with pytest.raises(ChangefeedError, match=r"changes the Delta key from \('_tidb_rowid',\) to \('a',\)") as ei:
-        apply_ddl(sink, CF, _job("add index", 200, after), r, after)
-    assert "not supported" in str(ei.value) and "test.r" in str(ei.value)
-    assert _schema(path)["_tidb_rowid"] == pa.int64()
+    res = apply_ddl(sink, CF, _job("add index", 200, after), r, after)
+    assert res["applied_version"] == 200 and "rewrote" in res["action"]
+    assert _schema(path) == {"a": pa.int32(), "b": pa.string()}
+    assert sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda x: x["a"]) == [
+        {"a": 1, "b": "x"}, {"a": 2, "b": "y"}]
+    _again_is_noop(sink, _job("add index", 200, after), r, after, path)
+
+
+def test_a_key_change_to_the_row_id_needs_the_upstream(sink):
+    """The key becomes _tidb_rowid (the unique key dropped): the handles are only upstream, so the table is reloaded
+    from there at the barrier (tests/e2e/test_key_changes.py); without the upstream's address, a clear error and the
+    table as it was."""
+    r = rowid_table()
+    keyed = _keyed_by_uk(r)
+    path = _seed(sink, keyed, [{"a": 1, "b": "x"}])
+    with pytest.raises(ChangefeedError, match=r"DROP INDEX on test\.r .*re-keys the silver table by _tidb_rowid: the "
+                                              r"upstream's address is required"):
+        apply_ddl(sink, CF, _job("drop index", 200, r), keyed, r)
+    assert _schema(path) == {"a": pa.int32(), "b": pa.string()}
 
 
 def test_key_change_on_an_empty_table_is_applied(sink):
@@ -359,10 +376,16 @@ def test_key_change_on_an_empty_table_is_applied(sink):
     assert res["applied_version"] == 200 and _schema(path) == {"a": pa.int32(), "b": pa.string()}
 
 
-def test_unsupported_ddl(sink):
+def test_a_job_off_the_whitelist_is_applied_as_the_alter_it_is(sink):
+    """The planner sends a job of a type off the whitelist only when it changes the silver table (barriers.applies):
+    it is applied as an ALTER of its table before and after; one without its tables is refused."""
     t = clustered_table()
-    with pytest.raises(ChangefeedError, match="unsupported DDL 'alter table partition'"):
-        apply_ddl(sink, CF, _job("alter table partition", 200, t), t, t)
+    path = _seed(sink, t, C_ROWS)
+    after = _add(t, Column(3, "z", "int", default=None))
+    res = apply_ddl(sink, CF, _job("alter table mode", 200, after), t, after)  # TiDB v8.5's ActionAlterTableMode
+    assert res["applied_version"] == 200 and "z" in _schema(path)
+    with pytest.raises(ChangefeedError, match="unsupported DDL 'alter table mode'"):
+        apply_ddl(sink, CF, _job("alter table mode", 300, None), None, None)
 
 
 def test_run_job_json(sink):

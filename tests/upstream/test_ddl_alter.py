@@ -16,6 +16,12 @@ from cdc_core.schema.ddl_history import DDLJob
 from cdc_core.schema.model import Column
 
 
+def _stored(upstream_cluster: Any, key: bytes) -> bytes | None:
+    """The key's value in the MVCC store, read at a ts from the TSO (a read raises the store's max_ts)."""
+    c = upstream_cluster.cluster
+    return upstream_cluster.call(lambda: c.store.get(key, c.tso.next()))  # type: ignore[no-any-return]
+
+
 def _jobs(client: Any, table: int) -> list[DDLJob]:
     rows = client.query(f"SELECT job_meta FROM mysql.tidb_ddl_history WHERE table_ids = '{table}' ORDER BY job_id")
     return ddl_history.jobs_from_sql(rows, 0)
@@ -33,7 +39,7 @@ def test_column_jobs_keep_ids_and_rows_read_through_them(upstream_cluster: Any, 
     c.execute(f"USE {fresh_db}; ALTER TABLE t RENAME COLUMN a TO aa; ALTER TABLE t DROP COLUMN b")
     # The dropped column's value is still in the old row; it simply has no column any more.
     tid = table_id(upstream_cluster, fresh_db, "t")
-    raw = upstream_cluster.call(lambda: upstream_cluster.cluster.store.get(keycodec.row_key(tid, 1), 1 << 62))
+    raw = _stored(upstream_cluster, keycodec.row_key(tid, 1))
     assert parse_row_v2(raw).value(3) == b"x"
     # INT -> BIGINT keeps the column id; DECIMAL(6,2) -> (8,2) is reorganized under a new id (TiDB's rule).
     c.execute(f"USE {fresh_db}; ALTER TABLE t MODIFY COLUMN aa BIGINT; "
@@ -55,7 +61,7 @@ def test_column_jobs_keep_ids_and_rows_read_through_them(upstream_cluster: Any, 
         ("id", 1, "int"), ("z", 5, "int"), ("aa", 2, "bigint"), ("cc", 6, "decimal")]
     assert final.max_column_id == 6
     # The backfill rewrote the row with the public columns and the changing one (the dropped id 3 is gone).
-    raw = upstream_cluster.call(lambda: upstream_cluster.cluster.store.get(keycodec.row_key(tid, 1), 1 << 62))
+    raw = _stored(upstream_cluster, keycodec.row_key(tid, 1))
     assert parse_row_v2(raw).not_null_ids == (1, 2, 4, 5, 6)
 
 
@@ -79,7 +85,7 @@ def test_type_change_backfills_a_new_column_id_before_the_job(upstream_cluster: 
     with pytest.raises(UpstreamError, match=r"Duplicate entry '10' for key 't\.ua'"):
         c.execute(f"INSERT INTO {fresh_db}.t VALUES (4, '10')")
     c.execute(f"UPDATE {fresh_db}.t SET a = 'x' WHERE id = 1")
-    after = upstream_cluster.call(lambda: store.get(keycodec.row_key(tid, 1), 1 << 62))
+    after = _stored(upstream_cluster, keycodec.row_key(tid, 1))
     assert parse_row_v2(after).not_null_ids == (1, 3) and parse_row_v2(after).value(3) == b"x"
     # TiDB refuses to reorganize a primary-key column (ErrUnsupportedModifyColumn).
     c.execute(f"USE {fresh_db}; CREATE TABLE n (p INT PRIMARY KEY NONCLUSTERED, v INT)")
@@ -111,7 +117,7 @@ def test_new_not_null_column_takes_its_default_on_insert(upstream_client: Any, f
          "Duplicate entry"),
         ("", "ALTER TABLE t DROP INDEX nope", "check that column/key exists"),
         ("", "ALTER TABLE t DROP COLUMN ub", "used by index ub"),
-        ("", "ALTER TABLE t DROP PRIMARY KEY", "unsupported"),
+        ("", "ALTER TABLE t DROP PRIMARY KEY", "Unsupported drop primary key when the table is using clustered index"),
     ],
 )
 def test_alter_errors_are_clear_and_leave_no_job(upstream_cluster: Any, upstream_client: Any, fresh_db: str,
@@ -191,3 +197,43 @@ def test_several_changes_in_one_alter_are_one_multi_schema_change_job(upstream_c
         c.execute(f"ALTER TABLE {fresh_db}.m ADD COLUMN z INT, MODIFY COLUMN n BIGINT, DROP COLUMN n")
     assert list(c.query(f"SELECT * FROM {fresh_db}.m WHERE id = 1")[0]) == ["id", "aa", "p", "n"]
     assert _jobs(c, tid)[-1].job_id == job.job_id
+
+
+def test_a_non_clustered_primary_key_is_dropped_and_added_as_tidb_does(upstream_cluster: Any, upstream_client: Any,
+                                                                       fresh_db: str) -> None:
+    """TiDB's ActionDropPrimaryKey / ActionAddPrimaryKey on a NONCLUSTERED key: the rows keep their _tidb_rowid
+    handles, the key's uniqueness goes and comes back (checked against the rows when added), and the jobs carry the
+    table after them. A clustered key can be neither dropped nor added."""
+    c = upstream_client
+    c.execute(f"USE {fresh_db}; CREATE TABLE t (id INT, u INT NOT NULL, v INT, PRIMARY KEY (id) NONCLUSTERED, "
+              "UNIQUE KEY uu (u)); INSERT INTO t VALUES (1, 10, NULL), (2, 20, 2)")
+    tid = table_id(upstream_cluster, fresh_db, "t")
+    with pytest.raises(UpstreamError, match=r"Duplicate entry '1' for key 't\.PRIMARY'.*1062"):
+        c.execute(f"INSERT INTO {fresh_db}.t VALUES (1, 30, 3)")
+    [drop] = c.execute(f"ALTER TABLE {fresh_db}.t DROP PRIMARY KEY")
+    c.execute(f"INSERT INTO {fresh_db}.t VALUES (1, 30, 3)")  # the old key may repeat now
+    dup = c.query(f"SELECT _tidb_rowid AS h, u FROM {fresh_db}.t WHERE id = 1 ORDER BY _tidb_rowid")
+    assert [r["u"] for r in dup] == [10, 30] and dup[0]["h"] == 1 < dup[1]["h"]  # two rows, two handles
+    job = _jobs(c, tid)[-1]
+    assert (job.job_type, job.finished_ts) == ("drop primary key", drop.commit_ts)
+    assert job.table_info is not None and job.table_info.primary_key == () and job.table_info.delta_key() == ("u",)
+    with pytest.raises(UpstreamError, match=r"Duplicate entry '1' for key 't\.PRIMARY'"):
+        c.execute(f"ALTER TABLE {fresh_db}.t ADD PRIMARY KEY (id)")
+    with pytest.raises(UpstreamError, match=r"Invalid use of NULL value.*1138"):
+        c.execute(f"ALTER TABLE {fresh_db}.t ADD PRIMARY KEY (v)")
+    with pytest.raises(UpstreamError, match=r"Adding clustered primary key is not supported.*8200"):
+        c.execute(f"ALTER TABLE {fresh_db}.t ADD PRIMARY KEY (u) CLUSTERED")
+    c.execute(f"DELETE FROM {fresh_db}.t WHERE u = 30; ALTER TABLE {fresh_db}.t ADD PRIMARY KEY (id) NONCLUSTERED")
+    job = _jobs(c, tid)[-1]
+    assert job.job_type == "add primary key" and job.table_info is not None
+    assert job.table_info.primary_key == ("id",) and not job.table_info.column("id").nullable
+    assert not job.table_info.clustered and job.table_info.delta_key() == ("id",)
+    with pytest.raises(UpstreamError, match=r"Duplicate entry '2' for key 't\.PRIMARY'"):
+        c.execute(f"INSERT INTO {fresh_db}.t VALUES (2, 40, 4)")
+    with pytest.raises(UpstreamError, match=r"Multiple primary key defined.*1068"):
+        c.execute(f"ALTER TABLE {fresh_db}.t ADD PRIMARY KEY (u)")
+    c.execute(f"CREATE TABLE {fresh_db}.k (a INT PRIMARY KEY)")
+    with pytest.raises(UpstreamError, match=r"Unsupported drop primary key when the table is using clustered index"):
+        c.execute(f"ALTER TABLE {fresh_db}.k DROP PRIMARY KEY")
+    with pytest.raises(UpstreamError, match=r"Can't DROP 'PRIMARY'; check that column/key exists.*1091"):
+        c.execute(f"CREATE TABLE {fresh_db}.b (a INT); ALTER TABLE {fresh_db}.b DROP INDEX `PRIMARY`")

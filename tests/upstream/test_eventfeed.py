@@ -63,16 +63,28 @@ def test_scan_then_initialized_then_live(upstream_cluster: Any, upstream_client:
         (T.COMMITTED, T.Row.DELETE, k(2), c3, b"", int_row(2, 20)),
         (T.INITIALIZED, 0, b"", 0, b"", b""),
     ]
-    # live: PREWRITE (value, old value) then COMMIT, then a resolved ts that covers it
+    # live, one region: 1PC (TiDB's default) -- no lock, one COMMITTED row with its value and old value, as TiKV
+    # sends a 1PC write; then a resolved ts that covers it
     c4 = upstream_client.execute(f"UPDATE {fresh_db}.t SET b = 12 WHERE a = 1")[0].commit_ts
     wait_resolved(feed, ids, regions, c4)
+    live = [r for r in feed.rows(ids[1]) if r.type in (T.PREWRITE, T.COMMIT, T.COMMITTED) and r.commit_ts != c1
+            and r.commit_ts not in (c2, c3)]
+    assert [(r.type, r.key, r.commit_ts) for r in live] == [(T.COMMITTED, k(1), c4)]
+    assert live[0].value == int_row(1, 12) and live[0].old_value == int_row(1, 11) and live[0].start_ts < c4
+    # live with 1PC and async commit off (2PC): PREWRITE (value, old value) then COMMIT
+    c5 = upstream_client.execute("SET tidb_enable_1pc = OFF; SET tidb_enable_async_commit = OFF; "
+                                 f"UPDATE {fresh_db}.t SET b = 13 WHERE a = 1; SET tidb_enable_1pc = ON; "
+                                 "SET tidb_enable_async_commit = ON")[2].commit_ts
+    wait_resolved(feed, ids, regions, c5)
     live = [r for r in feed.rows(ids[1]) if r.type in (T.PREWRITE, T.COMMIT)]
     assert [(r.type, r.key) for r in live] == [(T.PREWRITE, k(1)), (T.COMMIT, k(1))]
-    assert live[0].value == int_row(1, 12) and live[0].old_value == int_row(1, 11)
-    assert live[1].commit_ts == c4 and live[1].start_ts == live[0].start_ts < c4
+    assert live[0].value == int_row(1, 13) and live[0].old_value == int_row(1, 12)
+    assert live[1].commit_ts == c5 and live[1].start_ts == live[0].start_ts < c5
     order = [(kind, p.type if kind == "row" else p) for kind, rq, _, p in feed.snapshot() if rq == ids[1]]
-    commit_at = order.index(("row", T.COMMIT))
-    assert all(ts < c4 for kind, ts in order[:commit_at] if kind == "resolved")
+    for ts, row_type in ((c4, T.COMMITTED), (c5, T.COMMIT)):
+        at = next(i for i, (kind, p) in enumerate(order) if kind == "row" and p == row_type
+                  and (row_type != T.COMMITTED or i > order.index(("row", T.INITIALIZED))))
+        assert all(x < ts for kind, x in order[:at] if kind == "resolved")
 
 
 def test_checkpoint_filters_scan_and_old_value_is_optional(upstream_cluster: Any, upstream_client: Any,

@@ -73,6 +73,12 @@ def ec() -> Iterator[EmbeddedCluster]:
     c.stop()
 
 
+def _tso_past(c: UpstreamClient, ts: int) -> None:
+    """Wait until PD's TSO is in a later millisecond than ``ts``: a safe point of "now less a life time of 0" is
+    ``(physical, 0)``, below the ts PD handed out in the same tick (its physical part moves every 50 ms)."""
+    wait_until(lambda: c.get_ts() >> 18 > ts >> 18, timeout=5, what=f"PD's TSO past ts {ts}")
+
+
 def test_gc_pass_sql_reads_and_feed_registers_below_the_safe_point(ec: EmbeddedCluster) -> None:
     with UpstreamClient(ec.pd_addr) as c:
         c.execute("CREATE DATABASE d; USE d; CREATE TABLE t (a INT PRIMARY KEY, b INT); INSERT INTO t VALUES (1, 1)")
@@ -82,6 +88,7 @@ def test_gc_pass_sql_reads_and_feed_registers_below_the_safe_point(ec: EmbeddedC
         tid = table_id(ec, "d", "t")
         key = keycodec.row_key(tid, 1)
         assert len(ec.call(lambda: ec.cluster.store.versions(key))) == 3  # type: ignore[union-attr]
+        _tso_past(c, c2)
         with grpc.insecure_channel(ec.control_addr) as ch:
             resp = adminpb_pb2_grpc.AdminStub(ch).RunGc(adminpb_pb2.GcRequest())
         sp = resp.safe_point
@@ -113,7 +120,7 @@ def test_service_safe_point_holds_gc_until_its_ttl_expires(ec: EmbeddedCluster) 
     with UpstreamClient(ec.pd_addr) as c, PdWire(ec.pd_addr) as pd:
         c.execute("CREATE DATABASE d; USE d; CREATE TABLE t (a INT PRIMARY KEY, b INT); INSERT INTO t VALUES (1, 1)")
         c1 = c.execute("UPDATE d.t SET b = 2")[0].commit_ts
-        c.execute("UPDATE d.t SET b = 3")
+        _tso_past(c, c.execute("UPDATE d.t SET b = 3")[0].commit_ts)
         assert pd.update_service_safe_point("cdcflow-test", 1, c1) == c1
         assert ec.faults.gc().safe_point == c1  # held back by the service
         assert c.query("SELECT b FROM d.t", at_ts=c1) == [{"b": 2}]

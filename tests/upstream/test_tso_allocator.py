@@ -17,10 +17,19 @@ def test_strictly_increasing_with_real_clock() -> None:
 
 def test_clock_going_backwards_never_moves_ts_back() -> None:
     clock = iter([1000, 1000, 900, 800, 1000, 1001])
-    a = TsoAllocator(clock_ms=lambda: next(clock))
+    a = TsoAllocator(clock_ms=lambda: next(clock), update_physical_interval_ms=1)
     got = [a.next() for _ in range(6)]
     assert got == sorted(got) and len(set(got)) == 6
     assert [tso_codec.parse(t) for t in got] == [(1000, 0), (1000, 1), (1000, 2), (1000, 3), (1000, 4), (1001, 0)]
+
+
+def test_the_physical_part_follows_the_clock_once_per_update_interval_as_pds() -> None:
+    clock = iter([1000, 1010, 1049, 1050, 1060, 1200])
+    a = TsoAllocator(clock_ms=lambda: next(clock))  # PD's 50 ms
+    got = [tso_codec.parse(a.next()) for _ in range(6)]
+    assert got == [(1000, 0), (1000, 1), (1000, 2), (1050, 0), (1050, 1), (1200, 0)]
+    with pytest.raises(ValueError):
+        TsoAllocator(update_physical_interval_ms=0)
 
 
 def test_logical_overflow_moves_physical_forward() -> None:
