@@ -15,6 +15,11 @@ TiDB's session variables cdcflow and TiCDC's users rely on:
   (``{"txn_scope": "global", "start_ts", "commit_ts", ...}``), read-only. Unlike TiDB, a DDL statement sets it
   too (``start_ts`` 0, ``commit_ts`` the job's): that is how a client learns where a DDL committed.
 - ``version``: ``8.0.11-TiDB-v8.5.0-cdcflow`` (TiDB reports MySQL 8.0.11 compatibility, then its own version).
+- ``sql_mode``: a session value and a global one (``SET [GLOBAL|SESSION] sql_mode``, ``@@global.sql_mode``; a new
+  session takes the global, TiDB's default to start with), validated as TiDB does (``sql_mode``). With
+  ``NO_BACKSLASH_ESCAPES`` the session's queries are tokenized with a backslash as an ordinary character, and its
+  OK and EOF packets carry the status flag ``SERVER_STATUS_NO_BACKSLASH_ESCAPES``, as TiDB's do: a client that
+  escapes by the flag (PyMySQL, the MySQL C API) then writes its literals for the mode.
 
 Errors carry MySQL's codes (``mysql_errors``). Each query's statements run in order; the last one's result is
 returned (a multi-statement query gets one result, as mysql-mimic answers it). Statements are parsed by the SQL
@@ -51,7 +56,7 @@ from mysql_mimic.errors import SQLSTATES, ErrorCode, MysqlError
 from mysql_mimic.results import AllowedResult, ResultColumn, infer_type
 from mysql_mimic.session import Query
 from mysql_mimic.stream import MysqlStream
-from mysql_mimic.types import ColumnType
+from mysql_mimic.types import ColumnType, ServerStatus
 from mysql_mimic.utils import find_dbs
 from mysql_mimic.variables import SYSTEM_VARIABLES, GlobalVariables, SessionVariables
 from sqlglot import exp
@@ -64,6 +69,7 @@ from cdc_core.memory import MemoryLimitExceeded
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import Column, SchemaError, TableInfo
 from cdc_core.upstream import mysql_errors
+from cdc_core.upstream import sql_mode as sqlmode
 from cdc_core.upstream.errors import SqlError
 from cdc_core.upstream.info_schema import SCHEMA, TidbInfoSchema
 from cdc_core.upstream.mvcc import GcSafePointPassedError
@@ -81,6 +87,7 @@ _VARIABLES = GlobalVariables({
     "tidb_snapshot": (str, "", True),
     "tidb_current_ts": (int, 0, False),
     "tidb_last_txn_info": (str, "", False),
+    "sql_mode": (str, sqlmode.DEFAULT_SQL_MODE, True),  # a session's own value: FrontSession keeps it in step
     # How transactions commit (TiDB's defaults since v5.0: both on; sql_front / txn.CommitOptions)
     "tidb_enable_async_commit": (bool, True, True),
     "tidb_enable_1pc": (bool, True, True),
@@ -212,7 +219,9 @@ class FrontSession(Session):
         self.sql = engine.session()
         self.sql.stream_rows = True  # a SELECT's rows go out as they are read (see _streamed)
         super().__init__(SessionVariables(_VARIABLES))
+        self.variables.set("sql_mode", self.sql.sql_mode_text)  # the global value when the session started
         self.middlewares = [
+            self._sql_mode_middleware,
             self._set_var_middleware,
             self._snapshot_middleware,
             self._set_middleware,
@@ -244,14 +253,52 @@ class FrontSession(Session):
             raise UnknownDatabase(f"Unknown database '{name}'")
         self.sql.db = db.name
 
+    async def init(self, connection: Connection) -> None:
+        await super().init(connection)
+        self._sync_sql_mode()
+
     async def close(self) -> None:
         self.sql.close()  # an open transaction is rolled back, as when a MySQL client disconnects
         await super().close()
 
+    def _sync_sql_mode(self) -> None:
+        """What the client sees of the session's ``sql_mode``: ``@@sql_mode`` (mysql-mimic's variables) and the
+        status flag of the packets that follow (TiDB: ``SetStatusFlag(ServerStatusNoBackslashEscaped, ...)``)."""
+        self.variables.set("sql_mode", self.sql.sql_mode_text, force=True)
+        conn = self.connection
+        flag = ServerStatus.SERVER_STATUS_NO_BACKSLASH_ESCAPES
+        conn.status_flags = conn.status_flags | flag if self.sql.no_backslash_escapes else conn.status_flags & ~flag
+
+    async def _sql_mode_middleware(self, q: Query) -> AllowedResult:
+        """``SET ... sql_mode`` into the SQL-front session (mysql-mimic would keep it as a string it never reads),
+        the statement's other assignments left to the handlers after; ``@@global.sql_mode`` as the global value
+        (mysql-mimic reads every ``@@`` variable from the session)."""
+        e = q.expression
+        if isinstance(e, exp.Set):
+            ours, others = sqlmode.assignments(e)
+            if not ours:
+                return await q.next()
+            try:
+                for scope, value in ours:
+                    self.sql.set_sql_mode(scope, value)
+            except sqlmode.SqlModeError as exc:
+                raise MysqlError(exc.message, ErrorCode.WRONG_VALUE_FOR_VAR) from exc
+            except SqlError as exc:
+                raise _mysql_error(exc) from exc
+            finally:
+                self._sync_sql_mode()
+            if not others:
+                return [], []
+            q.expression = exp.Set(expressions=others)
+            return await q.next()
+        if "@@" in q.sql and "sql_mode" in q.sql.lower():
+            sqlmode.with_global_values(e, self.engine.global_sql_mode)
+        return await q.next()
+
     async def handle_query(self, sql: str, attrs: dict[str, str]) -> AllowedResult:
         self.timestamp = datetime.now(tz=self.timezone())
         try:
-            statements = split_script(sql)
+            statements = split_script(sql, no_backslash_escapes=self.sql.no_backslash_escapes)
         except SqlError as exc:
             raise _mysql_error(exc) from exc
         if not statements:

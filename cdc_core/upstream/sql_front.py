@@ -31,18 +31,20 @@ from itertools import islice
 from typing import Any, Final, cast
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import Dialect, exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.datum_key import encode_key
+from cdc_core.codec.sql_literal import mysql_dialect
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
 from cdc_core.schema.model import ROWID_COLUMN, Column, SchemaError, TableInfo
 from cdc_core.schema.partition import HASH, KEY, PartitionInfo
 from cdc_core.upstream import access_path, bulk_import, partition_ddl, schema_meta
+from cdc_core.upstream import sql_mode as sqlmode
 from cdc_core.upstream.catalog import Catalog
 from cdc_core.upstream.column_def import parse_column_def
 from cdc_core.upstream.ddl import AlterChange, DdlExecutor
@@ -88,7 +90,6 @@ _COALESCE_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+COALESCE\s+PARTITION
 _PARTITION_LAYOUT_RES = (_PARTITION_OP_RE, _COALESCE_RE, _EXCHANGE_RE, _REORGANIZE_RE, _PARTITION_BY_RE,
                          _REMOVE_PARTITIONING_RE)
 _RENAME_RE = re.compile(r"^\s*RENAME\s+TABLE\s+(.+)$", re.IGNORECASE | re.DOTALL)
-_RENAME_PAIR_RE = re.compile(r"^\s*([`\w.]+)\s+TO\s+([`\w.]+)\s*$", re.IGNORECASE)
 # TiDB's SPLIT TABLE (sqlglot cannot parse it): BETWEEN (lo) AND (hi) REGIONS n, or BY (v1), (v2)...
 _SPLIT_RE = re.compile(
     r"^\s*SPLIT\s+TABLE\s+([`\w.]+)\s+(?:BETWEEN\s*\(\s*(-?\d+)\s*\)\s*AND\s*\(\s*(-?\d+)\s*\)"
@@ -183,8 +184,11 @@ class _NotHeld(Exception):
     """A held run did not come back as the whole list of an ``IN`` (it was in a string, a comment, a name)."""
 
 
-def split_script(sql: str) -> list[ParsedStatement]:
-    """Split a script on ``;`` (outside literals and comments) and parse each statement."""
+def split_script(sql: str, *, no_backslash_escapes: bool = False) -> list[ParsedStatement]:
+    """Split a script on ``;`` (outside literals and comments) and parse each statement; a backslash in a string
+    literal escapes the next character unless ``no_backslash_escapes`` (the session's ``sql_mode`` has
+    ``NO_BACKSLASH_ESCAPES``: TiDB's lexer, ``scanString``)."""
+    dialect = mysql_dialect(no_backslash_escapes=no_backslash_escapes)
     held: dict[str, str] = {}
 
     def hold(m: re.Match[str]) -> str:
@@ -195,10 +199,10 @@ def split_script(sql: str) -> list[ParsedStatement]:
     reduced = _INT_RUN_RE.sub(hold, sql) if len(sql) > 128 else sql
     if held:
         try:
-            return _split_script(reduced, held)
+            return _split_script(reduced, held, dialect)
         except _NotHeld:
             pass  # parsed as written
-    return _split_script(sql, {})
+    return _split_script(sql, {}, dialect)
 
 
 def _put_back(node: exp.Expression, held: dict[str, str], put: set[str]) -> None:
@@ -221,11 +225,11 @@ def _number(text: str) -> exp.Literal:
     return exp.Literal(this=text, is_string=False)  # Literal.number's node, built at a third of its cost
 
 
-def _split_script(sql: str, held: dict[str, str]) -> list[ParsedStatement]:
+def _split_script(sql: str, held: dict[str, str], dialect: Dialect = _DIALECT) -> list[ParsedStatement]:
     """:func:`split_script` of ``sql``, whose runs ``held`` (placeholder: the run's text) go back into the trees."""
     put: set[str] = set()
     try:
-        tokens = _DIALECT.tokenize(sql)
+        tokens = dialect.tokenize(sql)
     except TokenError as exc:
         if held:  # the error is reported of the script as written
             raise _NotHeld() from exc
@@ -279,7 +283,7 @@ def _split_script(sql: str, held: dict[str, str]) -> list[ParsedStatement]:
             # third of a point read's parse), unless a word was cut out of the text (CLUSTERED, a partition clause)
             # or a token holds comments (the script's tokens hold those around the statement's text too).
             as_is = not cut and text == original and partition is None and not any(t.comments for t in g)
-            node = _parse_tokens(g, sql, text) if as_is else sqlglot.parse_one(text, read="mysql")
+            node = _parse_tokens(g, sql, text) if as_is else sqlglot.parse_one(text, read=dialect)
             plain = as_is and plain_tokens(g)
         except (ParseError, TokenError) as exc:
             if held:
@@ -360,6 +364,7 @@ class SqlEngine:
         self.catalog = catalog
         self.ddl = ddl
         self.import_region_keys = import_region_keys  # IMPORT INTO splits the table into regions of this many keys
+        self.global_sql_mode = sqlmode.DEFAULT_SQL_MODE  # SET GLOBAL sql_mode: what sessions started later take
         # How user transactions commit: TiDB's defaults (async commit and 1PC on), 1PC when one region holds the keys
         self.commit_options = CommitOptions(single_region=self._single_region)
 
@@ -386,6 +391,7 @@ class Session:
         self.db: str | None = None
         self.txn: Transaction | None = None
         self.last_start_ts = 0  # start ts of the last transaction committed here (0: a DDL, or none yet)
+        self.sql_mode_text = engine.global_sql_mode  # the session's sql_mode, normalized (sql_mode.normalize)
         self.last_commit_mode: CommitMode | None = None  # how it committed
         # How this session's transactions commit (TiDB's tidb_enable_async_commit / tidb_enable_1pc)
         self.commit_options = engine.commit_options
@@ -412,6 +418,25 @@ class Session:
     def catalog(self) -> Catalog:
         return self.engine.catalog
 
+    @property
+    def sql_mode(self) -> frozenset[str]:
+        """The mode names of the session's ``sql_mode`` (what reads, writes and the tokenizer honour)."""
+        return sqlmode.modes(self.sql_mode_text)
+
+    @property
+    def no_backslash_escapes(self) -> bool:
+        return sqlmode.NO_BACKSLASH_ESCAPES in self.sql_mode
+
+    def set_sql_mode(self, scope: sqlmode.Scope, value: exp.Expression) -> None:
+        """``SET [GLOBAL|SESSION] sql_mode = value``, validated as TiDB does (``SqlModeError``). A global value is what
+        sessions started later take; this session keeps its own."""
+        text = sqlmode.normalize(sqlmode.evaluate(value, scope=scope, session=self.sql_mode_text,
+                                                  global_value=self.engine.global_sql_mode))
+        if scope == "GLOBAL":
+            self.engine.global_sql_mode = text
+        else:
+            self.sql_mode_text = text
+
     # --- scripts ------------------------------------------------------------------------------
     async def execute(self, sql: str) -> list[StatementResult]:
         """Run every statement of ``sql`` in order; the first error stops the script, and the session ends with
@@ -435,7 +460,7 @@ class Session:
         error stops the script."""
         if self.at_ts:
             self.check_snapshot(self.at_ts)
-        statements = split_script(sql)
+        statements = split_script(sql, no_backslash_escapes=self.no_backslash_escapes)
         if not statements:
             raise SqlError("empty SQL: no statement to execute")
         results = []
@@ -475,6 +500,9 @@ class Session:
             if self.txn is not None:
                 self.txn.rollback()
                 self.txn = None
+        elif isinstance(node, exp.Set) and (sets := sqlmode.assignments(node))[0] and not sets[1]:
+            for scope, value in sets[0]:
+                self.set_sql_mode(scope, value)
         elif isinstance(node, exp.Use):
             name = str(node.this.name) if node.this is not None else ""
             if self.catalog.database(name) is None:
@@ -566,12 +594,39 @@ class Session:
         return self.db
 
     def _split_name(self, text: str) -> tuple[str, str]:
-        parts = [p.strip("`") for p in text.split(".")]
-        if len(parts) == 1:
-            return self._current_db(), parts[0]
-        if len(parts) == 2:
-            return parts[0], parts[1]
-        raise SqlError(f"bad table name {text!r}")
+        """``[db.]table`` of a table name as written (each part bare or backtick-quoted: a quoted one may hold dots
+        and doubled backticks)."""
+        try:
+            tokens = _DIALECT.tokenize(text)
+        except TokenError as exc:
+            raise SqlError(f"bad table name {text!r}: {exc}") from exc
+        return self._name_of(tokens, text)
+
+    def _name_of(self, tokens: Sequence[Any], text: str) -> tuple[str, str]:
+        parts = [t.text for t in tokens[::2]]
+        if len(tokens) not in (1, 3) or any(t.token_type != TokenType.DOT for t in tokens[1::2]) or any(
+                t.token_type in (TokenType.DOT, TokenType.COMMA, TokenType.STRING) for t in tokens[::2]):
+            raise SqlError(f"bad table name {text!r}")
+        return (self._current_db(), parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+
+    def _rename_pairs(self, body: str) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+        """The ``old TO new`` pairs of a ``RENAME TABLE`` (names as :meth:`_split_name` reads them)."""
+        try:
+            tokens = _DIALECT.tokenize(body)
+        except TokenError as exc:
+            raise SqlError(f"bad RENAME TABLE clause {body.strip()!r}: {exc}") from exc
+        pairs, piece = [], []
+        for t in [*tokens, None]:
+            if t is not None and t.token_type != TokenType.COMMA:
+                piece.append(t)
+                continue
+            to = [i for i, x in enumerate(piece) if x.token_type == TokenType.VAR and x.text.upper() == "TO"]
+            text = body[piece[0].start:piece[-1].end + 1] if piece else ""
+            if len(to) != 1:
+                raise SqlError(f"bad RENAME TABLE clause {text.strip()!r} (expected `old TO new`)")
+            pairs.append((self._name_of(piece[:to[0]], text), self._name_of(piece[to[0] + 1:], text)))
+            piece = []
+        return pairs
 
     async def _ddl(self, st: ParsedStatement) -> StatementResult:
         node = st.node
@@ -626,13 +681,7 @@ class Session:
               and (layout := self._partition_layout(ddl, st.text)) is not None):
             action = layout
         elif isinstance(node, exp.Command) and _RENAME_RE.match(st.text):
-            body = _RENAME_RE.match(st.text).group(1)  # type: ignore[union-attr]
-            pairs = []
-            for part in body.split(","):
-                m = _RENAME_PAIR_RE.match(part)
-                if not m:
-                    raise SqlError(f"bad RENAME TABLE clause {part.strip()!r} (expected `old TO new`)")
-                pairs.append((self._split_name(m.group(1)), self._split_name(m.group(2))))
+            pairs = self._rename_pairs(_RENAME_RE.match(st.text).group(1))  # type: ignore[union-attr]
             action = lambda: [ddl.rename_tables(pairs, st.text)]  # noqa: E731
         else:
             kind = node.key.upper() if not isinstance(node, exp.Command) else str(node.this).upper()

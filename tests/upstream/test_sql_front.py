@@ -3,6 +3,7 @@ constraints, transactions."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pymysql
@@ -10,6 +11,7 @@ import pytest
 
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.row import decode_row
+from cdc_core.codec.sql_literal import string_literal
 from cdc_core.errors import UpstreamError
 from cdc_core.schema import ddl_history
 from cdc_core.upstream.errors import ErrorKind, SqlError
@@ -325,3 +327,24 @@ def test_a_streamed_select_shorter_than_a_batch_is_whole_and_a_longer_one_stream
     assert exact.more is not None and len(exact.rows) == STREAM_BATCH_ROWS and list(exact.more) == []
     longer = select("id >= 0")
     assert longer.more is not None and [r["id"] for b in longer.more for r in b] == list(range(STREAM_BATCH_ROWS, n))
+
+
+def test_names_of_any_characters_are_created_renamed_and_dropped(upstream_cluster: Any, upstream_client: Any) -> None:
+    """Quoted names hold dots, doubled backticks, quotes, backslashes, spaces and any text; RENAME TABLE reads them
+    as TiDB's parser does (a dot inside backticks is part of the name)."""
+    db, t, moved = "we`ird.db/ x'\"\\é", "t`a.b/c d'\\ü中", "r`en, TO.x"
+
+    def q(n: str) -> str:
+        return "`" + n.replace("`", "``") + "`"
+
+    upstream_client.execute(f"CREATE DATABASE {q(db)}; CREATE TABLE {q(db)}.{q(t)} ({q('k`ey')} INT PRIMARY KEY)")
+    upstream_client.execute(f"INSERT INTO {q(db)}.{q(t)} VALUES (1); USE {q(db)}; RENAME TABLE {q(t)} TO {q(moved)}")
+    assert upstream_client.query(f"SELECT * FROM {q(db)}.{q(moved)}") == [{"k`ey": 1}]
+    upstream_client.execute(f"RENAME TABLE {q(db)}.{q(moved)} TO {q(db)}.{q(t)}, {q(db)}.{q(t)} TO {q(db)}.x")
+    listed = upstream_client.query(
+        f"SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
+        f"{string_literal(db, no_backslash_escapes=False)}")
+    assert [r["TABLE_NAME"] for r in listed] == ["x"]  # a swap in one statement: t moved back, then on to x
+    for bad in (f"RENAME TABLE {q(db)}.x", f"RENAME TABLE {q(db)}.x TO", f"RENAME TABLE {q(db)}.x. TO y"):
+        assert re.search(r"bad (RENAME TABLE clause|table name)", str(engine_error(upstream_cluster, bad))), bad
+    upstream_client.execute(f"DROP TABLE {q(db)}.x; DROP DATABASE {q(db)}")
