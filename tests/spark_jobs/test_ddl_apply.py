@@ -473,7 +473,8 @@ def test_exchange_partition_survives_a_crash_between_its_commits_and_applies_onc
     after the delete alone (a crash between them) ends the same, a re-run after both changes nothing."""
     from deltalake import write_deltalake
 
-    from cdc_core.changefeed.schema_loader import load_schema
+    from cdc_core.schema import ddl_history
+    from cdc_core.schema.storage import SchemaStorage
     from spark_jobs.ddl_apply import Exchange
     from spark_jobs.delta_writer import create_silver_table
     from spark_jobs.snapshot_load import upstream_reader
@@ -487,7 +488,9 @@ def test_exchange_partition_survives_a_crash_between_its_commits_and_applies_onc
     before_ts = c.get_ts()
     c.execute(f"USE {fresh_db}; ALTER TABLE x EXCHANGE PARTITION p0 WITH TABLE n")
     after_ts = c.get_ts()
-    storage = load_schema(c, after_ts)
+    # the jobs of the two tables, as the DDL puller would have taken them (the storage replays them)
+    rows = c.query(f"SELECT job_meta FROM mysql.tidb_ddl_history WHERE db_name = '{fresh_db}'", at_ts=after_ts)
+    storage = SchemaStorage.from_jobs(ddl_history.jobs_from_sql(rows, after_ts))
     (job,) = storage.jobs_between(before_ts, after_ts)
     b = job.finished_ts
     pt_before, pt_after = storage.table_at(job.table_id, b - 1), storage.table_at(job.table_id, b)

@@ -57,3 +57,34 @@ def remove(ec: Any, *, job_id: int = ODD_JOB_ID) -> None:
         txn.commit_now()
 
     ec.call(delete)
+
+
+def _job_row_key(job_id: int) -> bytes:
+    return keycodec.row_key(ddl_history.JOB_TABLE_ID, job_id)
+
+
+def write_done(ec: Any, db: str, table: str, *, job_id: int = ODD_JOB_ID) -> int:
+    """Put the odd job into ``mysql.tidb_ddl_job`` in state done, as a DDL's last transaction writes its row: a
+    running changefeed's DDL puller meets it in its next window (at this commit ts, which it returns)."""
+    d = json.loads(undecodable_job_meta(db, table, job_id=job_id))
+    d["state"] = ddl_history.JOB_STATE_DONE
+    d["binlog"]["FinishedTS"] = 0  # TiDB sets it once synced; the puller takes the row's commit ts
+    meta = json.dumps(d).encode()
+    row = {1: job_id, 2: 0, 3: str(job_id - 1), 4: str(job_id + 1), 5: meta, 6: d["type"], 7: 0}
+
+    def put() -> int:
+        txn = Transaction(ec.cluster.store, ec.cluster.tso)
+        txn.put(_job_row_key(job_id), encode_row(ddl_history.JOB_TABLE_INFO, row))
+        return txn.commit_now()
+
+    return ec.call(put)  # type: ignore[no-any-return]
+
+
+def remove_done(ec: Any, *, job_id: int = ODD_JOB_ID) -> None:
+    """Delete the odd ``tidb_ddl_job`` row again (as TiDB does once the job is synced)."""
+    def delete() -> None:
+        txn = Transaction(ec.cluster.store, ec.cluster.tso)
+        txn.delete(_job_row_key(job_id))
+        txn.commit_now()
+
+    ec.call(delete)
