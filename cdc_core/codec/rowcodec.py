@@ -20,15 +20,16 @@ or 8 bytes (signed or not by ``UnsignedFlag``); FLOAT/DOUBLE as memcomparable fl
 strings raw; DECIMAL as ``codec.EncodeDecimal`` (precision byte, frac byte, MyDecimal's ``ToBin``, TiDB
 ``pkg/types/mydecimal.go``); DATE/DATETIME/TIMESTAMP as ``CoreTime.ToPackedUint`` (``pkg/types/time.go``) in UTC for
 TIMESTAMP; TIME as signed nanoseconds; YEAR as a signed integer; JSON as TiDB's binary JSON
-(``pkg/types/json_binary.go``, ``json_constants.go``).
+(``pkg/types/json_binary.go``, ``json_constants.go``); VECTOR as ``VectorFloat32.SerializeTo`` (u32 count, float32
+elements, little-endian: :mod:`cdc_core.codec.vector`), in the datum format after ``vectorFloat32Flag`` (20).
 
 Python values: integers, YEAR, ENUM/SET/BIT (the stored number) as ``int``; FLOAT/DOUBLE ``float``; DECIMAL
 ``Decimal``; text ``str`` (UTF-8) and binary strings ``bytes`` (``FieldType.binary``); DATE ``date``;
 DATETIME/TIMESTAMP naive ``datetime`` (TIMESTAMP in UTC); TIME ``timedelta``; JSON the parsed value, a document that
-is JSON's ``null`` as :data:`JSON_NULL` (so that it is not SQL's NULL); NULL ``None``.
-Dates Python cannot hold (``0000-00-00``, a zero month or day, Feb 30 under ``ALLOW_INVALID_DATES``) decode to
-``MySQLTime``. Not covered: JSON opaque/date/time/duration values and VECTOR columns raise
-``UnsupportedValueError``; GEOMETRY and NULL-typed columns with a value raise ``RowCodecError``.
+is JSON's ``null`` as :data:`JSON_NULL` (so that it is not SQL's NULL); VECTOR ``VectorFloat32``; NULL ``None``.
+Dates Python cannot hold (``0000-00-00``, a zero month or day, year 0, Feb 30 under ``ALLOW_INVALID_DATES``) decode
+to ``MySQLTime``. Not covered: JSON opaque/date/time/duration values raise ``UnsupportedValueError``; GEOMETRY and
+NULL-typed columns with a value raise ``RowCodecError``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.memcomparable import KeyDecodeError
 from cdc_core.codec.memcomparable import decode_bytes as _decode_memcomparable
 from cdc_core.codec.mysql_type import FieldType
+from cdc_core.codec.vector import VectorError, VectorFloat32
 from cdc_core.errors import CdcflowError
 
 CODEC_VER = 128  # rowcodec.CodecVer: above every datum flag, so the first byte tells the formats apart
@@ -114,13 +116,13 @@ class RowCodecError(CdcflowError, ValueError):
 
 
 class UnsupportedValueError(RowCodecError, NotImplementedError):
-    """A valid value of a kind this codec does not implement (JSON opaque/date/time values, VECTOR columns)."""
+    """A valid value of a kind this codec does not implement (JSON opaque/date/time/duration values)."""
 
 
 @dataclass(frozen=True)
 class MySQLTime:
     """A DATE/DATETIME/TIMESTAMP Python's ``datetime`` cannot hold: ``0000-00-00 00:00:00``, a zero month or day,
-    or an invalid day such as ``2021-02-30`` (MySQL stores these under some SQL modes)."""
+    year 0, or an invalid day such as ``2021-02-30`` (TiDB stores these under a permissive ``sql_mode``)."""
 
     year: int
     month: int
@@ -679,7 +681,7 @@ def _utf8(raw: bytes, what: str) -> str:
 
 # What a column's value is stored as, common to both formats: a signed or unsigned integer, a float, raw bytes,
 # an encoded decimal (header + bin) or a binary JSON (type code + body).
-_INT, _UINT, _FLOAT, _BYTES, _DECIMAL, _JSON = "int", "uint", "float", "bytes", "decimal", "json"
+_INT, _UINT, _FLOAT, _BYTES, _DECIMAL, _JSON, _VECTOR = "int", "uint", "float", "bytes", "decimal", "json", "vector"
 _UNSIGNED_TYPES = frozenset({mt.TypeEnum, mt.TypeSet, mt.TypeBit})
 # Column types whose values are stored as integers: v2's compact integers, the datum row's (u)varints.
 _INT_STORED_TYPES = mt.INTEGER_TYPES | mt.TIME_TYPES | _UNSIGNED_TYPES | {mt.TypeYear, mt.TypeDuration}
@@ -737,7 +739,9 @@ def _to_stored(col_id: int, ft: FieldType, value: Any) -> tuple[str, Any]:
         except RowCodecError as e:
             raise RowCodecError(f"column {col_id} (JSON): {e}") from None
     if tp == mt.TypeTiDBVectorFloat32:
-        raise UnsupportedValueError(f"column {col_id}: VECTOR values are not supported")
+        if not isinstance(value, VectorFloat32):
+            raise RowCodecError(f"column {col_id} (VECTOR) wants a VectorFloat32, got {value!r}")
+        return _VECTOR, value.to_bytes()
     raise RowCodecError(f"column {col_id}: {mt.type_name(tp)} columns have no row value encoding")
 
 
@@ -783,8 +787,11 @@ def _decode_v2_value(col_id: int, ft: FieldType, raw: bytes, at: int) -> Any:
             return _json_column_value(decode_json(raw))
         except RowCodecError as e:
             raise type(e)(f"column {col_id} (JSON) value at byte {at}: {e}") from None
-    if tp == mt.TypeTiDBVectorFloat32:
-        raise UnsupportedValueError(f"column {col_id}: VECTOR values are not supported (value at byte {at})")
+    if tp == mt.TypeTiDBVectorFloat32:  # rowcodec decoder.go: types.ZeroCopyDeserializeVectorFloat32
+        try:
+            return VectorFloat32.from_bytes(raw)
+        except VectorError as e:
+            raise RowCodecError(f"column {col_id} (VECTOR) value at byte {at}: {e}") from None
     raise _mismatch(col_id, ft, "a value", at)
 
 
@@ -815,7 +822,7 @@ def encode_row_v2(columns: Sequence[tuple[int, FieldType, Any]]) -> bytes:
             raw = encode_compact_uint(payload)
         elif kind == _FLOAT:
             raw = encode_float(payload)
-        else:  # bytes, decimal and JSON are stored as they are
+        else:  # bytes, decimal, JSON and vectors are stored as they are
             raw = payload
         not_null.append((col_id, raw))
     if len(not_null) > 0xFFFF or len(null_ids) > 0xFFFF:
@@ -930,6 +937,8 @@ def _encode_datum(kind: str, payload: Any) -> bytes:
         return bytes([FLOAT_FLAG]) + encode_float(payload)
     if kind == _BYTES:
         return bytes([COMPACT_BYTES_FLAG]) + _put_varint(len(payload)) + payload
+    if kind == _VECTOR:
+        return bytes([VECTOR_FLOAT32_FLAG]) + payload  # codec.go encode: vectorFloat32Flag, then SerializeTo
     return bytes([DECIMAL_FLAG if kind == _DECIMAL else JSON_FLAG]) + payload
 
 
@@ -993,8 +1002,13 @@ def _read_datum(data: bytes, pos: int) -> tuple[str | None, Any, int]:
     if flag == JSON_FLAG:
         size = json_size(data, body)
         return _JSON, bytes(data[body:body + size]), body + size
-    if flag == VECTOR_FLOAT32_FLAG:
-        raise UnsupportedValueError(f"{what}: VECTOR values are not supported")
+    if flag == VECTOR_FLOAT32_FLAG:  # types.PeekBytesAsVectorFloat32: the count says how many bytes follow
+        if body + 4 > len(data):
+            raise RowCodecError(f"{what}: bad VectorFloat32 value header (len={len(data) - body})")
+        end = body + 4 + 4 * int.from_bytes(data[body:body + 4], "little")
+        if end > len(data):
+            raise RowCodecError(f"{what}: bad VectorFloat32 value (len={len(data) - body}, expected={end - body})")
+        return _VECTOR, VectorFloat32.from_bytes(bytes(data[body:end])), end
     raise RowCodecError(f"unknown datum flag {flag} at byte {pos}")
 
 
@@ -1016,6 +1030,8 @@ def _datum_value(col_id: int, ft: FieldType, kind: str | None, payload: Any, at:
             return _json_column_value(decode_json(payload))
         except RowCodecError as e:
             raise type(e)(f"column {col_id} (JSON) value at byte {at}: {e}") from None
+    if kind == _VECTOR and tp == mt.TypeTiDBVectorFloat32:
+        return payload
     raise _mismatch(col_id, ft, f"{kind} datum", at)
 
 

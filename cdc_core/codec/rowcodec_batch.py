@@ -10,13 +10,17 @@ precision, frac and ``MyDecimal.ToBin`` words, times packed (``Time.ToPackedUint
 
 Per-value Python remains only where a batch is not the common case: rows in the older datum format (clusters
 upgraded from before v2), DECIMAL values stored with a precision or scale the column no longer has (after a
-MODIFY COLUMN, until TiDB's reorg rewrites them), and JSON columns.
+MODIFY COLUMN, until TiDB's reorg rewrites them), DECIMAL columns wider than 38 digits, and JSON columns.
 
 Arrow types (:func:`arrow_type`): TINYINT int8, SMALLINT int16, MEDIUMINT/INT int32, BIGINT int64 (UNSIGNED one
-size up; BIGINT UNSIGNED decimal128(20,0)); FLOAT float32, DOUBLE float64; DECIMAL(p,s) decimal128(p,s) (p <= 38);
-DATE date32; DATETIME timestamp[us]; TIMESTAMP timestamp[us, UTC]; TIME int64 nanoseconds; YEAR int16; text
-string and binary strings binary; ENUM/SET string; BIT binary (big-endian, ``(n + 7) // 8`` bytes); JSON string.
-A value Arrow cannot hold (a zero date, DECIMAL wider than 38 digits) is a :class:`RowDecodeError`, never a NULL.
+size up; BIGINT UNSIGNED decimal128(20,0)); FLOAT float32, DOUBLE float64; DECIMAL(p,s) decimal128(p,s) for p <= 38,
+else string (its text with exactly s fraction digits, as TiDB prints it: every digit kept); DATE date32; DATETIME
+timestamp[us]; TIMESTAMP timestamp[us, UTC]; TIME int64 nanoseconds; YEAR int16; text string and binary strings
+binary; ENUM/SET string; BIT binary (big-endian, ``(n + 7) // 8`` bytes); JSON string; VECTOR list<float32> (the
+field named ``element``, as Delta's schema names it). A date Delta's DATE/TIMESTAMP cannot hold (a zero date, a zero
+month or day, year 0, an invalid day: values TiDB stores under a permissive ``sql_mode``) is NULL, and
+:func:`decode_batch` says which rows it mapped so (``column_type.maps_to_null``); bytes no TiDB value has are a
+:class:`RowDecodeError`, never a NULL.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Context, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 import numpy as np
@@ -34,10 +38,12 @@ import pyarrow as pa
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec import rowcodec
 from cdc_core.codec.rowcodec import RowCodecError
+from cdc_core.codec.vector import VectorFloat32
 
 _WIDE = Context(prec=80)  # DECIMAL holds 65 digits; the default context rounds at 28
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _MAX_ARROW_PRECISION = 38
+VECTOR_TYPE = pa.list_(pa.field("element", pa.float32()))
 _SIGN = np.uint64(1 << 63)
 _EPOCH_DAYS = 719_468  # days from 0000-03-01 to 1970-01-01 in the proleptic Gregorian calendar
 _COMPACT_INT_TYPES = mt.INTEGER_TYPES | {mt.TypeYear, mt.TypeDuration, mt.TypeEnum, mt.TypeSet, mt.TypeBit}
@@ -62,6 +68,19 @@ class ArrowColumn:
     default: Any = None
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """What :func:`decode_batch` gives: one array per column, and per column the rows whose value the decoder mapped
+    to NULL (a date Delta cannot hold; None: no row of that column)."""
+
+    arrays: list[pa.Array]
+    mapped: list[np.ndarray | None]
+
+
+def _decimal_digits(ft: mt.FieldType) -> tuple[int, int]:
+    return (ft.flen, ft.decimal) if ft.flen > 0 and ft.decimal >= 0 else (10, 0)
+
+
 def arrow_type(ft: mt.FieldType) -> pa.DataType:
     """The Arrow type a column of type ``ft`` decodes to (the module docstring lists them)."""
     tp = ft.tp
@@ -76,10 +95,8 @@ def arrow_type(ft: mt.FieldType) -> pa.DataType:
     if tp == mt.TypeDouble:
         return pa.float64()
     if tp == mt.TypeNewDecimal:
-        p, s = (ft.flen, ft.decimal) if ft.flen > 0 and ft.decimal >= 0 else (10, 0)
-        if p > _MAX_ARROW_PRECISION:
-            raise RowCodecError(f"DECIMAL({p},{s}) is wider than Arrow's 38 digits")
-        return pa.decimal128(p, s)
+        p, s = _decimal_digits(ft)
+        return pa.string() if p > _MAX_ARROW_PRECISION else pa.decimal128(p, s)
     if tp in (mt.TypeDate, mt.TypeNewDate):
         return pa.date32()
     if tp == mt.TypeDatetime:
@@ -96,6 +113,8 @@ def arrow_type(ft: mt.FieldType) -> pa.DataType:
         return pa.string()
     if tp == mt.TypeBit:
         return pa.binary()
+    if tp == mt.TypeTiDBVectorFloat32:
+        return VECTOR_TYPE
     raise rowcodec.UnsupportedValueError(f"{mt.type_name(tp)} columns are not supported")
 
 
@@ -298,6 +317,7 @@ class _Column:
         self.layout = layout
         self.col = col
         self.type = arrow_type(col.ft)
+        self.mapped: np.ndarray | None = None  # of the found values decode() gave: mapped to NULL
 
     def fail(self, v2pos: int, what: str) -> RowDecodeError:
         row = int(self.layout.rows[v2pos])
@@ -325,7 +345,10 @@ class _Column:
         if tp in mt.STRING_TYPES:
             return self._bytes(at, start, length)
         if tp == mt.TypeNewDecimal:
-            return self._decimal(at, start, length)
+            return self._decimal(at, start, length) if pa.types.is_decimal(self.type) else self._decimal_text(at,
+                                                                                                           start, end)
+        if tp == mt.TypeTiDBVectorFloat32:
+            return self._vector(at, start, length)
         if tp == mt.TypeJSON:
             texts = []
             for i, (a, b) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
@@ -335,6 +358,39 @@ class _Column:
                     raise self.fail(at[i], str(exc)) from None
             return pa.array(texts, pa.string())
         raise self.fail(at[0] if len(at) else 0, "this column type has no row value encoding")
+
+    def _decimal_text(self, at: np.ndarray, start: np.ndarray, end: np.ndarray) -> pa.Array:
+        """A DECIMAL wider than Arrow's: each value's text with exactly the column's scale (value by value)."""
+        _, scale = _decimal_digits(self.col.ft)
+        texts = []
+        for i, (a, b) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
+            try:
+                value, _, _, used = rowcodec.decode_decimal(self.layout.data[a:b].tobytes())
+            except RowCodecError as exc:
+                raise self.fail(at[i], str(exc)) from None
+            if used != b - a:
+                raise self.fail(at[i], f"a DECIMAL with {b - a - used} stray bytes")
+            texts.append(_decimal_text(value, scale))
+        return pa.array(texts, pa.string())
+
+    def _vector(self, at: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
+        """VECTOR values (u32 count, then the float32 elements, little-endian: ``VectorFloat32.SerializeTo``) as one
+        list array over all their elements, with no Python per value."""
+        short = np.flatnonzero(length < 4)
+        if len(short):
+            raise self.fail(at[short[0]], f"bad VectorFloat32 value header (len={length[short[0]]})")
+        count = _compact(self.layout.data, start, np.full(len(start), 4), signed=False).astype(np.int64)
+        wrong = np.flatnonzero(length != 4 + 4 * count)
+        if len(wrong):
+            i = wrong[0]
+            raise self.fail(at[i], f"bad VectorFloat32 value (len={length[i]}, expected={4 + 4 * count[i]})")
+        offsets = np.concatenate([[0], np.cumsum(count)]).astype(np.int32)
+        body_len = length - 4
+        idx = np.repeat(start + 4 - np.concatenate([[0], np.cumsum(body_len)[:-1]]), body_len) + np.arange(
+            int(body_len.sum()))
+        floats = self.layout.data[idx].view("<f4") if len(idx) else np.zeros(0, np.float32)
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(floats, pa.float32()),
+                                        type=VECTOR_TYPE)
 
     def _bytes(self, at: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
         offsets = np.concatenate([[0], np.cumsum(length)]).astype(np.int32)
@@ -380,21 +436,26 @@ class _Column:
         year, month = ym // 13, ym % 13
         hour, minute, second = hms >> 12, (hms >> 6) & 63, hms & 63
         mdays = _MONTH_DAYS[np.clip(month, 0, 12)] + ((month == 2) & _leap(year))
-        ok = ((year >= 1) & (year <= 9999) & (month >= 1) & (day >= 1) & (day <= mdays) & (hour <= 23)
-              & (minute <= 59) & (second <= 59) & (micro <= 999_999))
+        # What TiDB can store (checkDateType, checkMonthDay with ALLOW_INVALID_DATES: days up to 31) ...
+        sane = ((year <= 9999) & (month <= 12) & (day <= 31) & (hour <= 23) & (minute <= 59) & (second <= 59)
+                & (micro <= 999_999))
         is_date = self.col.ft.tp in (mt.TypeDate, mt.TypeNewDate)
         if is_date:
-            ok &= (hour == 0) & (minute == 0) & (second == 0) & (micro == 0)
-        bad = np.flatnonzero(~ok)
+            sane &= (hour == 0) & (minute == 0) & (second == 0) & (micro == 0)
+        bad = np.flatnonzero(~sane)
         if len(bad):
             i = bad[0]
             raise self.fail(at[i], f"{year[i]:04d}-{month[i]:02d}-{day[i]:02d} {hour[i]:02d}:{minute[i]:02d}:"
-                                   f"{second[i]:02d}.{micro[i]:06d} cannot be represented in {self.type}")
+                                   f"{second[i]:02d}.{micro[i]:06d} is no date TiDB stores")
+        # ... and what Delta's DATE/TIMESTAMP cannot (0001-01-01 onwards, real days): NULL, and counted
+        mapped = (year < 1) | (month < 1) | (day < 1) | (day > mdays)
+        self.mapped = mapped if mapped.any() else None
+        year, month, day = (np.where(mapped, v, x) for v, x in ((1970, year), (1, month), (1, day)))
         days = _days_from_civil(year, month, day)
         if is_date:
-            return pa.array(days.astype(np.int32), pa.int32()).view(pa.date32())
+            return pa.array(days.astype(np.int32), pa.int32(), mask=mapped).view(pa.date32())
         us = days * 86_400_000_000 + ((hour * 60 + minute) * 60 + second) * 1_000_000 + micro
-        return pa.array(us, pa.int64()).view(self.type)
+        return pa.array(us, pa.int64(), mask=mapped).view(self.type)
 
     def _names(self, at: np.ndarray, ints: np.ndarray) -> pa.Array:
         elems = self.col.ft.elems
@@ -456,11 +517,16 @@ class _Column:
         return pa.Array.from_buffers(self.type, len(start), [None, pa.py_buffer(out.tobytes())])
 
     def scalar(self, value: Any) -> pa.Array:
-        """A one-element array of a value as the scalar decoder returns it (a default or a datum-row value)."""
-        if value is None:
+        """A one-element array of a value as the scalar decoder returns it (a default or a datum-row value); a date
+        Delta cannot hold is NULL (``maps_to_null``, which the caller counts)."""
+        if value is None or isinstance(value, rowcodec.MySQLTime):
             return pa.nulls(1, self.type)
         tp = self.col.ft.tp
-        if tp == mt.TypeJSON:
+        if isinstance(value, VectorFloat32):
+            value = list(value.elements)
+        elif tp == mt.TypeNewDecimal and isinstance(value, Decimal) and pa.types.is_string(self.type):
+            value = _decimal_text(value, _decimal_digits(self.col.ft)[1])
+        elif tp == mt.TypeJSON:
             value = json_text(value)
         elif tp == mt.TypeDuration and isinstance(value, dt.timedelta):
             value = value // dt.timedelta(microseconds=1) * 1000
@@ -469,9 +535,6 @@ class _Column:
         elif tp == mt.TypeBit and isinstance(value, int):
             width = max(1, (self.col.ft.flen if self.col.ft.flen > 0 else 1) + 7) // 8
             value = value.to_bytes(width, "big")
-        elif isinstance(value, rowcodec.MySQLTime):
-            raise RowDecodeError(f"column {self.col.col_id}: {value} cannot be represented in {self.type}",
-                                 col_id=self.col.col_id)
         elif tp == mt.TypeTimestamp and isinstance(value, dt.datetime) and value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)
         try:
@@ -481,13 +544,28 @@ class _Column:
                                  col_id=self.col.col_id) from None
 
 
+def _decimal_text(value: Decimal, scale: int) -> str:
+    """``MyDecimal.String`` of a value of a column of ``scale``: plain, exactly ``scale`` fraction digits, no -0
+    (``column_type.decimal_text``; a value stored with more digits after a MODIFY COLUMN is rounded half up, as
+    rowcodec's ChunkDecoder does)."""
+    q = value.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=_WIDE)
+    return format(q.copy_abs() if q.is_zero() else q, "f")
+
+
 def json_text(value: Any) -> str:
     """A JSON value as TiDB prints it (``BinaryJSON.String``: ``", "`` and ``": "`` separators)."""
     return json.dumps(None if value is rowcodec.JSON_NULL else value, ensure_ascii=False, default=str)
 
 
 def decode_rows(values: pa.Array, columns: Sequence[ArrowColumn]) -> list[pa.Array]:
-    """The ``columns`` of every row value in ``values`` (binary or large_binary), one array per column.
+    """The ``columns`` of every row value in ``values`` (binary or large_binary), one array per column
+    (:func:`decode_batch`'s arrays)."""
+    return decode_batch(values, columns).arrays
+
+
+def decode_batch(values: pa.Array, columns: Sequence[ArrowColumn]) -> Decoded:
+    """The ``columns`` of every row value in ``values`` (binary or large_binary), one array per column, and the rows
+    of each whose value was mapped to NULL (see the module docstring).
 
     A row holding a column's id gives its value (NULL if the id is among the row's null ids); a row without the
     id gives the column's default; a null input value (no row: a delete) gives NULL. Ids no column names (dropped
@@ -506,26 +584,32 @@ def decode_rows(values: pa.Array, columns: Sequence[ArrowColumn]) -> list[pa.Arr
             except RowCodecError as exc:
                 raise RowDecodeError(f"row value {r} of the batch (datum format): {exc}", row=r) from None
     out = []
+    mapped_out: list[np.ndarray | None] = []
     for col in columns:
         c = _Column(layout, col)
         at, entries, null_at = layout.find(col.col_id)
         found = c.decode(at, entries)
+        maps = [c.mapped if c.mapped is not None else np.zeros(len(found), bool)]
         # Index into [found values..., datum values..., default, NULL] per input row, then one take.
         idx = np.full(n, len(found) + len(datum), np.int64)  # the default
         idx[~layout.valid] = len(found) + len(datum) + 1
         idx[layout.rows[at]] = np.arange(len(found))
         idx[layout.rows[null_at]] = len(found) + len(datum) + 1
         pieces = [found]
+        default_maps = isinstance(col.default, rowcodec.MySQLTime)
         for i, (r, row) in enumerate(zip(layout.datum_rows.tolist(), datum, strict=True)):
-            if col.col_id in row:
-                try:
-                    pieces.append(c.scalar(row[col.col_id]))
-                except RowDecodeError as exc:
-                    raise RowDecodeError(f"row value {r} of the batch: {exc}", row=r, col_id=col.col_id) from None
-            else:
-                pieces.append(c.scalar(col.default))
+            value = row[col.col_id] if col.col_id in row else col.default
+            try:
+                pieces.append(c.scalar(value))
+            except RowDecodeError as exc:
+                raise RowDecodeError(f"row value {r} of the batch: {exc}", row=r, col_id=col.col_id) from None
+            maps.append(np.array([isinstance(value, rowcodec.MySQLTime)]))
             idx[r] = len(found) + i
         pieces.append(c.scalar(col.default))
         pieces.append(pa.nulls(1, c.type))
-        out.append(pa.concat_arrays(pieces).take(pa.array(idx)))
-    return out
+        maps.append(np.array([default_maps, False]))
+        taken = pa.array(idx)
+        out.append(pa.concat_arrays(pieces).take(taken))
+        mapped = np.concatenate(maps)[idx]
+        mapped_out.append(mapped if mapped.any() else None)
+    return Decoded(out, mapped_out)

@@ -2,7 +2,9 @@
 
 DECIMAL prints as its exact digits (a JSON number would pass through binary floating point on the
 way), DATETIME as ``YYYY-MM-DD HH:MM:SS[.ffffff]``, TIME as ``[-]HH:MM:SS[.ffffff]``, as MySQL clients show
-them; bytes, which JSON has no form for, as ``{"$binary": <base64>}``.
+them; a date Python has none of (``rowcodec.MySQLTime``: ``0000-00-00``, ``2021-02-30``) in the same forms, as TiDB's
+``Time.String`` prints it; a VECTOR as TiDB prints it (``[1.5,2]``); bytes, which JSON has no form for, as
+``{"$binary": <base64>}``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from cdc_core.codec.rowcodec import MySQLTime
+from cdc_core.codec.vector import VectorFloat32
+
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -20,6 +25,15 @@ def format_datetime(v: datetime, fsp: int | None = None) -> str:
     when there is one and ``fsp`` is None."""
     s = f"{v.year:04d}-{v.month:02d}-{v.day:02d} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
     return _fraction(s, v.microsecond, fsp)
+
+
+def format_mysql_time(v: MySQLTime, *, date_only: bool = False, fsp: int | None = None) -> str:
+    """A ``MySQLTime`` as TiDB's ``Time.String`` prints it: ``0000-00-00`` (a DATE: ``date_only``), or with the time
+    and the fraction as :func:`format_datetime`'s, ``0000-00-00 00:00:00``."""
+    day = f"{v.year:04d}-{v.month:02d}-{v.day:02d}"
+    if date_only:
+        return day
+    return _fraction(f"{day} {v.hour:02d}:{v.minute:02d}:{v.second:02d}", v.microsecond, fsp)
 
 
 def _fraction(text: str, micros: int, fsp: int | None) -> str:
@@ -39,9 +53,14 @@ def json_value(v: Any) -> Any:
         return v.isoformat()
     if isinstance(v, timedelta):
         return format_duration(v)
+    if isinstance(v, MySQLTime):
+        return format_mysql_time(v)
+    if isinstance(v, VectorFloat32):
+        return v.text()
     if isinstance(v, bytes | bytearray):
         return {"$binary": base64.b64encode(bytes(v)).decode()}
     return v
+
 
 def format_duration(v: timedelta, fsp: int | None = None) -> str:
     """A TIME value as MySQL prints it: ``[-]HH:MM:SS[.ffffff]``, hours past 24 as they are (up to 838); the fraction

@@ -3,8 +3,9 @@
 ``Column.type`` is one of :data:`TYPES` (lower case, as written in SQL). This module owns what a type means for
 the rest of cdcflow: its TiDB ``FieldType`` (``pkg/parser/mysql/type.go`` codes, with TiDB's default lengths from
 ``pkg/types/field_type.go`` ``DefaultLengthOfMysqlTypes``), how it prints in SQL, how a SQL literal, a JSON form
-or a decoded value becomes the column's Python value (:func:`convert`, with TiDB's ``table.CastValue`` checks in
-strict mode), and the values the row codec stores (:func:`to_stored` / :func:`from_stored`).
+or a decoded value becomes the column's Python value (:func:`convert`, with TiDB's ``table.CastValue`` checks under
+a session's ``sql_mode``: :class:`DateRules`), the values the row codec stores (:func:`to_stored` /
+:func:`from_stored`), and the values the lake holds (:func:`arrow_value`, the mapping below).
 
 Python values (what ``convert`` returns, what the SQL front evaluates):
 
@@ -12,18 +13,27 @@ Python values (what ``convert`` returns, what the SQL front evaluates):
 TINYINT .. BIGINT [UNSIGNED], YEAR           ``int`` (range-checked; a fraction rounds half away from zero)
 FLOAT, DOUBLE                                ``float`` (FLOAT rounded to float32)
 DECIMAL(p,s)                                 ``Decimal`` quantized to ``s`` (half away from zero)
-DATE                                         ``datetime.date``
-DATETIME(fsp), TIMESTAMP(fsp)                naive ``datetime`` rounded to fsp (TIMESTAMP in UTC)
+DATE                                         ``datetime.date``; ``rowcodec.MySQLTime`` for a date Python has none
+                                             of (``0000-00-00``, a zero month or day, year 0, Feb 30)
+DATETIME(fsp), TIMESTAMP(fsp)                naive ``datetime`` rounded to fsp (TIMESTAMP in UTC); ``MySQLTime``
+                                             likewise
 TIME(fsp)                                    ``datetime.timedelta`` within +-838:59:59
 CHAR, VARCHAR, *TEXT                         ``str`` (CHAR without trailing spaces, as TiDB stores it)
 BINARY, VARBINARY, *BLOB                     ``bytes`` (BINARY(n) zero-padded to n)
 ENUM, SET                                    ``str``: the member(s) as defined, SET members in definition order
 BIT(n)                                       ``bytes``: big-endian, ``(n + 7) // 8`` of them
 JSON                                         ``str``: the document as TiDB prints it (keys sorted, ``", "``)
+VECTOR, VECTOR(D)                            ``cdc_core.codec.vector.VectorFloat32`` (D elements when given)
 ==========================================  ===============================================================
 
 The JSON form of a value (``cdc_core.codec.value_text.json_value``, for JSON rows and table-info defaults) is the
-value itself where JSON has one, DECIMAL/date/time as text, and bytes as ``{"$binary": <base64>}``.
+value itself where JSON has one, DECIMAL/date/time/vectors as text, and bytes as ``{"$binary": <base64>}``.
+
+What the lake holds of a value (:func:`arrow_value`; the Arrow type is ``rowcodec_batch.arrow_type``'s) is the value,
+but for three mappings that keep every value Delta can hold: a DECIMAL wider than Arrow's 38 digits is its text with
+exactly the column's scale (as TiDB prints it), a VECTOR its elements (a list of float32), and a date Delta's
+DATE/TIMESTAMP cannot hold (a ``MySQLTime``: :func:`maps_to_null`) is NULL -- counted where a window or a snapshot
+maps one (``spark_jobs.mapped_values``).
 """
 
 from __future__ import annotations
@@ -34,13 +44,15 @@ import json
 import math
 import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any, Protocol
 
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec import rowcodec
-from cdc_core.codec.value_text import format_datetime, format_duration
+from cdc_core.codec import vector as vec
+from cdc_core.codec.value_text import format_datetime, format_duration, format_mysql_time
 
 
 class Column(Protocol):
@@ -82,7 +94,7 @@ class TypeFacts:
 
 INT, FLOAT, DECIMAL, DATE, DATETIME, TIMESTAMP, TIME, YEAR = (
     "int", "float", "decimal", "date", "datetime", "timestamp", "time", "year")
-TEXT, BINARY, ENUM, SET, BIT, JSON = "text", "binary", "enum", "set", "bit", "json"
+TEXT, BINARY, ENUM, SET, BIT, JSON, VECTOR = "text", "binary", "enum", "set", "bit", "json", "vector"
 
 TYPES: dict[str, TypeFacts] = {
     "tinyint": TypeFacts(mt.TypeTiny, INT, 4),
@@ -114,9 +126,13 @@ TYPES: dict[str, TypeFacts] = {
     "set": TypeFacts(mt.TypeSet, SET),
     "bit": TypeFacts(mt.TypeBit, BIT, 1),
     "json": TypeFacts(mt.TypeJSON, JSON, binary=True),
+    # TiDB v8.4+ (parser: VECTOR [<FLOAT>] [(D)], flen D or unspecified, charset binary); TiDB spells it vector
+    "vector": TypeFacts(mt.TypeTiDBVectorFloat32, VECTOR, binary=True),
 }
 INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
 _LENGTH_TYPES = frozenset({"char", "varchar", "binary", "varbinary", "bit"})  # type(n)
+_DATE_KINDS = frozenset({DATE, DATETIME, TIMESTAMP})
+MAX_ARROW_DECIMAL = 38  # decimal128's digits; a wider DECIMAL is held as its text
 _FSP_KINDS = frozenset({DATETIME, TIMESTAMP, TIME})
 MAX_TIME = dt.timedelta(hours=838, minutes=59, seconds=59)
 _TIMESTAMP_MIN = dt.datetime(1970, 1, 1, 0, 0, 1)
@@ -125,6 +141,37 @@ _FLOAT32_MAX = 3.4028234663852886e38
 _WIDE = Context(prec=80)  # DECIMAL has 65 digits; the default context rounds at 28
 _TIME_RE = re.compile(r"\s*(-)?(?:(\d+)\s+)?(\d+):(\d{1,2})(?::(\d{1,2})(?:\.(\d*))?)?\s*")
 _DATETIME_RE = re.compile(r"\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d*))?)?\s*")
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+@dataclass(frozen=True)
+class DateRules:
+    """What a DATE/DATETIME/TIMESTAMP takes under a session's ``sql_mode`` (TiDB ``pkg/table/column.go``
+    ``handleZeroDatetime`` after ``pkg/types/time.go`` ``checkDateType``/``checkMonthDay``, with the type flags
+    ``pkg/executor`` ``ResetContextOfStmt`` sets for INSERT/UPDATE).
+
+    ``strict``: STRICT_TRANS_TABLES or STRICT_ALL_TABLES. A zero date ``0000-00-00`` is refused under NO_ZERO_DATE
+    and strict mode (stored as zero without strict mode); a zero month or day is kept without NO_ZERO_IN_DATE,
+    refused with it and strict mode, else stored as the zero date; a day past its month (Feb 30) is kept under
+    ALLOW_INVALID_DATES, else refused in strict mode and stored as the zero date without; a TIMESTAMP takes the
+    zero value but never a zero month/day or an invalid day (refused in strict mode, else zero)."""
+
+    strict: bool = True
+    no_zero_date: bool = True
+    no_zero_in_date: bool = True
+    allow_invalid_dates: bool = False
+
+    @classmethod
+    def of_sql_mode(cls, modes: Iterable[str]) -> DateRules:
+        """The rules of a session's ``sql_mode`` names (``Session.sql_mode``)."""
+        m = frozenset(modes)
+        return cls(strict=bool(m & {"STRICT_TRANS_TABLES", "STRICT_ALL_TABLES"}), no_zero_date="NO_ZERO_DATE" in m,
+                   no_zero_in_date="NO_ZERO_IN_DATE" in m, allow_invalid_dates="ALLOW_INVALID_DATES" in m)
+
+
+STRICT_DATES = DateRules()  # TiDB's default sql_mode
+# Values TiDB has stored (read back over SQL, from a row, a default in a table's JSON): every date it can hold.
+STORED_DATES = DateRules(strict=False, no_zero_date=False, no_zero_in_date=False, allow_invalid_dates=True)
 
 
 def facts(type_name: str) -> TypeFacts:
@@ -163,6 +210,11 @@ def check_definition(col: Column) -> None:
             raise ColumnValueError(f"{col.type.upper()}({col.length}): the length is 0..65535")
     if col.type == "bit" and col.length is not None and not 1 <= col.length <= 64:
         raise ColumnValueError(f"BIT({col.length}): the width is 1..64")
+    if f.kind == VECTOR:
+        try:
+            vec.check_dimension_definition(col.length)
+        except vec.VectorError as exc:
+            raise ColumnValueError(str(exc)) from None
     if f.kind in _FSP_KINDS and col.fsp is not None and not 0 <= col.fsp <= 6:
         raise ColumnValueError(f"{col.type.upper()}({col.fsp}): fractional seconds precision is 0..6")
     if f.kind in (ENUM, SET):
@@ -208,6 +260,9 @@ def field_type(col: Column) -> mt.FieldType:
         return mt.FieldType(f.tp, flag | mt.UnsignedFlag, flen=col.length or 1)
     if f.kind == JSON:
         return mt.FieldType(f.tp, flag, flen=mt.UnspecifiedLength, charset=charset, collate=collate)
+    if f.kind == VECTOR:  # the parser's decimal 0; ddl processColumnFlags: a binary-charset string kind, BinaryFlag
+        dim = col.length if col.length is not None else mt.UnspecifiedLength
+        return mt.FieldType(f.tp, flag, flen=dim, decimal=0, charset=charset, collate=collate)
     flen = col.length if col.type in _LENGTH_TYPES and col.length is not None else f.flen
     return mt.FieldType(f.tp, flag, flen=flen, charset=charset, collate=collate)
 
@@ -230,6 +285,8 @@ def sql_type(col: Column) -> str:
         name = f"{name}({col.fsp})"
     elif f.kind in (ENUM, SET):
         name = name + "(" + ",".join("'" + e.replace("'", "''") + "'" for e in col.elems) + ")"
+    elif f.kind == VECTOR and col.length is not None:  # FieldType.CompactStr: VECTOR alone when unspecified
+        name = f"{name}({col.length})"
     return f"{name} UNSIGNED" if col.unsigned else name
 
 
@@ -314,55 +371,112 @@ def _round_fsp(micros: int, fsp: int) -> int:
     return (micros + unit // 2) // unit * unit
 
 
-def _parse_datetime(value: str) -> dt.datetime:
+def _parse_parts(value: str) -> tuple[int, int, int, int, int, int, int, bool]:
+    """(year, month, day, hour, minute, second, microsecond, whether a 7th fraction digit rounds up) of date/time
+    text, whatever the values (checked by :func:`_dates`)."""
     m = _DATETIME_RE.fullmatch(value)
     if m is None:
         raise ColumnValueError(f"{value!r} is not a date/time (YYYY-MM-DD[ HH:MM:SS[.ffffff]])")
     y, mo, d, h, mi, s = (int(x or 0) for x in m.group(1, 2, 3, 4, 5, 6))
     micros, carry = _fraction_micros(m.group(7))
-    try:
-        out = dt.datetime(y, mo, d, h, mi, s, micros)
-    except ValueError as exc:
-        raise ColumnValueError(f"{value!r} is not a valid date/time ({exc})") from None
-    return out + dt.timedelta(microseconds=1) if carry else out
+    return y, mo, d, h, mi, s, micros, carry
 
 
-def _datetime(col: Column, value: Any) -> dt.datetime:
+def _days_in(year: int, month: int) -> int:
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return 29 if month == 2 and leap else _MONTH_DAYS[month - 1]
+
+
+_DATE_NAMES = {DATE: "date", DATETIME: "datetime", TIMESTAMP: "timestamp"}  # types.TypeStr, in TiDB's 1292 text
+
+
+def _wrong_date(col: Column, shown: str, why: str) -> ColumnValueError:
+    # TiDB's ErrTruncatedWrongValue (1292) text, completed by insert_common.go's completeInsertErr
+    return ColumnValueError(f"Incorrect {_DATE_NAMES[kind(col)]} value: {shown!r} ({why})")
+
+
+def _dates(col: Column, value: Any, rules: DateRules) -> dt.date | rowcodec.MySQLTime:
+    """A DATE/DATETIME/TIMESTAMP value of ``value`` under ``rules``: a ``date``/``datetime``, or a ``MySQLTime`` for
+    a date Python has none of (a zero date, a zero month or day, year 0, an invalid day) when the rules let the
+    column take it, as TiDB's ``handleZeroDatetime`` does (:class:`DateRules`)."""
+    k = kind(col)
+    if isinstance(value, dt.datetime) and k == DATE:
+        if value.time() != dt.time(0):
+            raise ColumnValueError(f"{value!r} has a time of day (DATE holds none)")
+        return value.date()
     if isinstance(value, dt.datetime):
         out = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo is not None else value
-    elif isinstance(value, dt.date):
-        out = dt.datetime(value.year, value.month, value.day)
+        return _valid_time(col, out, value, rules)
+    if isinstance(value, dt.date):
+        return value if k == DATE else _valid_time(col, dt.datetime(value.year, value.month, value.day), value, rules)
+    if isinstance(value, rowcodec.MySQLTime):
+        y, mo, d, h, mi, sec, us = (value.year, value.month, value.day, value.hour, value.minute, value.second,
+                                    value.microsecond)
+        carry, shown = False, format_mysql_time(value, date_only=k == DATE)
     elif isinstance(value, str):
-        out = _parse_datetime(value)
-    elif isinstance(value, rowcodec.MySQLTime):
-        raise ColumnValueError(f"{value} (a zero or invalid date) is not supported")
+        y, mo, d, h, mi, sec, us, carry = _parse_parts(value)
+        shown = value
     else:
         raise ColumnValueError(f"{value!r} is not a date/time")
+    if k == DATE and (h or mi or sec or us):
+        raise ColumnValueError(f"{value!r} has a time of day (DATE holds none)")
+    zero = rowcodec.ZERO_TIME
+    if mo > 12 or d > 31 or h > 23 or mi > 59 or sec > 59 or y > 9999:  # checkDateType / checkMonthDay: ErrWrongValue
+        if rules.strict:
+            raise _wrong_date(col, shown, "not a date")
+        return zero
+    if (y, mo, d, h, mi, sec, us) == (0, 0, 0, 0, 0, 0, 0):
+        if rules.no_zero_date and rules.strict:
+            raise _wrong_date(col, shown, "the zero date under NO_ZERO_DATE and strict mode")
+        return zero
+    zero_in_date = mo == 0 or d == 0
+    bad_day = not zero_in_date and d > _days_in(y, mo)
+    if k == TIMESTAMP and (zero_in_date or bad_day or y == 0):  # "can by definition not have invalid dates"
+        if rules.strict:
+            raise _wrong_date(col, shown, "no TIMESTAMP")
+        return zero
+    if zero_in_date:
+        if not rules.no_zero_in_date:
+            return _mysql_time(col, y, mo, d, h, mi, sec, us)
+        if rules.strict:
+            raise _wrong_date(col, shown, "a zero month or day under NO_ZERO_IN_DATE and strict mode")
+        return zero
+    if bad_day:
+        if rules.allow_invalid_dates:
+            return _mysql_time(col, y, mo, d, h, mi, sec, us)
+        if rules.strict:
+            raise _wrong_date(col, shown, f"{_days_in(y, mo)} days in that month, and no ALLOW_INVALID_DATES")
+        return zero
+    if y == 0:  # a valid month and day of year 0: TiDB stores it; Python has no year 0
+        return _mysql_time(col, y, mo, d, h, mi, sec, us)
+    out = dt.datetime(y, mo, d, h, mi, sec, us)
+    if carry:
+        out += dt.timedelta(microseconds=1)
+    if k == DATE:
+        return out.date()
+    return _valid_time(col, out, value, rules)
+
+
+def _mysql_time(col: Column, y: int, mo: int, d: int, h: int, mi: int, sec: int, us: int) -> rowcodec.MySQLTime:
+    unit = 10 ** (6 - (col.fsp or 0))
+    return rowcodec.MySQLTime(y, mo, d, h, mi, sec, min(_round_fsp(us, col.fsp or 0), 1_000_000 - unit))
+
+
+def _valid_time(col: Column, out: dt.datetime, given: Any, rules: DateRules) -> dt.datetime | rowcodec.MySQLTime:
+    """A DATETIME/TIMESTAMP ``datetime`` rounded to the column's fsp, TIMESTAMP's range checked (out of it: refused
+    in strict mode, else the zero value, as TiDB stores it)."""
     fsp = col.fsp or 0
     rounded = _round_fsp(out.microsecond, fsp)
     try:
         out = out.replace(microsecond=0) + dt.timedelta(microseconds=rounded)
     except OverflowError:
-        raise ColumnValueError(f"{value!r} is out of range") from None
+        raise ColumnValueError(f"{given!r} is out of range") from None
     if col.type == "timestamp" and not _TIMESTAMP_MIN <= out <= _TIMESTAMP_MAX:
-        raise ColumnValueError(f"{value!r} is outside TIMESTAMP's range (1970-01-01 00:00:01 to 2038-01-19 "
+        if not rules.strict:
+            return rowcodec.ZERO_TIME
+        raise ColumnValueError(f"{given!r} is outside TIMESTAMP's range (1970-01-01 00:00:01 to 2038-01-19 "
                                "03:14:07 UTC)")
     return out
-
-
-def _date(col: Column, value: Any) -> dt.date:
-    if isinstance(value, dt.datetime):
-        if value.time() != dt.time(0):
-            raise ColumnValueError(f"{value!r} has a time of day (DATE holds none)")
-        return value.date()
-    if isinstance(value, dt.date):
-        return value
-    if isinstance(value, str):
-        parsed = _parse_datetime(value)
-        if parsed.time() != dt.time(0):
-            raise ColumnValueError(f"{value!r} has a time of day (DATE holds none)")
-        return parsed.date()
-    raise ColumnValueError(f"{value!r} is not a date")
 
 
 def _time(col: Column, value: Any) -> dt.timedelta:
@@ -524,16 +638,39 @@ def _json(col: Column, value: Any) -> str:
         raise ColumnValueError(f"not a JSON value TiDB stores: {exc}") from None
 
 
-_CONVERT = {INT: _int, FLOAT: _float, DECIMAL: _decimal, DATE: _date, DATETIME: _datetime, TIMESTAMP: _datetime,
-            TIME: _time, YEAR: _year, TEXT: _text, BINARY: _binary, ENUM: _enum, SET: _set, BIT: _bit, JSON: _json}
+def _vector(col: Column, value: Any) -> vec.VectorFloat32:
+    """``ParseVectorFloat32`` of text, or a value's elements (a JSON array, a decoded value), then
+    ``CheckDimsFitColumn``."""
+    try:
+        if isinstance(value, vec.VectorFloat32):
+            out = value
+        elif isinstance(value, str):
+            out = vec.parse(value)
+        elif isinstance(value, list | tuple):
+            out = vec.VectorFloat32.of(value)
+        else:
+            raise ColumnValueError(f"{value!r} is not a vector (text such as '[1.5,2]')")
+        out.check_dimension(col.length)
+    except vec.VectorError as exc:
+        raise ColumnValueError(str(exc)) from None
+    return out
 
 
-def convert(col: Column, value: Any) -> Any:
+_CONVERT = {INT: _int, FLOAT: _float, DECIMAL: _decimal, TIME: _time, YEAR: _year, TEXT: _text, BINARY: _binary,
+            ENUM: _enum, SET: _set, BIT: _bit, JSON: _json, VECTOR: _vector}
+
+
+def convert(col: Column, value: Any, dates: DateRules = STRICT_DATES) -> Any:
     """The column's Python value of ``value`` (a SQL literal's value, a JSON form, a typed value); ``None`` stays
-    NULL. Raises ``ColumnValueError`` when the value does not fit, as TiDB's strict mode refuses it."""
+    NULL. Raises ``ColumnValueError`` when the value does not fit, as TiDB's strict mode refuses it; a
+    DATE/DATETIME/TIMESTAMP goes by ``dates`` (a session's ``sql_mode``: :class:`DateRules`; ``STORED_DATES`` for a
+    value TiDB stored)."""
     if value is None:
         return None
-    return _CONVERT[TYPES[col.type].kind](col, value)
+    k = TYPES[col.type].kind
+    if k in _DATE_KINDS:
+        return _dates(col, value, dates)
+    return _CONVERT[k](col, value)
 
 
 # --- the values the row codec stores ----------------------------------------------------------------------------
@@ -584,30 +721,56 @@ def from_stored(col: Column, value: Any) -> Any:
         return "" if value == 0 else _enum(col, value)  # 0 is MySQL's error value '' of a non-strict insert
     if k == JSON:
         return json_text(value)
-    return convert(col, value)
+    if k == VECTOR and t is vec.VectorFloat32:
+        return value
+    return convert(col, value, STORED_DATES)
+
+
+def decimal_as_text(col: Column) -> bool:
+    """Whether the column's values are held as text in the lake: a DECIMAL wider than Arrow's 38 digits."""
+    return kind(col) == DECIMAL and (col.precision or 10) > MAX_ARROW_DECIMAL
+
+
+def decimal_text(value: Decimal, scale: int) -> str:
+    """A DECIMAL as TiDB prints it (``MyDecimal.String``): plain notation, exactly ``scale`` fraction digits, no
+    ``-0``."""
+    q = value.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=_WIDE)
+    return format(q.copy_abs() if q.is_zero() else q, "f")
+
+
+def maps_to_null(col: Column, value: Any) -> bool:
+    """Whether the lake holds NULL for this non-NULL value (a date Delta's DATE/TIMESTAMP cannot hold: a zero date, a
+    zero month or day, year 0, an invalid day) -- what :func:`arrow_value` maps, and the mapped values counted."""
+    return isinstance(value, rowcodec.MySQLTime)
 
 
 def arrow_value(col: Column, value: Any) -> Any:
     """A Python value as ``pyarrow.array`` takes it for the column's Arrow type (the row decoder's): TIME as int64
-    nanoseconds, BIGINT UNSIGNED as a ``Decimal`` (decimal128(20,0)); other values unchanged."""
-    if value is None:
+    nanoseconds, BIGINT UNSIGNED as a ``Decimal`` (decimal128(20,0)), a DECIMAL wider than 38 digits as its text, a
+    VECTOR as its elements, a date Delta cannot hold (:func:`maps_to_null`) as NULL; other values unchanged."""
+    if value is None or maps_to_null(col, value):
         return None
     if isinstance(value, dt.timedelta):
         return value // dt.timedelta(microseconds=1) * 1000
+    if isinstance(value, vec.VectorFloat32):
+        return list(value.elements)
     if col.type == "bigint" and col.unsigned:
         return Decimal(value)
+    if isinstance(value, Decimal) and decimal_as_text(col):
+        return decimal_text(value, col.scale or 0)
     return value
 
 
 def from_arrow(col: Column, value: Any) -> Any:
-    """The Python value of a value read from the column's Arrow type (the inverse of :func:`arrow_value`)."""
+    """The Python value of a value read from the column's Arrow type (the inverse of :func:`arrow_value`; a mapped
+    date reads back as NULL)."""
     if value is None:
         return None
     if kind(col) == TIME and isinstance(value, int):
         return dt.timedelta(microseconds=value // 1000 if value >= 0 else -(-value // 1000))
     if col.type == "bigint" and col.unsigned and isinstance(value, Decimal):
         return int(value)
-    return convert(col, value)
+    return convert(col, value, STORED_DATES)
 
 
 def members_appended(old: Column, new: Column) -> bool:
@@ -626,21 +789,29 @@ def delta_widens(old: Column, new: Column) -> bool:
     if ko == kn == DECIMAL:
         p, s = old.precision or 10, old.scale or 0
         p2, s2 = new.precision or 10, new.scale or 0
+        if decimal_as_text(new):  # text holds exactly its scale's digits: Arrow's cast prints the old scale's
+            return s2 == s and p2 - s2 >= p - s
         return s2 >= s and p2 - s2 >= p - s
     return False
 
 
 __all__ = [
+    "STORED_DATES",
+    "STRICT_DATES",
     "TYPES",
     "ColumnValueError",
+    "DateRules",
     "arrow_value",
     "check_definition",
     "convert",
+    "decimal_as_text",
+    "decimal_text",
     "delta_widens",
     "field_type",
     "from_arrow",
     "from_stored",
     "kind",
+    "maps_to_null",
     "sql_type",
     "to_stored",
 ]

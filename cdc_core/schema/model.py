@@ -30,7 +30,8 @@ class SchemaError(ValueError):
 
 
 def spark_type_of(t: pa.DataType) -> str:
-    """The Spark SQL type of an Arrow type the row decoder produces (Spark's own Arrow mapping)."""
+    """The Spark SQL type of an Arrow type the row decoder produces (Spark's own Arrow mapping): a VECTOR's
+    ``list<float>`` is ``ARRAY<FLOAT>``."""
     import pyarrow as pa
 
     simple = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT",
@@ -40,6 +41,8 @@ def spark_type_of(t: pa.DataType) -> str:
         return simple[t]
     if pa.types.is_decimal(t):
         return f"DECIMAL({t.precision},{t.scale})"
+    if pa.types.is_list(t):
+        return f"ARRAY<{spark_type_of(t.value_type)}>"
     raise SchemaError(f"no Spark type for Arrow type {t}")
 
 
@@ -59,7 +62,7 @@ class Column:
     # the time the column was added. It differs from ``default`` once a later MODIFY/CHANGE COLUMN
     # changes or drops the default: rows written before the ADD COLUMN must not change with it.
     origin_default: Any = "__same_as_default__"
-    length: int | None = None  # CHAR/VARCHAR/BINARY/VARBINARY(n), BIT(n)
+    length: int | None = None  # CHAR/VARCHAR/BINARY/VARBINARY(n), BIT(n), VECTOR(n) (None: VECTOR of any dimension)
     precision: int | None = None  # DECIMAL(p, s)
     scale: int | None = None
     unsigned: bool = False
@@ -99,10 +102,11 @@ class Column:
         """The Spark SQL type name (for ``cast`` and DDL strings) of :meth:`arrow_type`."""
         return spark_type_of(self.arrow_type())
 
-    def convert(self, value: Any) -> Any:
-        """This column's Python value of a SQL literal's value, a JSON form or a typed value; check it fits."""
+    def convert(self, value: Any, dates: ct.DateRules = ct.STRICT_DATES) -> Any:
+        """This column's Python value of a SQL literal's value, a JSON form or a typed value; check it fits (a date
+        by ``dates``: a session's ``sql_mode``, or ``STORED_DATES`` for a value TiDB stored)."""
         try:
-            return ct.convert(self, value)
+            return ct.convert(self, value, dates)
         except ct.ColumnValueError as exc:
             raise SchemaError(f"column {self.name!r} ({self.sql_type}): {exc}") from None
 
@@ -271,8 +275,8 @@ class TableInfo:
             cols = []
             for c in d["columns"]:
                 col = Column(**{**c, "default": None, "origin_default": None, "elems": tuple(c.get("elems", ()))})
-                default = col.convert(c.get("default"))
-                origin = col.convert(c["origin_default"]) if "origin_default" in c else default
+                default = col.convert(c.get("default"), ct.STORED_DATES)
+                origin = col.convert(c["origin_default"], ct.STORED_DATES) if "origin_default" in c else default
                 cols.append(replace(col, default=default, origin_default=origin))
             indexes = tuple(
                 Index(name=ix["name"], columns=tuple(ix["columns"]), unique=ix.get("unique", False),

@@ -37,7 +37,8 @@ from decimal import Decimal
 from typing import Any
 
 from cdc_core.codec import mysql_type as mt
-from cdc_core.codec.value_text import format_datetime, format_duration
+from cdc_core.codec import rowcodec
+from cdc_core.codec.value_text import format_datetime, format_duration, format_mysql_time
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE, REPARTITION_JOB_TYPES
 from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
@@ -150,6 +151,8 @@ def default_text(col: Column, value: Any) -> str | None:
         return value.isoformat()
     if isinstance(value, dt.timedelta):
         return format_duration(value, col.fsp or 0)
+    if isinstance(value, rowcodec.MySQLTime):  # a zero or invalid date default, as Time.String prints it
+        return format_mysql_time(value, date_only=col.kind == ct.DATE, fsp=col.fsp or 0)
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, float):
@@ -167,7 +170,7 @@ def _default_from(col: Column, text: Any, bits: Any, where: str) -> Any:
     else:
         value = text
     try:
-        return col.convert(value)
+        return col.convert(value, ct.STORED_DATES)  # what TiDB kept (a zero date under a permissive sql_mode)
     except SchemaError as exc:
         raise SchemaError(f"{where}: default {text!r}: {exc}") from None
 
@@ -262,6 +265,8 @@ def _column_from_tidb(d: dict[str, Any], where: str) -> tuple[Column, int]:
         kw["unsigned"] = bool(flag & mt.UnsignedFlag)
     if type_name in ("char", "varchar", "binary", "varbinary", "bit"):
         kw["length"] = flen
+    elif kind == ct.VECTOR:  # Flen: the dimension, -1 (UnspecifiedLength) for VECTOR of any
+        kw["length"] = flen if flen >= 0 else None
     elif kind == ct.DECIMAL:
         kw["precision"], kw["scale"] = flen, max(decimal, 0)
     elif kind in (ct.DATETIME, ct.TIMESTAMP, ct.TIME):

@@ -29,6 +29,7 @@ TYPES: dict[Any, tuple[str, bool]] = {
     T.MEDIUMTEXT: ("mediumtext", False), T.LONGTEXT: ("longtext", False), T.TINYBLOB: ("tinyblob", False),
     T.BLOB: ("blob", False), T.MEDIUMBLOB: ("mediumblob", False), T.LONGBLOB: ("longblob", False),
     T.ENUM: ("enum", False), T.SET: ("set", False), T.BIT: ("bit", False), T.JSON: ("json", False),
+    T.VECTOR: ("vector", False),  # TiDB v8.4+: VECTOR, VECTOR(D) of float32
 }
 _TEXT_CHARSETS = frozenset({"utf8mb4", "utf8"})
 _TEXT_COLLATIONS = frozenset({"utf8mb4_bin", "utf8_bin"})
@@ -68,7 +69,7 @@ def parse_column_def(item: exp.ColumnDef) -> ColumnSpec:
         shown = dt.sql(dialect="mysql") if dt is not None else "none"
         raise SqlError(f"column {cname!r}: unsupported type {shown} (supported: the integer types, FLOAT, DOUBLE, "
                        "DECIMAL, DATE, DATETIME, TIMESTAMP, TIME, YEAR, CHAR, VARCHAR, BINARY, VARBINARY, the TEXT "
-                       "and BLOB types, ENUM, SET, BIT, JSON)")
+                       "and BLOB types, ENUM, SET, BIT, JSON, VECTOR)")
     ctype, unsigned = TYPES[dt.this]
     spec = ColumnSpec({"name": cname, "type": ctype, "nullable": True, "default": None},
                       position=item.args.get("position"))
@@ -107,6 +108,8 @@ def _type_params(spec: ColumnSpec, dt: exp.DataType, cname: str) -> None:
     ctype = spec.fields["type"]
     if ctype in ("char", "varchar", "binary", "varbinary", "bit"):
         spec.fields["length"] = _int_param(dt, 0, f"{ctype.upper()} length")
+    elif ctype == "vector":  # VECTOR(D): D elements; VECTOR: any number (TiDB's UnspecifiedLength)
+        spec.fields["length"] = _int_param(dt, 0, "VECTOR dimension")
     elif ctype == "decimal":
         spec.fields["precision"] = _int_param(dt, 0, "DECIMAL precision") or 10
         spec.fields["scale"] = _int_param(dt, 1, "DECIMAL scale") or 0

@@ -28,6 +28,8 @@ from typing import Any, cast
 
 from sqlglot import exp
 
+from cdc_core.codec.rowcodec import MySQLTime
+from cdc_core.schema.column_type import STORED_DATES
 from cdc_core.schema.model import Column
 from cdc_core.upstream.errors import SqlError
 
@@ -54,7 +56,7 @@ def evaluate(node: exp.Expression, row: Row | None) -> Any:
     if t is exp.Null:
         return None
     if t is exp.Neg and type(node.this) is exp.Literal:
-        return -_to_number(_literal_value(cast(exp.Literal, node.this)))
+        return _negated(_to_number(_literal_value(cast(exp.Literal, node.this))))
     return compile_expr(node)(row)
 
 
@@ -183,7 +185,20 @@ def _to_number(v: Any) -> int | Decimal:
     raise SqlError(f"{v!r} is not a number")
 
 
+def _time_fields(v: date | MySQLTime) -> tuple[int, ...]:
+    """A time's fields in order, what TiDB compares times by (their packed value): a zero date sorts first."""
+    if isinstance(v, datetime | MySQLTime):
+        return v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond
+    return v.year, v.month, v.day, 0, 0, 0, 0
+
+
 def _comparable(a: Any, b: Any) -> tuple[Any, Any]:
+    if isinstance(a, MySQLTime) or isinstance(b, MySQLTime):  # a zero or invalid date, as TiDB stores it
+        try:
+            x, y = (_DT_PARSER.convert(v, STORED_DATES) for v in (a, b))
+        except ValueError as exc:
+            raise SqlError(f"cannot compare {a!r} with {b!r}: {exc}") from exc
+        return _time_fields(x), _time_fields(y)
     for parser, typ in ((_DT_PARSER, date), (_TIME_PARSER, timedelta)):
         if isinstance(a, typ) or isinstance(b, typ):
             try:
@@ -426,9 +441,14 @@ def _neg(node: exp.Expression) -> Evaluator:
 
     def run(row: Row | None) -> Any:
         v = inner(row)
-        return None if v is None else -_to_number(v)
+        return None if v is None else _negated(_to_number(v))
 
     return run
+
+
+def _negated(n: int | Decimal) -> int | Decimal:
+    # Decimal's unary minus rounds to the context's 28 digits; a DECIMAL(65) literal keeps all of them
+    return n.copy_negate() if isinstance(n, Decimal) else -n
 
 
 def _paren(node: exp.Expression) -> Evaluator:
@@ -526,12 +546,30 @@ def _date_format(node: exp.Expression) -> Evaluator:
         fmt = form(row)
         if v is None or fmt is None:
             return None
-        if not isinstance(v, date):
-            v = _DT_PARSER.convert(v)
+        if not isinstance(v, date | MySQLTime):
+            v = _DT_PARSER.convert(v, STORED_DATES)
+        if isinstance(v, MySQLTime):  # a date Python has none of (builtinDateFormatSig: InvalidZero is NULL)
+            return None if v.month == 0 or v.day == 0 else _format_fields(v, str(fmt))
         # sqlglot rewrote MySQL's specifiers into strftime's (%i -> %M, %s -> %S, %T -> %H:%M:%S); %f: microseconds
         return v.strftime(str(fmt))
 
     return run
+
+
+_FIELD_FORMATS = {"Y": "{0.year:04d}", "m": "{0.month:02d}", "d": "{0.day:02d}", "H": "{0.hour:02d}",
+                  "M": "{0.minute:02d}", "S": "{0.second:02d}", "f": "{0.microsecond:06d}", "%": "%"}
+
+
+def _format_fields(v: MySQLTime, fmt: str) -> str:
+    """strftime's numeric specifiers of a ``MySQLTime`` (year 0, an invalid day), as TiDB's ``DateFormat`` prints
+    them; another specifier is an error naming it."""
+    def one(m: re.Match[str]) -> str:
+        spec = _FIELD_FORMATS.get(m.group(1))
+        if spec is None:
+            raise SqlError(f"unsupported DATE_FORMAT specifier %{m.group(1)} for {v}")
+        return spec.format(v)
+
+    return re.sub(r"%(.)", one, fmt)
 
 
 def _anonymous(node: exp.Expression) -> Evaluator:

@@ -148,6 +148,8 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^Tables have different definitions", ER_TABLES_DIFFERENT_METADATA),
         (r"^Found a row that does not match the partition", ER_ROW_DOES_NOT_MATCH_PARTITION),
         # A value that does not fit its column (cdc_core.schema.column_type's messages), as strict mode refuses it.
+        # TiDB's vector errors are plain errors (pkg/types/vector.go errors.Errorf): 1105 on the wire.
+        (r"^column '.*' \(VECTOR\b.*\): ", ER_UNKNOWN_ERROR),
         (r"^column '.*' \(.*\): .*(out of range|outside .*range|does not fit)", ER_WARN_DATA_OUT_OF_RANGE),
         (r"^column '.*' \(.*\): .*too long", ER_DATA_TOO_LONG),
         (r"^column '.*' \((ENUM|SET)\(.*\): ", ER_WARN_DATA_TRUNCATED),

@@ -38,9 +38,10 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from ssl import SSLContext
 from typing import Any, cast
@@ -56,14 +57,15 @@ from mysql_mimic.errors import SQLSTATES, ErrorCode, MysqlError
 from mysql_mimic.results import AllowedResult, ResultColumn, infer_type
 from mysql_mimic.session import Query
 from mysql_mimic.stream import MysqlStream
-from mysql_mimic.types import ColumnType, ServerStatus
+from mysql_mimic.types import ColumnType, ServerStatus, str_len
 from mysql_mimic.utils import find_dbs
 from mysql_mimic.variables import SYSTEM_VARIABLES, GlobalVariables, SessionVariables
 from sqlglot import exp
 
 from cdc_core.codec import mysql_type as mt
+from cdc_core.codec.rowcodec import MySQLTime
 from cdc_core.codec.tso import parse_ts_or_datetime
-from cdc_core.codec.value_text import format_datetime, format_duration
+from cdc_core.codec.value_text import format_datetime, format_duration, format_mysql_time
 from cdc_core.log import get_logger
 from cdc_core.memory import MemoryLimitExceeded
 from cdc_core.schema import column_type as ct
@@ -103,6 +105,16 @@ def _result_column(name: str, col: Column) -> ResultColumn:
     """A table column as the result set describes it: TiDB's type code is the protocol's (``ColumnType``), and
     binary strings carry the ``binary`` character set so that clients keep them as bytes."""
     ft = col.field_type()
+    if ft.tp == mt.TypeTiDBVectorFloat32:
+        # pkg/server/internal/column/column.go: "pretend to be a non-binary String" -- dumpType TypeLongBlob, the
+        # default collation, no BinaryFlag; the value goes as its text (VectorFloat32.String) in both protocols
+        return ResultColumn(name=name, type=ColumnType.LONG_BLOB, text_encoder=_vector_text,
+                            binary_encoder=_vector_binary)
+    if ft.tp == mt.TypeDate:
+        return ResultColumn(name=name, type=ColumnType.DATE, text_encoder=_date_text, binary_encoder=_time_binary)
+    if ft.tp in (mt.TypeDatetime, mt.TypeTimestamp):
+        return ResultColumn(name=name, type=ColumnType(ft.tp), text_encoder=_fsp_text(col.fsp or 0),
+                            binary_encoder=_time_binary)
     if ft.tp in _FSP_TYPES:  # before the binary test: TiDB flags time types BinaryFlag, but they print as text
         return ResultColumn(name=name, type=ColumnType(ft.tp), text_encoder=_fsp_text(col.fsp or 0))
     if ft.binary or ft.tp == mt.TypeBit:
@@ -123,9 +135,39 @@ def _fsp_text(fsp: int) -> Callable[[ResultColumn, Any], bytes]:
             return format_datetime(value, fsp).encode()
         if isinstance(value, timedelta):
             return format_duration(value, fsp).encode()
+        if isinstance(value, MySQLTime):  # Time.String of a zero or invalid date: 0000-00-00 00:00:00[.000]
+            return format_mysql_time(value, fsp=fsp).encode()
         return str(value).encode()
 
     return encode
+
+
+def _date_text(column: ResultColumn, value: Any) -> bytes:
+    if isinstance(value, MySQLTime):
+        return format_mysql_time(value, date_only=True).encode()
+    return value.isoformat().encode() if isinstance(value, date) else str(value).encode()
+
+
+def _time_binary(column: ResultColumn, value: Any) -> bytes:
+    """A DATE/DATETIME/TIMESTAMP in the binary protocol, as TiDB's ``dump.BinaryDateTime`` writes it: the zero
+    value as length 0; a DATE as length 4 (year u16, month, day); a DATETIME/TIMESTAMP as length 11 (and the time,
+    microseconds u32). A ``MySQLTime`` (a zero month or day, an invalid day) goes as its fields."""
+    y, mo, d = value.year, value.month, value.day
+    h, mi, sec, us = ((value.hour, value.minute, value.second, value.microsecond)
+                      if isinstance(value, datetime | MySQLTime) else (0, 0, 0, 0))
+    if (y, mo, d, h, mi, sec, us) == (0, 0, 0, 0, 0, 0, 0):
+        return b"\x00"
+    if column.type == ColumnType.DATE:
+        return struct.pack("<BHBB", 4, y, mo, d)
+    return struct.pack("<BHBBBBBI", 11, y, mo, d, h, mi, sec, us)
+
+
+def _vector_text(column: ResultColumn, value: Any) -> bytes:
+    return str(value).encode()  # VectorFloat32.String
+
+
+def _vector_binary(column: ResultColumn, value: Any) -> bytes:
+    return str_len(_vector_text(column, value))  # a length-encoded string, as DumpBinaryRow writes it
 
 
 def _listing_column(i: int, name: str, sample: list[tuple[Any, ...]]) -> ResultColumn:

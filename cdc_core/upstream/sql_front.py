@@ -40,6 +40,7 @@ from cdc_core.codec import key as keycodec
 from cdc_core.codec.datum_key import encode_key
 from cdc_core.codec.sql_literal import mysql_dialect
 from cdc_core.log import get_logger
+from cdc_core.schema import column_type as ct
 from cdc_core.schema import ddl_history
 from cdc_core.schema.model import ROWID_COLUMN, Column, SchemaError, TableInfo
 from cdc_core.schema.partition import HASH, KEY, PartitionInfo
@@ -422,6 +423,12 @@ class Session:
     def sql_mode(self) -> frozenset[str]:
         """The mode names of the session's ``sql_mode`` (what reads, writes and the tokenizer honour)."""
         return sqlmode.modes(self.sql_mode_text)
+
+    @property
+    def date_rules(self) -> ct.DateRules:
+        """What a DATE/DATETIME/TIMESTAMP an INSERT or UPDATE writes takes under the session's ``sql_mode`` (zero
+        dates, zero months or days, invalid days: ``column_type.DateRules``)."""
+        return ct.DateRules.of_sql_mode(self.sql_mode)
 
     @property
     def no_backslash_escapes(self) -> bool:
@@ -908,12 +915,14 @@ class Session:
             raise SqlError("a column is named twice in the INSERT column list")
         auto_inc = info.extra.get(AUTO_INCREMENT_KEY)
         writer = TableWriter(txn, info, self.catalog)
+        dates = self.date_rules
         count = 0
         for rownum, tup in enumerate(values_node.expressions, start=1):
             exprs = tup.expressions if isinstance(tup, exp.Tuple) else [tup]
             if len(exprs) != len(columns):
                 raise SqlError(f"Column count doesn't match value count at row {rownum}")
-            given = {c.name: convert_value(info, c.name, literal_value(e)) for c, e in zip(columns, exprs, strict=True)}
+            given = {c.name: convert_value(info, c.name, literal_value(e), dates)
+                     for c, e in zip(columns, exprs, strict=True)}
             values: dict[str, Any] = {}
             for c in info.columns:
                 if c.name in given:
@@ -956,11 +965,12 @@ class Session:
                 raise SqlError(f"bad SET clause {a.sql(dialect='mysql')!r}")
             assignments.append((info.column(column_name(a.this)), compile_expr(a.expression)))
         writer = TableWriter(txn, info, self.catalog)
+        dates = self.date_rules
         changed = 0
         for row, ctx in self._matching(info, txn, node.args.get("where")):
             new = dict(row.values)
             for col, e in assignments:  # MySQL: left to right, later SETs see earlier ones
-                v = convert_value(info, col.name, e(ctx))
+                v = convert_value(info, col.name, e(ctx), dates)
                 new[col.name] = v
                 ctx[col.name.lower()] = v
             if writer.update(row, new):

@@ -23,6 +23,7 @@ from typing import Any
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.datum_key import encode_key, index_entry_key
 from cdc_core.codec.row import decode_row, encode_values
+from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
 from cdc_core.schema.partition import PartitionError
 from cdc_core.schema.partition_rule import rule_of
@@ -200,10 +201,11 @@ def index_value(handle: int | bytes) -> bytes:
     return handle if isinstance(handle, bytes) else keycodec.encode_int(handle)
 
 
-def convert_value(info: TableInfo, column: str, value: Any) -> Any:
-    """Convert a SQL value for ``column``; a bad value is an INVALID_ARGUMENT error."""
+def convert_value(info: TableInfo, column: str, value: Any, dates: ct.DateRules = ct.STRICT_DATES) -> Any:
+    """Convert a SQL value for ``column`` (a date by ``dates``, the session's ``sql_mode``); a bad value is an
+    INVALID_ARGUMENT error."""
     try:
-        return info.column(column).convert(value)
+        return info.column(column).convert(value, dates)
     except SchemaError as exc:
         raise SqlError(str(exc)) from exc
 

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec import rowcodec as rc
 from cdc_core.codec.mysql_type import FieldType
+from cdc_core.codec.vector import VectorFloat32
 
 # --- column types used below -------------------------------------------------------------------------------------
 
@@ -571,10 +572,51 @@ def test_unsupported_values() -> None:
     assert rc.decode_row(old, {}) == {}  # json_size still finds its end
     with pytest.raises(rc.UnsupportedValueError):
         rc.decode_row(old, {1: JSON})
-    with pytest.raises(rc.UnsupportedValueError, match="VECTOR"):
-        rc.decode_row(bytes([8, 2, 20, 0, 0, 0, 0]), {})
-    with pytest.raises(rc.UnsupportedValueError, match="VECTOR"):
-        rc.encode_row_v2([(1, FieldType(mt.TypeTiDBVectorFloat32), [1.0])])
+
+
+VECTOR3 = FieldType(mt.TypeTiDBVectorFloat32, flag=mt.BinaryFlag, flen=3, decimal=0, charset="binary",
+                   collate="binary")
+
+
+def test_vector_values_both_formats() -> None:
+    # rowcodec encoder.go encodeValueDatum: a v2 value is VectorFloat32.SerializeTo (TestVectorEndianess's bytes for
+    # [1.1, 2.2]); codec.go encode: the datum format puts vectorFloat32Flag (20) before them.
+    serialized = bytes([0x02, 0x00, 0x00, 0x00, 0xCD, 0xCC, 0x8C, 0x3F, 0xCD, 0xCC, 0x0C, 0x40])
+    v = VectorFloat32.of([1.1, 2.2])
+    v2 = rc.encode_row_v2([(1, VECTOR3, v), (2, VECTOR3, VectorFloat32.of([])), (3, VECTOR3, None)])
+    assert v2 == bytes([128, 0, 2, 0, 1, 0, 1, 2, 3, 12, 0, 16, 0]) + serialized + bytes(4)
+    assert rc.decode_row(v2, {1: VECTOR3, 2: VECTOR3, 3: VECTOR3}) == {1: v, 2: VectorFloat32(()), 3: None}
+    datum = rc.encode_row_datum([(1, VECTOR3, v)])
+    assert datum == bytes([rc.VARINT_FLAG, 2, rc.VECTOR_FLOAT32_FLAG]) + serialized
+    assert rc.decode_row(datum, {1: VECTOR3}) == {1: v}
+    assert rc.decode_row(datum + bytes([rc.VARINT_FLAG, 4, rc.NIL_FLAG]), {}) == {}  # its end found, not decoded
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (bytes([128, 0, 1, 0, 0, 0, 1, 3, 0, 1, 0, 0]),
+     "column 1 \\(VECTOR\\) value at byte 9: bad VectorFloat32 value header"),
+    (bytes([128, 0, 1, 0, 0, 0, 1, 6, 0, 1, 0, 0, 0, 0, 0]), "expected=8"),
+    (bytes([8, 2, 20, 1, 0]), "bad VectorFloat32 value header \\(len=2\\)"),
+    (bytes([8, 2, 20, 2, 0, 0, 0, 0, 0, 0, 0]), "bad VectorFloat32 value \\(len=8, expected=12\\)"),
+    (bytes([8, 2, 20, 0, 0, 0, 0]), "vector datum at byte 2 does not fit"),
+])
+def test_bad_vector_values_are_row_errors(data: bytes, message: str) -> None:
+    schema = {1: VECTOR3} if "does not fit" not in message else {1: LONGLONG}
+    with pytest.raises(rc.RowCodecError, match=message):
+        rc.decode_row(data, schema)
+
+
+def test_decimal_65_30_both_ways_every_digit() -> None:
+    # DECIMAL(65,30): 35 integer digits in 4 + 3 x 4 bytes, 30 fraction digits in 3 x 4 + 2 (DecimalBinSize 30).
+    ft = FieldType(mt.TypeNewDecimal, flen=65, decimal=30)
+    assert rc.decimal_bin_size(65, 30) == 30
+    for text in ("99999999999999999999999999999999999.999999999999999999999999999999",
+                 "-12345678901234567890123456789012345.123456789012345678901234567891",
+                 "0.000000000000000000000000000001", "-0.100000000000000000000000000000"):
+        value = Decimal(text)
+        for data in (rc.encode_row_v2([(1, ft, value)]), rc.encode_row_datum([(1, ft, value)])):
+            got = rc.decode_row(data, {1: ft})[1]
+            assert got == value and format(got, "f") == text
 
 
 @pytest.mark.parametrize(
@@ -595,6 +637,7 @@ def test_unsupported_values() -> None:
         ([(1, JSON, {1: 2})], "keys must be str"),
         ([(1, JSON, 1 << 64)], "does not fit int64 or uint64"),
         ([(1, FieldType(mt.TypeGeometry), b"x")], "no row value encoding"),
+        ([(1, VECTOR3, [1.0, 2.0, 3.0])], "wants a VectorFloat32"),
     ],
 )
 def test_encode_rejects(cols: list[tuple[int, FieldType, Any]], message: str) -> None:

@@ -13,7 +13,16 @@ from hypothesis import strategies as st
 
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec import rowcodec
-from cdc_core.codec.rowcodec_batch import ArrowColumn, RowDecodeError, arrow_type, decode_rows, json_text
+from cdc_core.codec.rowcodec_batch import (
+    VECTOR_TYPE,
+    ArrowColumn,
+    RowDecodeError,
+    arrow_type,
+    decode_batch,
+    decode_rows,
+    json_text,
+)
+from cdc_core.codec.vector import VectorFloat32
 
 RELAXED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60)
 
@@ -35,8 +44,19 @@ TYPES: dict[str, tuple[mt.FieldType, st.SearchStrategy[Any]]] = {
                        st.decimals(places=10, min_value=-(10**28) + 1, max_value=10**28 - 1)),
     "decimal(5,0)": (FT(mt.TypeNewDecimal, flen=5, decimal=0),
                      st.decimals(places=0, min_value=-99999, max_value=99999)),
+    "decimal(65,30)": (FT(mt.TypeNewDecimal, flen=65, decimal=30),  # wider than Arrow's: its text
+                       st.decimals(places=30, min_value=-(10**35) + 1, max_value=10**35 - 1)),
     "date": (FT(mt.TypeDate), st.dates()),
     "datetime": (FT(mt.TypeDatetime, decimal=6), st.datetimes()),
+    # Dates TiDB stores under a permissive sql_mode that Delta cannot hold: NULL, and marked as mapped.
+    "date (any TiDB stores)": (FT(mt.TypeDate), st.dates() | st.sampled_from(
+        [rowcodec.ZERO_TIME, rowcodec.MySQLTime(2021, 0, 5), rowcodec.MySQLTime(2021, 6, 0),
+         rowcodec.MySQLTime(0, 1, 1), rowcodec.MySQLTime(2021, 2, 30)])),
+    "timestamp (any TiDB stores)": (FT(mt.TypeTimestamp, decimal=6), st.datetimes(
+        min_value=dt.datetime(1970, 1, 2), max_value=dt.datetime(2038, 1, 1)) | st.just(rowcodec.ZERO_TIME)),
+    "vector": (FT(mt.TypeTiDBVectorFloat32, flag=mt.BinaryFlag, collate="binary"),
+               st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), max_size=5).map(
+                   VectorFloat32.of)),
     "timestamp": (FT(mt.TypeTimestamp, decimal=6), st.datetimes(min_value=dt.datetime(1970, 1, 2),
                                                                 max_value=dt.datetime(2038, 1, 1))),
     "time": (FT(mt.TypeDuration, decimal=6), st.timedeltas(min_value=-dt.timedelta(hours=838),
@@ -58,7 +78,7 @@ NAMES = sorted(TYPES)
 
 def expected(ft: mt.FieldType, value: Any) -> Any:
     """What the batch decoder's Arrow value is for the scalar decoder's ``value`` (``as_py`` form)."""
-    if value is None:
+    if value is None or isinstance(value, rowcodec.MySQLTime):  # a date Delta cannot hold: NULL
         return None
     tp = ft.tp
     if tp == mt.TypeTimestamp:
@@ -74,7 +94,10 @@ def expected(ft: mt.FieldType, value: Any) -> Any:
     if tp == mt.TypeJSON:
         return json_text(value)
     if tp == mt.TypeNewDecimal:
-        return value.quantize(Decimal(1).scaleb(-ft.decimal), context=Context(prec=80))
+        q = value.quantize(Decimal(1).scaleb(-ft.decimal), context=Context(prec=80))
+        return format(q.copy_abs() if q.is_zero() else q, "f") if ft.flen > 38 else q
+    if tp == mt.TypeTiDBVectorFloat32:
+        return list(value.elements)
     return value
 
 
@@ -106,13 +129,15 @@ def test_batch_decoding_matches_the_scalar_codec(batch: Any, large_offsets: bool
     cols, rows, scalars = batch
     defaults = {cid: (7 if TYPES[n][0].tp == mt.TypeLong else None) for cid, n in cols}
     arr = pa.array(rows, pa.large_binary() if large_offsets else pa.binary())
-    got = decode_rows(arr, [ArrowColumn(cid, TYPES[n][0], defaults[cid]) for cid, n in cols])
-    for (cid, name), column in zip(cols, got, strict=True):
+    decoded = decode_batch(arr, [ArrowColumn(cid, TYPES[n][0], defaults[cid]) for cid, n in cols])
+    for (cid, name), column, mapped in zip(cols, decoded.arrays, decoded.mapped, strict=True):
         ft = TYPES[name][0]
         assert column.type == arrow_type(ft)
         for i, (raw, scalar) in enumerate(zip(rows, scalars, strict=True)):
             want = None if raw is None else expected(ft, scalar[cid]) if cid in scalar else defaults[cid]
             assert column[i].as_py() == want, (name, i)
+            maps = raw is not None and isinstance(scalar.get(cid), rowcodec.MySQLTime)
+            assert (mapped is not None and bool(mapped[i])) == maps, (name, i)
 
 
 def test_golden_v2_row_from_tikv() -> None:
@@ -140,8 +165,8 @@ def _v2(items: list[tuple[int, mt.FieldType, Any]]) -> bytes:
     (bytes([128, 0, 1, 0, 0, 0, 1, 2, 0, 1, 2]), [ArrowColumn(1, FT(mt.TypeDouble))], "2-byte float"),
     (_v2([(1, FT(mt.TypeVarchar), b"\xff\xfe")]), [ArrowColumn(1, FT(mt.TypeVarchar))], "not UTF-8"),
     (_v2([(1, FT(mt.TypeLonglong), 1 << 40)]), [ArrowColumn(1, FT(mt.TypeLong))], "does not fit int32"),
-    (_v2([(1, FT(mt.TypeDatetime), rowcodec.ZERO_TIME)]), [ArrowColumn(1, FT(mt.TypeDatetime))],
-     "0000-00-00 00:00:00.000000 cannot be represented"),
+    (_v2([(1, FT(mt.TypeLonglong), rowcodec.pack_time(2021, 1, 1, 25))]), [ArrowColumn(1, FT(mt.TypeDatetime))],
+     "2021-01-01 25:00:00.000000 is no date TiDB stores"),
     (_v2([(1, FT(mt.TypeNewDecimal, flen=12, decimal=4), Decimal("12345.6789"))]),
      [ArrowColumn(1, FT(mt.TypeNewDecimal, flen=6, decimal=2))], "does not fit DECIMAL\\(6,2\\)"),
     (bytes([128, 0, 1, 0, 0, 0, 1, 2, 0, 99, 0]), [ArrowColumn(1, FT(mt.TypeNewDecimal, flen=10, decimal=0))],
@@ -170,3 +195,58 @@ def test_empty_batch_and_empty_value() -> None:
     cols = [ArrowColumn(1, FT(mt.TypeLong), default=3), ArrowColumn(2, FT(mt.TypeVarchar))]
     assert [len(c) for c in decode_rows(pa.array([], pa.binary()), cols)] == [0, 0]
     assert [c.to_pylist() for c in decode_rows(pa.array([b""]), cols)] == [[3], [None]]
+
+
+def test_vectors_are_float32_lists_from_every_row_format() -> None:
+    # TiDB's TestVectorEndianess bytes of [1.1, 2.2] as a v2 value; a datum row (flag 20); a row without the id (its
+    # default); NULL; a delete (no row).
+    ft = FT(mt.TypeTiDBVectorFloat32, flag=mt.BinaryFlag, flen=2, decimal=0, collate="binary")
+    golden = bytes([128, 0, 1, 0, 0, 0, 1, 12, 0, 0x02, 0, 0, 0, 0xCD, 0xCC, 0x8C, 0x3F, 0xCD, 0xCC, 0x0C, 0x40])
+    datum = rowcodec.encode_row_datum([(1, ft, VectorFloat32.of([-0.0, 3.0]))])
+    rows = [golden, datum, _v2([(2, FT(mt.TypeLong), 1)]), _v2([(1, ft, None)]), None]
+    [col] = decode_rows(pa.array(rows), [ArrowColumn(1, ft, default=VectorFloat32.of([0.5, 0.25]))])
+    assert col.type == VECTOR_TYPE == arrow_type(ft)
+    f32 = VectorFloat32.of([1.1, 2.2]).elements
+    assert col.to_pylist() == [list(f32), [-0.0, 3.0], [0.5, 0.25], None, None]
+    short = bytes([128, 0, 1, 0, 0, 0, 1, 8, 0, 2, 0, 0, 0, 0, 0, 0x80, 0x3F])  # two elements said, one there
+    with pytest.raises(RowDecodeError, match=r"column 1 \(TypeTiDBVectorFloat32\) of row value 1: bad VectorFloat32 "
+                                             r"value \(len=8, expected=12\)") as info:
+        decode_rows(pa.array([golden, short]), [ArrowColumn(1, ft)])
+    assert (info.value.row, info.value.col_id) == (1, 1)
+
+
+def test_a_decimal_wider_than_38_digits_keeps_every_digit_as_its_text() -> None:
+    wide = FT(mt.TypeNewDecimal, flen=65, decimal=30)
+    texts = ["12345678901234567890123456789012345.123456789012345678901234567891", "-0.000000000000000000000000000001",
+             "0.000000000000000000000000000000"]
+    rows = [_v2([(1, wide, Decimal(t))]) for t in texts]
+    rows.append(_v2([(1, FT(mt.TypeNewDecimal, flen=40, decimal=2), Decimal("-7.5"))]))  # before a MODIFY COLUMN
+    rows.append(rowcodec.encode_row_datum([(1, wide, Decimal("1"))]))
+    [col] = decode_rows(pa.array(rows), [ArrowColumn(1, wide)])
+    assert col.type == pa.string()
+    assert col.to_pylist() == [*texts, "-7.5" + "0" * 29, "1." + "0" * 30]
+    [narrow] = decode_rows(pa.array([_v2([(1, FT(mt.TypeNewDecimal, flen=38, decimal=0), Decimal(10**37))])]),
+                           [ArrowColumn(1, FT(mt.TypeNewDecimal, flen=38, decimal=0))])
+    assert narrow.type == pa.decimal128(38, 0)  # 38 digits still fit Arrow's decimal
+
+
+def test_dates_delta_cannot_hold_are_null_and_say_so() -> None:
+    # What TiDB stores under sql_mode '' or ALLOW_INVALID_DATES: the zero date, a zero month or day, year 0, Feb 30.
+    date, dtm, ts = FT(mt.TypeDate), FT(mt.TypeDatetime, decimal=0), FT(mt.TypeTimestamp, decimal=0)
+    mt_ = rowcodec.MySQLTime
+    rows = [
+        _v2([(1, date, rowcodec.ZERO_TIME), (2, dtm, mt_(2021, 0, 5, 10)), (3, ts, rowcodec.ZERO_TIME)]),
+        _v2([(1, date, dt.date(2024, 2, 29)), (2, dtm, mt_(2021, 2, 30, 1, 2, 3)), (3, ts, dt.datetime(2024, 1, 1))]),
+        rowcodec.encode_row_datum([(1, date, mt_(0, 1, 1)), (2, dtm, dt.datetime(2000, 1, 1, 5))]),
+        _v2([(4, FT(mt.TypeLong), 1)]),  # no values: the defaults
+        None,
+    ]
+    cols = [ArrowColumn(1, date, default=rowcodec.ZERO_TIME), ArrowColumn(2, dtm), ArrowColumn(3, ts)]
+    out = decode_batch(pa.array(rows), cols)
+    assert [c.to_pylist() for c in out.arrays] == [
+        [None, dt.date(2024, 2, 29), None, None, None],
+        [None, None, dt.datetime(2000, 1, 1, 5), None, None],
+        [None, dt.datetime(2024, 1, 1, tzinfo=dt.UTC), None, None, None]]
+    assert [m.tolist() if m is not None else None for m in out.mapped] == [
+        [True, False, True, True, False], [True, True, False, False, False], [True, False, False, False, False]]
+    assert decode_batch(pa.array([rows[1]]), cols[:1]).mapped == [None]  # nothing mapped: no mask

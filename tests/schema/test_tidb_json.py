@@ -149,6 +149,27 @@ def test_every_type_round_trips_through_tidb_json() -> None:
     assert by["dc"].default == Decimal("1.5")
 
 
+def test_vector_wide_decimal_and_zero_date_columns_are_tidbs_json() -> None:
+    """VECTOR(3) / VECTOR as TiDB v8.5 writes them (Tp 225, Flen the dimension or -1, Decimal 0, the binary charset
+    and BinaryFlag), DECIMAL(65,30), and a zero-date default (what a table created under sql_mode '' keeps: its
+    text ``0000-00-00``), both ways."""
+    from cdc_core.codec.rowcodec import ZERO_TIME, MySQLTime
+    from cdc_core.schema.model import Column
+
+    t = TableInfo(id=9, db_name="o", name="emb", columns=(
+        Column(1, "id", "int", nullable=False), Column(2, "v", "vector", length=3), Column(3, "w", "vector"),
+        Column(4, "d", "decimal", precision=65, scale=30), Column(5, "z", "date", default=ZERO_TIME),
+        Column(6, "zt", "datetime", fsp=2, default=MySQLTime(2021, 0, 1, 10))),
+        indexes=(Index("PRIMARY", ("id",), unique=True, primary=True),), pk_is_handle=True, max_column_id=6)
+    d = json.loads(json.dumps(tidb_json.table_to_tidb(t)))
+    cols = {c["name"]["O"]: c for c in d["cols"]}
+    assert {k: cols["v"]["type"][k] for k in ("Tp", "Flag", "Flen", "Decimal", "Charset", "Collate")} == {
+        "Tp": 225, "Flag": mt.BinaryFlag, "Flen": 3, "Decimal": 0, "Charset": "binary", "Collate": "binary"}
+    assert cols["w"]["type"]["Flen"] == -1 and (cols["d"]["type"]["Flen"], cols["d"]["type"]["Decimal"]) == (65, 30)
+    assert (cols["z"]["default"], cols["zt"]["default"]) == ("0000-00-00", "2021-00-01 10:00:00.00")
+    assert tidb_json.table_from_tidb(d, db_name="o", db_id=1) == replace(t, db_id=1)
+
+
 def test_bad_table_json_is_an_error_naming_the_column() -> None:
     bad = json.loads(json.dumps(GOLDEN_CLUSTERED))
     bad["cols"][1]["type"]["Tp"] = 255  # TypeGeometry

@@ -340,3 +340,68 @@ def test_with_a_password_only_its_user_logs_in(monkeypatch: pytest.MonkeyPatch) 
         with UpstreamClient(locked.pd_addr, tidb=f"cdc@{locked.mysql_addr}") as c:
             c.execute("CREATE DATABASE a; CREATE TABLE a.t (id INT PRIMARY KEY); INSERT INTO a.t VALUES (1)")
             assert c.query("SELECT id FROM a.t") == [{"id": 1}]
+
+
+def test_vector_wide_decimal_and_zero_dates_reach_a_mysql_client_as_tidb_sends_them(ec: EmbeddedCluster) -> None:
+    """TiDB v8.5's VECTOR goes to clients as a non-binary LONG BLOB holding its text (pkg/server/internal/column:
+    dumpType, dumpCharset); DECIMAL(65,30) keeps every digit; zero dates are refused under the default sql_mode
+    with TiDB's 1292 and stored under sql_mode '', read back as TiDB prints them."""
+    conn = _connect(ec)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE my.emb (id INT PRIMARY KEY, v VECTOR(3), w VECTOR, d DECIMAL(65,30), dt DATE, "
+                    "dtm DATETIME(3), ts TIMESTAMP)")
+        wide = "-12345678901234567890123456789012345.123456789012345678901234567891"
+        cur.execute(f"INSERT INTO my.emb (id, v, w, d) VALUES (1, '[1.1, 2.2, 3.3]', '[]', {wide}), "
+                    "(2, '[-0,1e-7,3e38]', '[5]', NULL)")
+        cur.execute("SELECT id, v, w, d FROM my.emb ORDER BY id")
+        assert cur.fetchall() == ((1, "[1.1,2.2,3.3]", "[]", Decimal(wide)),
+                                  (2, "[-0,0.0000001,300000000000000000000000000000000000000]", "[5]", None))
+        assert [d[1] for d in cur.description] == [3, 251, 251, 246]  # TypeLongBlob for a vector, as TiDB sends it
+        for bad, code, message in (
+                ("INSERT INTO my.emb (id, v) VALUES (3, '[1,2]')", 1105,
+                 "vector has 2 dimensions, does not fit VECTOR(3)"),
+                ("INSERT INTO my.emb (id, v) VALUES (3, '[1,2,NaN]')", 1105, "Invalid vector text"),
+                ("INSERT INTO my.emb (id, w) VALUES (3, 'null')", 1105, "Invalid vector text: null"),
+                ("INSERT INTO my.emb (id, dt) VALUES (3, '0000-00-00')", 1292, "Incorrect date value: '0000-00-00'"),
+                ("INSERT INTO my.emb (id, dtm) VALUES (3, '2021-00-01 00:00:00')", 1292, "Incorrect datetime value"),
+                ("INSERT INTO my.emb (id, ts) VALUES (3, '0000-00-00 00:00:00')", 1292, "Incorrect timestamp value")):
+            got = _codes(lambda bad=bad: cur.execute(bad))
+            assert got[0] == code and message in got[1], (bad, got)
+        cur.execute("SET sql_mode = ''")  # this session only, as TiDB's SET without GLOBAL
+        cur.execute("INSERT INTO my.emb (id, dt, dtm, ts) VALUES (4, '0000-00-00', '0000-00-00 00:00:00', "
+                    "'0000-00-00 00:00:00'), (5, '2021-00-15', '2021-05-00 10:11:12.5', '2021-02-30 00:00:00'), "
+                    "(6, '2021-02-30', '2024-02-29 01:02:03', '2024-02-29 01:02:03')")
+        cur.execute("UPDATE my.emb SET dt = '0000-00-00' WHERE id = 1")
+    conn.close()
+    raw = _connect(ec, conv={})  # the text the server sent
+    with raw.cursor() as cur:
+        cur.execute("SELECT id, dt, dtm, ts FROM my.emb WHERE id IN (1, 4, 5, 6) ORDER BY id")
+        assert cur.fetchall() == (
+            ("1", "0000-00-00", None, None),
+            ("4", "0000-00-00", "0000-00-00 00:00:00.000", "0000-00-00 00:00:00"),
+            ("5", "2021-00-15", "2021-05-00 10:11:12.500", "0000-00-00 00:00:00"),  # no TIMESTAMP of Feb 30
+            ("6", "0000-00-00", "2024-02-29 01:02:03.000", "2024-02-29 01:02:03"))  # Feb 30: zero, no invalid dates
+        cur.execute("SELECT id FROM my.emb WHERE dt = '0000-00-00' ORDER BY id")
+        assert cur.fetchall() == (("1",), ("4",), ("6",))
+    raw.close()
+    conn = _connect(ec)
+    with conn.cursor() as cur:  # a new session takes the global sql_mode again: TiDB's strict default
+        assert _codes(lambda: cur.execute("INSERT INTO my.emb (id, dt) VALUES (7, '0000-00-00')"))[0] == 1292
+    conn.close()
+
+
+def test_the_binary_protocol_sends_vectors_and_zero_dates_as_tidbs_dump_does() -> None:
+    from cdc_core.codec.rowcodec import ZERO_TIME, MySQLTime
+    from cdc_core.codec.vector import VectorFloat32
+    from cdc_core.schema.model import Column
+    from cdc_core.upstream import mysql_front
+
+    date = mysql_front._result_column("d", Column(1, "d", "date"))
+    dtm = mysql_front._result_column("t", Column(2, "t", "datetime", fsp=3))
+    # dump.BinaryDateTime: length 0 for the zero value, 4 for a DATE, 11 for a DATETIME
+    assert date.binary_encode(ZERO_TIME) == b"\x00" and dtm.binary_encode(ZERO_TIME) == b"\x00"
+    assert date.binary_encode(MySQLTime(2021, 0, 5)) == bytes([4, 0xE5, 0x07, 0, 5])
+    assert dtm.binary_encode(dt.datetime(2024, 2, 29, 1, 2, 3, 4)) == bytes([11, 0xE8, 7, 2, 29, 1, 2, 3, 4, 0, 0, 0])
+    vec = mysql_front._result_column("v", Column(3, "v", "vector"))
+    assert vec.binary_encode(VectorFloat32.of([1.5])) == b"\x05[1.5]"
+    assert vec.text_encode(VectorFloat32.of([1.5, 2])) == b"[1.5,2]"

@@ -212,6 +212,33 @@ def test_non_clustered_table_uses_hidden_rowid(upstream_cluster: Any, upstream_c
     assert "_tidb_rowid" not in upstream_client.query(f"SELECT * FROM {fresh_db}.n")[0]
 
 
+def test_vectors_and_zero_dates_are_stored_as_tidb_stores_them(upstream_cluster: Any, upstream_client: Any,
+                                                              fresh_db: str) -> None:
+    """A VECTOR's value is VectorFloat32.SerializeTo's bytes, a zero date the packed zero (a one-byte 0), a zero
+    month kept as written (sql_mode '' in the session of cdcflow's client, set back after); the rows read
+    back over SQL as TiDB prints them, in the JSON form of cdcflow's client."""
+    from cdc_core.codec import rowcodec
+    from cdc_core.codec.vector import VectorFloat32
+
+    upstream_client.execute(
+        f"CREATE TABLE {fresh_db}.z (id INT PRIMARY KEY, v VECTOR(2), d DATE, t DATETIME);"
+        f"SET sql_mode = ''; INSERT INTO {fresh_db}.z VALUES (1, '[1.1,2.2]', '0000-00-00', '2021-00-05 10:00:00')")
+    (info,) = [t for t in upstream_cluster.call(lambda: upstream_cluster.cluster.catalog.tables(fresh_db))]
+    ts = upstream_client.get_ts()
+    value = upstream_cluster.call(lambda: upstream_cluster.cluster.store.get(keycodec.row_key(info.id, 1), ts))
+    row = rowcodec.parse_row_v2(value)
+    assert row.value(2) == bytes([2, 0, 0, 0, 0xCD, 0xCC, 0x8C, 0x3F, 0xCD, 0xCC, 0x0C, 0x40])  # TestVectorEndianess
+    assert row.value(3) == b"\x00"  # Time.ToPackedUint of the zero date, a compact uint
+    assert rowcodec.unpack_time(int.from_bytes(row.value(4), "little")) == (2021, 0, 5, 10, 0, 0, 0)
+    assert decode_row(info, value) == {1: 1, 2: VectorFloat32.of([1.1, 2.2]), 3: rowcodec.ZERO_TIME,
+                                       4: rowcodec.MySQLTime(2021, 0, 5, 10)}
+    assert upstream_client.query(f"SELECT v, d, t FROM {fresh_db}.z") == [
+        {"v": "[1.1,2.2]", "d": "0000-00-00", "t": "2021-00-05 10:00:00"}]
+    upstream_client.execute("SET sql_mode = DEFAULT")  # the client's session again takes the global: strict
+    with pytest.raises(UpstreamError, match=r"Incorrect date value.*MySQL error 1292"):
+        upstream_client.execute(f"INSERT INTO {fresh_db}.z (id, d) VALUES (2, '0000-00-00')")
+
+
 def test_constraint_errors(upstream_cluster: Any, upstream_client: Any, fresh_db: str) -> None:
     upstream_client.execute(
         f"USE {fresh_db}; CREATE TABLE t (a INT PRIMARY KEY, b INT NOT NULL, u VARCHAR(4), UNIQUE (u));"
