@@ -19,10 +19,11 @@ differently; TiDB prints JSON its own way): a table with one of them is compared
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cdc_core.codec.sql_ident import quote_ident, quote_table
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import Column, TableInfo
 from spark_jobs.snapshot_load import Chunk, range_column
@@ -52,7 +53,7 @@ class ChunkSum:
 
 
 def _sql_text(col: Column) -> str | None:
-    c = f"`{col.name}`"
+    c = quote_ident(col.name)
     k = col.kind
     if k in (ct.INT, ct.YEAR, ct.DECIMAL, ct.TEXT, ct.ENUM, ct.SET):
         return c
@@ -70,7 +71,7 @@ def _sql_text(col: Column) -> str | None:
 def _spark_text(col: Column) -> SparkColumn | None:
     from pyspark.sql import functions as F
 
-    c = F.col(f"`{col.name}`")
+    c = F.col(quote_ident(col.name))
     k = col.kind
     if k in (ct.INT, ct.YEAR, ct.DECIMAL, ct.TEXT, ct.ENUM, ct.SET):
         return c.cast("string")  # a DECIMAL prints plain, with its scale's digits, as MySQL prints it
@@ -108,26 +109,28 @@ def plan(pd_addr: str, table: TableInfo) -> list[Chunk]:
     return plan_chunks(pd_addr, table)[0] if chunk_column(table) is not None else [Chunk(None, None)]
 
 
-def checksum_sql(table: TableInfo, chunk: Chunk) -> str:
-    """The upstream's query for one chunk: ``cnt``, ``checksum``, ``lo``, ``hi``."""
+def checksum_sql(table: TableInfo, chunk: Chunk, literal: Callable[[str], str]) -> str:
+    """The upstream's query for one chunk: ``cnt``, ``checksum``, ``lo``, ``hi`` (a string bound of the chunk written
+    by ``literal``, ``TidbSql.literal``)."""
     cols = pushdown_columns(table)
     if cols is None:
         raise ValueError(f"{table.qualified_name} has a column without a pushed-down text form")
     texts = [t for t in (_sql_text(c) for c in cols) if t is not None]
-    nulls = ", ".join(f"ISNULL(`{c.name}`)" for c in cols)
+    nulls = ", ".join(f"ISNULL({quote_ident(c.name)})" for c in cols)
     rc = chunk_column(table)
-    where = chunk.where(rc) if rc is not None else ""
-    bounds = f"MIN(`{rc}`) AS lo, MAX(`{rc}`) AS hi" if rc is not None else "NULL AS lo, NULL AS hi"
+    where = chunk.where(rc, literal) if rc is not None else ""
+    r = quote_ident(rc) if rc is not None else None
+    bounds = f"MIN({r}) AS lo, MAX({r}) AS hi" if r is not None else "NULL AS lo, NULL AS hi"
     return (f"SELECT COUNT(*) AS cnt, BIT_XOR(CAST(CRC32(CONCAT_WS(',', {', '.join(texts)}, CONCAT({nulls}))) "
             f"AS UNSIGNED)) AS checksum, {bounds} "
-            f"FROM `{table.db_name}`.`{table.name}`" + (f" WHERE {where}" if where else ""))
+            f"FROM {quote_table(table.db_name, table.name)}" + (f" WHERE {where}" if where else ""))
 
 
 def upstream_sums(client: Any, ts: int, table: TableInfo, chunks: Sequence[Chunk]) -> list[ChunkSum]:
     """Each chunk's numbers, computed by the upstream at ``ts`` (``client``: an ``UpstreamClient``)."""
     out = []
     for chunk in chunks:
-        (row,) = client.query(checksum_sql(table, chunk), at_ts=ts)
+        (row,) = client.query(checksum_sql(table, chunk, client.literal), at_ts=ts)
         out.append(ChunkSum(int(row["cnt"]), int(row["checksum"] or 0), row["lo"], row["hi"]))
     return out
 
@@ -138,14 +141,14 @@ def _row_crc(table: TableInfo) -> SparkColumn:
     cols = pushdown_columns(table)
     assert cols is not None
     texts = [t for t in (_spark_text(c) for c in cols) if t is not None]
-    nulls = F.concat(*[F.isnull(F.col(f"`{c.name}`")).cast("int").cast("string") for c in cols])
+    nulls = F.concat(*[F.isnull(F.col(quote_ident(c.name))).cast("int").cast("string") for c in cols])
     return F.crc32(F.concat_ws(",", *texts, nulls).cast("binary"))
 
 
 def _in_chunk(column: str, chunk: Chunk) -> SparkColumn:
     from pyspark.sql import functions as F
 
-    c = F.col(f"`{column}`")
+    c = F.col(quote_ident(column))
     cond = F.lit(True)
     if chunk.lo is not None:
         cond = cond & (c >= F.lit(chunk.lo))
@@ -164,7 +167,7 @@ def delta_sums(df: DataFrame, table: TableInfo, chunks: Sequence[Chunk]) -> list
         tag = F.lit(None).cast("int")
         for i, chunk in reversed(list(enumerate(chunks))):
             tag = F.when(_in_chunk(rc, chunk), F.lit(i)).otherwise(tag)
-    value = F.col(f"`{rc}`") if rc is not None else F.lit(None).cast("bigint")
+    value = F.col(quote_ident(rc)) if rc is not None else F.lit(None).cast("bigint")
     rows = (df.select(tag.alias("chunk"), _row_crc(table).alias("crc"), value.alias("rc"))
             .groupBy("chunk")
             .agg(F.count(F.lit(1)).alias("cnt"), F.bit_xor("crc").alias("checksum"), F.min("rc").alias("lo"),

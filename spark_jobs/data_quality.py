@@ -34,6 +34,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import struct
 import threading
 import uuid
@@ -45,6 +46,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 from cdc_core.codec.sink_uri import table_path
+from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.errors import DataQualityError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
@@ -138,7 +140,7 @@ def table_checksum(rows: Iterable[dict[str, Any]], table: TableInfo) -> str:
 def _canonical_col(col: Column) -> SparkColumn:
     from pyspark.sql import functions as F
 
-    c = F.col(f"`{col.name}`")
+    c = F.col(quote_ident(col.name))
     k = col.kind
     if k in (ct.DATETIME, ct.TIMESTAMP):
         return F.date_format(c, _TS_FORMAT_SPARK)  # the session time zone is UTC (spark_jobs.session)
@@ -191,7 +193,7 @@ def spark_checksum(df: DataFrame, table: TableInfo) -> str:
 
 
 def spark_schema_ddl(table: TableInfo) -> str:
-    return ", ".join(f"`{n}` {t}" for n, t in image_columns(table))
+    return ", ".join(f"{quote_ident(n)} {t}" for n, t in image_columns(table))
 
 
 def version_as_of(path: str | DeltaTable, ts: int) -> int | None:
@@ -282,7 +284,7 @@ def _read_silver(
         data = silver_read.conform(silver_read.read_table(dt, [n for n in schema.names if n in present]), schema)
         return spark.createDataFrame(data, schema=spark_schema_ddl(table)), dt.version(), data
     df = spark.read.format("delta").option("versionAsOf", dt.version()).load(path)
-    return df.select(*[(F.col(f"`{n}`") if n in present else F.lit(None)).cast(t).alias(n)
+    return df.select(*[(F.col(quote_ident(n)) if n in present else F.lit(None)).cast(t).alias(n)
                        for n, t in image_columns(table)]), dt.version(), None
 
 
@@ -376,6 +378,7 @@ def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any], result_form
 
     suite = gx.ExpectationSuite(name=f"cdcflow_{uuid.uuid4().hex[:12]}", expectations=expectations)
     fmt = result_format or {"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_KEYS}
+    back: dict[str, str] = {}  # the names GX saw -> the table's
     if isinstance(df, pd.DataFrame):
         definition = _pandas_batch_definition()
         try:
@@ -391,6 +394,8 @@ def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any], result_form
             with _GX_SOURCES:
                 _GX_PANDAS_FREE.append(definition)
     else:
+        df, gx_expectations, back = _gx_column_names(df, expectations)
+        suite = gx.ExpectationSuite(name=suite.name, expectations=gx_expectations)
         ctx = _gx_context()
         name = f"cdcflow_{uuid.uuid4().hex[:12]}"
         with _GX_SOURCES:
@@ -405,9 +410,16 @@ def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any], result_form
         finally:
             with _GX_SOURCES:
                 ctx.data_sources.delete(name)
+        for r in res.results if back else ():  # sample rows keyed by the table's names again
+            samples = r.result.get("partial_unexpected_list")
+            if samples:
+                r.result["partial_unexpected_list"] = [
+                    {back.get(c, c): x for c, x in v.items()} if isinstance(v, dict) else v for v in samples]
     # Matched by type and column(s): a suite holds one NOT NULL expectation per column, one per unique index.
     def key(kind: str, column: Any, columns: Any) -> tuple[str, Any]:
-        return kind, column if column is not None else tuple(columns or ())
+        if column is not None:
+            return kind, back.get(column, column)
+        return kind, tuple(back.get(c, c) for c in columns or ())
 
     by_key: dict[tuple[str, Any], Any] = {
         key(r.expectation_config.type, r.expectation_config.kwargs.get("column"),
@@ -423,6 +435,27 @@ def _validate(df: DataFrame | pd.DataFrame, expectations: list[Any], result_form
                 f"Great Expectations could not evaluate {r.expectation_config.type}: {info.get('exception_message')}"
             )
     return out
+
+
+_GX_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_GX_COLUMN_ARGS = ("column", "column_A", "column_B")
+
+
+def _gx_column_names(df: DataFrame, expectations: list[Any]) -> tuple[DataFrame, list[Any], dict[str, str]]:
+    """``df`` and ``expectations`` with every column whose name is not a plain identifier renamed
+    (``cdcflow_c<i>``), and ``{new name: name}``. GX's Spark engine refers to a column by ``F.col(name)``, which
+    parses the name (a dot reaches into a struct, a backtick quotes): on a column ``a.b`` or ``a`b`` its NOT NULL and
+    compound-uniqueness expectations gave wrong answers (checked on GX 1.x)."""
+    rename = {n: f"cdcflow_c{i}" for i, n in enumerate(df.columns) if not _GX_PLAIN_NAME.match(n)}
+    if not rename:
+        return df, expectations, {}
+    out = []
+    for e in expectations:
+        update: dict[str, Any] = {a: rename[v] for a in _GX_COLUMN_ARGS if (v := getattr(e, a, None)) in rename}
+        if getattr(e, "column_list", None):
+            update["column_list"] = [rename.get(c, c) for c in e.column_list]
+        out.append(e.copy(update=update) if update else e)
+    return df.toDF(*[rename.get(n, n) for n in df.columns]), out, {v: k for k, v in rename.items()}
 
 
 def _jsonable(v: Any) -> Any:
@@ -640,7 +673,8 @@ def _not_null_result(column: str, r: Any, df: DataFrame | None, table: TableInfo
         from pyspark.sql import functions as F
 
         key = list(table.delta_key())
-        rows = df.where(F.col(f"`{column}`").isNull()).select(*[F.col(f"`{k}`") for k in key]).limit(SAMPLE_KEYS)
+        rows = df.where(F.col(quote_ident(column)).isNull()).select(*[F.col(quote_ident(k)) for k in key])
+        rows = rows.limit(SAMPLE_KEYS)
         samples = [{k: _jsonable(v) for k, v in row.asDict().items()} for row in rows.collect()]
     return ExpectationResult(
         expectation=f"not_null:{column}", success=bool(r.success),
@@ -778,7 +812,7 @@ def run_checks(
     if content:
         # The upstream frame is read once (it streams from TiDB) and kept by Spark, spilling to disk, for the
         # count, the checksum and, on a difference, the sample keys.
-        up = Upstream(frame=upstream.select(*[f"`{c.name}`" for c in table.columns]).cache()
+        up = Upstream(frame=upstream.select(*[quote_ident(c.name) for c in table.columns]).cache()
                       if upstream is not None else None, rows=expected_rows, pushed=pushed)
     df, report.delta_version, local = _read_silver(spark, sink, table, as_of_ts)
     df = df.cache()

@@ -92,7 +92,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_core.codec.sink_uri import app_id_for, table_path
+from cdc_core.codec.sink_uri import app_id_for, check_lake_names, component_name, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.ddl_history import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
@@ -102,7 +102,7 @@ from cdc_core.schema.partition_rule import rule_of
 from spark_jobs import partition_rows
 from spark_jobs.delta_writer import check_schema, create_silver_table, merge_predicate
 from spark_jobs.job_io import args_file_main, check_names, table_arg
-from spark_jobs.table_moves import dropped_path, local_root, move_dir, record_move
+from spark_jobs.table_moves import database_dir, dropped_path, move_dir, record_move, silver_dir
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +190,11 @@ def apply_ddl(
             f"unsupported DDL {job.job_type!r} (job {job.job_id}, ts {job.finished_ts}): {job.query!r}"
         )
     ctx = _Ctx(sink, app_id_for(changefeed_id), job, upstream)
+    if after is not None:
+        try:  # a name the lake cannot hold stops the changefeed at the job that brings it (create, rename, column)
+            check_lake_names(after)
+        except ChangefeedError as exc:
+            raise ChangefeedError(f"{ctx.where(after.qualified_name)}: {exc}") from exc
     started = time.monotonic()
     handler = {
         "create schema": lambda: _result("nothing to write (tables come with CREATE TABLE)", []),
@@ -303,7 +308,7 @@ def _create_table(ctx: _Ctx, after: TableInfo) -> dict[str, Any]:
 
 def _drop_path(ctx: _Ctx, db: str, name: str, table_id: int | None) -> dict[str, Any]:
     """Move ``<sink>/<db>/<name>`` to the dropped area (idempotent by state)."""
-    src = os.path.join(local_root(ctx.sink), db, name)
+    src = silver_dir(ctx.sink, db, name)
     dst = dropped_path(ctx.sink, db, name, ctx.ts)
     if os.path.exists(dst):
         return _result(f"already moved to {dst}", [dst], skipped=True, reason="already applied")
@@ -322,6 +327,20 @@ def _drop_path(ctx: _Ctx, db: str, name: str, table_id: int | None) -> dict[str,
     return _result(f"moved to {dst}", [src, dst])
 
 
+def _tables_in(root: str) -> list[str]:
+    """The names of the silver tables in a database's directory: its directories hold them encoded
+    (``sink_uri.name_component``) and the paths a move takes are made of names; one cdcflow did not write stays."""
+    names = []
+    for n in sorted(os.listdir(root)) if os.path.isdir(root) else ():
+        try:
+            name = component_name(n)
+        except ValueError:
+            continue
+        if _open(os.path.join(root, n)) is not None:
+            names.append(name)
+    return names
+
+
 def _drop_table(ctx: _Ctx, before: TableInfo | None) -> dict[str, Any]:
     db = before.db_name if before else ctx.job.schema_name
     name = before.name if before else ctx.job.table_name
@@ -334,10 +353,7 @@ def _drop_schema(ctx: _Ctx) -> dict[str, Any]:
     db = ctx.job.schema_name
     if not db:
         raise ChangefeedError(f"{ctx.where('?')}: no database name in the job")
-    root = os.path.join(local_root(ctx.sink), db)
-    names = (
-        sorted(n for n in os.listdir(root) if _open(os.path.join(root, n)) is not None) if os.path.isdir(root) else []
-    )
+    names = _tables_in(database_dir(ctx.sink, db))
     paths: list[str] = []
     for n in names:
         paths.extend(_drop_path(ctx, db, n, None)["paths"])
@@ -467,8 +483,7 @@ def _rename_table(ctx: _Ctx, before: TableInfo | None, after: TableInfo) -> dict
     old_name = before.name if before else ctx.job.old_table_name
     if not old_db or not old_name:
         raise ChangefeedError(f"{ctx.where(after.qualified_name)}: the old table name is unknown")
-    root = local_root(ctx.sink)
-    src, dst = os.path.join(root, old_db, old_name), os.path.join(root, after.db_name, after.name)
+    src, dst = silver_dir(ctx.sink, old_db, old_name), silver_dir(ctx.sink, after.db_name, after.name)
     if src == dst:
         return _result("same name", [dst])
     src_dt, dst_dt = _open(src), _open(dst)

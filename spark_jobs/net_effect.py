@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.schema.model import TableInfo
 from spark_jobs.mount import NEW, OLD, image_columns, key_only_image
 
@@ -47,7 +48,7 @@ def _keys_changed(table: TableInfo) -> SparkColumn:
         cols.extend(c for c in k if c not in cols)
     if not cols:
         return F.lit(False)
-    diffs = [~F.col(f"{OLD}.{c}").eqNullSafe(F.col(f"{NEW}.{c}")) for c in cols]
+    diffs = [~F.col(OLD).getField(c).eqNullSafe(F.col(NEW).getField(c)) for c in cols]  # getField: the name as is
     out = diffs[0]
     for d in diffs[1:]:
         out = out | d
@@ -103,10 +104,11 @@ def net_effect(mounted: DataFrame, table: TableInfo, *, deduplicated: bool = Fal
     # A change whose Delta key is NULL cannot be placed; only deletes can lack it (see above).
     key_names = list(table.delta_key())
     flat = flat.where(_all_not_null(key_names))
-    w = Window.partitionBy(*key_names).orderBy(F.col(_TS).desc(), F.col(_KIND).desc(), F.col(_KEY).desc())
+    w = Window.partitionBy(*[F.col(quote_ident(k)) for k in key_names]).orderBy(
+        F.col(_TS).desc(), F.col(_KIND).desc(), F.col(_KEY).desc())
     last = flat.withColumn(_RN, F.row_number().over(w)).where(F.col(_RN) == 1)
     return last.select(
-        *[n for n, _ in image_columns(table)],
+        *[F.col(quote_ident(n)) for n, _ in image_columns(table)],
         F.when(F.col(_KIND) == KIND_DELETE, F.lit("delete")).otherwise(F.lit("upsert")).alias(OP_COL),
         F.col(_TS).alias(COMMIT_TS_COL),
     )
@@ -115,7 +117,7 @@ def net_effect(mounted: DataFrame, table: TableInfo, *, deduplicated: bool = Fal
 def _all_not_null(cols: list[str]) -> SparkColumn:
     from pyspark.sql import functions as F
 
-    cond = F.col(cols[0]).isNotNull()
+    cond = F.col(quote_ident(cols[0])).isNotNull()
     for c in cols[1:]:
-        cond = cond & F.col(c).isNotNull()
+        cond = cond & F.col(quote_ident(c)).isNotNull()
     return cond

@@ -47,11 +47,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cdc_core.client.tidb_sql import sql_literal
 from cdc_core.codec import changelog, memcomparable, rowcodec
 from cdc_core.codec import key as keycodec
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.sink_uri import app_id_for, table_path
+from cdc_core.codec.sql_ident import quote_ident, quote_table
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from cdc_core.tls import TlsConfig, client_tls, pinned
@@ -90,12 +90,13 @@ class Chunk:
     lo: Bound
     hi: Bound
 
-    def where(self, column: str) -> str:
+    def where(self, column: str, literal: Callable[[str], str]) -> str:
+        """The chunk as a condition on ``column`` (a string bound written by ``literal``, ``TidbSql.literal``)."""
         parts = []
         if self.lo is not None:
-            parts.append(f"`{column}` >= {_literal(self.lo)}")
+            parts.append(f"{quote_ident(column)} >= {_literal(self.lo, literal)}")
         if self.hi is not None:
-            parts.append(f"`{column}` < {_literal(self.hi)}")
+            parts.append(f"{quote_ident(column)} < {_literal(self.hi, literal)}")
         return " AND ".join(parts)
 
     def spec(self) -> tuple[str, str]:
@@ -107,8 +108,8 @@ class Chunk:
         return cls(json.loads(lo), json.loads(hi))
 
 
-def _literal(v: int | str) -> str:
-    return sql_literal(v) if isinstance(v, str) else str(int(v))
+def _literal(v: int | str, literal: Callable[[str], str]) -> str:
+    return literal(v) if isinstance(v, str) else str(int(v))
 
 
 # Collations whose order is the UTF-8 bytes' (PAD SPACE aside): a string cut from a region boundary's key bytes
@@ -228,11 +229,11 @@ def plan_chunks(pd_addr: str, table: TableInfo, max_chunks: int = DEFAULT_MAX_CH
 # --- fetch --------------------------------------------------------------------------------------
 
 
-def select_sql(table: TableInfo, chunk: Chunk) -> str:
-    cols = "*, `_tidb_rowid`" if ROWID_COLUMN in table.arrow_schema().names else "*"
-    sql = f"SELECT {cols} FROM `{table.db_name}`.`{table.name}`"
+def select_sql(table: TableInfo, chunk: Chunk, literal: Callable[[str], str]) -> str:
+    cols = f"*, {quote_ident(ROWID_COLUMN)}" if ROWID_COLUMN in table.arrow_schema().names else "*"
+    sql = f"SELECT {cols} FROM {quote_table(table.db_name, table.name)}"
     column = range_column(table)
-    where = chunk.where(column) if column is not None else ""
+    where = chunk.where(column, literal) if column is not None else ""
     return f"{sql} WHERE {where}" if where else sql
 
 
@@ -263,7 +264,7 @@ def fetch_partition(pd_addr: str, tidb: str | None, ts: int, table_json: str, ch
     typed = row_typer(table)
     with UpstreamClient(pd_addr, tidb=tidb) as client:
         for chunk in chunks:
-            for row in client.iter_rows(select_sql(table, chunk), at_ts=ts):
+            for row in client.iter_rows(select_sql(table, chunk, client.literal), at_ts=ts):
                 yield typed(row)
 
 
@@ -277,7 +278,7 @@ def upstream_reader(pd_addr: str, tidb: str | None, ts: int, source: TableInfo,
 
 
 def spark_schema(table: TableInfo) -> str:
-    return ", ".join(f"`{n}` {t}" for n, t in image_columns(table))
+    return ", ".join(f"{quote_ident(n)} {t}" for n, t in image_columns(table))
 
 
 def _rows_batch(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatch:
@@ -369,7 +370,7 @@ def fetch_table(
     """Write the base of ``table`` at ``ts`` (kept when one for the same table id and schema version exists).
     ``max_driver_rows``: the largest table read on the driver (default :func:`driver_rows`)."""
     started = time.monotonic()
-    final = changelog.snapshot_table_dir(sink, changefeed_id, ts, table.qualified_name)
+    final = changelog.snapshot_table_dir(sink, changefeed_id, ts, table.db_name, table.name)
     meta = _written_base(final, table)
     if meta is not None:
         return {"skipped": True, "reason": "base already written", "rows": meta.get("rows"),
@@ -414,7 +415,7 @@ def fold_table(sink: str, changefeed_id: str, ts: int, table: TableInfo) -> dict
     from spark_jobs.data_quality import version_as_of
 
     started = time.monotonic()
-    final = changelog.snapshot_table_dir(sink, changefeed_id, ts, table.qualified_name)
+    final = changelog.snapshot_table_dir(sink, changefeed_id, ts, table.db_name, table.name)
     written = _written_base(final, table)
     if written is not None:
         return {"skipped": True, "reason": "base already written", "rows": written.get("rows"), "path": str(final)}

@@ -11,7 +11,8 @@
   and is skipped instead of re-creating an empty table at the old path.
 
 Moves are ``os.replace`` of a directory: Delta logs reference data files by relative paths, so a
-moved table stays valid. That needs a local (``file://`` or bare path) sink.
+moved table stays valid. That needs a local (``file://`` or bare path) sink. The names in these paths are the
+path components ``sink_uri.name_component`` makes of them, as in ``<sink>/<db>/<table>``.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import os
 from typing import Any
 
 from cdc_core import durable
+from cdc_core.codec.sink_uri import CDCFLOW_DIR, name_component
 from cdc_core.errors import ChangefeedError
 
-CDCFLOW_DIR = "_cdcflow"
 DROPPED_DIR = "dropped"
 MOVED_DIR = "moved"
 
@@ -40,13 +41,25 @@ def local_root(sink: str) -> str:
     return sink
 
 
+def silver_dir(sink: str, db: str, table: str) -> str:
+    """``<sink>/<db>/<table>`` of a local sink (``ChangefeedError`` for another): the directory a move takes away."""
+    return os.path.join(local_root(sink), name_component(db, database=True), name_component(table))
+
+
+def database_dir(sink: str, db: str) -> str:
+    """``<sink>/<db>`` of a local sink: the directory of a database's silver tables."""
+    return os.path.join(local_root(sink), name_component(db, database=True))
+
+
 def dropped_path(sink: str, db: str, table: str, ts: int) -> str:
     """``<sink>/_cdcflow/dropped/<db>/<table>@<ts>``."""
-    return os.path.join(local_root(sink), CDCFLOW_DIR, DROPPED_DIR, db, f"{table}@{ts}")
+    return os.path.join(local_root(sink), CDCFLOW_DIR, DROPPED_DIR, name_component(db, database=True),
+                        f"{name_component(table)}@{ts}")
 
 
 def _record_path(sink: str, db: str, table: str) -> str:
-    return os.path.join(local_root(sink), CDCFLOW_DIR, MOVED_DIR, db, f"{table}.json")
+    return os.path.join(local_root(sink), CDCFLOW_DIR, MOVED_DIR, name_component(db, database=True),
+                        f"{name_component(table)}.json")
 
 
 def read_move(sink: str, db: str, table: str) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, fields
@@ -43,8 +43,9 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from cdc_core.client.tidb_sql import ENV_TIDB, sql_literal
+from cdc_core.client.tidb_sql import ENV_TIDB
 from cdc_core.codec.sink_uri import table_path
+from cdc_core.codec.sql_ident import quote_ident, quote_list, quote_table
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
@@ -91,14 +92,15 @@ def changed_keys(spark: SparkSession, sink: str, changefeed_id: str, window_end_
     out = images[0]
     for more in images[1:]:
         out = out.unionByName(more)
-    return out.where(F.col("i").isNotNull()).select(*[F.col(f"i.`{k}`").alias(k) for k in key]).distinct()
+    return out.where(F.col("i").isNotNull()).select(*[F.col(f"i.{quote_ident(k)}").alias(k) for k in key]).distinct()
 
 
 # --- the upstream side: batched point reads ---------------------------------------------------
 
 
-def key_literal(col: Column, value: Any) -> str:
-    """A Delta key value as the SQL literal that selects the upstream rows holding it."""
+def key_literal(col: Column, value: Any, literal: Callable[[str], str]) -> str:
+    """A Delta key value as the SQL literal that selects the upstream rows holding it (``literal``: a string as the
+    session that runs the statement reads it, ``TidbSql.literal``)."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -108,30 +110,31 @@ def key_literal(col: Column, value: Any) -> str:
     if isinstance(value, Decimal):
         return format(value, "f")  # str() writes 1E-7 for a small one: a DOUBLE literal to MySQL
     if isinstance(value, datetime):
-        return sql_literal(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
+        return literal(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
     if isinstance(value, date):
-        return sql_literal(value.isoformat())
+        return literal(value.isoformat())
     if isinstance(value, bytes | bytearray):
         return f"X'{bytes(value).hex()}'"
     if isinstance(value, str):
-        return sql_literal(value)
+        return literal(value)
     raise ChangefeedError(f"column {col.name!r}: no SQL literal for key value {value!r}")
 
 
-def point_select(table: TableInfo, key: Sequence[str], values: Sequence[tuple[Any, ...]]) -> str:
-    """``SELECT`` of the rows at ``values`` of the key columns ``key``."""
-    cols = "*, `_tidb_rowid`" if ROWID_COLUMN in table.arrow_schema().names else "*"
+def point_select(table: TableInfo, key: Sequence[str], values: Sequence[tuple[Any, ...]],
+                 literal: Callable[[str], str]) -> str:
+    """``SELECT`` of the rows at ``values`` of the key columns ``key`` (strings written by ``literal``)."""
+    cols = f"*, {quote_ident(ROWID_COLUMN)}" if ROWID_COLUMN in table.arrow_schema().names else "*"
     key_cols = [table.column(k) if k != ROWID_COLUMN else None for k in key]
 
     def lit(c: Column | None, v: Any) -> str:
-        return str(int(v)) if c is None else key_literal(c, v)
+        return str(int(v)) if c is None else key_literal(c, v, literal)
 
     if len(key) == 1:
-        where = f"`{key[0]}` IN ({', '.join(lit(key_cols[0], v[0]) for v in values)})"
+        where = f"{quote_ident(key[0])} IN ({', '.join(lit(key_cols[0], v[0]) for v in values)})"
     else:
         tuples = ", ".join("(" + ", ".join(lit(c, x) for c, x in zip(key_cols, v, strict=True)) + ")" for v in values)
-        where = f"({', '.join(f'`{k}`' for k in key)}) IN ({tuples})"
-    return f"SELECT {cols} FROM `{table.db_name}`.`{table.name}` WHERE {where}"
+        where = f"({quote_list(key)}) IN ({tuples})"
+    return f"SELECT {cols} FROM {quote_table(table.db_name, table.name)} WHERE {where}"
 
 
 def _rows_at(client: UpstreamClient, table: TableInfo, ts: int, key: Sequence[str],
@@ -144,7 +147,8 @@ def _rows_at(client: UpstreamClient, table: TableInfo, ts: int, key: Sequence[st
     for b in batches:
         values = list(zip(*(b.column(k).to_pylist() for k in key), strict=True))
         for i in range(0, len(values), POINT_BATCH):
-            for row in client.iter_rows(point_select(table, key, values[i:i + POINT_BATCH]), at_ts=ts):
+            sql = point_select(table, key, values[i:i + POINT_BATCH], client.literal)
+            for row in client.iter_rows(sql, at_ts=ts):
                 yield typed(row)
 
 
@@ -258,7 +262,7 @@ def resolved_tidb(client: UpstreamClient, tidb: str | None) -> str | None:
 def upstream_count(pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
                    client: UpstreamClient | None = None) -> int:
     with _upstream(pd_addr, tidb, client) as c:
-        rows = c.query(f"SELECT COUNT(*) AS n FROM `{table.db_name}`.`{table.name}`", at_ts=ts)
+        rows = c.query(f"SELECT COUNT(*) AS n FROM {quote_table(table.db_name, table.name)}", at_ts=ts)
     return int(rows[0]["n"])
 
 

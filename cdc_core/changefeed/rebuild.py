@@ -59,7 +59,7 @@ import pyarrow.parquet as pq
 
 from cdc_core import failpoint
 from cdc_core.codec import changelog
-from cdc_core.codec.sink_uri import local_path
+from cdc_core.codec.sink_uri import local_path, table_path, table_path_of
 from cdc_core.errors import ChangefeedError
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
@@ -89,11 +89,6 @@ def trash_name(ts: int, now: float | None = None) -> str:
     """``rebuild-<C>-<UTC time, to the microsecond>``."""
     stamp = datetime.fromtimestamp(now if now is not None else time.time(), UTC).strftime("%Y%m%dT%H%M%S%fZ")
     return f"{TRASH_PREFIX}{ts}-{stamp}"
-
-
-def silver_dir(sink_uri: str, qualified_name: str) -> Path:
-    db, _, name = qualified_name.partition(".")
-    return local_path(sink_uri) / db / name
 
 
 def already_rebuilt(st: ChangefeedState, run_tag: str | None, names: list[str], checkpoint_ts: int) -> str | None:
@@ -235,10 +230,10 @@ def _find_start(
             continue  # bases without the schema at their ts cannot be replayed from
         storages[s] = storage
         ids = lineage(storage, table.id, s, upto_ts)
-        for name, meta in bases.items():
+        for meta in bases.values():
             if int(meta["table_id"]) in ids:
-                base = changelog.snapshot_table_dir(sink, cid, s, name)
-                return _Start(s, base, TableInfo.from_dict(meta["table"]), ids)
+                info = TableInfo.from_dict(meta["table"])
+                return _Start(s, changelog.snapshot_table_dir(sink, cid, s, info.db_name, info.name), info, ids)
     start = cfg.start_ts
     storage = storages.get(start) or storage_from(sink, cid, start, jobs)
     if storage is None:
@@ -298,7 +293,7 @@ def rebuild(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
         name = t.qualified_name
         if name in moved:
             continue
-        src, dst = silver_dir(sink, name), trash / t.db_name / t.name
+        src, dst = Path(table_path(sink, t)), Path(table_path_of(str(trash), t.db_name, t.name))  # names encoded
         if not dst.exists() and src.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)

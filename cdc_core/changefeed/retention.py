@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc_core.codec import changelog
+from cdc_core.codec.sink_uri import qualified_name_of
 from cdc_core.log import get_logger
 
 from .rebuild import TRASH_PREFIX, trash_root
@@ -69,7 +70,8 @@ def list_trash(sink_uri: str) -> list[TrashEntry]:
         if not p.is_dir() or not p.name.startswith(TRASH_PREFIX):
             continue
         ts, created = _parse_trash_name(p)
-        tables = sorted(f"{db.name}.{t.name}" for db in p.iterdir() if db.is_dir() for t in db.iterdir() if t.is_dir())
+        tables = sorted(qualified_name_of(db.name, t.name) for db in p.iterdir() if db.is_dir()
+                        for t in db.iterdir() if t.is_dir())
         out.append(TrashEntry(p.name, str(p), ts, created, tables))
     return sorted(out, key=lambda e: (e.created_at, e.name))
 

@@ -125,7 +125,7 @@ def load(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
         if name in loaded:
             results[name] = {**loaded[name], "skipped": True, "reason": "already loaded by this snapshot"}
             continue
-        base = changelog.snapshot_table_dir(cfg.sink_uri, cfg.changefeed_id, ts, name)
+        base = changelog.snapshot_table_dir(cfg.sink_uri, cfg.changefeed_id, ts, t.db_name, t.name)
         if not (base / changelog.TABLE_META).is_file():
             raise ChangefeedError(f"snapshot of {name} at {ts}: no base at {base}; run the window's pull first")
         res = spark_engine.run_job("snapshot_load", {

@@ -18,9 +18,11 @@ from cdc_core.changefeed.ddl_puller import SchemaLog
 from cdc_core.changefeed.schema_loader import load_schema_jobs
 from cdc_core.changefeed.snapshot import keep_schema
 from cdc_core.changefeed.state import create_state, load_state, locked_state
+from cdc_core.changefeed.steps import replicated_at
 from cdc_core.client.table_discovery import SyncTableDiscovery
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec import tso
+from cdc_core.codec.sink_uri import check_lake_names
 from cdc_core.errors import ChangefeedError, ConfigError
 from cdc_core.home import changefeeds_dir, state_dir
 
@@ -56,13 +58,15 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
             matched = discovery.matching_tables(cfg.table_filter)
         # The schema storage starts from TiDB's meta snapshot at start-ts: the tables the filter matches.
         jobs = load_schema_jobs(c, cfg.start_ts, cfg.table_filter)
+    slog = SchemaLog(cfg.changefeed_id, jobs, cfg.start_ts)
+    for t in replicated_at(cfg, slog.storage(), cfg.start_ts):  # names the lake cannot hold: refused now, not later
+        check_lake_names(t)
     sp = gc_safepoint.refresh_service_safe_point(pd_addr, cfg.changefeed_id, cfg.start_ts)
     if not sp.in_force:
         raise ChangefeedError(f"changefeed {cfg.changefeed_id}: PD keeps GC at {sp.min_safe_point}, above start-ts "
                               f"{cfg.start_ts}, and refused a service safe point below it: pick a later start-ts")
     cfgmod.save_config(cfg)
     create_state(cfg.changefeed_id, cfg.start_ts)
-    slog = SchemaLog(cfg.changefeed_id, jobs, cfg.start_ts)
     slog.save()
     keep_schema(cfg, slog, cfg.start_ts)  # where a rebuild of a table without a snapshot base starts
     names = sorted(f"{t.schema}.{t.name}" for t in matched)

@@ -33,6 +33,7 @@ loop, so one limiter spans all its calls.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -41,7 +42,7 @@ import pymysql.cursors
 from prometheus_client import CollectorRegistry
 from pymysql.connections import Connection, MysqlPacket, MySQLResult
 
-from cdc_core.client.tidb_sql import TidbAddress, connect
+from cdc_core.client.tidb_sql import TidbAddress, connect, connection_literal
 from cdc_core.client.upstream import listing_sql
 from cdc_core.errors import UpstreamError
 from cdc_core.filter.table_filter import TableFilter
@@ -100,14 +101,15 @@ class DiscoveredTable(NamedTuple):
     name: str
 
 
-def _open(addresses: list[TidbAddress], sql: str, timeout: float
+def _open(addresses: list[TidbAddress], build: Callable[..., str], timeout: float
           ) -> tuple[Connection[Any], pymysql.cursors.SSCursor, MySQLResult, str]:
-    """Connect and send the listing query; the column definitions are read, no row yet (unbuffered). The cursor is
-    returned to be kept: closing it (as its garbage collection does) would read the rest of the result."""
+    """Connect and send the listing query (``build(literal=...)`` given the connection's string literals); the columns
+    are read, no row yet (unbuffered). The cursor is returned to be kept: closing it (as its garbage collection does)
+    would read the rest of the result."""
     conn, addr = connect(addresses, timeout)
     try:
         cur = conn.cursor(pymysql.cursors.SSCursor)
-        cur.execute(sql)
+        cur.execute(build(literal=connection_literal(conn)))
     except BaseException:
         conn.close()
         raise
@@ -176,7 +178,6 @@ class TableDiscovery:
         if like != "%":
             what += f" (names LIKE {like!r})"
         key = (schema.lower(), like)
-        sql = listing_sql(schema, like)
         heap = await self.guard.acquire(self._initial_heap(key), LimitType.HEAP, what)
         direct: Permit | None = None
         conn: Connection[Any] | None = None
@@ -187,7 +188,8 @@ class TableDiscovery:
         initial = peak = heap.permits
         schemas: dict[str, str] = {}  # one str object per schema name
         try:
-            conn, _cursor, result, addr = await asyncio.to_thread(_open, self.addresses, sql, self.timeout)
+            build = functools.partial(listing_sql, schema, like)
+            conn, _cursor, result, addr = await asyncio.to_thread(_open, self.addresses, build, self.timeout)
             done = False
             while not done:
                 direct = await self.guard.acquire(self._batch_budget(), LimitType.DIRECT, what)

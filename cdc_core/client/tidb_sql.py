@@ -10,6 +10,13 @@ Addresses are ``[mysql://][user[:password]@]host:port``; the user defaults to ``
 argument, ``$CDCFLOW_TIDB``, or the SQL servers registered in PD (``/topology/tidb/``, see
 ``cdc_core/upstream/etcd_service.py``), and tries them in turn until one connects.
 
+Literals follow the session's ``sql_mode``: :meth:`TidbSql.literal` writes a string as the session reads it
+(``NO_BACKSLASH_ESCAPES`` makes a backslash an ordinary character), and scripts are split into statements by the
+same rule. The mode is read once per connection (``@@sql_mode``, again after a ``SET`` the session ran), and the
+server's status flag ``SERVER_STATUS_NO_BACKSLASH_ESCAPES``, which TiDB sends in every OK packet
+(``pkg/sessionctx/variable/sysvar.go``: setting ``sql_mode`` sets ``mysql.ServerStatusNoBackslashEscaped``), is honoured
+as PyMySQL's own escaping honours it.
+
 Values come back as the MySQL text protocol types them (PyMySQL: ``Decimal``, ``datetime``, ``timedelta``,
 ``bytes``, ...) and are handed out in their JSON form (``value_text.json_value``), which each column's
 ``convert`` reads back exactly. A failed statement is an ``UpstreamError`` with MySQL's code and the statement.
@@ -17,6 +24,7 @@ Values come back as the MySQL text protocol types them (PyMySQL: ``Decimal``, ``
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -25,9 +33,10 @@ from typing import Any
 from urllib.parse import unquote
 
 import pymysql
-import pymysql.converters
 import pymysql.cursors
+from pymysql.constants import SERVER_STATUS
 
+from cdc_core.codec.sql_literal import NO_BACKSLASH_ESCAPES, mysql_dialect, string_literal
 from cdc_core.codec.value_text import json_value
 from cdc_core.errors import ConfigError, UpstreamError
 from cdc_core.log import get_logger
@@ -88,25 +97,20 @@ def parse_addresses(spec: str, where: str = "tidb") -> list[TidbAddress]:
     return out
 
 
-def sql_literal(text: str) -> str:
-    """``text`` as a quoted MySQL string literal (backslashes and quotes escaped, as PyMySQL escapes parameters)."""
-    return "'" + pymysql.converters.escape_string(text) + "'"
-
-
-def split_statements(script: str) -> list[str]:
-    """A script's statements: split on ``;`` outside literals, identifiers and comments (MySQL's tokens)."""
-    done, _, tail = _split(script)
+def split_statements(script: str, *, no_backslash_escapes: bool = False) -> list[str]:
+    """A script's statements: split on ``;`` outside literals, identifiers and comments (MySQL's tokens; a
+    backslash in a literal escapes only without ``no_backslash_escapes``)."""
+    done, _, tail = _split(script, no_backslash_escapes)
     return done + ([tail] if tail is not None else [])
 
 
-def _split(script: str) -> tuple[list[str], int, str | None]:
+def _split(script: str, no_backslash_escapes: bool) -> tuple[list[str], int, str | None]:
     """The statements a ``;`` ends, the offset just after the last ``;`` (0: none), and the statement after it."""
-    from sqlglot import Dialect  # here: commands that never run SQL start without sqlglot
-    from sqlglot.errors import TokenError
+    from sqlglot.errors import TokenError  # here: commands that never run SQL start without sqlglot
     from sqlglot.tokens import TokenType
 
     try:
-        tokens = Dialect.get_or_raise("mysql").tokenize(script)
+        tokens = mysql_dialect(no_backslash_escapes=no_backslash_escapes).tokenize(script)
     except TokenError as exc:
         raise UpstreamError(f"cannot split the SQL script: {exc}") from exc
     out, start, last_end, cut = [], None, None, 0
@@ -123,7 +127,7 @@ def _split(script: str) -> tuple[list[str], int, str | None]:
     return out, cut, script[start:last_end] if start is not None else None
 
 
-def iter_statements(pieces: Iterable[str]) -> Iterator[str]:
+def iter_statements(pieces: Iterable[str], *, no_backslash_escapes: bool = False) -> Iterator[str]:
     """The statements of a script read piece by piece (a file of any size), split as :func:`split_statements`
     splits, each as soon as its ``;`` is read. What follows the last ``;`` read so far waits for the next piece
     (a piece may end inside a literal or a comment: such a text waits until it tokenizes); the text after the
@@ -134,12 +138,12 @@ def iter_statements(pieces: Iterable[str]) -> Iterator[str]:
         if ";" not in piece:
             continue
         try:
-            done, cut, _ = _split(pending)
+            done, cut, _ = _split(pending, no_backslash_escapes)
         except UpstreamError:
             continue  # a token cut by the piece's end (or a bad one, which the end of the script reports)
         yield from done
         pending = pending[cut:]
-    yield from split_statements(pending)
+    yield from split_statements(pending, no_backslash_escapes=no_backslash_escapes)
 
 
 TIME_ZONE_INIT = "SET time_zone = '+00:00'"
@@ -168,6 +172,13 @@ def connect(addresses: list[TidbAddress], timeout: float = 60.0) -> tuple[pymysq
     raise UpstreamError("cannot connect to TiDB's SQL port: " + "; ".join(failures))
 
 
+def connection_literal(conn: pymysql.connections.Connection[Any]) -> Callable[[str], str]:
+    """The string literals of a connection made by :func:`connect` (one that is not a :class:`TidbSql`), by the
+    status flag its server sent last: TiDB sends ``SERVER_STATUS_NO_BACKSLASH_ESCAPES`` in every OK packet."""
+    nbe = bool(conn.server_status & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES)
+    return functools.partial(string_literal, no_backslash_escapes=nbe)
+
+
 class TidbSql:
     """One MySQL connection to one of ``addresses``, opened on first use and re-opened after it is lost."""
 
@@ -181,13 +192,44 @@ class TidbSql:
         # The ts the session reads at (``@@tidb_snapshot``; 0: the latest). It stays between reads: a run of them at
         # one ts (a window's checks, a table's statements at a time) sets it once instead of around each statement.
         self._snapshot = 0
+        self._sql_mode: frozenset[str] | None = None  # the session's, read once per connection (None: not yet)
         self.addr = ""
 
     def _connect(self) -> pymysql.connections.Connection[Any]:
         if self._conn is None:
             self._conn, self.addr = connect(self.addresses, self.timeout)
             self._snapshot = 0
+            self._sql_mode = None
         return self._conn
+
+    @property
+    def sql_mode(self) -> frozenset[str]:
+        """The session's ``sql_mode`` names (``@@sql_mode``, upper case), read once per connection."""
+        conn = self._connect()
+        if self._sql_mode is None:
+            text = "SELECT @@sql_mode"
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(text)
+                    row = cur.fetchone()
+            except pymysql.err.MySQLError as exc:
+                raise self._fail(exc, text) from exc
+            value = row[0] if row else ""
+            value = value.decode() if isinstance(value, bytes) else str(value or "")
+            self._sql_mode = frozenset(m.strip().upper() for m in value.split(",") if m.strip())
+        return self._sql_mode
+
+    @property
+    def no_backslash_escapes(self) -> bool:
+        """Whether the session reads a backslash in a string literal as an ordinary character: the server's status
+        flag when it sends it (TiDB and MySQL do, in every OK packet), else the mode read at connect."""
+        conn = self._connect()
+        return bool(conn.server_status & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES) or \
+            NO_BACKSLASH_ESCAPES in self.sql_mode
+
+    def literal(self, text: str) -> str:
+        """``text`` as a string literal this session reads back as ``text``."""
+        return string_literal(text, no_backslash_escapes=self.no_backslash_escapes)
 
     def _fail(self, exc: pymysql.err.MySQLError, statement: str, n: int = 0) -> UpstreamError:
         where = f"statement {n} `{_short(statement)}`" if n else f"`{_short(statement)}`"
@@ -240,7 +282,7 @@ class TidbSql:
             self.close()  # the server rolls back at disconnect
 
     def _run_script(self, script: str, results: list[StatementResult]) -> None:
-        for n, text in enumerate(split_statements(script), 1):
+        for n, text in enumerate(split_statements(script, no_backslash_escapes=self.no_backslash_escapes), 1):
             results.append(self._run_one(n, text, None))
 
     def stream(self, statements: Iterable[str], at_ts: int = 0,
@@ -279,6 +321,8 @@ class TidbSql:
                     commit_ts = int(json.loads(info)["commit_ts"]) if info else 0
         except pymysql.err.MySQLError as exc:
             raise self._fail(exc, text, n) from exc
+        if text.lstrip()[:3].upper() == "SET":
+            self._sql_mode = None  # it may have set sql_mode: read again when next needed
         # tidb_last_txn_info names the session's last commit: it is this statement's only if it changed.
         own = commit_ts if commit_ts and commit_ts != self._last_commit_ts else 0
         self._last_commit_ts = commit_ts or self._last_commit_ts
@@ -300,6 +344,7 @@ class TidbSql:
         conn, self._conn = self._conn, None
         self._last_commit_ts = 0
         self._snapshot = 0
+        self._sql_mode = None
         if conn is not None:
             try:
                 conn.close()

@@ -31,7 +31,6 @@ from cdc_core.client.tidb_sql import (
     TidbAddress,
     TidbSql,
     parse_addresses,
-    sql_literal,
 )
 from cdc_core.errors import UpstreamError
 from cdc_core.home import upstream_file
@@ -59,14 +58,15 @@ class StoreInfo:
     state: str  # "Up" | "Offline" | "Tombstone"
 
 
-def listing_sql(schema: str = "", like: str = "%") -> str:
+def listing_sql(schema: str = "", like: str = "%", *, literal: Callable[[str], str]) -> str:
     """The listing query of the base tables of ``schema`` (every schema when ""), names ``LIKE like``: a query
-    TiDB answers from its schema cache, and the embedded upstream streams under its ``upstream-catalog`` limiter."""
+    TiDB answers from its schema cache, and the embedded upstream streams under its ``upstream-catalog`` limiter.
+    ``literal`` writes a string as the session that runs the query reads it (``TidbSql.literal``)."""
     where = ["TABLE_TYPE = 'BASE TABLE'"]
     if schema:
-        where.append(f"TABLE_SCHEMA = {sql_literal(schema)}")
+        where.append(f"TABLE_SCHEMA = {literal(schema)}")
     if like != "%":
-        where.append(f"TABLE_NAME LIKE {sql_literal(like)}")
+        where.append(f"TABLE_NAME LIKE {literal(like)}")
     return ("SELECT TIDB_TABLE_ID, TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE "
             + " AND ".join(where))
 
@@ -221,6 +221,11 @@ class UpstreamClient:
         """``query``'s rows, streamed off the connection as they are consumed (for results of any size)."""
         return self.sql().iter_rows(sql, at_ts)
 
+    def literal(self, text: str) -> str:
+        """``text`` as a string literal of this thread's session (``TidbSql.literal``: per its ``sql_mode``), for SQL
+        this thread then runs."""
+        return self.sql().literal(text)
+
     def tidb_addresses(self) -> list[str]:
         """The live SQL servers registered in PD's etcd. TiDB writes ``/topology/tidb/<host:port>/info`` without a
         lease and ``/ttl`` under its topology session's 45 s lease (``pkg/domain/infosync/info.go``), so a server
@@ -285,7 +290,7 @@ class UpstreamClient:
     def list_tables(self, schema: str, like: str = "%") -> list[TableEntry]:
         """The base tables of ``schema`` whose names are ``LIKE like``, from ``information_schema.TABLES`` (a small
         schema's: one list; ``table_discovery`` lists schemas of any size under its memory limiter)."""
-        rows = self.query(listing_sql(schema, like))
+        rows = self.query(listing_sql(schema, like, literal=self.literal))
         return [TableEntry(int(r["TIDB_TABLE_ID"]), r["TABLE_SCHEMA"], r["TABLE_NAME"]) for r in rows]
 
     # --- lifecycle ----------------------------------------------------------------------------

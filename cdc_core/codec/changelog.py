@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdc_core import durable
-from cdc_core.codec.sink_uri import local_path
+from cdc_core.codec.sink_uri import local_path, snapshot_component
 
 SCHEMA = pa.schema(
     [
@@ -316,11 +316,9 @@ def snapshot_dir(sink_uri: str, changefeed_id: str, ts: int) -> Path:
     return changelog_root(sink_uri, changefeed_id) / f"snapshot={ts:020d}"
 
 
-def snapshot_table_dir(sink_uri: str, changefeed_id: str, ts: int, qualified_name: str) -> Path:
-    """``snapshot=<ts>/<db>.<table>``: one table's rows at ``ts``."""
-    if "/" in qualified_name or qualified_name.startswith((".", "_")):
-        raise ValueError(f"invalid table name {qualified_name!r}")
-    return snapshot_dir(sink_uri, changefeed_id, ts) / qualified_name
+def snapshot_table_dir(sink_uri: str, changefeed_id: str, ts: int, db: str, table: str) -> Path:
+    """``snapshot=<ts>/<db>.<table>``: one table's rows at ``ts`` (the names encoded: ``snapshot_component``)."""
+    return snapshot_dir(sink_uri, changefeed_id, ts) / snapshot_component(db, table)
 
 
 def list_snapshots(sink_uri: str, changefeed_id: str) -> list[int]:
@@ -337,7 +335,8 @@ def list_snapshots(sink_uri: str, changefeed_id: str) -> list[int]:
 
 
 def snapshot_tables(sink_uri: str, changefeed_id: str, ts: int) -> dict[str, dict[str, Any]]:
-    """The complete table bases of the snapshot at ``ts``: ``{"db.table": its _table.json}``."""
+    """The complete table bases of the snapshot at ``ts``: ``{"db.table": its _table.json}`` (by the qualified name
+    its ``_table.json`` holds: a directory's name is an encoding of it, not read back)."""
     d = snapshot_dir(sink_uri, changefeed_id, ts)
     if not d.is_dir():
         return {}
@@ -345,7 +344,8 @@ def snapshot_tables(sink_uri: str, changefeed_id: str, ts: int) -> dict[str, dic
     for p in sorted(d.iterdir()):
         meta = p / TABLE_META
         if p.is_dir() and not p.name.startswith((".", "_")) and meta.is_file():
-            out[p.name] = json.loads(meta.read_text())
+            data = json.loads(meta.read_text())
+            out[str(data.get("qualified_name") or p.name)] = data
     return out
 
 

@@ -42,7 +42,7 @@ RETENTION_VARIABLE = "cdcflow_retention_hours"  # Airflow Variable overriding th
 DEFAULT_GC_TTL_HOURS = 48  # > the daily schedule, so one late run does not drop a paused changefeed's hold
 GC_REFRESH_STATES = ("normal", "paused", "error")
 GC_REMOVE_STATES = ("finished",)
-SILVER_SKIP_PREFIX = "_"  # <sink>/_cdcflow (changelog, dq results) and other internal directories
+SILVER_SKIP_PREFIX = "_"  # <sink>/_cdcflow (changelog, dq results): no database's directory starts so (sink_uri)
 TS_KEY = "cdcflow.ts"
 RETENTION_MODULE = "cdc_core.changefeed.retention"  # prune_changelog, remove_trash
 DEFAULT_TRASH_RETENTION_DAYS = 7
@@ -94,11 +94,13 @@ def silver_table_paths(sink_uri: str) -> list[Path]:
 
 def find_silver_tables(changefeeds: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The silver tables of the changefeeds' sinks, each once: ``{path, name, changefeed_ids}``."""
+    from cdc_core.codec.sink_uri import qualified_name_of  # the directories hold the names encoded
+
     tables: dict[str, dict[str, Any]] = {}
     for cf in changefeeds:
         for path in silver_table_paths(cf["sink_uri"]):
-            t = tables.setdefault(str(path), {"path": str(path), "name": f"{path.parent.name}.{path.name}",
-                                              "changefeed_ids": []})
+            name = qualified_name_of(path.parent.name, path.name)
+            t = tables.setdefault(str(path), {"path": str(path), "name": name, "changefeed_ids": []})
             t["changefeed_ids"].append(cf["changefeed_id"])
     log.info("silver tables: %s", sorted(tables))
     return [tables[k] for k in sorted(tables)]

@@ -33,7 +33,7 @@ def test_chunk_checksum_over_a_plain_scan() -> None:
         ts = c.get_ts()
         (table,) = [t for t in load_schema(c, ts).tables_at(ts) if t.db_name == "b"]
         assert table.name == "sbtest1"
-        statements = {"checksum": chunk_checksum.checksum_sql(table, Chunk(None, None)),
+        statements = {"checksum": chunk_checksum.checksum_sql(table, Chunk(None, None), c.literal),
                       "scan": "SELECT COUNT(*) AS cnt FROM `b`.`sbtest1` WHERE `pad` IS NOT NULL"}
         engine = ec.cluster.sql
 

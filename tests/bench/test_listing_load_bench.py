@@ -17,7 +17,7 @@ import pymysql.cursors
 from prometheus_client import CollectorRegistry
 
 from cdc_core.client.table_discovery import TableDiscovery
-from cdc_core.client.tidb_sql import connect
+from cdc_core.client.tidb_sql import connect, connection_literal
 from cdc_core.client.upstream import UpstreamClient, listing_sql
 from cdc_core.schema.model import Column
 from cdc_core.upstream.cluster import ClusterConfig
@@ -49,7 +49,7 @@ def test_bench_discovery_vs_bare_cursor() -> None:
             conn, _ = connect(addresses)
             try:
                 with conn.cursor(pymysql.cursors.SSCursor) as cur:
-                    cur.execute(listing_sql("bench"))
+                    cur.execute(listing_sql("bench", literal=connection_literal(conn)))
                     return sum(1 for _, _, name in cur.fetchall_unbuffered() if name.endswith("0"))
             finally:
                 conn.close()

@@ -17,7 +17,7 @@ def _window(sink: str, end: int, after: int | None) -> None:
 
 
 def _base(sink: str, ts: int, name: str) -> None:
-    d = changelog.snapshot_table_dir(sink, "cf", ts, name)
+    d = changelog.snapshot_table_dir(sink, "cf", ts, *name.split("."))
     d.parent.mkdir(parents=True, exist_ok=True)
     tmp = d.parent / f".tmp-{name}"
     tmp.mkdir()

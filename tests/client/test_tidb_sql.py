@@ -192,3 +192,68 @@ def test_reads_at_one_ts_set_the_snapshot_once_and_the_latest_is_read_again_afte
         assert sum("tidb_snapshot" in q for q in sent) == 3  # none for the new connection's read at the latest
     finally:
         sql.close()
+
+
+@pytest.fixture
+def global_sql_mode(upstream_client: Any) -> Any:
+    """Sets the upstream's GLOBAL sql_mode for a test and puts the value it had back after (the session's upstream
+    is every test's)."""
+    before = upstream_client.query("SELECT @@global.sql_mode AS m")[0]["m"]
+    sql = TidbSql(upstream_client.sql_addresses())
+
+    def put(mode: str) -> None:
+        sql.execute(f"SET GLOBAL sql_mode = {sql.literal(mode)}")
+
+    yield put
+    sql.execute(f"SET GLOBAL sql_mode = {sql.literal(before)}")
+    sql.close()
+
+
+KEYS = ["it's", "a\\b", "\\", "'\\'", "x\\'y", "中文\\n", "\\%_", "back`tick", 'dq"\\"']
+
+
+@pytest.mark.parametrize("mode", ["", "NO_BACKSLASH_ESCAPES", "ANSI_QUOTES,NO_BACKSLASH_ESCAPES"])
+def test_literals_follow_the_sessions_sql_mode(upstream_client: Any, fresh_db: str, global_sql_mode: Any,
+                                               mode: str) -> None:
+    """Keys with quotes and backslashes, written by TidbSql.literal and found again by a point read, whatever the
+    session's mode: a new connection reads it once (@@sql_mode) and honours the server's status flag."""
+    global_sql_mode(mode)
+    sql = TidbSql(upstream_client.sql_addresses())
+    try:
+        assert ("NO_BACKSLASH_ESCAPES" in sql.sql_mode) == sql.no_backslash_escapes == bool(mode)
+        assert sql.sql_mode == frozenset(filter(None, mode.split(",")))
+        t = f"`{fresh_db}`.`t`"
+        values = ", ".join(f"({i}, {sql.literal(k)})" for i, k in enumerate(KEYS))
+        sql.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, k VARCHAR(20) NOT NULL UNIQUE); "
+                    f"INSERT INTO {t} VALUES {values}")
+        rows = sql.execute(f"SELECT id, k FROM {t} ORDER BY id")[-1].rows
+        assert [r["k"] for r in rows] == KEYS
+        for i, k in enumerate(KEYS):
+            assert list(sql.iter_rows(f"SELECT id FROM {t} WHERE k = {sql.literal(k)}")) == [{"id": i}], k
+        # a script splits as the session tokenizes it: under the mode 'a\' ends a string
+        first, second = sql.literal("a;b\\"), sql.literal("\\")
+        ends = sql.execute(f"SELECT {first} AS s; SELECT {second} AS s")
+        assert [r.rows for r in ends] == [[{"s": "a;b\\"}], [{"s": "\\"}]]
+    finally:
+        sql.close()
+
+
+def test_a_set_in_a_script_is_seen_by_the_next_literal(upstream_client: Any) -> None:
+    sql = TidbSql(upstream_client.sql_addresses())
+    try:
+        assert not sql.no_backslash_escapes
+        sql.execute("SET sql_mode = 'NO_BACKSLASH_ESCAPES'")
+        assert sql.no_backslash_escapes and sql.literal("a\\b") == "'a\\b'"
+        text = sql.literal("a\\b")
+        assert sql.execute(f"SELECT {text} AS s")[-1].rows == [{"s": "a\\b"}]
+        sql.execute("SET sql_mode = DEFAULT")
+        assert "NO_BACKSLASH_ESCAPES" not in sql.sql_mode and sql.literal("a\\b") == "'a\\\\b'"
+    finally:
+        sql.close()
+
+
+def test_scripts_split_by_the_mode() -> None:
+    assert split_statements("SELECT 'a\\'; SELECT 2", no_backslash_escapes=True) == ["SELECT 'a\\'", "SELECT 2"]
+    assert split_statements("SELECT 'a\\';' ; SELECT 2") == ["SELECT 'a\\';'", "SELECT 2"]  # by default: a';
+    pieces = ["SELECT 'x\\", "'; SELECT 3;"]
+    assert list(iter_statements(pieces, no_backslash_escapes=True)) == ["SELECT 'x\\'", "SELECT 3"]

@@ -102,7 +102,7 @@ def test_initial_snapshot_loads_rows_from_before_start_in_chunks(
         assert [int(h["cdcflow.ts"]) for h in loads] == [start]
         def parts(table: str) -> int:
             return len(changelog.snapshot_part_files(changelog.snapshot_table_dir(f"file://{sink}", "snap", start,
-                                                                                   f"{db}.{table}")))
+                                                                                   db, table)))
 
         assert parts("big") >= 3 and parts("multi") >= 3  # written by parallel Spark tasks
         assert parts("named") == 1  # 3 chunks of 300 rows, streamed one after the other on the driver

@@ -76,7 +76,7 @@ def test_windows_run_over_spark_connect(server: tuple[Path, int], upstream_clust
         c.execute(f"USE {db}; UPDATE t SET id = 1000 WHERE id = 3; DELETE FROM t WHERE id = 4")
         t1 = c.get_ts()
         _cdcflow(env, "changefeed", "run", "sconn", "--until-ts", str(t1))
-        base = changelog.snapshot_table_dir(f"file://{sink}", "sconn", start, f"{db}.t")
+        base = changelog.snapshot_table_dir(f"file://{sink}", "sconn", start, db, "t")
         assert json.loads((base / changelog.TABLE_META).read_text())["chunks"] == 4
         assert len(changelog.snapshot_part_files(base)) >= 3  # written by parallel Spark tasks
         _same_at(c, env, t1)

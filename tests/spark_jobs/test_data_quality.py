@@ -351,3 +351,24 @@ def test_pandas_runs_share_pooled_datasources_and_validate_the_frame_they_are_gi
     for definition in dq._GX_PANDAS_FREE:  # a pooled datasource keeps no frame and no metric between runs
         engine = definition.data_asset.datasource.get_execution_engine()
         assert not engine._metric_cache and not engine.batch_manager.batch_data_cache
+
+
+def test_columns_of_any_name_are_validated_in_spark_as_in_pandas(spark):
+    """GX's Spark engine parses a column name (a dot reaches into a struct, a backtick quotes): the frame GX sees
+    names such columns plainly, and the results, samples included, come back under the table's names."""
+    import great_expectations.expectations as gxe
+
+    from spark_jobs import data_quality as dq
+
+    a, b = "k`.ey", "v a.l"
+    df = spark.createDataFrame([(1, 2), (1, None), (3, 4)], [a, b])
+    expectations = [gxe.ExpectColumnValuesToBeUnique(column=a), gxe.ExpectColumnValuesToNotBeNull(column=b),
+                    gxe.ExpectCompoundColumnsToBeUnique(column_list=[a, b]),
+                    gxe.ExpectColumnValuesToNotBeNull(column=a)]
+    spark_results = dq._validate(df, expectations)
+    pandas_results = dq._validate(df.toPandas(), expectations)
+    assert [r.success for r in spark_results] == [r.success for r in pandas_results] == [False, False, True, True]
+    assert dq._unexpected_samples(spark_results[0], [a]) == [{a: 1}]
+    dup = spark.createDataFrame([(1, 2), (1, 2)], [a, b])
+    (compound,) = dq._validate(dup, [gxe.ExpectCompoundColumnsToBeUnique(column_list=[a, b])])
+    assert not compound.success and dq._unexpected_samples(compound, [a, b]) == [{a: 1, b: 2}]

@@ -162,6 +162,41 @@ def test_create_and_drop_database(sink):
     assert "moved 0 table(s)" in apply_ddl(sink, CF, job, None, None)["action"]
 
 
+ODD_DB, ODD_T = "_cdcflow", "t`1 ./'\\ü"  # cdcflow's own directory's name, a table of every awkward character
+
+
+def test_names_of_any_characters_are_created_dropped_and_renamed_within_the_sink(sink):
+    """The silver table, its dropped copy and its move record live under the names' encoded components, inside
+    the sink; a database named _cdcflow is not cdcflow's directory; DROP DATABASE reads its tables' names back."""
+    t = replace(clustered_table(), db_name=ODD_DB, name=ODD_T)
+    path = _seed(sink, t, C_ROWS)
+    assert path == os.path.join(sink, "~5Fcdcflow", "t~601~20.~2F~27~5Cü")
+    renamed = replace(t, name="a/b")
+    apply_ddl(sink, CF, _job("rename table", 200, renamed, old_table_id=t.id, old_schema_name=ODD_DB,
+                             old_table_name=ODD_T), t, renamed)
+    assert _rows(table_path(sink, renamed)) == C_ROWS and not os.path.exists(path)
+    assert read_move(sink, ODD_DB, ODD_T)["to"] == table_path(sink, renamed)
+    res = apply_ddl(sink, CF, _job("drop schema", 300, None, schema_name=ODD_DB), None, None)
+    assert "moved 1 table(s)" in res["action"]
+    dst = dropped_path(sink, ODD_DB, "a/b", 300)
+    assert dst == os.path.join(sink, "_cdcflow", "dropped", "~5Fcdcflow", "a~2Fb@300") and _rows(dst) == C_ROWS
+    assert read_move(sink, ODD_DB, "a/b")["ts"] == 300
+    assert sorted(os.listdir(sink)) == ["_cdcflow", "~5Fcdcflow"]  # nothing outside the sink, nothing over ours
+    assert sorted(os.listdir(os.path.join(sink, "_cdcflow"))) == ["dropped", "moved"]
+
+
+def test_a_ddl_that_brings_a_name_the_lake_cannot_hold_stops_with_the_table_and_job_named(sink):
+    t = clustered_table()
+    _seed(sink, t, C_ROWS)
+    bad = _add(t, Column(3, "x\0y", "int"))
+    with pytest.raises(ChangefeedError, match=r"ADD COLUMN on test\.c \(job 900, ts 200\).*NUL"):
+        apply_ddl(sink, CF, _job("add column", 200, bad), t, bad)
+    assert applied_version(table_path(sink, t), APP) == 100  # nothing applied
+    long = replace(t, name="😀" * 64)
+    with pytest.raises(ChangefeedError, match="more than the 255"):
+        apply_ddl(sink, CF, _job("rename table", 300, long, old_schema_name="test", old_table_name="c"), t, long)
+
+
 # --- columns --------------------------------------------------------------------------------------
 
 

@@ -3,16 +3,20 @@ tables it reads on the driver."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from cdc_core.codec import key
 from cdc_core.codec.datum_key import encode_key
+from cdc_core.codec.sql_literal import string_literal
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs import snapshot_load
 from spark_jobs.snapshot_load import Chunk, chunks_from_boundaries, handle_lower_bound, range_column, select_sql
 
 TID = 104
+LIT = functools.partial(string_literal, no_backslash_escapes=False)
 
 
 def test_boundary_keys_become_handle_lower_bounds():
@@ -45,9 +49,9 @@ def test_chunk_queries_range_the_handle():
                           indexes=(Index("PRIMARY", ("id",), unique=True, primary=True, id=1),))
     hidden = TableInfo(id=TID, db_name="d", name="h", columns=(Column(1, "v", "text"),))
     assert range_column(clustered) == "id" and range_column(hidden) == "_tidb_rowid"
-    assert select_sql(clustered, Chunk(0, 250)) == "SELECT * FROM `d`.`t` WHERE `id` >= 0 AND `id` < 250"
-    assert select_sql(clustered, Chunk(None, None)) == "SELECT * FROM `d`.`t`"
-    assert select_sql(hidden, Chunk(None, 9)) == "SELECT *, `_tidb_rowid` FROM `d`.`h` WHERE `_tidb_rowid` < 9"
+    assert select_sql(clustered, Chunk(0, 250), LIT) == "SELECT * FROM `d`.`t` WHERE `id` >= 0 AND `id` < 250"
+    assert select_sql(clustered, Chunk(None, None), LIT) == "SELECT * FROM `d`.`t`"
+    assert select_sql(hidden, Chunk(None, 9), LIT) == "SELECT *, `_tidb_rowid` FROM `d`.`h` WHERE `_tidb_rowid` < 9"
 
 
 def test_a_common_handle_led_by_an_integer_is_chunked_by_that_column():
@@ -69,7 +73,7 @@ def test_a_common_handle_led_by_an_integer_is_chunked_by_that_column():
     bounds = [start, boundary(-3, b"x"), boundary(10, b""), boundary(10, b"zz"), start + b"\x03\x80"]
     assert chunks_from_boundaries(TID, bounds, 64, common=True) == [Chunk(None, -3), Chunk(-3, 0), Chunk(0, 10),
                                                                     Chunk(10, None)]
-    assert select_sql(common, Chunk(-3, 0)) == "SELECT * FROM `d`.`c` WHERE `tenant` >= -3 AND `tenant` < 0"
+    assert select_sql(common, Chunk(-3, 0), LIT) == "SELECT * FROM `d`.`c` WHERE `tenant` >= -3 AND `tenant` < 0"
 
 
 def test_a_common_handle_led_by_a_string_is_chunked_by_its_leading_bytes():
@@ -89,8 +93,8 @@ def test_a_common_handle_led_by_a_string_is_chunked_by_its_leading_bytes():
     assert chunks_from_boundaries(TID, bounds, 64, common=True) == [
         Chunk(None, "apple"), Chunk("apple", "pear"), Chunk("pear", "user-00042-with-"),
         Chunk("user-00042-with-", None)]
-    assert select_sql(common, Chunk("apple", "it's")) == \
-        "SELECT * FROM `d`.`s` WHERE `k` >= 'apple' AND `k` < 'it\\'s'"
+    assert select_sql(common, Chunk("apple", "it's"), LIT) == \
+        "SELECT * FROM `d`.`s` WHERE `k` >= 'apple' AND `k` < 'it''s'"
     assert Chunk.from_spec(*Chunk("a", None).spec()) == Chunk("a", None)
     assert Chunk.from_spec(*Chunk(-3, 7).spec()) == Chunk(-3, 7)
 

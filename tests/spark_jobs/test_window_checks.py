@@ -3,6 +3,7 @@ that selects exactly the upstream rows holding it; the driver's comparison of th
 
 from __future__ import annotations
 
+import functools
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -11,10 +12,15 @@ import pyarrow as pa
 import pytest
 
 from cdc_core.changefeed.schema_loader import load_schema
+from cdc_core.codec.sql_literal import string_literal
 from cdc_core.errors import ChangefeedError
+from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs import window_checks
 from spark_jobs.window_checks import key_literal, point_select, same_rows
 from testkit.builders import clustered_table
+
+LIT = functools.partial(string_literal, no_backslash_escapes=False)
+NBE_LIT = functools.partial(string_literal, no_backslash_escapes=True)
 
 
 def test_a_small_decimal_key_is_a_decimal_literal_not_an_exponent() -> None:
@@ -22,27 +28,44 @@ def test_a_small_decimal_key_is_a_decimal_literal_not_an_exponent() -> None:
     col = clustered_table().columns[0]
     (small,) = pa.array([Decimal("0.00000010")], pa.decimal128(10, 8)).to_pylist()
     assert "E" in str(small)
-    assert key_literal(col, small) == "0.00000010"
-    assert key_literal(col, Decimal("-12345678.5")) == "-12345678.5"
+    assert key_literal(col, small, LIT) == "0.00000010"
+    assert key_literal(col, Decimal("-12345678.5"), LIT) == "-12345678.5"
 
 
 def test_other_key_values_and_a_value_without_a_literal() -> None:
     col = clustered_table().columns[0]
-    assert key_literal(col, datetime(2026, 1, 2, 3, 4, 5, 60)) == "'2026-01-02 03:04:05.000060'"
-    assert key_literal(col, date(2026, 1, 2)) == "'2026-01-02'"
-    assert key_literal(col, b"\x00\xff") == "X'00ff'"
-    assert key_literal(col, "it's") == "'it\\'s'"
-    assert key_literal(col, True) == "1" and key_literal(col, None) == "NULL"
+    assert key_literal(col, datetime(2026, 1, 2, 3, 4, 5, 60), LIT) == "'2026-01-02 03:04:05.000060'"
+    assert key_literal(col, date(2026, 1, 2), LIT) == "'2026-01-02'"
+    assert key_literal(col, b"\x00\xff", LIT) == "X'00ff'"
+    assert key_literal(col, "it's", LIT) == "'it''s'"
+    assert key_literal(col, True, LIT) == "1" and key_literal(col, None, LIT) == "NULL"
     with pytest.raises(ChangefeedError, match=repr(col.name)):
-        key_literal(col, 1.5)
+        key_literal(col, 1.5, LIT)
+
+
+def test_a_string_key_is_written_as_the_session_reads_it() -> None:
+    """A backslash is doubled for a session without NO_BACKSLASH_ESCAPES and left alone under it (where doubling
+    would select a\\\\b instead of a\\b); a quote is doubled in both."""
+    col = clustered_table().columns[0]
+    assert key_literal(col, "a\\b'c", LIT) == "'a\\\\b''c'"
+    assert key_literal(col, "a\\b'c", NBE_LIT) == "'a\\b''c'"
 
 
 def test_a_composite_key_selects_by_row_constructor() -> None:
     t = clustered_table()
     a, b = t.columns[0].name, t.columns[1].name
-    sql = point_select(t, [a, b], [(1, 2), (3, 4)])
+    sql = point_select(t, [a, b], [(1, 2), (3, 4)], LIT)
     assert sql == f"SELECT * FROM `{t.db_name}`.`{t.name}` WHERE (`{a}`, `{b}`) IN ((1, 2), (3, 4))"
-    assert point_select(t, [a], [(1,), (3,)]).endswith(f"WHERE `{a}` IN (1, 3)")
+    assert point_select(t, [a], [(1,), (3,)], LIT).endswith(f"WHERE `{a}` IN (1, 3)")
+
+
+def test_point_reads_quote_every_name_with_its_backticks_doubled() -> None:
+    a, b = "a`.q", "b 'c'"
+    odd = TableInfo(id=7, db_name="d`b.x", name="t`1 y", columns=(Column(1, a, "int", nullable=False),
+                                                                 Column(2, b, "varchar", nullable=False, length=9)),
+                    indexes=(Index("PRIMARY", (a, b), unique=True, primary=True),))
+    assert point_select(odd, [a, b], [(1, "x")], LIT) == (
+        "SELECT * FROM `d``b.x`.`t``1 y` WHERE (`a``.q`, `b 'c'`) IN ((1, 'x'))")
 
 
 def test_same_rows_compares_multisets_of_rows_whatever_their_order_and_chunks() -> None:

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.schema.ddl_history import DDLJob
-from cdc_core.schema.model import Column, TableInfo
+from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.apply_window import apply_window
 from spark_jobs.bronze import write_bronze
 from spark_jobs.data_quality import version_as_of
@@ -151,3 +151,33 @@ def test_ddl_between_windows_gives_the_same_tables(spark, tmp_path):
         assert _rows_at(paths["rs"], c2, ts) == _rows_at(paths["sp"], c2, ts), ts
     assert DeltaTable(paths["rs"]).transaction_version(app_id_for("cf")) == \
         DeltaTable(paths["sp"]).transaction_version(app_id_for("cf")) == 50
+
+
+ODD = TableInfo(id=140, db_name="_cdcflow", name="a b/c`'\\中",
+                columns=(Column(1, "k`.ey", "int", nullable=False), Column(2, "v a,l=u;e{}", "varchar", length=9),
+                         Column(3, "w.x`y(\t)", "int")),
+                indexes=(Index("PRIMARY", ("k`.ey",), unique=True, primary=True),), pk_is_handle=True)
+
+
+def test_names_of_any_characters_go_through_both_writers(spark, tmp_path):
+    """Column names with backticks, dots and what delta-spark refuses in a table it creates (" ,;{}()\\n\\t=") -- it
+    merges into the table delta-rs creates for it -- and a database named _cdcflow, through both writers alike."""
+    def windows() -> list[tuple[int, Bronze]]:
+        w1 = Bronze().put(ODD, 1, 10, {1: 1, 2: "a'b\\c", 3: 1}).put(ODD, 2, 10, {1: 2, 2: "x", 3: 2})
+        # a key move (a clustered handle's: a delete and a put, as TiDB writes it), then an update
+        w2 = Bronze().delete(ODD, 1, 20, {1: 1, 2: "a'b\\c", 3: 1}).put(ODD, 3, 20, {1: 3, 2: "moved", 3: 3})
+        w2.put(ODD, 2, 21, {1: 2, 2: None, 3: 20}, old={1: 2, 2: "x", 3: 2})
+        return [(15, w1), (25, w2)]
+
+    rows = {}
+    for kind, writer in (("rs", DeltaRsWriter()), ("sp", DeltaSparkWriter(spark))):
+        sink = f"file://{tmp_path}/{kind}"
+        for end, bronze in windows():
+            write_bronze(sink, "cf", end, bronze.arrow())
+            apply_window(sink, "cf", end, [ODD], spark=spark, writer=writer)
+        path = table_path(sink, ODD)
+        assert path == f"{tmp_path}/{kind}/~5Fcdcflow/a~20b~2Fc~60~27~5C中"
+        assert DeltaTable(path).transaction_version(app_id_for("cf")) == 25
+        rows[kind] = _rows(path, ODD)
+    assert rows["rs"] == rows["sp"] == [
+        {"k`.ey": 2, "v a,l=u;e{}": None, "w.x`y(\t)": 20}, {"k`.ey": 3, "v a,l=u;e{}": "moved", "w.x`y(\t)": 3}]

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 from cdc_core import failpoint
 from cdc_core.cli import main as cli_main
 from cdc_core.client.upstream import UpstreamClient
+from cdc_core.codec.sink_uri import table_path_of
+from cdc_core.codec.sql_ident import quote_table
 from cdc_core.codec.value_text import json_value
 from spark_jobs.silver_read import read_table
 
@@ -45,7 +47,7 @@ def artifacts_dir(name: str) -> Path:
 
 
 def delta_rows(sink: Path, db: str, table: str, key: str) -> list[dict[str, Any]]:
-    dt = DeltaTable(str(sink / db / table))
+    dt = DeltaTable(table_path_of(str(sink), db, table))
     rows = [{k: json_value(v) for k, v in r.items() if k != "_tidb_rowid"} for r in read_table(dt).to_pylist()]
     return sorted(rows, key=lambda r: r[key])
 
@@ -55,8 +57,9 @@ def delta_rows_at(sink: Path, db: str, table: str, key: str, ts: int) -> list[di
     (either writer's, :func:`spark_jobs.data_quality.version_as_of`)."""
     from spark_jobs.data_quality import version_as_of
 
-    dt = DeltaTable(str(sink / db / table))
-    version = version_as_of(str(sink / db / table), ts)
+    path = table_path_of(str(sink), db, table)
+    dt = DeltaTable(path)
+    version = version_as_of(path, ts)
     assert version is not None, f"{db}.{table} has no commit at or below ts {ts}"
     dt.load_as_version(version)
     rows = [{k: json_value(v) for k, v in r.items() if k != "_tidb_rowid"} for r in read_table(dt).to_pylist()]
@@ -64,7 +67,7 @@ def delta_rows_at(sink: Path, db: str, table: str, key: str, ts: int) -> list[di
 
 
 def upstream_rows(client: UpstreamClient, db: str, table: str, key: str, ts: int) -> list[dict[str, Any]]:
-    return sorted(client.query(f"SELECT * FROM {db}.{table}", at_ts=ts), key=lambda r: r[key])
+    return sorted(client.query(f"SELECT * FROM {quote_table(db, table)}", at_ts=ts), key=lambda r: r[key])
 
 
 def typed_rows_match(client: UpstreamClient, sink: Path, db: str, table: str, ts: int) -> int:
@@ -82,9 +85,9 @@ def typed_rows_match(client: UpstreamClient, sink: Path, db: str, table: str, ts
     def canon(row: dict[str, Any], read: Any) -> tuple[str | None, ...]:
         return tuple(canonical_value(c, read(c, row[c.name])) for c in cols)
 
-    up = sorted(canon(r, lambda c, v: v) for r in client.query(f"SELECT * FROM {db}.{table}", at_ts=ts))
+    up = sorted(canon(r, lambda c, v: v) for r in client.query(f"SELECT * FROM {quote_table(db, table)}", at_ts=ts))
     lake = sorted(canon(r, lambda c, v: c.from_arrow(v))
-                  for r in read_table(DeltaTable(str(sink / db / table))).to_pylist())
+                  for r in read_table(DeltaTable(table_path_of(str(sink), db, table))).to_pylist())
     assert len(lake) == len(up), f"{db}.{table} at {ts}: {len(lake)} rows in Delta, {len(up)} upstream"
     for a, b in zip(lake, up, strict=True):
         assert a == b, (f"{db}.{table} at {ts}: "

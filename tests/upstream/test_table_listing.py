@@ -3,6 +3,7 @@ stream, refusals with TiDB's code and a clear message, permits released on every
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,7 +15,9 @@ from prometheus_client import CollectorRegistry
 from sqlglot import parse_one
 from wire.eventfeed import wait_until
 
+from cdc_core.client.tidb_sql import connection_literal
 from cdc_core.client.upstream import UpstreamClient, listing_sql
+from cdc_core.codec.sql_literal import string_literal
 from cdc_core.memory import LimitType, MemoryLimitConfig, Permit
 from cdc_core.schema.model import Column, TableInfo
 from cdc_core.upstream.catalog import Catalog, DatabaseInfo
@@ -66,7 +69,7 @@ class Limited:
         conn = self.connect()
         try:
             with conn.cursor(pymysql.cursors.SSCursor) as cur:
-                cur.execute(sql or listing_sql(schema))
+                cur.execute(sql or listing_sql(schema, literal=connection_literal(conn)))
                 return list(cur.fetchall_unbuffered())
         finally:
             conn.close()
@@ -102,7 +105,7 @@ def test_listing_queries_stream_others_are_built_whole() -> None:
     def plan(sql: str, db: str = "") -> Any:
         return plan_listing(parse_one(sql, read="mysql"), db)
 
-    p = plan(listing_sql("shop", "o%"))
+    p = plan(listing_sql("shop", "o%", literal=functools.partial(string_literal, no_backslash_escapes=False)))
     assert p is not None and p.positions is not None and p.predicate is not None and p.schema == "shop"
     assert p.columns == ("TIDB_TABLE_ID", "TABLE_SCHEMA", "TABLE_NAME")
     row = ("def", "shop", "orders", "BASE TABLE", *(None,) * 17, 7, "CLUSTERED")
@@ -160,7 +163,7 @@ def test_a_listing_larger_than_the_pools_streams_within_them(limited: Callable[.
     # A client that stops reading holds the server at the chunk in flight, not the listing.
     conn = c.connect()
     cur = conn.cursor(pymysql.cursors.SSCursor)
-    cur.execute(listing_sql("big"))
+    cur.execute(listing_sql("big", literal=connection_literal(conn)))
     assert cur.fetchone() is not None
     wait_until(lambda: c.used()[1] > 0, what="a chunk in flight")
     assert c.used()[1] <= CHUNK * 60
