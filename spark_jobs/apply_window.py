@@ -44,6 +44,7 @@ from cdc_core.changefeed.apply_result import no_events_reason, skipped
 from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
+from spark_jobs import mapped_values
 from spark_jobs.bronze import read_bronze
 from spark_jobs.delta_writer import DeltaRsWriter, DeltaWriter, get_writer
 from spark_jobs.event_filters import apply_event_filters, drops_rows, validate_filters
@@ -97,7 +98,8 @@ def apply_window(
     current path, where a move record of another, earlier table of that name means nothing).
 
     Returns ``{"<db>.<table>": {"table_id", "rows_upserted", "rows_deleted", "delta_version",
-    "skipped", "applied_version", "reason", "changes", "path"}}``.
+    "skipped", "applied_version", "reason", "changes", "path", "mapped"}}``; ``mapped``: ``{column: values}`` of
+    the values the rows written hold as NULL because Delta cannot hold them (:mod:`spark_jobs.mapped_values`).
     """
     from pyspark.sql import functions as F
 
@@ -188,20 +190,28 @@ def apply_window(
             writer.ensure_table(path, t)
             return t.qualified_name, skipped(t, path, no_events_reason(after_ts, upto), writer.table_version(path),
                                              writer.applied_version(path, main_id))
+        persisted = None
         try:
+            changes, mapped, persisted = _count_mapped(writer, t, changes)
             res = _merge(writer, path, t, changes, app_id, ver, filters)
         except Exception as exc:
             failure = decode_failure(exc)
             if failure is None:
                 raise
             raise ChangefeedError(failure) from exc
+        finally:
+            if persisted is not None:
+                persisted.unpersist()
         failpoint.hit("apply.table_committed")
         log.info(
             "applied window %d (%s, %d] as version %d to %s: +%d -%d (version %s, skipped=%s)",
             window_end_ts, after_ts, upto, ver, t.qualified_name, res.rows_upserted, res.rows_deleted,
             res.delta_version, res.skipped,
         )  # fmt: skip
-        return t.qualified_name, {"table_id": t.id, **res.to_dict(), "path": path}
+        if mapped:
+            log.warning("%s: values Delta cannot hold written as NULL, by column %s (counted in the data-quality "
+                        "results)", t.qualified_name, mapped)
+        return t.qualified_name, {"table_id": t.id, **res.to_dict(), "path": path, "mapped": mapped}
 
     try:
         # Tables are merged TABLE_THREADS at a time. Each commits on its own with the app transaction, so a failure
@@ -213,6 +223,24 @@ def apply_window(
         if cached:
             events.unpersist()
     return results
+
+
+def _count_mapped(writer: DeltaWriter, t: TableInfo, changes: Any) -> tuple[Any, dict[str, int], Any]:
+    """The change set to merge, ``{column: values}`` its upserts hold as NULL because Delta cannot hold them, and a
+    persisted DataFrame to unpersist after the merge (or None). A Spark change set is counted where the merge reads
+    it: the delta-rs writer collects it to Arrow anyway (done here, once), delta-spark's MERGE reads it persisted
+    after the count; a table without a date column maps nothing and is not counted."""
+    import pyarrow as pa
+
+    if isinstance(changes, pa.Table):
+        return changes, mapped_values.count_arrow(changes.column(mapped_values.MAPPED_COL), t), None
+    if not mapped_values.can_map(t):
+        return changes, {}, None
+    if isinstance(writer, DeltaRsWriter):
+        data = changes.toArrow()
+        return data, mapped_values.count_arrow(data.column(mapped_values.MAPPED_COL), t), None
+    kept = changes.persist()
+    return kept, mapped_values.count_spark(kept, t), kept
 
 
 def _merge(

@@ -9,12 +9,17 @@ rows of the chunk, all chunks in one job. Only the two numbers per chunk cross t
 differ is bisected on its integer range (both sides again, a chunk at a time) until the differing pieces hold
 at most ``ROW_DIFF_ROWS`` rows; only those are read upstream row by row and diffed by key, for the sample keys.
 
-Each column enters the text as a form both sides print alike: integers, DECIMAL (its scale's digits), strings,
-ENUM and SET as themselves; DATE and DATETIME/TIMESTAMP through ``DATE_FORMAT`` with six fraction digits
-(TIMESTAMP in UTC: the reader's session time zone is UTC, ``cdc_core.client.tidb_sql``); byte strings as ``HEX``;
-BIT as its unsigned integer. FLOAT/DOUBLE, TIME and JSON have no such form (MySQL and Java print floats
-differently; TiDB prints JSON its own way): a table with one of them is compared by reading its rows
-(:func:`pushdown_columns` is None and ``data_quality`` hashes every row in Spark instead).
+Each column enters the text as a form both sides print alike: integers, DECIMAL (its scale's digits; a DECIMAL
+wider than 38 digits is that text in the lake too), strings, ENUM and SET as themselves; DATE and DATETIME/TIMESTAMP
+through ``DATE_FORMAT`` with six fraction digits (TIMESTAMP in UTC: the reader's session time zone is UTC,
+``cdc_core.client.tidb_sql``); byte strings as ``HEX``; BIT as its unsigned integer. A column's NULL flag is its
+text's: TiDB's ``DATE_FORMAT`` of a zero date or of one with a zero month or day is NULL (``builtinDateFormatSig``:
+``InvalidZero``), which is what the lake holds for those values (``column_type.maps_to_null``). Year-0 dates and
+invalid days (ALLOW_INVALID_DATES) print upstream but are NULL in the lake: their chunk differs here, and the rows of
+the differing pieces are then compared under the lake's mapping (``data_quality.PushedDown.compare``).
+FLOAT/DOUBLE, TIME, JSON and VECTOR have no such form (MySQL and Java print floats differently; TiDB prints JSON its
+own way): a table with one of them is compared by reading its rows (:func:`pushdown_columns` is None and
+``data_quality`` hashes every row in Spark instead).
 """
 
 from __future__ import annotations
@@ -86,6 +91,11 @@ def _spark_text(col: Column) -> SparkColumn | None:
     return None
 
 
+def _maps(col: Column) -> bool:
+    """Whether the column's upstream values may be ones the lake holds as NULL (its NULL flag is then its text's)."""
+    return col.kind in (ct.DATE, ct.DATETIME, ct.TIMESTAMP)
+
+
 def pushdown_columns(table: TableInfo) -> list[Column] | None:
     """The table's columns when every one has a text form both sides print alike (see the module docstring);
     None when a column has none."""
@@ -116,7 +126,7 @@ def checksum_sql(table: TableInfo, chunk: Chunk, literal: Callable[[str], str]) 
     if cols is None:
         raise ValueError(f"{table.qualified_name} has a column without a pushed-down text form")
     texts = [t for t in (_sql_text(c) for c in cols) if t is not None]
-    nulls = ", ".join(f"ISNULL({quote_ident(c.name)})" for c in cols)
+    nulls = ", ".join(f"ISNULL({_sql_text(c) if _maps(c) else quote_ident(c.name)})" for c in cols)
     rc = chunk_column(table)
     where = chunk.where(rc, literal) if rc is not None else ""
     r = quote_ident(rc) if rc is not None else None
@@ -141,7 +151,7 @@ def _row_crc(table: TableInfo) -> SparkColumn:
     cols = pushdown_columns(table)
     assert cols is not None
     texts = [t for t in (_spark_text(c) for c in cols) if t is not None]
-    nulls = F.concat(*[F.isnull(F.col(quote_ident(c.name))).cast("int").cast("string") for c in cols])
+    nulls = F.concat(*[F.isnull(F.col(quote_ident(c.name))).cast("int").cast("string") for c in cols])  # the text's
     return F.crc32(F.concat_ws(",", *texts, nulls).cast("binary"))
 
 

@@ -2,10 +2,11 @@
 
 Bronze keeps the row values exactly as TiKV sent them (rowcodec v2, or the datum format of old clusters). The
 events of a table are mapped with ``mapInArrow``: each Arrow batch of values is decoded at once by
-:func:`cdc_core.codec.rowcodec_batch.decode_rows` (numpy over the batch's buffers, no Python call per row per
+:func:`cdc_core.codec.rowcodec_batch.decode_batch` (numpy over the batch's buffers, no Python call per row per
 column) into typed columns, which become the ``_new`` / ``_old`` structs. Ids the schema does not have (dropped
 columns) are skipped; ids a value lacks take the column's origin default. A value that does not decode, or does
-not fit its Delta type, fails the job with the table, column, key and commit ts.
+not fit its Delta type, fails the job with the table, column, key and commit ts. A date Delta cannot hold is NULL in
+the image, and ``_new_mapped`` names the columns of the new image mapped so (:mod:`spark_jobs.mapped_values`).
 
 The handle comes from the row key (the 8 bytes at ``cdc_core.codec.key.HANDLE_OFFSET``, big-endian with the sign bit
 flipped), decoded natively before the batches reach Python. For clustered tables it is the PK value and the key is
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from cdc_core.codec.key import HANDLE_OFFSET, ROW_KEY_LEN
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
+from spark_jobs import mapped_values
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,20 +68,24 @@ def mounted_schema(table: TableInfo) -> pa.Schema:
     return pa.schema([
         ("table_id", pa.int64()), ("key", pa.binary()), ("op", pa.string()), ("start_ts", pa.int64()),
         ("commit_ts", pa.int64()), (HANDLE, pa.int64()), (NEW, image), (OLD, image),
+        (mapped_values.NEW_MAPPED, mapped_values.marker_type()),
     ])
 
 
-def _image(table: TableInfo, batch: pa.RecordBatch, column: str, present: pa.Array) -> pa.StructArray:
-    """The typed images of ``batch[column]`` where ``present`` (null elsewhere), keyed fields from the handle."""
+def _image(table: TableInfo, batch: pa.RecordBatch, column: str, present: pa.Array
+           ) -> tuple[pa.StructArray, pa.Array]:
+    """The typed images of ``batch[column]`` where ``present`` (null elsewhere), keyed fields from the handle, and
+    their mapped values' marker."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from cdc_core.codec.rowcodec_batch import ArrowColumn, RowDecodeError, decode_rows
+    from cdc_core.codec.rowcodec_batch import ArrowColumn, RowDecodeError, decode_batch
 
     values = pc.if_else(present, batch.column(column), pa.scalar(None, pa.binary()))
     try:
         columns = [ArrowColumn(c.id, c.field_type(), c.to_stored(c.origin_default)) for c in table.columns]
-        arrays = decode_rows(values, columns)
+        decoded = decode_batch(values, columns)
+        arrays = decoded.arrays
     except RowDecodeError as exc:
         where = [f"table {table.qualified_name} (id {table.id})"]
         if exc.col_id is not None:
@@ -99,7 +105,8 @@ def _image(table: TableInfo, batch: pa.RecordBatch, column: str, present: pa.Arr
     if ROWID_COLUMN in image.names:
         by_name[ROWID_COLUMN] = handle
     children = [by_name[f.name] for f in image]
-    return pa.StructArray.from_arrays(children, fields=list(image), mask=pc.invert(present))
+    marks = mapped_values.marker([c.id for c in table.columns], decoded.mapped, batch.num_rows)
+    return pa.StructArray.from_arrays(children, fields=list(image), mask=pc.invert(present)), marks
 
 
 def decode_batches(table_json: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -117,10 +124,10 @@ def decode_batch(table: TableInfo, batch: pa.RecordBatch) -> pa.RecordBatch:
 
     is_put = pc.fill_null(pc.and_(pc.equal(batch.column("op"), "put"), pc.is_valid(batch.column("value"))), False)
     has_old = pc.is_valid(batch.column("old_value"))
-    new = _image(table, batch, "value", is_put)
-    old = _image(table, batch, "old_value", has_old)
+    new, new_mapped = _image(table, batch, "value", is_put)
+    old, _ = _image(table, batch, "old_value", has_old)
     passed = [batch.column(n) for n in (*_PASSED, HANDLE)]
-    return pa.RecordBatch.from_arrays([*passed, new, old], schema=mounted_schema(table))
+    return pa.RecordBatch.from_arrays([*passed, new, old, new_mapped], schema=mounted_schema(table))
 
 
 def decode_events(table: TableInfo, events: pa.RecordBatch) -> pa.RecordBatch:
@@ -194,8 +201,9 @@ def key_only_image(table: TableInfo) -> SparkColumn | None:
 def mount(events: DataFrame, table: TableInfo) -> DataFrame:
     """Decode bronze events of ``table`` (events of other tables, by physical id, are filtered out).
 
-    Output columns: ``table_id, key, op, start_ts, commit_ts, _handle, _new, _old``, where
-    ``_new``/``_old`` are structs of :func:`image_columns`.
+    Output columns: ``table_id, key, op, start_ts, commit_ts, _handle, _new, _old, _new_mapped``, where
+    ``_new``/``_old`` are structs of :func:`image_columns` and ``_new_mapped`` the new image's mapped values
+    (:mod:`spark_jobs.mapped_values`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.schema.model import TableInfo
+from spark_jobs.mapped_values import MAPPED_COL, NEW_MAPPED
 from spark_jobs.mount import NEW, OLD, image_columns, key_only_image
 
 if TYPE_CHECKING:
@@ -71,16 +72,18 @@ def split_and_order(mounted: DataFrame, table: TableInfo) -> DataFrame:
     key_img = key_only_image(table)
     old_or_key = F.coalesce(F.col(OLD), key_img) if key_img is not None else F.col(OLD)
 
-    def change(kind: int, img: SparkColumn) -> SparkColumn:
-        return F.struct(F.lit(kind).alias("_kind"), img.alias("_img"))
+    def change(kind: int, img: SparkColumn, mapped: SparkColumn) -> SparkColumn:
+        return F.struct(F.lit(kind).alias("_kind"), img.alias("_img"), mapped.alias("_mapped"))
 
-    delete_part = F.when(is_del, change(KIND_DELETE, old_or_key)).when(
-        is_put & has_old & _keys_changed(table), change(KIND_DELETE, F.col(OLD))
+    no_marks = F.lit(None).cast("array<int>")  # an upsert carries its image's mapped values (mapped_values)
+    delete_part = F.when(is_del, change(KIND_DELETE, old_or_key, no_marks)).when(
+        is_put & has_old & _keys_changed(table), change(KIND_DELETE, F.col(OLD), no_marks)
     )
-    insert_part = F.when(is_put & F.col(NEW).isNotNull(), change(KIND_INSERT, F.col(NEW)))
+    insert_part = F.when(is_put & F.col(NEW).isNotNull(), change(KIND_INSERT, F.col(NEW), F.col(NEW_MAPPED)))
     parts = F.filter(F.array(delete_part, insert_part), lambda x: x.isNotNull() & x["_img"].isNotNull())
     return mounted.select("commit_ts", "key", F.explode(parts).alias("_c")).select(
-        "commit_ts", "key", F.col("_c._kind").alias("_kind"), F.col("_c._img").alias("_img")
+        "commit_ts", "key", F.col("_c._kind").alias("_kind"), F.col("_c._img").alias("_img"),
+        F.col("_c._mapped").alias(MAPPED_COL)
     )
 
 
@@ -88,7 +91,8 @@ def net_effect(mounted: DataFrame, table: TableInfo, *, deduplicated: bool = Fal
     """The net change set of a window for ``table``: one row per Delta key.
 
     Columns: the image columns (:func:`spark_jobs.mount.image_columns`), ``_cdc_op``
-    ('delete' | 'upsert') and ``_cdc_commit_ts`` (commit ts of the winning event).
+    ('delete' | 'upsert'), ``_cdc_commit_ts`` (commit ts of the winning event) and ``_cdc_mapped`` (an upsert's
+    mapped values, :mod:`spark_jobs.mapped_values`).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -99,7 +103,7 @@ def net_effect(mounted: DataFrame, table: TableInfo, *, deduplicated: bool = Fal
     # called ``key`` or ``commit_ts``.
     flat = changes.select(
         F.col("commit_ts").alias(_TS), F.col("_kind").alias(_KIND), F.col("key").alias(_KEY),
-        *[F.col("_img").getField(n).alias(n) for n, _ in image_columns(table)],
+        *[F.col("_img").getField(n).alias(n) for n, _ in image_columns(table)], F.col(MAPPED_COL),
     )  # fmt: skip
     # A change whose Delta key is NULL cannot be placed; only deletes can lack it (see above).
     key_names = list(table.delta_key())
@@ -110,7 +114,7 @@ def net_effect(mounted: DataFrame, table: TableInfo, *, deduplicated: bool = Fal
     return last.select(
         *[F.col(quote_ident(n)) for n, _ in image_columns(table)],
         F.when(F.col(_KIND) == KIND_DELETE, F.lit("delete")).otherwise(F.lit("upsert")).alias(OP_COL),
-        F.col(_TS).alias(COMMIT_TS_COL),
+        F.col(_TS).alias(COMMIT_TS_COL), F.col(MAPPED_COL),
     )
 
 

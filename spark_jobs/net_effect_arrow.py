@@ -13,6 +13,8 @@ every case on both and compares them on random event sets.
    changed (null-safe); a DELETE gives a delete of its old image, or, without one, of the image its row key gives
    when the handle is the Delta key (else nothing: a key that had no earlier version).
 4. The net effect per Delta key is the last change by ``(commit_ts, deletes before inserts, row key)``.
+
+An upsert carries its new image's mapped values (``_cdc_mapped``, :mod:`spark_jobs.mapped_values`) for the count.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
+from spark_jobs.mapped_values import MAPPED_COL, NEW_MAPPED
 from spark_jobs.mount import HANDLE, NEW, OLD, decode_events
 from spark_jobs.net_effect import COMMIT_TS_COL, DEDUPE_COLUMNS, KIND_DELETE, KIND_INSERT, OP_COL
 
@@ -60,7 +63,7 @@ def _null_safe_differs(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArra
 
 def net_effect_arrow(events: pa.Table, table: TableInfo, ignore_txn_start_ts: Sequence[int] = ()) -> pa.Table:
     """The net change set of a table's window events (bronze columns): one row per Delta key, with the image
-    columns, ``_cdc_op`` ('delete' | 'upsert') and ``_cdc_commit_ts``."""
+    columns, ``_cdc_op`` ('delete' | 'upsert'), ``_cdc_commit_ts`` and ``_cdc_mapped``."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -93,7 +96,9 @@ def net_effect_arrow(events: pa.Table, table: TableInfo, ignore_txn_start_ts: Se
         else:
             img = image.filter(pc.fill_null(rows, False))
             cols += [pc.struct_field(img, n) for n in names]
-        return pa.table(cols, names=[_TS, _KIND, _KEY, *names])
+        marks = sel.column(NEW_MAPPED) if kind == KIND_INSERT else pa.nulls(sel.num_rows, m.schema.field(
+            NEW_MAPPED).type)
+        return pa.table([*cols, marks], names=[_TS, _KIND, _KEY, *names, MAPPED_COL])
 
     by_handle = table.handle_column is not None or ROWID_COLUMN in names
     parts = [
@@ -111,4 +116,5 @@ def net_effect_arrow(events: pa.Table, table: TableInfo, ignore_txn_start_ts: Se
     flat = flat.filter(placed).sort_by([(_TS, "descending"), (_KIND, "descending"), (_KEY, "descending")])
     last = _first_of_groups(flat, key)
     op_out = pc.if_else(pc.equal(last.column(_KIND), KIND_DELETE), "delete", "upsert")
-    return pa.table([*(last.column(n) for n in names), op_out, last.column(_TS)], names=[*names, OP_COL, COMMIT_TS_COL])
+    return pa.table([*(last.column(n) for n in names), op_out, last.column(_TS), last.column(MAPPED_COL)],
+                    names=[*names, OP_COL, COMMIT_TS_COL, MAPPED_COL])

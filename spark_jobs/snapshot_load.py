@@ -53,9 +53,10 @@ from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.codec.sql_ident import quote_ident, quote_table
 from cdc_core.errors import ChangefeedError, UpstreamError
+from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from cdc_core.tls import TlsConfig, client_tls, pinned
-from spark_jobs import silver_read
+from spark_jobs import mapped_values, silver_read
 from spark_jobs.delta_writer import commit_metadata, create_silver_table
 from spark_jobs.job_io import args_file_main, check_names, table_arg, ts_arg
 from spark_jobs.mount import image_columns
@@ -237,31 +238,42 @@ def select_sql(table: TableInfo, chunk: Chunk, literal: Callable[[str], str]) ->
     return f"{sql} WHERE {where}" if where else sql
 
 
-def row_typer(table: TableInfo) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+def row_typer(table: TableInfo, *, marked: bool = False) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     """What gives a ``SELECT`` row (JSON values by column name) as Python values of ``table``'s image columns, in
-    order. The image's layout (whether ``_tidb_rowid`` is in it, which takes its Arrow schema) is worked out once
-    per table, not per row."""
+    order, as the lake holds them (``Column.arrow_value``: a date Delta cannot hold is NULL); ``marked``: and the
+    row's mapped values' marker last (:func:`base_schema`). The image's layout (whether ``_tidb_rowid`` is in it,
+    which takes its Arrow schema) is worked out once per table, not per row."""
     columns = [(c, c.name.lower()) for c in table.columns]
     rowid = ROWID_COLUMN in table.arrow_schema().names
 
     def typed(row: dict[str, Any]) -> tuple[Any, ...]:
         lowered = {k.lower(): v for k, v in row.items()}
-        out: list[Any] = [c.arrow_value(c.convert(lowered.get(name))) for c, name in columns]
+        # the values the upstream holds, whatever the session's sql_mode let a write store (a zero date too)
+        values = [c.convert(lowered.get(name), ct.STORED_DATES) for c, name in columns]
+        out: list[Any] = [c.arrow_value(v) for (c, _), v in zip(columns, values, strict=True)]
         if rowid:
             out.append(int(lowered[ROWID_COLUMN]))
+        if marked:
+            out.append(mapped_values.row_marker(table, values))
         return tuple(out)
 
     return typed
 
 
-def fetch_partition(pd_addr: str, tidb: str | None, ts: int, table_json: str, chunks: Iterator[Chunk]
-                    ) -> Iterator[tuple[Any, ...]]:
+def base_schema(table: TableInfo) -> pa.Schema:
+    """The Arrow schema of a snapshot base's files: the image columns, and the rows' mapped values' marker
+    (:mod:`spark_jobs.mapped_values`; a load takes the image columns only)."""
+    return table.arrow_schema().append(pa.field(mapped_values.MAPPED_COL, mapped_values.marker_type()))
+
+
+def fetch_partition(pd_addr: str, tidb: str | None, ts: int, table_json: str, chunks: Iterator[Chunk],
+                    marked: bool = False) -> Iterator[tuple[Any, ...]]:
     """The rows of ``chunks`` at ``ts``, streamed through one MySQL connection of its own (``tidb``: the SQL
-    addresses; None: the TiDB servers registered in PD)."""
+    addresses; None: the TiDB servers registered in PD); ``marked``: each with its marker (:func:`row_typer`)."""
     from cdc_core.client.upstream import UpstreamClient
 
     table = TableInfo.from_json(table_json)
-    typed = row_typer(table)
+    typed = row_typer(table, marked=marked)
     with UpstreamClient(pd_addr, tidb=tidb) as client:
         for chunk in chunks:
             for row in client.iter_rows(select_sql(table, chunk, client.literal), at_ts=ts):
@@ -277,8 +289,9 @@ def upstream_reader(pd_addr: str, tidb: str | None, ts: int, source: TableInfo,
     return pa.RecordBatchReader.from_batches(schema, _batched(rows, schema))
 
 
-def spark_schema(table: TableInfo) -> str:
-    return ", ".join(f"{quote_ident(n)} {t}" for n, t in image_columns(table))
+def spark_schema(table: TableInfo, *, marked: bool = False) -> str:
+    cols = [*image_columns(table), *([(mapped_values.MAPPED_COL, "ARRAY<INT>")] if marked else [])]
+    return ", ".join(f"{quote_ident(n)} {t}" for n, t in cols)
 
 
 def _rows_batch(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatch:
@@ -300,33 +313,36 @@ def _batched(rows: Iterator[tuple[Any, ...]], schema: pa.Schema) -> Iterator[pa.
 
 
 def fetch_chunk_batches(pd_addr: str, tidb: str | None, tls: TlsConfig | None, ts: int, table_json: str,
-                        schema: pa.Schema, specs: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                        schema: pa.Schema, specs: Iterator[pa.RecordBatch], marked: bool = False
+                        ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body (a Spark Python worker): chunk specs (``lo``, ``hi``) in, their rows out as batches
     of ``schema`` (what Spark expects for the table's image columns), ``LOAD_BATCH_ROWS`` rows at most, read
     with the driver's TLS files (``tls``)."""
     chunks = (Chunk.from_spec(lo, hi) for b in specs
               for lo, hi in zip(b.column("lo").to_pylist(), b.column("hi").to_pylist(), strict=True))
     with pinned(tls):
-        yield from _batched(fetch_partition(pd_addr, tidb, ts, table_json, chunks), schema)
+        yield from _batched(fetch_partition(pd_addr, tidb, ts, table_json, chunks, marked), schema)
 
 
 def upstream_frame(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo, *, tidb: str | None = None,
-                   chunks: list[Chunk] | None = None) -> DataFrame:
+                   chunks: list[Chunk] | None = None, marked: bool = False) -> DataFrame:
     """The table's rows at ``ts`` as a (lazy) DataFrame of its image columns, read in parallel by chunk.
 
     A DataFrame of chunk specs, one per partition (``repartition(n)`` deals rows round robin), mapped with
     ``mapInArrow``: unlike an RDD this also runs over Spark Connect (``sc://``), where a client has no
     SparkContext. Each task streams its chunks' rows over its own MySQL connection, ``LOAD_BATCH_ROWS`` at a time,
     so no process holds the table. The data-quality checks read the upstream side of their comparison so.
+    ``marked``: with the rows' mapped values' marker (a snapshot base's, :func:`base_schema`).
     """
     from pyspark.sql.pandas.types import to_arrow_schema
 
     if chunks is None:
         chunks, _ = plan_chunks(pd_addr, table)
     spec = spark.createDataFrame([c.spec() for c in chunks], "lo STRING, hi STRING").repartition(len(chunks))
-    target = spark.createDataFrame([], spark_schema(table)).schema
+    target = spark.createDataFrame([], spark_schema(table, marked=marked)).schema
     arrow_target = to_arrow_schema(target, timezone="UTC")  # the session's time zone (spark_jobs.session)
-    fetch = functools.partial(fetch_chunk_batches, pd_addr, tidb, client_tls(), ts, table.to_json(), arrow_target)
+    fetch = functools.partial(fetch_chunk_batches, pd_addr, tidb, client_tls(), ts, table.to_json(), arrow_target,
+                              marked=marked)
     return spec.mapInArrow(fetch, target)
 
 
@@ -377,7 +393,7 @@ def fetch_table(
                 "chunks": meta.get("chunks"), "chunking": meta.get("chunking"), "path": str(final),
                 "seconds": round(time.monotonic() - started, 3)}
     chunks, how = plan_chunks(pd_addr, table, max_chunks)
-    fetch = functools.partial(fetch_partition, pd_addr, tidb, ts, table.to_json())
+    fetch = functools.partial(fetch_partition, pd_addr, tidb, ts, table.to_json(), marked=True)
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(final)
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
@@ -392,17 +408,21 @@ def fetch_table(
         # schema (no Spark job, no Python worker), chunk after chunk, LOAD_BATCH_ROWS rows at a time.
         _write_arrow(tmp, table, fetch(iter(chunks)))
     else:
-        frame = upstream_frame(spark, pd_addr, ts, table, tidb=tidb, chunks=chunks)
+        frame = upstream_frame(spark, pd_addr, ts, table, tidb=tidb, chunks=chunks, marked=True)
         frame.write.mode("overwrite").parquet(str(tmp))
     rows = _count_rows(tmp)
+    mapped = _count_mapped(tmp, table)
+    if mapped:
+        log.warning("snapshot base of %s at %d: values Delta cannot hold read as NULL, by column %s",
+                    table.qualified_name, ts, mapped)
     meta = {"table_id": table.id, "qualified_name": table.qualified_name, "ts": ts, "rows": rows,
             "chunks": len(chunks), "chunking": how, "schema_version": table.schema_version,
-            "table": table.to_dict(), "written_at": time.time()}
+            "table": table.to_dict(), "written_at": time.time(), "mapped": mapped}
     changelog.publish_snapshot_table(tmp, final, meta)
     log.info("snapshot base of %s at %d: %d rows in %d chunk(s), read %s", table.qualified_name, ts, rows,
              len(chunks), "on the driver" if on_driver else "by Spark tasks")
     return {"skipped": False, "reason": None, "rows": rows, "chunks": len(chunks), "chunking": how,
-            "path": str(final), "seconds": round(time.monotonic() - started, 3)}
+            "path": str(final), "seconds": round(time.monotonic() - started, 3), "mapped": mapped}
 
 
 def fold_table(sink: str, changefeed_id: str, ts: int, table: TableInfo) -> dict[str, Any]:
@@ -447,7 +467,7 @@ def _write_arrow(d: Path, table: TableInfo, rows: Iterator[tuple[Any, ...]]) -> 
     import pyarrow.parquet as pq
 
     d.mkdir(parents=True)
-    schema = table.arrow_schema()
+    schema = base_schema(table)
     with pq.ParquetWriter(d / "part-00000.parquet", schema) as writer:
         for batch in _batched(rows, schema):
             writer.write_batch(batch)
@@ -457,6 +477,24 @@ def _count_rows(d: Path) -> int:
     import pyarrow.parquet as pq
 
     return sum(pq.ParquetFile(p).metadata.num_rows for p in changelog.snapshot_part_files(d))
+
+
+def _count_mapped(d: Path, table: TableInfo) -> dict[str, int]:
+    """``{column: values}`` a base's rows hold as NULL because Delta cannot hold them (their markers, a file and a
+    row group at a time: only that column is read)."""
+    import pyarrow.parquet as pq
+
+    total: dict[str, int] = {}
+    if not mapped_values.can_map(table):
+        return total
+    for p in changelog.snapshot_part_files(d):
+        f = pq.ParquetFile(p)
+        if mapped_values.MAPPED_COL not in f.schema_arrow.names:
+            continue
+        for i in range(f.num_row_groups):
+            marks = f.read_row_group(i, columns=[mapped_values.MAPPED_COL]).column(0)
+            mapped_values.add_counts(total, mapped_values.count_arrow(marks, table))
+    return total
 
 
 # --- load ---------------------------------------------------------------------------------------
@@ -511,7 +549,7 @@ def load_base(
     log.info("loaded %s from the snapshot base %s as version %d", table.qualified_name, base, version)
     return {"skipped": False, "reason": None, "rows": meta.get("rows"), "delta_version": dt.version(),
             "applied_version": dt.transaction_version(app_id_for(changefeed_id)), "path": path,
-            "seconds": round(time.monotonic() - started, 3)}
+            "seconds": round(time.monotonic() - started, 3), "mapped": meta.get("mapped") or {}}
 
 
 # --- job entry points ---------------------------------------------------------------------------

@@ -64,13 +64,12 @@ def _not_null_frame(tables: list[tuple[TableInfo, pa.Table]]) -> pd.DataFrame:
 
     valid: list[pa.Array | pa.ChunkedArray] = [pa.array([], pa.bool_())]
     for table, rows in tables:
-        for c in table.columns:
-            if not c.nullable:
-                values = rows.column(c.name)
-                ok = pc.is_valid(values)
-                if pa.types.is_floating(values.type):  # pandas, and so GX on a table's own frame, takes NaN for NULL
-                    ok = pc.and_(ok, pc.invert(pc.fill_null(pc.is_nan(values), False)))
-                valid.append(pc.if_else(ok, True, pa.scalar(None, pa.bool_())))
+        for c in dq.not_null_columns(table):
+            values = rows.column(c.name)
+            ok = pc.is_valid(values)
+            if pa.types.is_floating(values.type):  # pandas, and so GX on a table's own frame, takes NaN for NULL
+                ok = pc.and_(ok, pc.invert(pc.fill_null(pc.is_nan(values), False)))
+            valid.append(pc.if_else(ok, True, pa.scalar(None, pa.bool_())))
     chunks = [chunk for v in valid for chunk in (v.chunks if isinstance(v, pa.ChunkedArray) else [v])]
     return pa.table({"value": pa.chunked_array(chunks, pa.bool_())}).to_pandas()
 

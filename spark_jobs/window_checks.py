@@ -109,6 +109,8 @@ def key_literal(col: Column, value: Any, literal: Callable[[str], str]) -> str:
         return str(value)
     if isinstance(value, Decimal):
         return format(value, "f")  # str() writes 1E-7 for a small one: a DOUBLE literal to MySQL
+    if isinstance(value, str) and ct.decimal_as_text(col):  # a wide DECIMAL's text: a number, not a string to cast
+        return format(Decimal(value), "f")
     if isinstance(value, datetime):
         return literal(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
     if isinstance(value, date):
@@ -330,9 +332,12 @@ def rows_written_since(dt: DeltaTable, path: str, table: TableInfo, after_ts: in
     for b in scanner.to_batches():
         if not b.num_rows:
             continue
-        at = silver_read.conform(pa.Table.from_batches([b]), schema).join(keys, keys=key, join_type="left semi")
-        if at.num_rows:
-            kept.append(at)
+        rows = silver_read.conform(pa.Table.from_batches([b]), schema)
+        # the key columns joined, the rows taken: Acero's join carries no list column (a VECTOR's)
+        hits = (rows.select(key).append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
+                .join(keys, keys=key, join_type="left semi").column("__row"))
+        if len(hits):
+            kept.append(rows.take(hits))
     return pa.concat_tables(kept) if kept else schema.empty_table()
 
 
@@ -486,7 +491,10 @@ def same_rows(a: pa.Table, b: pa.Table) -> bool:
             pass
 
     def rows(t: pa.Table) -> Counter[tuple[Any, ...]]:
-        return Counter(zip(*(c.to_pylist() for c in t.columns), strict=True))
+        def hashable(v: Any) -> Any:  # a VECTOR's elements
+            return tuple(v) if isinstance(v, list) else v
+
+        return Counter(tuple(map(hashable, r)) for r in zip(*(c.to_pylist() for c in t.columns), strict=True))
 
     try:
         return rows(a) == rows(b)

@@ -58,6 +58,19 @@ def append(sink_uri: str, changefeed_id: str, ts: int, where: str, mode: str, re
     return len(rows)
 
 
+MAPPED = "values_mapped"  # the expectation of a count of values the lake holds as NULL (spark_jobs.mapped_values)
+
+
+def mapped_reports(mapped: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Reports (as :func:`append` takes them) of ``{table: {column: values}}`` written as NULL because Delta cannot
+    hold them: one passing ``values_mapped:<column>`` row per table and column, ``observed`` the count."""
+    return {table: {"results": [
+        {"expectation": f"{MAPPED}:{column}", "success": True, "observed": n,
+         "details": f"{n} value(s) of {column} Delta cannot hold (a zero or invalid date) written as NULL"}
+        for column, n in sorted(by_column.items())]}
+        for table, by_column in mapped.items()}
+
+
 def failure_message(failed: dict[str, Any], ts: int) -> str:
     """The error of failed reports (``{table: report}``): each failed expectation with its details and sample keys."""
     parts = []

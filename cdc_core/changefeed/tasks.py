@@ -364,6 +364,22 @@ def applied_jobs(cfg: ChangefeedConfig, storage: SchemaStorage, after_ts: int, u
     return out
 
 
+def _record_mapped(cfg: ChangefeedConfig, ts: int, where: str, tables: dict[str, Any], out: dict[str, Any]) -> None:
+    """Record in the data-quality results, per table and column, the values a load or a step wrote as NULL because
+    Delta cannot hold them (``spark_jobs.mapped_values``; a step or load skipped as done counts none), and add them
+    to the apply's ``out["mapped"]``."""
+    mapped = {name: dict(r["mapped"]) for name, r in tables.items() if not r.get("skipped") and r.get("mapped")}
+    if not mapped:
+        return
+    dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, dq_results.mapped_reports(mapped))
+    total = out.setdefault("mapped", {})
+    for name, by_column in mapped.items():
+        for column, n in by_column.items():
+            total.setdefault(name, {})[column] = total.get(name, {}).get(column, 0) + int(n)
+    log.warning("values Delta cannot hold were written as NULL", changefeed_id=cfg.changefeed_id, ts=ts, where=where,
+                mapped=mapped)
+
+
 def _has_window(p: dict[str, Any]) -> bool:
     """Whether the plan's ``(checkpoint, T]`` is non-empty (plans from before modes always were)."""
     return bool(p.get("has_window", p["target_ts"] > p["checkpoint_ts"]))
@@ -397,6 +413,7 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
                            "barriers": [], "steps": 0}
     if p.get("snapshot"):
         out["snapshot"] = loaded = snapshotmod.load(cfg, p)
+        _record_mapped(cfg, int(loaded["ts"]), "snapshot", loaded["tables"], out)
         for name, r in loaded["tables"].items():
             if not r.get("skipped"):
                 totals[name] = {"rows_upserted": int(r.get("rows") or 0), "rows_deleted": 0, "skipped": False,
@@ -418,6 +435,8 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
     steps = plan_steps(checkpoint, target, jobs, cuts, shared_commit_ts(cfg, storage, target, jobs))
 
     def after_dml(step: DmlStep, tables: list[TableInfo], result: dict[str, Any]) -> None:
+        _record_mapped(cfg, step.upto_ts, f"window apply ({step.after_ts}, {step.upto_ts}]", result.get("tables", {}),
+                       out)
         if step.at_barrier:  # checked at the next barrier or the window end (barriers.py)
             return
         if step.upto_ts < target:  # a barrier or a sub-window's end: check the tables this step changed

@@ -23,8 +23,6 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
 MAX_DIMENSION = 16383  # types.CheckVectorDimValid's maxVectorDimension
 _FLOAT32_MAX = 3.4028234663852886e38
 
@@ -64,6 +62,8 @@ class VectorFloat32:
 
     def text(self) -> str:
         """``VectorFloat32.String``: ``[1.1,2.2]``, each element the shortest text that reads back as its float32."""
+        import numpy as np  # on the paths that print vectors only: loading a schema stays light
+
         return "[" + ",".join(np.format_float_positional(np.float32(e), unique=True, trim="-")
                               for e in self.elements) + "]"
 

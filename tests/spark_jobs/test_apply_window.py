@@ -326,3 +326,46 @@ def test_the_jobs_arguments_are_checked_when_read(sink):
             ApplyArgs.from_dict({**base, **bad})
     with pytest.raises(ValueError, match="unknown argument"):
         run_job({**base, "after_tss": 20})
+
+
+def _mapped_table():
+    """``CREATE TABLE mapped (id INT PRIMARY KEY, v VECTOR(3), w DECIMAL(65,30), d DATE NOT NULL, t DATETIME(3),
+    ts TIMESTAMP)``: the types Delta holds by a documented mapping."""
+    from cdc_core.schema.model import Column, Index, TableInfo
+
+    return TableInfo(
+        id=106, db_name="test", name="mapped",
+        columns=(Column(1, "id", "int", nullable=False), Column(2, "v", "vector", length=3),
+                 Column(3, "w", "decimal", precision=65, scale=30), Column(4, "d", "date", nullable=False),
+                 Column(5, "t", "datetime", fsp=3), Column(6, "ts", "timestamp")),
+        indexes=(Index("PRIMARY", ("id",), unique=True, primary=True),), pk_is_handle=True)  # fmt: skip
+
+
+@pytest.mark.parametrize("writer_kind", ["delta-rs", "delta-spark"])
+def test_vectors_wide_decimals_and_zero_dates_are_applied_by_their_mapping_and_counted(spark, sink, where,
+                                                                                       writer_kind):
+    """VECTOR as array<float>, DECIMAL(65,30) as its text, dates Delta cannot hold as NULL; the result counts, per
+    column, the values the rows written hold as NULL (a row updated within the window counts once, a deleted one
+    not at all), with either writer and either engine."""
+    from cdc_core.codec.rowcodec import ZERO_TIME, MySQLTime
+    from spark_jobs.delta_writer import DeltaRsWriter, DeltaSparkWriter
+
+    t = _mapped_table()
+    wide = "-12345678901234567890123456789012345.123456789012345678901234567891"
+    b = (Bronze()
+         .put(t, 1, 10, {1: 1, 2: "[1.5,2,3]", 3: wide, 4: ZERO_TIME, 5: "2021-00-05 10:11:12.5", 6: ZERO_TIME})
+         .put(t, 2, 10, {1: 2, 2: "[0,0,0]", 3: "1", 4: "2024-02-29", 5: MySQLTime(2021, 2, 30), 6: None})
+         .put(t, 3, 11, {1: 3, 4: ZERO_TIME}).put(t, 3, 12, {1: 3, 4: "2000-01-01"}, {1: 3, 4: ZERO_TIME})
+         .put(t, 4, 11, {1: 4, 4: ZERO_TIME}).delete(t, 4, 12, {1: 4, 4: ZERO_TIME}))
+    writer = DeltaRsWriter() if writer_kind == "delta-rs" else DeltaSparkWriter(spark)
+    res = _apply(spark, sink, 20, b, [t], writer=writer)
+    assert res["test.mapped"]["mapped"] == {"d": 1, "t": 2, "ts": 1}
+    rows = _rows(sink, t)
+    assert [(r["id"], r["v"], r["w"], r["d"], r["t"], r["ts"]) for r in rows] == [
+        (1, [1.5, 2.0, 3.0], wide, None, None, None),
+        (2, [0.0, 0.0, 0.0], "1." + "0" * 30, datetime(2024, 2, 29).date(), None, None),
+        (3, None, None, datetime(2000, 1, 1).date(), None, None)]
+    schema = pa.schema(DeltaTable(table_path(sink, t)).schema().to_arrow())
+    assert [str(schema.field(n).type) for n in ("v", "w", "d")] == ["list<element: float>", "string", "date32[day]"]
+    again = _apply(spark, sink, 20, b, [t], writer=writer)  # a re-run applies, and counts, nothing
+    assert again["test.mapped"]["skipped"] and not again["test.mapped"].get("mapped")

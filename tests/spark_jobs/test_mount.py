@@ -139,3 +139,27 @@ def test_handle_array_matches_row_key_encoder_on_random_handles() -> None:
     table_ids = [int(t) for t in rng.integers(1, 2**40, size=len(handles))]
     keys = [row_key(t, h) for t, h in zip(table_ids, handles, strict=True)]
     assert _handles(keys) == handles
+
+
+@pytest.mark.spark
+def test_vectors_wide_decimals_and_mapped_dates_in_both_engines(spark):
+    """Spark's mapInArrow and the driver's decode give the same images: a vector's float32 list, a DECIMAL(65,30)'s
+    text, NULL for a zero date; ``_new_mapped`` names the new image's mapped columns (the old image's are not
+    counted: that row is not written)."""
+    from cdc_core.codec.rowcodec import ZERO_TIME
+    from cdc_core.schema.model import Column, TableInfo
+    from spark_jobs.mapped_values import NEW_MAPPED
+    from spark_jobs.mount import EVENT_COLUMNS, decode_events
+
+    t = TableInfo(id=108, db_name="test", name="vm", columns=(
+        Column(1, "id", "int", nullable=False), Column(2, "v", "vector"), Column(3, "w", "decimal", precision=40,
+                                                                                 scale=3),
+        Column(4, "d", "date")))
+    b = (Bronze().put(t, 1, 10, {1: 1, 2: "[1,2.5]", 3: "-1.5", 4: ZERO_TIME})
+         .put(t, 1, 11, {1: 1, 2: "[]", 3: None, 4: "2020-01-01"}, old={1: 1, 4: ZERO_TIME}))
+    spark_rows = _rows(spark, b, t)
+    driver = decode_events(t, b.arrow().select(list(EVENT_COLUMNS)).to_batches()[0]).to_pylist()
+    for got in (spark_rows, driver):
+        assert [(r["_new"]["v"], r["_new"]["w"], r["_new"]["d"], r[NEW_MAPPED]) for r in got] == [
+            ([1.0, 2.5], "-1.500", None, [4]), ([], None, datetime(2020, 1, 1).date(), None)]
+        assert got[1]["_old"]["d"] is None

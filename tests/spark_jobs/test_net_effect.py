@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from datetime import date
 from typing import Any
 
 import pytest
 
+from cdc_core.codec.rowcodec import ZERO_TIME, MySQLTime
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo
+from spark_jobs.mapped_values import MAPPED_COL, count_arrow, count_spark
 from spark_jobs.mount import mount
 from spark_jobs.net_effect import dedupe, net_effect, split_and_order
 from spark_jobs.net_effect_arrow import net_effect_arrow
@@ -20,13 +23,17 @@ from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_
 pytestmark = pytest.mark.spark
 
 
-def _rows(spark, engine: str, b: Bronze, table: TableInfo, ignore: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+def _rows(spark, engine: str, b: Bronze, table: TableInfo, ignore: tuple[int, ...] = (), *,
+          marks: bool = False) -> list[dict[str, Any]]:
+    """The net rows of ``b`` (without the mapped values' marker, unless ``marks``)."""
     if engine == "arrow":
-        return net_effect_arrow(b.arrow(), table, ignore).to_pylist()
-    from spark_jobs.event_filters import apply_event_filters
+        rows = net_effect_arrow(b.arrow(), table, ignore).to_pylist()
+    else:
+        from spark_jobs.event_filters import apply_event_filters
 
-    return [r.asDict() for r in net_effect(apply_event_filters(mount(spark.createDataFrame(b.arrow()), table), table,
-                                                               (), ignore), table).collect()]
+        rows = [r.asDict() for r in net_effect(apply_event_filters(mount(spark.createDataFrame(b.arrow()), table),
+                                                                   table, (), ignore), table).collect()]
+    return rows if marks else [{k: v for k, v in r.items() if k != MAPPED_COL} for r in rows]
 
 
 @pytest.fixture(params=["spark", "arrow"])
@@ -108,7 +115,8 @@ def test_nonclustered_delete_without_old_value_is_dropped(spark, engine):
 def test_duplicates_removed_in_arrow():
     t = clustered_table()
     b = Bronze().put(t, 1, 10, {2: 1}).put(t, 1, 10, {2: 1}, region=7).put(t, 1, 10, {2: 1})
-    assert net_effect_arrow(b.arrow(), t).to_pylist() == [{"a": 1, "b": 1, "_cdc_op": "upsert", "_cdc_commit_ts": 10}]
+    assert net_effect_arrow(b.arrow(), t).to_pylist() == [{"a": 1, "b": 1, "_cdc_op": "upsert", "_cdc_commit_ts": 10,
+                                                           MAPPED_COL: None}]
 
 
 def test_ignored_transactions_dropped_on_both_engines(spark, engine):
@@ -116,6 +124,32 @@ def test_ignored_transactions_dropped_on_both_engines(spark, engine):
     b = Bronze().put(t, 1, 10, {2: 1}).put(t, 2, 20, {2: 2}).put(t, 1, 30, {2: 3}, old={2: 1})
     assert [(r["a"], r["b"]) for r in sorted(_rows(spark, engine, b, t, (29,)), key=lambda r: r["a"])] == [
         (1, 1), (2, 2)]
+
+
+def _dated_table() -> TableInfo:
+    """``CREATE TABLE dated (id INT PRIMARY KEY, d DATE, t DATETIME)``."""
+    return TableInfo(105, "test", "dated", (Column(1, "id", "int", nullable=False), Column(2, "d", "date"),
+                                            Column(3, "t", "datetime")),
+                     (Index("PRIMARY", ("id",), unique=True, primary=True),), pk_is_handle=True)
+
+
+def test_an_upsert_carries_the_values_its_image_maps_to_null(spark, engine):
+    """Zero dates, a zero month and an invalid day are NULL in the change set, and each upsert names the columns it
+    mapped so (``_cdc_mapped``); a later image without one, and a delete, name none."""
+    t = _dated_table()
+    b = (Bronze().put(t, 1, 10, {1: 1, 2: ZERO_TIME, 3: "2021-00-05 10:00:00"})
+         .put(t, 2, 10, {1: 2, 2: "2021-01-01", 3: MySQLTime(2021, 2, 30, 1, 2, 3)})
+         .put(t, 3, 11, {1: 3, 2: ZERO_TIME}).put(t, 3, 12, {1: 3, 2: "2024-02-29"}, {1: 3, 2: ZERO_TIME})
+         .put(t, 4, 13, {1: 4, 2: ZERO_TIME}).delete(t, 4, 14, {1: 4, 2: ZERO_TIME}))
+    rows = {r["id"]: r for r in _rows(spark, engine, b, t, marks=True)}
+    assert (rows[1]["d"], rows[1]["t"], sorted(rows[1][MAPPED_COL])) == (None, None, [2, 3])
+    assert (rows[2]["d"], rows[2]["t"], rows[2][MAPPED_COL]) == (date(2021, 1, 1), None, [3])
+    assert (rows[3]["d"], rows[3][MAPPED_COL]) == (date(2024, 2, 29), None)
+    assert (rows[4]["_cdc_op"], rows[4][MAPPED_COL]) == ("delete", None)
+    if engine == "arrow":
+        assert count_arrow(net_effect_arrow(b.arrow(), t).column(MAPPED_COL), t) == {"d": 1, "t": 2}
+    else:
+        assert count_spark(net_effect(mount(spark.createDataFrame(b.arrow()), t), t), t) == {"d": 1, "t": 2}
 
 
 def test_a_value_that_does_not_decode_names_table_and_key():

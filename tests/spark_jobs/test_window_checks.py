@@ -87,8 +87,9 @@ def test_same_rows_compares_multisets_of_rows_whatever_their_order_and_chunks() 
 def test_same_rows_is_false_without_exact_equality_and_compares_unsortable_types_as_tuples() -> None:
     nan = pa.table({"f": [1.0, float("nan")]})
     assert not same_rows(nan, nan)  # a NaN equals nothing: the table is compared again in Spark
-    listed = pa.table({"l": pa.array([[1], [2]])})
-    assert not same_rows(listed, listed)  # a list is unhashable
+    listed = pa.table({"l": pa.array([[1.5, 2.0], [2.0], []], pa.list_(pa.float32()))})  # a VECTOR's elements
+    assert same_rows(listed, listed.take([2, 0, 1]))  # compared as tuples
+    assert not same_rows(listed, pa.table({"l": pa.array([[1.5, 2.0], [2.0], [0.0]], pa.list_(pa.float32()))}))
     nested = pa.table({"s": pa.array([{"a": 1}, {"a": 2}])})
     assert same_rows(nested, nested.take([1, 0]))
     assert not same_rows(nested, pa.table({"s": pa.array([{"a": 1}, {"a": 3}])}))

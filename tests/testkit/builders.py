@@ -8,13 +8,14 @@ import pyarrow as pa
 
 from cdc_core.codec.key import row_key
 from cdc_core.codec.rowcodec import encode_row_v2
+from cdc_core.schema.column_type import STORED_DATES
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.bronze import BRONZE_SCHEMA
 
 
 def encode(table: TableInfo, value: dict[int, Any]) -> bytes:
-    """A rowcodec v2 value of ``{column id: value}`` (values as SQL literals or typed; ids the table does not have
-    are encoded as VARCHAR, like a value written before its column was dropped)."""
+    """A rowcodec v2 value of ``{column id: value}`` (values as SQL literals or typed, any TiDB stores: a zero date
+    too; ids the table does not have are encoded as VARCHAR, like a value written before its column was dropped)."""
     cols = table.column_by_id()
     items = []
     for cid, v in value.items():
@@ -22,7 +23,7 @@ def encode(table: TableInfo, value: dict[int, Any]) -> bytes:
         if col is None:
             items.append((cid, Column(cid, "x", "varchar", length=255).field_type(), None if v is None else str(v)))
         else:
-            items.append((cid, col.field_type(), col.to_stored(col.convert(v))))
+            items.append((cid, col.field_type(), col.to_stored(col.convert(v, STORED_DATES))))
     return encode_row_v2(items)
 
 
