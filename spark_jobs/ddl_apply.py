@@ -95,7 +95,7 @@ import pyarrow as pa
 from cdc_core.codec.sink_uri import app_id_for, check_lake_names, component_name, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema import column_type as ct
-from cdc_core.schema.ddl_history import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
+from cdc_core.schema.ddl_job import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.schema.partition import PartitionError
 from cdc_core.schema.partition_rule import rule_of

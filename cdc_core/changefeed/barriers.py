@@ -27,7 +27,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from cdc_core.filter.table_filter import TableFilter
-from cdc_core.schema.ddl_history import JOB_TYPES, DDLJob, sort_key
+from cdc_core.schema.ddl_job import JOB_TYPES, DDLJob, sort_key
 from cdc_core.schema.storage import SchemaStorage
 
 SCHEMA_JOBS = ("create schema", "drop schema")

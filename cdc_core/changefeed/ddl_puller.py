@@ -33,7 +33,7 @@ from cdc_core.errors import ChangefeedError
 from cdc_core.home import state_dir
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history, tidb_json
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob, sort_key
 from cdc_core.schema.model import SchemaError
 from cdc_core.schema.storage import SchemaStorage
 
@@ -101,7 +101,7 @@ def decode_jobs(window: pa.Table, replicated: Callable[[str, str], bool] | None 
                     job.job_type != "recover table" or replicated(job.schema_name or "", job.table_name or "")):
                 raise _refuse(job)  # a flashback of a database or the cluster: whatever the filter
             jobs[job.key] = job
-    return sorted(jobs.values(), key=ddl_history.sort_key)
+    return sorted(jobs.values(), key=sort_key)
 
 
 def _path(changefeed_id: str) -> Path:
@@ -113,7 +113,7 @@ class SchemaLog:
 
     def __init__(self, changefeed_id: str, jobs: list[DDLJob], resolved_ts: int) -> None:
         self.changefeed_id = changefeed_id
-        self.jobs = sorted(jobs, key=ddl_history.sort_key)
+        self.jobs = sorted(jobs, key=sort_key)
         self.resolved_ts = resolved_ts
 
     @classmethod
@@ -144,7 +144,7 @@ class SchemaLog:
         """Add the jobs pulled up to ``resolved_ts`` (already known ones are ignored)."""
         known = {j.key for j in self.jobs}
         new = [j for j in jobs if j.key not in known and j.finished_ts > self.resolved_ts]
-        self.jobs = sorted([*self.jobs, *new], key=ddl_history.sort_key)
+        self.jobs = sorted([*self.jobs, *new], key=sort_key)
         self.resolved_ts = max(self.resolved_ts, resolved_ts)
 
     def gc(self, checkpoint_ts: int) -> None:
@@ -170,7 +170,7 @@ class SchemaLog:
                     schema_jobs[j.schema_id] = j
         defining = [j if j.job_type != "exchange partition" else _as_create(j, tid, storage, checkpoint_ts)
                     for tid, j in latest_defining.items()]
-        kept_old = sorted([*defining, *schema_jobs.values()], key=ddl_history.sort_key)
+        kept_old = sorted([*defining, *schema_jobs.values()], key=sort_key)
         self.jobs = [*kept_old, *keep]
 
 

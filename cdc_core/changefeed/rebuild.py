@@ -63,7 +63,7 @@ from cdc_core.codec.sink_uri import local_path, table_path, table_path_of
 from cdc_core.errors import ChangefeedError
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob, sort_key
 from cdc_core.schema.model import TableInfo
 from cdc_core.schema.storage import SchemaStorage
 
@@ -172,7 +172,7 @@ def window_jobs(sink_uri: str, changefeed_id: str, ends: list[int],
                  for f in files]
         for j in decode_jobs(pa.concat_tables(parts), replicated):
             jobs[j.key] = j
-    return sorted(jobs.values(), key=ddl_history.sort_key)
+    return sorted(jobs.values(), key=sort_key)
 
 
 def storage_from(sink_uri: str, changefeed_id: str, start_ts: int, jobs_after: list[DDLJob]) -> SchemaStorage | None:

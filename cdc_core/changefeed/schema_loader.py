@@ -26,7 +26,7 @@ from cdc_core.errors import ChangefeedError
 from cdc_core.filter.table_filter import SYSTEM_SCHEMAS, TableFilter
 from cdc_core.log import get_logger
 from cdc_core.puller.pd_client import PDClient
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.meta_snapshot import MetaSnapshot
 from cdc_core.schema.model import SchemaError
 from cdc_core.schema.storage import SchemaStorage

@@ -17,7 +17,7 @@ from cdc_core import failpoint
 from cdc_core.codec import changelog
 from cdc_core.errors import ChangefeedError
 from cdc_core.log import get_logger
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from cdc_core.schema.storage import SchemaStorage
 

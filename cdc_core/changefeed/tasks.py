@@ -30,7 +30,7 @@ from cdc_core.errors import ChangefeedError, ConfigError, DataQualityError
 from cdc_core.log import get_logger
 from cdc_core.puller.window_collector import collect_window, stream_window
 from cdc_core.schema import ddl_history
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import TableInfo
 from cdc_core.schema.storage import SchemaStorage
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from cdc_core.errors import ConfigError
 from cdc_core.filter.table_filter import TableFilter
-from cdc_core.schema.ddl_history import JOB_TYPES
+from cdc_core.schema.ddl_job import JOB_TYPES
 
 DML_EVENTS = ("insert", "update", "delete")
 # TiCDC's group names besides the single types.

@@ -1,4 +1,5 @@
-"""TiDB's DDL job tables, ``mysql.tidb_ddl_job`` and ``mysql.tidb_ddl_history``, and cdcflow's ``DDLJob``.
+"""TiDB's DDL job tables, ``mysql.tidb_ddl_job`` and ``mysql.tidb_ddl_history``: their rows to and from cdcflow's
+``DDLJob`` (``cdc_core.schema.ddl_job``).
 
 TiDB keeps each DDL job as ``model.Job`` JSON (``cdc_core.schema.tidb_json``) in the ``job_meta`` column of two
 system tables at reserved ids (``pkg/meta/metadef/system.go``; columns as ``pkg/ddl/systable`` creates them): the
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC
 from typing import Any
 
 from cdc_core.codec import tso
 from cdc_core.codec.row import decode_row, encode_row
+from cdc_core.schema import tidb_json
+from cdc_core.schema.ddl_job import DDLJob, sort_key
 from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
 
 DB_NAME = "mysql"
@@ -54,147 +57,9 @@ HISTORY_TABLE_INFO = _system_table(HISTORY_TABLE_ID, HISTORY_TABLE_NAME, (
     Column(5, "schema_ids", "text"), Column(6, "table_ids", "text"), Column(7, "create_time", "datetime")))
 SYSTEM_TABLES = (JOB_TABLE_INFO, HISTORY_TABLE_INFO)
 
-# One ALTER TABLE of several column and index changes, one job (TiDB's ActionMultiSchemaChange).
-MULTI_SCHEMA_CHANGE = "alter table multi-schema change"
-JOB_TYPES = (
-    "create schema",
-    "drop schema",
-    "create table",
-    "drop table",
-    "truncate table",
-    "rename table",
-    "add column",
-    "drop column",
-    "modify column",
-    "add index",
-    "drop index",
-    MULTI_SCHEMA_CHANGE,
-    "add partition",
-    "drop partition",
-    "truncate partition",
-    "exchange partition",
-    "alter table reorganize partition",
-    "alter table partition by",
-    "alter table remove partitioning",
-    "add primary key",
-    "drop primary key",
-)
-# Jobs that rebuild a table under a new table id (old_table_id -> table_id), its rows unchanged.
-REPARTITION_JOB_TYPES = frozenset({"alter table partition by", "alter table remove partitioning"})
-
-
-@dataclass(frozen=True)
-class DDLJob:
-    job_id: int
-    job_type: str
-    schema_id: int | None
-    table_id: int | None
-    schema_name: str | None
-    table_name: str | None
-    query: str
-    schema_version: int
-    table_info: TableInfo | None  # the table after the job (None for drops and schema jobs)
-    finished_ts: int  # the commit ts of the job
-    old_table_id: int | None = None
-    old_schema_name: str | None = None
-    old_table_name: str | None = None
-    old_schema_id: int | None = None  # RENAME TABLE: the database the table left
-    # The table's place in a job of several tables (CREATE TABLES, RENAME TABLES): TiCDC splits such a job
-    # into one DDL event per table, all at the job's finished ts; (job_id, sub_index) names each.
-    sub_index: int = 0
-    # A multi-schema change (one ALTER TABLE of several changes, one job): its sub-jobs' types, in order.
-    sub_job_types: tuple[str, ...] = ()
-    # EXCHANGE PARTITION: the partition swapped out (its id before the job, which the normal table takes; the
-    # partition takes the normal table's), its name and WITH/WITHOUT VALIDATION. The job is the partitioned
-    # table's (table_id, schema_id, table_info); the normal table is old_table_id / old_schema_id / ... (TiDB's
-    # job names the normal table, args the partitioned one: pkg/ddl/executor.go ExchangeTablePartition).
-    partition_id: int | None = None
-    partition_name: str | None = None
-    with_validation: bool = True
-    # REORGANIZE PARTITION, PARTITION BY, REMOVE PARTITIONING: the physical tables the job left behind (TiDB's
-    # finished args, which its delete-range reads: ``TablePartitionArgs.OldPhysicalTblIDs``).
-    old_physical_ids: tuple[int, ...] = ()
-
-    @property
-    def key(self) -> tuple[int, int]:
-        """What identifies the job (or the one table's part of a multi-table job)."""
-        return (self.job_id, self.sub_index)
-
-    def to_row(self) -> dict[str, Any]:
-        """``{field: value}`` of cdcflow's own state files (schema logs, snapshots, step arguments)."""
-        return {
-            "job_id": self.job_id,
-            "job_type": self.job_type,
-            "schema_id": self.schema_id,
-            "table_id": self.table_id,
-            "schema_name": self.schema_name,
-            "table_name": self.table_name,
-            "query": self.query,
-            "schema_version": self.schema_version,
-            "table_info": self.table_info.to_json() if self.table_info else None,
-            "finished_ts": self.finished_ts,
-            "old_table_id": self.old_table_id,
-            "old_schema_name": self.old_schema_name,
-            "old_table_name": self.old_table_name,
-            "old_schema_id": self.old_schema_id,
-            "sub_index": self.sub_index,
-            "sub_job_types": list(self.sub_job_types),
-            "partition_id": self.partition_id,
-            "partition_name": self.partition_name,
-            "with_validation": self.with_validation,
-            "old_physical_ids": list(self.old_physical_ids),
-        }
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> DDLJob:
-        ti = row.get("table_info")
-        return cls(
-            job_id=int(row["job_id"]),
-            job_type=str(row["job_type"]),
-            schema_id=_opt_int(row.get("schema_id")),
-            table_id=_opt_int(row.get("table_id")),
-            schema_name=row.get("schema_name"),
-            table_name=row.get("table_name"),
-            query=str(row.get("query") or ""),
-            schema_version=int(row.get("schema_version") or 0),
-            table_info=TableInfo.from_json(ti) if ti else None,
-            finished_ts=int(row["finished_ts"]),
-            old_table_id=_opt_int(row.get("old_table_id")),
-            old_schema_name=row.get("old_schema_name"),
-            old_table_name=row.get("old_table_name"),
-            old_schema_id=_opt_int(row.get("old_schema_id")),
-            sub_index=int(row.get("sub_index") or 0),
-            sub_job_types=tuple(row.get("sub_job_types") or ()),
-            partition_id=_opt_int(row.get("partition_id")),
-            partition_name=row.get("partition_name"),
-            with_validation=bool(row.get("with_validation", True)),
-            old_physical_ids=tuple(int(i) for i in row.get("old_physical_ids") or ()),
-        )
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_row(), sort_keys=True)
-
-    # --- as TiDB stores it (a job of one table; ``job_meta`` & co. take the parts of a multi-table job) -----
-    def job_meta(self, state: int) -> bytes:
-        return job_meta((self,), state)
-
-    def job_table_value(self) -> bytes:
-        return job_table_value((self,))
-
-    def history_table_value(self) -> bytes:
-        return history_table_value((self,))
-
-
-def sort_key(job: DDLJob) -> tuple[int, int, int]:
-    """Commit order of jobs, then the parts of one job in order."""
-    return (job.finished_ts, job.job_id, job.sub_index)
-
-
 def job_meta(parts: Sequence[DDLJob], state: int) -> bytes:
     """The ``model.Job`` JSON of a job (its parts, for CREATE TABLES / RENAME TABLES) in ``state``
     (``JOB_STATE_DONE`` / ``JOB_STATE_SYNCED``); ``binlog.FinishedTS`` is set once synced, as TiDB sets it."""
-    from cdc_core.schema import tidb_json
-
     d = tidb_json.jobs_to_tidb(parts, finished=state == JOB_STATE_SYNCED)
     d["state"] = state
     return tidb_json.go_json(d)
@@ -238,8 +103,6 @@ def jobs_from_meta(meta: bytes | str, *, commit_ts: int | None = None) -> list[D
     """The finished job of a ``job_meta`` JSON, as one ``DDLJob`` per table for CREATE TABLES / RENAME TABLES;
     ``[]`` when the job is not finished (neither done nor synced). ``commit_ts``, for a ``tidb_ddl_job`` row, is
     the job's finished ts (TiDB writes none before synced; TiCDC takes the row's)."""
-    from cdc_core.schema import tidb_json
-
     d = _meta_json(meta)
     if d.get("state") not in (JOB_STATE_DONE, JOB_STATE_SYNCED):
         return []
@@ -265,8 +128,6 @@ def done_job_json(table_id: int, value: bytes, commit_ts: int) -> dict[str, Any]
 def jobs_from_done_json(d: dict[str, Any], commit_ts: int) -> list[DDLJob]:
     """The job (one per table for CREATE / RENAME TABLES) of :func:`done_job_json`'s JSON, finished at
     ``commit_ts``; raises ``SchemaError`` for what it cannot decode (a column type, a partitioning, ...)."""
-    from cdc_core.schema import tidb_json
-
     return [replace(j, finished_ts=commit_ts) for j in tidb_json.jobs_from_tidb(d)]
 
 
@@ -297,7 +158,3 @@ def jobs_from_sql(rows: list[dict[str, Any]], at_ts: int) -> list[DDLJob]:
                 job = replace(job, finished_ts=at_ts)
             jobs.setdefault(job.key, job)
     return sorted(jobs.values(), key=sort_key)
-
-
-def _opt_int(v: Any) -> int | None:
-    return None if v is None else int(v)

@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from cdc_core.schema.ddl_history import REPARTITION_JOB_TYPES, DDLJob, sort_key
+from cdc_core.schema.ddl_job import REPARTITION_JOB_TYPES, DDLJob, sort_key
 from cdc_core.schema.model import SchemaError, TableInfo
 
 

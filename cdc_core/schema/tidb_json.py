@@ -40,7 +40,7 @@ from cdc_core.codec import mysql_type as mt
 from cdc_core.codec import rowcodec
 from cdc_core.codec.value_text import format_datetime, format_duration, format_mysql_time
 from cdc_core.schema import column_type as ct
-from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE, REPARTITION_JOB_TYPES
+from cdc_core.schema.ddl_job import MULTI_SCHEMA_CHANGE, REPARTITION_JOB_TYPES, DDLJob
 from cdc_core.schema.model import Column, Index, SchemaError, TableInfo
 from cdc_core.schema.partition import PartitionError, PartitionInfo
 
@@ -343,7 +343,7 @@ def db_to_tidb(db_id: int, name: str) -> dict[str, Any]:
 # --- jobs ----------------------------------------------------------------------------------------------------
 
 
-def job_to_tidb(job: Any, *, finished: bool = True) -> dict[str, Any]:
+def job_to_tidb(job: DDLJob, *, finished: bool = True) -> dict[str, Any]:
     """``model.Job`` JSON of a ``DDLJob`` (state left to the caller). ``finished``: whether ``binlog.FinishedTS``
     is set (TiDB sets it when the job is moved to the history table, not in the done row)."""
     table_id, table_name = job.table_id, job.table_name
@@ -387,7 +387,7 @@ def job_to_tidb(job: Any, *, finished: bool = True) -> dict[str, Any]:
     }
 
 
-def _multi_schema_info(job: Any) -> dict[str, Any] | None:
+def _multi_schema_info(job: DDLJob) -> dict[str, Any] | None:
     """``MultiSchemaInfo`` of a finished multi-schema change: a finished sub-job per change, in order."""
     if not job.sub_job_types:
         return None
@@ -414,10 +414,8 @@ def job_type_name(action: int) -> str:
     return _JOB_TYPE_OF.get(action) or OTHER_ACTIONS.get(action) or f"action type {action}"
 
 
-def job_from_tidb(d: dict[str, Any]) -> Any:
+def job_from_tidb(d: dict[str, Any]) -> DDLJob:
     """The ``DDLJob`` of ``model.Job`` JSON (``finished_ts`` from ``binlog.FinishedTS``, 0 when unset)."""
-    from cdc_core.schema.ddl_history import DDLJob
-
     try:
         job_id, action = int(d["id"]), int(d["type"])
     except (KeyError, TypeError, ValueError) as exc:
@@ -517,7 +515,7 @@ def _exchange_args(raw: Any) -> tuple[int, int, int, str, bool] | None:
 # --- jobs of several tables -------------------------------------------------------------------------------------
 
 
-def jobs_to_tidb(parts: Sequence[Any], *, finished: bool = True) -> dict[str, Any]:
+def jobs_to_tidb(parts: Sequence[DDLJob], *, finished: bool = True) -> dict[str, Any]:
     """``model.Job`` JSON of a job: one ``DDLJob``, or the parts of a CREATE TABLES / RENAME TABLES."""
     if len(parts) == 1:
         return job_to_tidb(parts[0], finished=finished)
@@ -548,7 +546,7 @@ def jobs_to_tidb(parts: Sequence[Any], *, finished: bool = True) -> dict[str, An
     return d
 
 
-def jobs_from_tidb(d: dict[str, Any]) -> list[Any]:
+def jobs_from_tidb(d: dict[str, Any]) -> list[DDLJob]:
     """The ``DDLJob``s of ``model.Job`` JSON: one, or one per table of a CREATE TABLES / RENAME TABLES (as TiCDC
     splits them), numbered by ``sub_index``."""
     try:
@@ -591,7 +589,7 @@ def jobs_from_tidb(d: dict[str, Any]) -> list[Any]:
             for i, t in enumerate(tables)]
 
 
-def _tables(infos: list[Any], base: Any, where: str, dbs: list[str | None],
+def _tables(infos: list[Any], base: DDLJob, where: str, dbs: list[str | None],
             db_ids: list[int | None]) -> list[TableInfo]:
     try:
         return [table_from_tidb(t, db_name=db or "", db_id=int(db_id or 0), schema_version=base.schema_version)

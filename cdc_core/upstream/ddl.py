@@ -22,7 +22,7 @@ from cdc_core.codec.datum_key import index_entry_key
 from cdc_core.codec.row import encode_values
 from cdc_core.schema import column_type as ct
 from cdc_core.schema import ddl_history, partition_rule
-from cdc_core.schema.ddl_history import MULTI_SCHEMA_CHANGE, DDLJob
+from cdc_core.schema.ddl_job import MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, Index, SchemaError, TableInfo
 from cdc_core.schema.partition import HASH, KEY, LIST, RANGE, PartitionError, PartitionInfo
 from cdc_core.upstream import ddl_alter, schema_meta

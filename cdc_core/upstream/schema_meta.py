@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from cdc_core.codec import meta_key
 from cdc_core.schema import ddl_history, tidb_json
-from cdc_core.schema.ddl_history import REPARTITION_JOB_TYPES, DDLJob
+from cdc_core.schema.ddl_job import REPARTITION_JOB_TYPES, DDLJob
 from cdc_core.schema.meta_snapshot import DatabaseMeta, database_of, parse_json, table_name_of
 from cdc_core.schema.model import TableInfo
 from cdc_core.upstream.mvcc import MvccStore

@@ -21,7 +21,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from cdc_core.codec.sink_uri import table_path
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.ddl_apply import apply_ddl
 

@@ -11,7 +11,7 @@ from cdc_core.codec.row import encode_row
 from cdc_core.errors import ChangefeedError
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.schema import ddl_history
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
 from cdc_core.schema.storage import SchemaStorage
 
@@ -91,8 +91,8 @@ def test_relevance_by_name_before_and_after():
 def _bronze(jobs: list[DDLJob], extra_rows: int = 0) -> pa.Table:
     rows = [
         {"region_id": 1, "table_id": ddl_history.JOB_TABLE_ID, "key": key.row_key(ddl_history.JOB_TABLE_ID, j.job_id),
-         "op": "put", "start_ts": j.finished_ts - 1, "commit_ts": j.finished_ts, "value": j.job_table_value(),
-         "old_value": None}
+         "op": "put", "start_ts": j.finished_ts - 1, "commit_ts": j.finished_ts,
+         "value": ddl_history.job_table_value((j,)), "old_value": None}
         for j in jobs
     ]
     rows += [{"region_id": 2, "table_id": 101, "key": key.row_key(101, i), "op": "put", "start_ts": 1,
@@ -130,8 +130,8 @@ def _undecodable(jid: int, ts: int, db: str, table: str, tid: int) -> dict:
     """A done ADD COLUMN job whose table has a column of a type cdcflow does not know (Tp 226: a type of next
     year): the job's names and ids read, its TableInfo does not decode."""
     info = _t(tid, table, db)
-    meta = json.loads(_job(jid, "add column", ts, info, table_id=tid, schema_name=db, table_name=table).job_meta(
-        ddl_history.JOB_STATE_DONE))
+    job = _job(jid, "add column", ts, info, table_id=tid, schema_name=db, table_name=table)
+    meta = json.loads(ddl_history.job_meta((job,), ddl_history.JOB_STATE_DONE))
     col = dict(meta["binlog"]["TableInfo"]["cols"][0], id=2, offset=1, name={"O": "v", "L": "v"})
     col["type"] = dict(col["type"], Tp=226)
     meta["binlog"]["TableInfo"]["cols"].append(col)
@@ -157,9 +157,9 @@ def test_every_finished_job_of_a_table_reaches_the_schema_storage_with_its_table
     schema storage takes it; a view's jobs carry no table."""
     t = _t(101)
     renamed = replace(t, indexes=(replace(t.indexes[0], name="PRIMARY"),), schema_version=2)
-    meta = json.loads(_job(2, "add index", 20, renamed).job_meta(ddl_history.JOB_STATE_DONE))
+    meta = json.loads(ddl_history.job_meta((_job(2, "add index", 20, renamed),), ddl_history.JOB_STATE_DONE))
     meta["type"], meta["query"] = 18, "ALTER TABLE t RENAME INDEX a TO b"
-    view = json.loads(_job(3, "create table", 30, _t(103, "v")).job_meta(ddl_history.JOB_STATE_DONE))
+    view = json.loads(ddl_history.job_meta((_job(3, "create table", 30, _t(103, "v")),), ddl_history.JOB_STATE_DONE))
     view["type"] = 21  # ActionCreateView: the TableInfo is a view's
     view["binlog"]["TableInfo"]["view"] = {"view_select": "SELECT 1"}
     window = pa.concat_tables([_bronze([_job(1, "create table", 10, t)]), pa.Table.from_pylist(
@@ -174,9 +174,10 @@ def test_every_finished_job_of_a_table_reaches_the_schema_storage_with_its_table
 
 def test_decode_takes_jobs_when_done_at_the_row_commit_ts():
     j = _job(1, "create table", 10, _t(101))
-    running = json.loads(j.job_meta(ddl_history.JOB_STATE_DONE))
+    running = json.loads(ddl_history.job_meta((j,), ddl_history.JOB_STATE_DONE))
     running["state"] = 2  # model.JobStateRunning: TiCDC waits for the row that puts it in state done
-    rows = [_job_row(1, 7, json.dumps(running).encode()), _job_row(1, 11, j.job_meta(ddl_history.JOB_STATE_DONE)),
+    rows = [_job_row(1, 7, json.dumps(running).encode()),
+            _job_row(1, 11, ddl_history.job_meta((j,), ddl_history.JOB_STATE_DONE)),
             _job_row(1, 12, None, op="delete")]  # moved to tidb_ddl_history once synced
     got = ddl_puller.decode_jobs(pa.Table.from_pylist(rows, schema=changelog.SCHEMA))
     assert [(g.job_id, g.finished_ts) for g in got] == [(1, 11)]  # the done row's commit ts is the barrier

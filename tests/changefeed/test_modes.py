@@ -9,7 +9,7 @@ from cdc_core.changefeed import config as cfgmod
 from cdc_core.changefeed import ddl_puller, tasks
 from cdc_core.changefeed.state import create_state, locked_state
 from cdc_core.errors import ChangefeedError, ConfigError
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
 
 START = 1000

@@ -2,7 +2,7 @@ from dataclasses import replace
 
 import pytest
 
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
 from cdc_core.schema.storage import SchemaStorage
 

@@ -15,7 +15,7 @@ import sqlglot
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec.row import encode_row
 from cdc_core.schema import ddl_history, tidb_json
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Index, SchemaError, TableInfo
 from cdc_core.upstream.catalog import DatabaseInfo
 from cdc_core.upstream.ddl import table_info_from_create
@@ -265,11 +265,12 @@ def test_cdcflow_jobs_written_as_tidb_jobs_read_back_the_same() -> None:
         DDLJob(5, "create schema", 6, None, "fresh", None, "CREATE DATABASE fresh", 11, None, 540),
     ]
     for job in jobs:
-        meta = job.job_meta(ddl_history.JOB_STATE_SYNCED)
+        meta = ddl_history.job_meta((job,), ddl_history.JOB_STATE_SYNCED)
         assert ddl_history.jobs_from_meta(meta) == [job], job.job_type
-        done = json.loads(job.job_meta(ddl_history.JOB_STATE_DONE))
+        done = json.loads(ddl_history.job_meta((job,), ddl_history.JOB_STATE_DONE))
         assert done["binlog"]["FinishedTS"] == 0 and done["type"] == tidb_json.ACTION_TYPES[job.job_type]
-        assert ddl_history.jobs_from_value(ddl_history.JOB_TABLE_ID, job.job_table_value(), job.finished_ts) == [job]
+        value = ddl_history.job_table_value((job,))
+        assert ddl_history.jobs_from_value(ddl_history.JOB_TABLE_ID, value, job.finished_ts) == [job]
 
 
 def test_job_json_is_written_as_go_writes_it() -> None:
@@ -281,7 +282,7 @@ def test_job_json_is_written_as_go_writes_it() -> None:
     assert tidb_json.go_json({"d": b"?<\xa6\xb4".decode("utf-8", "surrogateescape")}) == (
         b'{"d":"?\\u003c\\ufffd\\ufffd"}')
     job = DDLJob(7, "create schema", 6, None, "caf\u00e9", None, "CREATE DATABASE `caf\u00e9` /* a<b */", 11, None, 540)
-    meta = job.job_meta(ddl_history.JOB_STATE_SYNCED)
+    meta = ddl_history.job_meta((job,), ddl_history.JOB_STATE_SYNCED)
     assert b"caf\xc3\xa9" in meta and b"a\\u003cb" in meta and b"\\u00e9" not in meta
     assert ddl_history.jobs_from_meta(meta) == [job]
 
@@ -354,10 +355,10 @@ def test_exchange_partition_jobs_name_the_normal_table_and_carry_the_partitioned
         assert (job.old_table_id, job.old_schema_id, job.old_schema_name, job.old_table_name) == (77, 5, "stage", "nt")
         assert job.with_validation and job.table_info is not None and job.table_info.physical_ids == (77, 82)
         # Written back as TiDB writes it, and read back the same.
-        back = json.loads(job.job_meta(ddl_history.JOB_STATE_SYNCED))
+        back = json.loads(ddl_history.job_meta((job,), ddl_history.JOB_STATE_SYNCED))
         assert (back["type"], back["schema_id"], back["table_id"], back["schema_name"], back["table_name"],
                 back["raw_args"]) == (42, 5, 77, "stage", "nt", [81, 2, 80, "p0", True])
-        assert ddl_history.jobs_from_meta(job.job_meta(ddl_history.JOB_STATE_SYNCED)) == [
+        assert ddl_history.jobs_from_meta(ddl_history.job_meta((job,), ddl_history.JOB_STATE_SYNCED)) == [
             replace(job, finished_ts=0)]
     # Args it cannot read (TiCDC does not read them either): the schema storage finds the partition from the ids.
     blind = tidb_json.job_from_tidb({**v1, "raw_args": [81]})

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.apply_window import apply_window
 from spark_jobs.bronze import write_bronze

@@ -11,7 +11,7 @@ from typing import Any
 from cdc_core.codec import key as keycodec
 from cdc_core.codec.row import encode_row
 from cdc_core.schema import ddl_history
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, TableInfo
 from cdc_core.upstream.txn import Transaction
 
@@ -27,7 +27,7 @@ def undecodable_job_meta(db: str, table: str, *, job_id: int = ODD_JOB_ID) -> by
     job = DDLJob(job_id=job_id, job_type="create table", schema_id=job_id - 1, table_id=info.id, schema_name=db,
                  table_name=table, query=f"CREATE TABLE {table} (id BIGINT, embedding VECTOR_OF_NEXT_YEAR)",
                  schema_version=1, table_info=info, finished_ts=1)
-    d = json.loads(job.job_meta(ddl_history.JOB_STATE_SYNCED))
+    d = json.loads(ddl_history.job_meta((job,), ddl_history.JOB_STATE_SYNCED))
     d["binlog"]["TableInfo"]["cols"][1]["type"]["Tp"] = FUTURE_TP
     return json.dumps(d).encode()
 

@@ -11,7 +11,7 @@ from wire.eventfeed import FeedClient, T, register_all, scan_regions, table_id, 
 from cdc_core.codec import key as keycodec
 from cdc_core.proto import cdcpb_pb2
 from cdc_core.schema import ddl_history
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column
 
 

@@ -12,7 +12,7 @@ from cdc_core.codec import key as keycodec
 from cdc_core.codec.rowcodec import parse_row_v2
 from cdc_core.errors import UpstreamError
 from cdc_core.schema import ddl_history
-from cdc_core.schema.ddl_history import DDLJob
+from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column
 
 
