@@ -105,7 +105,7 @@ def applies(job: DDLJob, storage: SchemaStorage) -> bool:
 def plan_steps(checkpoint_ts: int, target_ts: int, jobs: list[DDLJob], cuts: Sequence[int] = (),
                shared: Collection[int] = ()) -> list[Step]:
     """DML/DDL steps for ``(checkpoint_ts, target_ts]`` given the relevant DDL jobs in it. ``cuts``: the ends of
-    the window's sub-windows (``changelog.cut_parts``); a DML range that spans one is split there, its first part
+    the window's sub-windows (``sub_windows.window_cuts``); a DML range that spans one is split there, its first part
     a ``cut`` step. ``shared``: the DDL commit ts at which row events of the replicated tables committed too; each
     gets an at-barrier step before its DDL."""
     steps: list[Step] = []

@@ -73,6 +73,7 @@ from .config import ChangefeedConfig
 from .ddl_puller import SchemaLog, decode_jobs
 from .state import ChangefeedState, locked_state
 from .steps import StepsResult, apply_steps, replicated_at, shared_commit_ts
+from .sub_windows import window_cuts
 
 log = get_logger("cdcflow.changefeed")
 
@@ -348,7 +349,7 @@ def _replay_group(
                 if concerns(j, ids) and relevant(j, storage, flt) and applies(j, storage)]
         res: StepsResult = apply_steps(
             # A window cut into sub-windows replays one at a time, as it was applied.
-            cfg, storage, plan_steps(after, upto, jobs, changelog.window_cuts(sink, cid, end),
+            cfg, storage, plan_steps(after, upto, jobs, window_cuts(sink, cid, end),
                                      shared_commit_ts(cfg, storage, end, jobs)), window_end_ts=end,
             tables_at=lambda at: [t for t in replicated_at(cfg, storage, at) if t.id in ids],
             target_of=target_of, ignore_moves=True,

@@ -44,6 +44,7 @@ from .reconcile import table_entry
 from .schema_loader import load_schema_jobs
 from .state import ChangefeedState, advance_checkpoint, load_state, locked_state, set_error
 from .steps import apply_steps, changed, replicated_at, shared_commit_ts
+from .sub_windows import cut_window, window_cuts
 
 log = get_logger("cdcflow.changefeed")
 
@@ -301,7 +302,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
         writer.add(ddl_events)
         resolved = asyncio.run(stream_window(pd_addr, spans, checkpoint, target, writer.add, writer=writer,
                                              options=cfg.puller))
-        path = writer.commit(max_events=cfg.window_max_events)
+        path = writer.commit(cuts=cut_window(writer, cfg.window_max_events))
         events_pulled = writer.rows
     failpoint.hit("pull.bronze_written")
     with locked_state(cfg.changefeed_id) as st:
@@ -312,7 +313,7 @@ def _pull(p: dict[str, Any]) -> dict[str, Any]:
         "skipped": False,
         "bronze_path": str(path),
         "events": events_pulled,
-        "sub_windows": _sub_windows(changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target), checkpoint,
+        "sub_windows": _sub_windows(window_cuts(cfg.sink_uri, cfg.changefeed_id, target), checkpoint,
                                     target),
         "ddl_jobs": len(jobs),
         "tables": names,
@@ -343,7 +344,7 @@ def _reusable_window(cfg: ChangefeedConfig, checkpoint: int, target: int) -> dic
     names = sorted({t.qualified_name for t in _replicated_at(cfg, storage, target) if ids.intersection(t.physical_ids)})
     events = changelog.window_event_count(cfg.sink_uri, cfg.changefeed_id, target, checkpoint, target)
     return {"skipped": False, "reused": True, "bronze_path": str(path), "events": events,
-            "sub_windows": _sub_windows(changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target), checkpoint,
+            "sub_windows": _sub_windows(window_cuts(cfg.sink_uri, cfg.changefeed_id, target), checkpoint,
                                         target),
             "ddl_jobs": len(storage.jobs_between(checkpoint, target)), "tables": names}
 
@@ -431,7 +432,7 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
     slog = SchemaLog.load(cfg.changefeed_id)
     storage = slog.storage()
     jobs = applied_jobs(cfg, storage, checkpoint, target)
-    cuts = changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, target)
+    cuts = window_cuts(cfg.sink_uri, cfg.changefeed_id, target)
     steps = plan_steps(checkpoint, target, jobs, cuts, shared_commit_ts(cfg, storage, target, jobs))
 
     def after_dml(step: DmlStep, tables: list[TableInfo], result: dict[str, Any]) -> None:
@@ -505,7 +506,7 @@ def _window_end_tables(cfg: ChangefeedConfig, p: dict[str, Any]
     ts = p["target_ts"]
     tables = _replicated_tables(cfg, ts)
     full = _fully_checked(p, tables)
-    cuts = changelog.window_cuts(cfg.sink_uri, cfg.changefeed_id, ts) if _has_window(p) else []
+    cuts = window_cuts(cfg.sink_uri, cfg.changefeed_id, ts) if _has_window(p) else []
     since = _sub_window_start(p, cuts, ts)
     touched = _changed_tables(cfg, p, tables, ts, since)
     return tables, [t for t in tables if t.qualified_name in full or t.qualified_name in touched], full, since

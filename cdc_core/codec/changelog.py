@@ -5,8 +5,10 @@ window directory holds every row event with ``checkpoint_ts < commit_ts <= end_t
 changefeed's tables and of the DDL history table; it is written completely (to a temporary name,
 then renamed) before anything is applied, so a directory that exists is whole. It is the replay
 source for rebuilds and backfills and the audit trail. Next to the parts, ``_window.json``
-(``{"after_ts", "end_ts"}``) records the window's lower bound (the checkpoint it was pulled from);
-windows written before it existed lack it, and replay then assumes the previous window's end.
+(``{"after_ts", "end_ts", "cuts"}``) records the window's lower bound (the checkpoint it was pulled from);
+windows written before it existed lack it, and replay then assumes the previous window's end. A window
+cut into sub-windows (where: the window planner's ``cdc_core.changefeed.sub_windows``) records the
+cut points as ``cuts``, and each of its parts then holds the events of one sub-window.
 
 Snapshot bases (``snapshot`` mode and ``initial-snapshot``): the rows of some tables read from the
 upstream at a checkpoint ``C``, the start of a rebuild's replay::
@@ -134,17 +136,56 @@ class WindowWriter:
         if self.full:
             self.write_part(*self.take_part())
 
-    def commit(self, max_events: int | None = None) -> Path:
-        """Rename the window into place. With more than ``max_events`` events, it is first cut into sub-windows
-        (:func:`cut_parts`): the cut points go into ``_window.json`` and every part holds one sub-window's events."""
-        if self._pending or self.parts == 0:  # an empty window still has its (empty) part: readers take its schema
+    def finish_parts(self) -> list[Path]:
+        """Write what is still queued as a last part (an empty window still gets its empty part: readers take its
+        schema); the window's part files, in order."""
+        if self._pending or self.parts == 0:
             self.write_part(*self.take_part())
-        cuts: list[int] = []
-        if max_events is not None and self.rows > max_events:
-            cuts = cut_parts(self.tmp, self.after_ts or 0, self.end_ts, max_events)
+        return sorted(self.tmp.glob("part-*.parquet"))
+
+    def split_parts(self, cuts: Sequence[int], part_rows: int = PART_ROWS // 4) -> None:
+        """Rewrite the finished parts so that each holds the events of one sub-window, the ranges of commit ts that
+        the ascending ``cuts`` end (a sub-window ends at its cut, inclusive; the last at the window's end): a reader
+        of one sub-window skips the others' parts by their Parquet statistics. Memory: a part being read, and up to
+        ``part_rows`` events per sub-window waiting to be written."""
+        import numpy as np
+
+        bounds = np.asarray(cuts, dtype=np.int64)
+        pending: dict[int, list[pa.RecordBatch]] = {}
+        pending_rows: dict[int, int] = {}
+        written: dict[int, int] = {}
+
+        def flush(i: int) -> None:
+            pending_rows.pop(i, None)
+            batches = pending.pop(i, [])
+            if batches:
+                n = written.get(i, 0)
+                pq.write_table(pa.Table.from_batches(batches, schema=SCHEMA), self.tmp / f"cut-{i:05d}-{n:05d}.parquet",
+                               compression="zstd")
+                written[i] = n + 1
+
+        for p in self.finish_parts():
+            for batch in pq.ParquetFile(p).iter_batches(batch_size=65_536):
+                which = np.searchsorted(bounds, batch.column("commit_ts").to_numpy(), side="left")
+                for i in np.unique(which).tolist():
+                    part = batch.filter(pa.array(which == i)).cast(SCHEMA)
+                    pending.setdefault(i, []).append(part)
+                    pending_rows[i] = pending_rows.get(i, 0) + part.num_rows
+                    if pending_rows[i] >= part_rows:
+                        flush(i)
+            p.unlink()
+        for i in list(pending):
+            flush(i)
+        for i, f in enumerate(sorted(self.tmp.glob("cut-*.parquet"))):
+            f.rename(self.tmp / f"part-{i:05d}.parquet")
+
+    def commit(self, cuts: Sequence[int] = ()) -> Path:
+        """Rename the window into place. ``cuts``: the ends of the sub-windows its parts were split into
+        (:meth:`split_parts`), recorded in ``_window.json`` with the window's bounds."""
+        self.finish_parts()
         if self.after_ts is not None:
             (self.tmp / WINDOW_META).write_text(json.dumps({"after_ts": self.after_ts, "end_ts": self.end_ts,
-                                                            "cuts": cuts}))
+                                                            "cuts": list(cuts)}))
         # Synced, then swapped in: a window pulled again replaces the old copy with no moment without one.
         durable.replace_dir(self.tmp, self.final)
         return self.final
@@ -158,83 +199,6 @@ class WindowWriter:
     def __exit__(self, exc_type: object, *_: object) -> None:
         if self.tmp.exists():
             self.abort()
-
-
-CUT_BUCKETS_PER_SUB_WINDOW = 16  # histogram resolution of the commit ts when cutting a window
-
-
-def cut_points(counts: Sequence[int], edges: Sequence[int], max_events: int) -> list[int]:
-    """Cut points ``c`` (a sub-window ends at ``c`` inclusive) so that each holds at most ``max_events`` events,
-    given a histogram of commit ts (``counts[i]`` events in ``[edges[i], edges[i+1])``). A bucket is never split:
-    one holding more than ``max_events`` (one huge transaction shares a commit ts) is a sub-window of its own."""
-    cuts: list[int] = []
-    acc = 0
-    for i, n in enumerate(counts):
-        if acc and acc + n > max_events:
-            cuts.append(int(edges[i]) - 1)
-            acc = 0
-        acc += n
-    return cuts
-
-
-def cut_parts(d: Path, after_ts: int, end_ts: int, max_events: int, part_rows: int = PART_ROWS // 4) -> list[int]:
-    """Cut the window written in ``d`` into sub-windows of at most ``max_events`` events (at commit ts points, from
-    a histogram of the commit ts read a part at a time), and rewrite its parts so that each holds the events of one
-    sub-window (a reader of one sub-window skips the others' parts by their Parquet statistics). Returns the cuts.
-    Memory: a part being read, and up to ``part_rows`` events per sub-window waiting to be written."""
-    import numpy as np
-
-    parts = sorted(d.glob("part-*.parquet"))
-    total = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
-    buckets = max(1, min(end_ts - after_ts, CUT_BUCKETS_PER_SUB_WINDOW * (total // max_events + 1)))
-    edges = np.linspace(after_ts + 1, end_ts + 1, buckets + 1).astype(np.int64)
-    edges[-1] = end_ts + 1
-    counts = np.zeros(buckets, dtype=np.int64)
-    for p in parts:
-        for batch in pq.ParquetFile(p).iter_batches(columns=["commit_ts"]):
-            c, _ = np.histogram(batch.column(0).to_numpy(), bins=edges)
-            counts += c
-    cuts = cut_points(counts.tolist(), edges.tolist(), max_events)
-    if not cuts:
-        return cuts
-    bounds = np.asarray(cuts, dtype=np.int64)
-    pending: dict[int, list[pa.RecordBatch]] = {}
-    pending_rows: dict[int, int] = {}
-    written: dict[int, int] = {}
-
-    def flush(i: int) -> None:
-        pending_rows.pop(i, None)
-        batches = pending.pop(i, [])
-        if batches:
-            n = written.get(i, 0)
-            pq.write_table(pa.Table.from_batches(batches, schema=SCHEMA), d / f"cut-{i:05d}-{n:05d}.parquet",
-                           compression="zstd")
-            written[i] = n + 1
-
-    for p in parts:
-        for batch in pq.ParquetFile(p).iter_batches(batch_size=65_536):
-            which = np.searchsorted(bounds, batch.column("commit_ts").to_numpy(), side="left")
-            for i in np.unique(which).tolist():
-                part = batch.filter(pa.array(which == i)).cast(SCHEMA)
-                pending.setdefault(i, []).append(part)
-                pending_rows[i] = pending_rows.get(i, 0) + part.num_rows
-                if pending_rows[i] >= part_rows:
-                    flush(i)
-        p.unlink()
-    for i in list(pending):
-        flush(i)
-    for i, f in enumerate(sorted(d.glob("cut-*.parquet"))):
-        f.rename(d / f"part-{i:05d}.parquet")
-    return cuts
-
-
-def window_cuts(sink_uri: str, changefeed_id: str, end_ts: int) -> list[int]:
-    """The sub-window cut points recorded for a window (none: it is applied whole)."""
-    try:
-        data = json.loads((window_dir(sink_uri, changefeed_id, end_ts) / WINDOW_META).read_text())
-    except FileNotFoundError:
-        return []
-    return [int(c) for c in data.get("cuts") or []]
 
 
 def read_window(sink_uri: str, changefeed_id: str, end_ts: int) -> pa.Table:
@@ -284,13 +248,20 @@ def list_windows(sink_uri: str, changefeed_id: str) -> list[int]:
     return sorted(out)
 
 
-def window_after_ts(sink_uri: str, changefeed_id: str, end_ts: int) -> int | None:
-    """The recorded lower bound of a window (None: not recorded, a window written before it was)."""
+def window_meta(sink_uri: str, changefeed_id: str, end_ts: int) -> dict[str, Any] | None:
+    """A window's ``_window.json``: ``{"after_ts", "end_ts", "cuts"}`` (None: not recorded, a window written before
+    it was)."""
     try:
-        data = json.loads((window_dir(sink_uri, changefeed_id, end_ts) / WINDOW_META).read_text())
+        data: dict[str, Any] = json.loads((window_dir(sink_uri, changefeed_id, end_ts) / WINDOW_META).read_text())
     except FileNotFoundError:
         return None
-    return int(data["after_ts"])
+    return data
+
+
+def window_after_ts(sink_uri: str, changefeed_id: str, end_ts: int) -> int | None:
+    """The recorded lower bound of a window (None: not recorded, a window written before it was)."""
+    data = window_meta(sink_uri, changefeed_id, end_ts)
+    return None if data is None else int(data["after_ts"])
 
 
 def remove_window(sink_uri: str, changefeed_id: str, end_ts: int) -> Path | None:

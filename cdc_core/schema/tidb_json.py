@@ -521,13 +521,14 @@ def jobs_to_tidb(parts: Sequence[DDLJob], *, finished: bool = True) -> dict[str,
         return job_to_tidb(parts[0], finished=finished)
     kinds = {p.job_type for p in parts}
     action = next((a for a, k in MULTI_TABLE_ACTIONS.items() if {k} == kinds), None)
-    if action is None or any(p.table_info is None for p in parts):
+    tables = [p.table_info for p in parts if p.table_info is not None]
+    if action is None or len(tables) != len(parts):
         raise SchemaError(f"job {parts[0].job_id}: parts {sorted(kinds)} are not one CREATE TABLES / RENAME TABLES")
     first = parts[0]
     d = job_to_tidb(first, finished=finished)
     d.update(type=action, table_name="", query=first.query)
-    d["binlog"]["TableInfo"] = table_to_tidb(parts[-1].table_info)
-    d["binlog"]["MultipleTableInfos"] = [table_to_tidb(p.table_info) for p in parts]
+    d["binlog"]["TableInfo"] = table_to_tidb(tables[-1])
+    d["binlog"]["MultipleTableInfos"] = [table_to_tidb(t) for t in tables]
     if action == ACTION_RENAME_TABLES:
         d["raw_args"] = [
             [p.old_schema_id if p.old_schema_id is not None else p.schema_id for p in parts],

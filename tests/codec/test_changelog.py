@@ -63,34 +63,28 @@ def test_a_window_written_as_it_arrives_holds_a_part_at_a_time(tmp_path):
     assert changelog.read_window(sink, "cf", 50).num_rows == 0
 
 
-def test_a_window_over_the_bound_is_cut_into_sub_windows_each_in_its_own_parts(tmp_path):
-    import numpy as np
+def test_parts_split_at_given_cuts_each_hold_one_sub_window_and_the_cuts_are_recorded(tmp_path):
     import pyarrow.parquet as pq
 
-    assert changelog.cut_points([3, 0, 4, 9, 1, 1], [10, 20, 30, 40, 50, 60, 70], 5) == [29, 39, 49]  # 9 alone
     sink = str(tmp_path)
-    rng = np.random.default_rng(3)
-    n = 10_000
-    ts = rng.integers(101, 5001, n)  # commit ts in (100, 5000], arriving out of order
-    rows = _rows(n).set_column(5, "commit_ts", pa.array(ts, pa.int64()))
-    with changelog.WindowWriter(sink, "cf", 5000, after_ts=100, part_rows=3000) as w:
-        for lo in range(0, n, 700):
-            w.write(rows.slice(lo, 700))
-        w.commit(max_events=2500)
-    cuts = changelog.window_cuts(sink, "cf", 5000)
-    assert len(cuts) >= 3 and cuts == sorted(cuts) and 100 < cuts[0] and cuts[-1] < 5000
-    bounds = [100, *cuts, 5000]
-    per = [int(((ts > lo) & (ts <= hi)).sum()) for lo, hi in itertools.pairwise(bounds)]
-    assert sum(per) == n and max(per) <= 2500
-    d = changelog.window_dir(sink, "cf", 5000)
-    for part in sorted(d.glob("part-*.parquet")):  # each part inside one sub-window: a reader skips the others
-        got = pq.read_table(part).column("commit_ts").to_numpy()
-        lo = max(b for b in bounds if b < got.min())
-        assert got.max() <= min(b for b in bounds if b >= got.min()) and got.min() > lo
-    back = changelog.read_window(sink, "cf", 5000)
+    rows = _rows(1000).set_column(5, "commit_ts", pa.array([(i * 7919) % 1000 + 1 for i in range(1000)], pa.int64()))
+    with changelog.WindowWriter(sink, "cf", 1000, after_ts=0, part_rows=300) as w:
+        for lo in range(0, 1000, 90):
+            w.write(rows.slice(lo, 90))
+        w.split_parts([250, 600], part_rows=100)
+        w.commit(cuts=[250, 600])
+    assert changelog.window_meta(sink, "cf", 1000) == {"after_ts": 0, "end_ts": 1000, "cuts": [250, 600]}
+    parts = sorted(changelog.window_dir(sink, "cf", 1000).glob("part-*.parquet"))
+    ranges = []
+    for part in parts:
+        ts = pq.read_table(part).column("commit_ts").to_numpy()
+        ranges.append(next(i for i, (lo, hi) in enumerate(itertools.pairwise([0, 250, 600, 1000]))
+                           if lo < ts.min() and ts.max() <= hi))
+    assert ranges == sorted(ranges) and set(ranges) == {0, 1, 2} and len(parts) > 3
+    back = changelog.read_window(sink, "cf", 1000)
     assert sorted(back.column("key").to_pylist()) == sorted(rows.column("key").to_pylist())
-    # Under the bound: one window, no cuts.
-    with changelog.WindowWriter(sink, "cf", 6000, after_ts=5000) as w:
-        w.write(_rows(10))
-        w.commit(max_events=10)
-    assert changelog.window_cuts(sink, "cf", 6000) == []
+    # A window written whole records no cuts; one written before _window.json existed has no record.
+    changelog.write_window(sink, "cf", 2000, _rows(3), after_ts=1000)
+    assert changelog.window_meta(sink, "cf", 2000) == {"after_ts": 1000, "end_ts": 2000, "cuts": []}
+    changelog.write_window(sink, "cf", 3000, _rows(3))
+    assert changelog.window_meta(sink, "cf", 3000) is None

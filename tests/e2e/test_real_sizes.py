@@ -19,6 +19,7 @@ from deltalake import DeltaTable
 from cdc_core import failpoint
 from cdc_core.changefeed import retention, runner
 from cdc_core.changefeed.state import load_state
+from cdc_core.changefeed.sub_windows import window_cuts
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec import changelog
 from testkit.e2e import cli, delta_rows, failpoint_armed, upstream_rows
@@ -164,7 +165,7 @@ def test_a_backlog_over_the_window_bound_catches_up_in_sub_windows(
         with failpoint_armed(monkeypatch, "apply.sub_window_done=3"), pytest.raises(failpoint.Crash):
             runner.run_until("backlog", t)
         cut = load_state("backlog").checkpoint_ts
-        assert start < cut < t and cut == changelog.window_cuts(f"file://{sink}", "backlog", t)[2]
+        assert start < cut < t and cut == window_cuts(f"file://{sink}", "backlog", t)[2]
         (r,) = runner.run_until("backlog", t)
         assert r["pull"]["reused"] and r["pull"]["events"] < 20_000
         assert changelog.window_after_ts(f"file://{sink}", "backlog", t) < cut
@@ -177,5 +178,5 @@ def test_a_backlog_over_the_window_bound_catches_up_in_sub_windows(
         ends = {x["ts"] for x in results if x["where"].startswith("sub-window end")}
         # Every sub-window end whose step changed a table was checked there (one holding only the DDL job's own
         # rows changes none, and checks nothing).
-        assert ends <= set(changelog.window_cuts(f"file://{sink}", "backlog", t)) and len(ends) >= 8
+        assert ends <= set(window_cuts(f"file://{sink}", "backlog", t)) and len(ends) >= 8
         assert all(x["success"] for x in results)
