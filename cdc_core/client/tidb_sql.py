@@ -8,7 +8,7 @@ table is never one message or one list.
 Addresses are ``[mysql://][user[:password]@]host:port``; the user defaults to ``root`` and the password to
 ``$CDCFLOW_TIDB_PASSWORD`` (empty when unset). ``UpstreamClient`` finds them, in order, from its ``tidb``
 argument, ``$CDCFLOW_TIDB``, or the SQL servers registered in PD (``/topology/tidb/``, see
-``cdc_core/upstream/etcd_service.py``), and tries them in turn until one connects.
+``cdc_core/upstream/pd/etcd_service.py``), and tries them in turn until one connects.
 
 Literals follow the session's ``sql_mode``: :meth:`TidbSql.literal` writes a string as the session reads it
 (``NO_BACKSLASH_ESCAPES`` makes a backslash an ordinary character), and scripts are split into statements by the

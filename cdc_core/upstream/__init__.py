@@ -1,23 +1,16 @@
-"""The embedded TiKV/PD/TiDB-like upstream cluster on loopback.
+"""The embedded TiDB cluster on loopback: PD, TiKV stores and TiDB's SQL front, speaking their protocols.
 
-One concept per module:
+One subpackage per part of the cluster, the imports going one way (``sql`` -> ``store`` -> ``pd``):
 
-* ``tso`` - the timestamp oracle; ``mvcc`` - the multi-version key-value store with 2PC and locks;
-* ``regions`` - the region map (contiguous key ranges, epochs, leaders; split / merge / transfer);
-* ``split_checker`` - automatic split of regions past a key-count or size limit;
-* ``gc`` - service GC safe points, the cluster safe point and the GC worker;
-* ``catalog`` - databases, tables, ids and schema versions; ``ddl`` - DDL jobs and their history rows
-  (``partition_ddl``: EXCHANGE / REORGANIZE PARTITION, PARTITION BY, REMOVE PARTITIONING, which change the key
-  ranges that hold a table's rows);
-* ``txn`` - optimistic transactions over ``mvcc``; ``expr`` - SQL expression evaluation;
-* ``sql_front`` - parsing and executing SQL scripts in a session (``partition_clause``: ``PARTITION BY`` of
-  CREATE TABLE, read apart); ``table_writer`` - rows and their keys; ``mysql_front`` - the SQL front over the
-  MySQL protocol (``mysql_errors``: MySQL's error codes; ``info_schema``: ``information_schema``;
-  ``table_listing``: listings of ``information_schema.TABLES`` streamed under the ``upstream-catalog`` limiter);
-* ``pd_service`` / ``etcd_service`` (PD's embedded etcd: TiDB's topology keys) / ``cdc_service`` /
-  ``admin_service`` - the gRPC services;
-* ``faults`` - fault injection (region operations, store outages, held locks, busy stores, GC passes);
-* ``workload`` - a sysbench-like OLTP mix against the SQL front;
-* ``cluster`` - wires the above into servers (PD + N stores); ``embedded`` - a cluster on a background thread;
-  ``process`` - the ``cdcflow upstream start`` process (foreground, detached, upstream.json).
+* ``pd`` - PD: the TSO, the region map as PD serves it, the member group, PD's gRPC service and HTTP API, the etcd
+  it embeds, service GC safe points, the cluster's min resolved ts;
+* ``store`` - TiKV: the MVCC store and its concurrency manager, the ChangeData (change feed) and KV services, split
+  checks, GC passes and the stores' min resolved ts reports;
+* ``sql`` - TiDB's SQL front: sessions, the MySQL protocol and its error codes, expressions, access paths,
+  ``information_schema`` listings, sql_mode, transactions, table writing, ``IMPORT INTO``; and within it ``sql.ddl``,
+  the DDL executor, ALTER rules, partition DDL and clauses, the catalog and the meta keys DDL writes.
+
+The wiring stays here: ``cluster`` (the parts into gRPC and MySQL servers on one loop), ``embedded`` (a cluster on
+a background thread), ``process`` (``cdcflow upstream start``), ``faults`` and ``admin_service`` (fault injection,
+over the wire on the control port), ``workload`` (a sysbench-like OLTP mix against the SQL front).
 """

@@ -14,7 +14,7 @@ import grpc
 
 from cdc_core.proto import adminpb_pb2, adminpb_pb2_grpc
 from cdc_core.upstream.faults import FaultError, FaultInjector, FaultKind
-from cdc_core.upstream.regions import Region
+from cdc_core.upstream.pd.regions import Region
 
 T = TypeVar("T")
 

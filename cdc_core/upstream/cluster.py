@@ -42,27 +42,29 @@ from cdc_core.proto import (
 from cdc_core.schema import ddl_history
 from cdc_core.tls import TlsConfig
 from cdc_core.upstream.admin_service import AdminService
-from cdc_core.upstream.bulk_import import DEFAULT_REGION_KEYS
-from cdc_core.upstream.catalog import Catalog
-from cdc_core.upstream.cdc_service import CdcService
-from cdc_core.upstream.ddl import DdlExecutor
-from cdc_core.upstream.etcd_service import EtcdKeySpace, EtcdKvService
 from cdc_core.upstream.faults import FaultInjector
-from cdc_core.upstream.gc import GcSafePoints, GcWorker
-from cdc_core.upstream.kv_service import KvService
-from cdc_core.upstream.min_resolved_ts import MinResolvedTs, Reporter
-from cdc_core.upstream.mvcc import MvccStore
-from cdc_core.upstream.mysql_front import Accounts, MysqlFront
-from cdc_core.upstream.pd_http import PdFront
-from cdc_core.upstream.pd_members import PdMembers
-from cdc_core.upstream.pd_service import PdService
-from cdc_core.upstream.regions import PEER_ID_STRIDE, RegionManager
-from cdc_core.upstream.schema_meta import MetaIngest
-from cdc_core.upstream.split_checker import SplitChecker
-from cdc_core.upstream.sql_front import SqlEngine
-from cdc_core.upstream.store_node import StoreNode
-from cdc_core.upstream.table_listing import TableListing
-from cdc_core.upstream.tso import TsoAllocator
+from cdc_core.upstream.pd.etcd_service import EtcdKeySpace, EtcdKvService
+from cdc_core.upstream.pd.gc_safe_points import GcSafePoints
+from cdc_core.upstream.pd.min_resolved_ts import MinResolvedTs
+from cdc_core.upstream.pd.pd_http import PdFront
+from cdc_core.upstream.pd.pd_members import PdMembers
+from cdc_core.upstream.pd.pd_service import PdService
+from cdc_core.upstream.pd.regions import PEER_ID_STRIDE, RegionManager
+from cdc_core.upstream.pd.tso import TsoAllocator
+from cdc_core.upstream.sql.bulk_import import DEFAULT_REGION_KEYS
+from cdc_core.upstream.sql.ddl.catalog import Catalog
+from cdc_core.upstream.sql.ddl.executor import DdlExecutor
+from cdc_core.upstream.sql.ddl.schema_meta import MetaIngest
+from cdc_core.upstream.sql.mysql_front import Accounts, MysqlFront
+from cdc_core.upstream.sql.sql_front import SqlEngine
+from cdc_core.upstream.sql.table_listing import TableListing
+from cdc_core.upstream.store.cdc_service import CdcService
+from cdc_core.upstream.store.gc_worker import GcWorker
+from cdc_core.upstream.store.kv_service import KvService
+from cdc_core.upstream.store.mvcc import MvccStore
+from cdc_core.upstream.store.resolved_ts_reporter import Reporter
+from cdc_core.upstream.store.split_checker import SplitChecker
+from cdc_core.upstream.store.store_node import StoreNode
 
 log = get_logger("cdcflow.upstream")
 

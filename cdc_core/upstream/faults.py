@@ -19,13 +19,13 @@ from typing import Protocol
 from cdc_core.codec import key as keycodec
 from cdc_core.errors import EmbeddedUpstreamError
 from cdc_core.log import get_logger
-from cdc_core.upstream.catalog import Catalog
-from cdc_core.upstream.gc import GcWorker
-from cdc_core.upstream.mvcc import GcStats, Mutation, MvccError, MvccStore, Op
-from cdc_core.upstream.pd_members import PdMembers
-from cdc_core.upstream.regions import Region, RegionError, RegionManager, handle_split_keys
-from cdc_core.upstream.store_node import StoreNode
-from cdc_core.upstream.tso import TsoAllocator
+from cdc_core.upstream.pd.pd_members import PdMembers
+from cdc_core.upstream.pd.regions import Region, RegionError, RegionManager, handle_split_keys
+from cdc_core.upstream.pd.tso import TsoAllocator
+from cdc_core.upstream.sql.ddl.catalog import Catalog
+from cdc_core.upstream.store.gc_worker import GcWorker
+from cdc_core.upstream.store.mvcc import GcStats, Mutation, MvccError, MvccStore, Op
+from cdc_core.upstream.store.store_node import StoreNode
 
 log = get_logger("cdcflow.upstream.faults")
 

@@ -3,7 +3,7 @@
 The full reconciliation has the upstream compute, per chunk, ``COUNT(*)`` and ``BIT_XOR(CAST(CRC32(CONCAT_WS(',',
 <columns>, CONCAT(ISNULL(c1), ...))) AS UNSIGNED))`` with ``MIN`` / ``MAX`` of the range column
 (``spark_jobs/chunk_checksum.py``): about a dozen expression nodes evaluated on every row. The upstream compiles an
-expression once per statement into closures (``cdc_core/upstream/expr.py``, ``compile_expr``). This bench times the
+expression once per statement into closures (``cdc_core/upstream/sql/expr.py``, ``compile_expr``). This bench times the
 checksum statement over a table against the same scan with a one-node filter (``WHERE pad IS NOT NULL``, every row
 read and decoded, one predicate each), in the upstream's own SQL engine (no MySQL protocol), in interleaved rounds,
 the fastest of each kept. Printed: microseconds per row each way and their ratio, what the checksum's expression

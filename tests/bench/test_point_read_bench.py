@@ -49,8 +49,8 @@ def _others_cpu() -> float:
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads threads' CPU time from /proc")
 def test_point_reads_with_and_without_the_fast_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     from cdc_core.client.upstream import UpstreamClient
-    from cdc_core.upstream import access_path, mysql_front, sql_front
     from cdc_core.upstream.embedded import EmbeddedCluster
+    from cdc_core.upstream.sql import access_path, mysql_front, sql_front
 
     plan, plain = access_path.plan, sql_front.plain_tokens
     split, batch = mysql_front.split_script, sql_front.STREAM_BATCH_ROWS

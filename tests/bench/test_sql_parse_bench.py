@@ -1,7 +1,7 @@
 """The embedded upstream's SQL parsing: sqlglot compiled with mypyc (``sqlglotc``) against the same sqlglot in pure
 Python, side by side (``make bench``).
 
-The upstream parses every statement it serves (``cdc_core.upstream.sql_front``), and the statements it serves most
+The upstream parses every statement it serves (``cdc_core.upstream.sql.sql_front``), and the statements it serves most
 are the window checks' batched point reads (``SELECT ... WHERE id IN (1,000 keys)``) and a workload's multi-row
 INSERTs and UPDATEs. Each is parsed ``REPEAT`` times in two processes, one importing the installed (compiled)
 sqlglot and one importing its ``.py`` sources only; the CPU time a statement takes in each, and their ratio, are
@@ -88,7 +88,7 @@ def test_a_script_is_tokenized_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     import sqlglot
 
-    from cdc_core.upstream import sql_front
+    from cdc_core.upstream.sql import sql_front
 
     tokens_path = sql_front._parse_tokens
 

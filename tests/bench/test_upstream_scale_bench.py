@@ -23,8 +23,8 @@ from cdc_core.codec.memcomparable import encode_key
 from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, kvrpcpb_pb2, metapb_pb2
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
-from cdc_core.upstream.mvcc import Mutation, Op
-from cdc_core.upstream.regions import RegionManager
+from cdc_core.upstream.pd.regions import RegionManager
+from cdc_core.upstream.store.mvcc import Mutation, Op
 
 REGIONS = int(os.environ.get("CDCFLOW_BENCH_REGIONS", "500000"))
 ROWS = int(os.environ.get("CDCFLOW_BENCH_ROWS", "200000"))
@@ -172,7 +172,7 @@ def test_bench_events_per_second_one_store_one_feed() -> None:
 def test_bench_count_from_statistics_against_the_key_walk() -> None:
     """``COUNT(*)`` of a table of ``CDCFLOW_BENCH_COUNT_ROWS`` (1,000,000) ingested keys after 10,000 changes, at a
     ts 1,000 changes back (a window's barrier, the workload going on): the order statistics against the walk."""
-    from cdc_core.upstream.mvcc import MvccStore
+    from cdc_core.upstream.store.mvcc import MvccStore
 
     rows = int(os.environ.get("CDCFLOW_BENCH_COUNT_ROWS", "1000000"))
     s = MvccStore()
@@ -205,7 +205,7 @@ def test_bench_a_pull_of_many_regions_from_one_checkpoint() -> None:
     region's scan did before it (written out here as the baseline): a pass over every version after the checkpoint
     for each step, or a walk of the region's keys when those versions outnumbered them -- with 60 regions of
     16,667 keys and 50,000 changes, the walk."""
-    from cdc_core.upstream.mvcc import MvccStore
+    from cdc_core.upstream.store.mvcc import MvccStore
 
     rows = int(os.environ.get("CDCFLOW_BENCH_COUNT_ROWS", "1000000"))
     regions = int(os.environ.get("CDCFLOW_BENCH_PULL_REGIONS", "60"))

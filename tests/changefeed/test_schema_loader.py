@@ -102,7 +102,7 @@ def test_an_old_job_nobody_can_decode_does_not_matter(upstream_cluster: Any, ups
 def test_a_replicated_table_that_cannot_be_read_is_named(upstream_cluster: Any, upstream_client: Any,
                                                         fresh_db: str) -> None:
     from cdc_core.codec import meta_key
-    from cdc_core.upstream.txn import Transaction
+    from cdc_core.upstream.sql.txn import Transaction
 
     ec, c, db = upstream_cluster, upstream_client, fresh_db
     c.execute(f"USE {db}; CREATE TABLE fine (id INT PRIMARY KEY)")

@@ -21,8 +21,8 @@ from cdc_core.errors import UpstreamError
 from cdc_core.puller.pd_client import PDClient
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
-from cdc_core.upstream.mvcc import Mutation, Op
-from cdc_core.upstream.txn import Transaction
+from cdc_core.upstream.sql.txn import Transaction
+from cdc_core.upstream.store.mvcc import Mutation, Op
 
 
 def now(ec: Any) -> int:

@@ -21,7 +21,7 @@ from cdc_core.codec import key as keycodec
 from cdc_core.log import get_logger
 from cdc_core.puller.subscription_client import SubscriptionClient
 from cdc_core.upstream.faults import FaultError
-from cdc_core.upstream.mvcc import Mutation, MvccError, Op
+from cdc_core.upstream.store.mvcc import Mutation, MvccError, Op
 from testkit.puller import (
     ERRORS,
     SPAN,

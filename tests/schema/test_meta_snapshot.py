@@ -18,7 +18,7 @@ from cdc_core.puller.pd_client import PDClient
 from cdc_core.schema import tidb_json
 from cdc_core.schema.meta_snapshot import DatabaseMeta, MetaSnapshot
 from cdc_core.schema.model import Column, SchemaError, TableInfo
-from cdc_core.upstream.txn import Transaction
+from cdc_core.upstream.sql.txn import Transaction
 
 FUTURE_TP = 199  # a column type code no TiDB release has used: "a type added next year"
 

@@ -17,8 +17,8 @@ from cdc_core.codec.row import encode_row
 from cdc_core.schema import ddl_history, tidb_json
 from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Index, SchemaError, TableInfo
-from cdc_core.upstream.catalog import DatabaseInfo
-from cdc_core.upstream.ddl import table_info_from_create
+from cdc_core.upstream.sql.ddl.catalog import DatabaseInfo
+from cdc_core.upstream.sql.ddl.executor import table_info_from_create
 
 
 def _col(cid: int, name: str, tp: int, flag: int, flen: int, decimal: int, charset: str = "binary",

@@ -1,7 +1,7 @@
 """A second client that keeps writing while a test's workload runs on its own connection: explicit transactions
 into one table of its own, each ``BEGIN``, its statements and ``COMMIT`` as separate requests, so that some of them
 commit while a DDL of the workload waits for its schema to sync -- and then, by async commit or 1PC, at the DDL's
-commit ts (cdc_core/upstream/concurrency_manager.py). It inserts rows in both regions of its table (a transaction
+commit ts (cdc_core/upstream/store/concurrency_manager.py). It inserts rows in both regions of its table (a transaction
 over both commits by async commit, one over one region by 1PC), updates and deletes them.
 
 :func:`shared_commit_ts` reads back from a changefeed's bronze windows which DDL commit ts also hold row changes.

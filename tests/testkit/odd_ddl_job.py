@@ -13,7 +13,7 @@ from cdc_core.codec.row import encode_row
 from cdc_core.schema import ddl_history
 from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, TableInfo
-from cdc_core.upstream.txn import Transaction
+from cdc_core.upstream.sql.txn import Transaction
 
 FUTURE_TP = 199
 # Below the first id the catalog hands out (100): an old job, and no real job's row is overwritten.

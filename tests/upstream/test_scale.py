@@ -16,7 +16,7 @@ from cdc_core.codec.memcomparable import encode_key
 from cdc_core.proto import pdpb_pb2
 from cdc_core.upstream.cluster import ClusterConfig
 from cdc_core.upstream.embedded import EmbeddedCluster
-from cdc_core.upstream.regions import RegionManager
+from cdc_core.upstream.pd.regions import RegionManager
 
 REGIONS = int(os.environ.get("CDCFLOW_SCALE_REGIONS", "500000"))
 
