@@ -557,8 +557,11 @@ def check_type_change(table: str, old: Column, new: Column, ts: int) -> bool:
     without losing or reinterpreting values.
     """
     same_type = old.arrow_type() == new.arrow_type()
-    if same_type and not (old.kind in (ct.ENUM, ct.SET) and not ct.members_appended(old, new)):
+    if same_type and not (old.kind in (ct.ENUM, ct.SET) and not ct.members_appended(old, new)) and not _rescaled(
+            old, new):
         return False  # VARCHAR length, VARCHAR<->TEXT, same DECIMAL, appended ENUM members: the Delta type holds
+    if same_type and ct.delta_widens(old, new):
+        return True  # a DECIMAL held as text, its scale widened: each value rewritten with the new scale
     if not same_type and ct.delta_widens(old, new):
         return True
     raise ChangefeedError(
@@ -572,14 +575,33 @@ def check_type_change(table: str, old: Column, new: Column, ts: int) -> bool:
     )
 
 
+def _rescaled(old: Column, new: Column) -> bool:
+    """A DECIMAL the lake holds as its text (wider than 38 digits, ``column_type.decimal_as_text``) whose scale
+    changes: its text has the old scale's digits, which the new type prints otherwise."""
+    return ct.decimal_as_text(new) and old.kind == ct.DECIMAL and (old.scale or 0) != (new.scale or 0)
+
+
+def _as_decimal_text(scale: int) -> Callable[[Any], Any]:
+    """A column's values (DECIMAL as Arrow decimal128, or as text) as the text of a DECIMAL of ``scale``, as TiDB
+    prints it (``column_type.decimal_text``): per value, but only for the columns a MODIFY makes text or rescales."""
+    from decimal import Decimal
+
+    def convert(col: Any) -> Any:
+        values = [None if v is None else ct.decimal_text(Decimal(str(v)), scale) for v in col.to_pylist()]
+        return pa.array(values, pa.string())
+
+    return convert
+
+
 @dataclass(frozen=True)
 class _Target:
-    """One column of the rewritten table: from an existing column (cast when the type widens) or a
-    constant (the origin default of a new column)."""
+    """One column of the rewritten table: from an existing column (cast when the type widens, or ``convert``ed) or
+    a constant (the origin default of a new column)."""
 
     field: pa.Field
     source: str | None
     value: Any = None
+    convert: Callable[[Any], Any] | None = None
 
 
 def _plan(ctx: _Ctx, before: TableInfo, after: TableInfo, empty: bool) -> tuple[list[_Target], bool]:
@@ -605,7 +627,9 @@ def _plan(ctx: _Ctx, before: TableInfo, after: TableInfo, empty: bool) -> tuple[
         if check_type_change(after.qualified_name, old, col, ctx.ts):
             rewrite = True
         rewrite = rewrite or old.name != col.name
-        targets.append(_Target(f, old.name))
+        # a DECIMAL that becomes text (wider than 38 digits) or is text with another scale: its values reprinted
+        text = ct.decimal_as_text(col) and (not ct.decimal_as_text(old) or _rescaled(old, col))
+        targets.append(_Target(f, old.name, convert=_as_decimal_text(col.scale or 0) if text else None))
     kept = {t.source for t in targets if t.source is not None}
     rewrite = rewrite or any(n not in kept for n in before_names)  # a dropped column
     return targets, rewrite
@@ -623,7 +647,10 @@ def _batches(ds: Any, targets: list[_Target], schema: pa.Schema) -> Iterator[pa.
                 )
             else:
                 c = b.column(t.source)
-                cols.append(c if c.type == t.field.type else c.cast(t.field.type, safe=True))
+                if t.convert is not None:
+                    cols.append(t.convert(c))
+                else:
+                    cols.append(c if c.type == t.field.type else c.cast(t.field.type, safe=True))
         yield pa.RecordBatch.from_arrays(cols, schema=schema)
 
 

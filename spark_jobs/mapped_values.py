@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from cdc_core.errors import ChangefeedError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import TableInfo
 
@@ -60,9 +61,18 @@ def marker(ids: Sequence[int], masks: Sequence[np.ndarray | None], n: int) -> pa
 
 
 def row_marker(table: TableInfo, row: Sequence[Any]) -> list[int] | None:
-    """The marker of one row of Python values in column order (a snapshot's), before :func:`arrow_value` maps them."""
-    ids = [c.id for c, v in zip(table.columns, row, strict=False) if v is not None and ct.maps_to_null(c, v)]
-    return ids or None
+    """The marker of one row of Python values in column order (a snapshot's), before :func:`arrow_value` maps them.
+    A value of the Delta key that would be mapped is a ``ChangefeedError`` (a row without a key: see
+    ``spark_jobs.mount``)."""
+    mapped = [c for c, v in zip(table.columns, row, strict=False) if v is not None and ct.maps_to_null(c, v)]
+    keys = set(table.delta_key())
+    for c in mapped:
+        if c.name in keys:
+            raise ChangefeedError(
+                f"table {table.qualified_name}: column {c.name!r} of its Delta key {list(table.delta_key())} holds a "
+                f"value Delta cannot hold ({row[table.columns.index(c)]!r}: a zero or invalid date), which would "
+                "leave the row without a key")
+    return [c.id for c in mapped] or None
 
 
 def _names(table: TableInfo, counts: dict[int, int]) -> dict[str, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cdc_core.codec.key import HANDLE_OFFSET, ROW_KEY_LEN
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
@@ -96,6 +96,7 @@ def _image(table: TableInfo, batch: pa.RecordBatch, column: str, present: pa.Arr
                          f"{batch.column('commit_ts')[exc.row].as_py()} ({column})")
         raise RowDecodeError(f"cannot decode a row value: {', '.join(where)}: {exc}", row=exc.row,
                              col_id=exc.col_id) from exc
+    _check_keys_held(table, batch, column, decoded.mapped)
     image = _image_type(table)
     handle = batch.column(HANDLE)
     by_name = dict(zip([c.name for c in table.columns], arrays, strict=True))
@@ -107,6 +108,27 @@ def _image(table: TableInfo, batch: pa.RecordBatch, column: str, present: pa.Arr
     children = [by_name[f.name] for f in image]
     marks = mapped_values.marker([c.id for c in table.columns], decoded.mapped, batch.num_rows)
     return pa.StructArray.from_arrays(children, fields=list(image), mask=pc.invert(present)), marks
+
+
+def _check_keys_held(table: TableInfo, batch: pa.RecordBatch, column: str, mapped: list[Any]) -> None:
+    """A value of the Delta key Delta cannot hold (a zero date in a DATE primary key, under a permissive sql_mode)
+    would be NULL, and a NULL key merges with nothing: the row would be lost, or repeat. It stops the apply instead,
+    naming the table, the column, the row's key and commit ts (the checkpoint stays; the row is fixed upstream, or
+    the table filtered out)."""
+    import numpy as np
+
+    from cdc_core.codec.rowcodec_batch import RowDecodeError
+
+    keys = set(table.delta_key())
+    for c, m in zip(table.columns, mapped, strict=True):
+        if m is None or c.name not in keys or c.name == table.handle_column:
+            continue
+        row = int(np.flatnonzero(m)[0])
+        raise RowDecodeError(
+            f"table {table.qualified_name} (id {table.id}): column {c.name!r} of its Delta key "
+            f"{list(table.delta_key())} holds a value Delta cannot hold (a zero or invalid date), which would leave "
+            f"the row without a key: key {batch.column('key')[row].as_py().hex()} at commit ts "
+            f"{batch.column('commit_ts')[row].as_py()} ({column})", row=row, col_id=c.id)
 
 
 def decode_batches(table_json: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

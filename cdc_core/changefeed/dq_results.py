@@ -71,6 +71,22 @@ def mapped_reports(mapped: dict[str, dict[str, int]]) -> dict[str, Any]:
         for table, by_column in mapped.items()}
 
 
+def record_mapped(sink_uri: str, changefeed_id: str, mode: str, ts: int, where: str, tables: dict[str, Any],
+                  total: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Append, per table and column, the values a load or a step wrote as NULL because Delta cannot hold them
+    (``tables``: a job's per-table results, each with its ``mapped`` counts, ``spark_jobs.mapped_values``; a table
+    skipped as done counts none), add them to ``total`` (``{table: {column: values}}``) and return what this one
+    mapped. A window's apply, a snapshot load and a rebuild's replay all record them so."""
+    mapped = {name: dict(r["mapped"]) for name, r in tables.items() if not r.get("skipped") and r.get("mapped")}
+    if not mapped:
+        return {}
+    append(sink_uri, changefeed_id, ts, where, mode, mapped_reports(mapped))
+    for name, by_column in mapped.items():
+        for column, n in by_column.items():
+            total.setdefault(name, {})[column] = total.get(name, {}).get(column, 0) + int(n)
+    return mapped
+
+
 def failure_message(failed: dict[str, Any], ts: int) -> str:
     """The error of failed reports (``{table: report}``): each failed expectation with its details and sample keys."""
     parts = []

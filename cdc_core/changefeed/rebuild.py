@@ -67,7 +67,7 @@ from cdc_core.schema.ddl_job import DDLJob, sort_key
 from cdc_core.schema.model import TableInfo
 from cdc_core.schema.storage import SchemaStorage
 
-from . import spark_engine
+from . import dq_results, spark_engine
 from .barriers import applies, plan_steps, relevant
 from .config import ChangefeedConfig
 from .ddl_puller import SchemaLog, decode_jobs
@@ -329,6 +329,7 @@ def _replay_group(
 ) -> None:
     """Load the bases of ``group`` (tables starting at ``start_ts``) and replay the windows after it."""
     cid, sink = cfg.changefeed_id, cfg.sink_uri
+    mapped: dict[str, dict[str, int]] = {}
     targets: dict[int, TableInfo] = {}
     for t in group:
         for i in starts[t.qualified_name].ids:
@@ -342,6 +343,8 @@ def _replay_group(
                                                         "loads": loads})
         for name, r in loaded.get("tables", {}).items():
             results[name]["base_rows"] = r.get("rows")
+        # values Delta cannot hold, written as NULL, are counted in a rebuild as in the windows it replays
+        dq_results.record_mapped(sink, cid, cfg.dq_mode, start_ts, "rebuild base", loaded.get("tables", {}), mapped)
     ids = set(targets)
     flt = cfg.table_filter
     for end, after, upto in window_ranges(sink, cid, start_ts, upto_ts):
@@ -353,6 +356,9 @@ def _replay_group(
                                      shared_commit_ts(cfg, storage, end, jobs)), window_end_ts=end,
             tables_at=lambda at: [t for t in replicated_at(cfg, storage, at) if t.id in ids],
             target_of=target_of, ignore_moves=True,
+            after_dml=lambda step, _tables, result: dq_results.record_mapped(
+                sink, cid, cfg.dq_mode, step.upto_ts, f"rebuild apply ({step.after_ts}, {step.upto_ts}]",
+                result.get("tables", {}), mapped),
         )
         for name, agg in res.tables.items():
             r = results.get(name)
@@ -367,3 +373,6 @@ def _replay_group(
         log.info("rebuild replayed a window", changefeed_id=cid, window=end, after=after, upto=upto,
                  steps=res.steps, tables=sorted(res.tables))
         failpoint.hit("rebuild.window_replayed")
+    for name, by_column in mapped.items():
+        if name in results:
+            results[name]["mapped"] = by_column

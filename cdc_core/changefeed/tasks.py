@@ -366,19 +366,13 @@ def applied_jobs(cfg: ChangefeedConfig, storage: SchemaStorage, after_ts: int, u
 
 
 def _record_mapped(cfg: ChangefeedConfig, ts: int, where: str, tables: dict[str, Any], out: dict[str, Any]) -> None:
-    """Record in the data-quality results, per table and column, the values a load or a step wrote as NULL because
-    Delta cannot hold them (``spark_jobs.mapped_values``; a step or load skipped as done counts none), and add them
-    to the apply's ``out["mapped"]``."""
-    mapped = {name: dict(r["mapped"]) for name, r in tables.items() if not r.get("skipped") and r.get("mapped")}
-    if not mapped:
-        return
-    dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, dq_results.mapped_reports(mapped))
-    total = out.setdefault("mapped", {})
-    for name, by_column in mapped.items():
-        for column, n in by_column.items():
-            total.setdefault(name, {})[column] = total.get(name, {}).get(column, 0) + int(n)
-    log.warning("values Delta cannot hold were written as NULL", changefeed_id=cfg.changefeed_id, ts=ts, where=where,
-                mapped=mapped)
+    """``dq_results.record_mapped`` of a load's or a step's per-table results, into the apply's ``out["mapped"]``."""
+    total = out.get("mapped", {})
+    mapped = dq_results.record_mapped(cfg.sink_uri, cfg.changefeed_id, cfg.dq_mode, ts, where, tables, total)
+    if mapped:
+        out["mapped"] = total
+        log.warning("values Delta cannot hold were written as NULL", changefeed_id=cfg.changefeed_id, ts=ts,
+                    where=where, mapped=mapped)
 
 
 def _has_window(p: dict[str, Any]) -> bool:

@@ -51,7 +51,7 @@ MAX_COMPONENT_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs; S3 keys allow more, l
 SUFFIX_BYTES = len("@") + 20
 # Columns cdcflow adds to a table's rows in a change set (spark_jobs.net_effect.OP_COL, COMMIT_TS_COL): a table
 # column of the same name (Spark compares names without case) would be overwritten by them.
-RESERVED_COLUMNS = ("_cdc_op", "_cdc_commit_ts")
+RESERVED_COLUMNS = ("_cdc_op", "_cdc_commit_ts", "_cdc_mapped")  # net_effect.OP_COL, COMMIT_TS_COL; mapped_values.MAPPED_COL
 DELTA_LOG_DIR = "_delta_log"
 _SAFE_ASCII = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-$.")
 ESCAPE = "~"

@@ -59,7 +59,9 @@ def test_by_changefeed_id_uses_the_config_and_never_fails_the_caller(tmp_path: P
     monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
     save_config(ChangefeedConfig(changefeed_id="byid", sink_uri=f"file://{tmp_path}/lake", start_ts=1,
                                  upstream=pd_addr))
-    ts = tso.compose(tso.now_physical_ms() - 60_000)
+    # a minute ago, or the shared upstream's lowest service safe point when others' are younger: PD takes no service
+    # safe point below its minimum (the changefeeds of earlier tests in the session hold theirs)
+    ts = max(tso.compose(tso.now_physical_ms() - 60_000), min(_live(upstream_cluster).values(), default=0))
     create_state("byid", ts)
     sp = gc_safepoint.refresh_for_changefeed("byid")  # the state's checkpoint
     assert sp is not None and sp.safe_point == ts and _live(upstream_cluster)["cdcflow-byid"] == ts

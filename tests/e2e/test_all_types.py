@@ -11,6 +11,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
@@ -138,9 +139,12 @@ def test_every_type_replicates_with_its_documented_delta_type(cdc_home: Path, up
 
 
 MDB = "e2e_mapped"
-MAPPED_DDL = (f"CREATE TABLE {MDB}.m (id INT PRIMARY KEY, v VECTOR(3), w VECTOR, dw DECIMAL(65,30), "
-              "d DATE NOT NULL, dtm DATETIME(3), ts TIMESTAMP NULL);"
-              f"CREATE TABLE {MDB}.p (id BIGINT PRIMARY KEY, d DATE, dtm DATETIME, dw DECIMAL(50,4))")
+
+
+def _mapped_ddl(db: str) -> str:
+    return (f"CREATE TABLE {db}.m (id INT PRIMARY KEY, v VECTOR(3), w VECTOR, dw DECIMAL(65,30), "
+            "d DATE NOT NULL, dtm DATETIME(3), ts TIMESTAMP NULL);"
+            f"CREATE TABLE {db}.p (id BIGINT PRIMARY KEY, d DATE, dtm DATETIME, dw DECIMAL(50,4))")
 # TiDB's permissive sql_mode: the zero date, zero months or days and invalid days are stored as written
 PERMISSIVE = "SET sql_mode = 'ALLOW_INVALID_DATES'"
 _DATES = ["'0000-00-00'", "'2021-00-10'", "'2021-07-00'", "'2021-02-30'", "'0000-03-04'", "'2024-02-29'",
@@ -162,22 +166,22 @@ def _mapped_literals(r: random.Random, table: str) -> dict[str, str]:
             "d": d, "dtm": dtm, "ts": r.choice(["NULL", "'0000-00-00 00:00:00'", "'2030-05-06 07:08:09'"])}
 
 
-def _mapped_rows(r: random.Random, table: str, ids: range) -> str:
+def _mapped_rows(r: random.Random, db: str, table: str, ids: range) -> str:
     rows = []
     for i in ids:
         lit = _mapped_literals(r, table)
         rows.append("(" + ", ".join([str(i), *lit.values()]) + ")")
-    return f"INSERT INTO {MDB}.{table} VALUES " + ", ".join(rows)
+    return f"INSERT INTO {db}.{table} VALUES " + ", ".join(rows)
 
 
-def _mapped_counts(c: UpstreamClient, table: str, ts: int, ids: set[int]) -> dict[str, int]:
+def _mapped_counts(c: UpstreamClient, db: str, table: str, ts: int, ids: set[int]) -> dict[str, int]:
     """Per column, the values of the upstream's rows ``ids`` at ``ts`` the lake holds as NULL."""
     from cdc_core.changefeed.schema_loader import load_schema
     from cdc_core.schema import column_type as ct
 
-    (info,) = [t for t in load_schema(c, ts).tables_at(ts) if (t.db_name, t.name) == (MDB, table)]
+    (info,) = [t for t in load_schema(c, ts).tables_at(ts) if (t.db_name, t.name) == (db, table)]
     out: dict[str, int] = {}
-    for row in c.query(f"SELECT * FROM {MDB}.{table}", at_ts=ts):
+    for row in c.query(f"SELECT * FROM {db}.{table}", at_ts=ts):
         if row["id"] in ids:
             for col in info.columns:
                 if ct.maps_to_null(col, col.convert(row[col.name], ct.STORED_DATES)):
@@ -185,11 +189,11 @@ def _mapped_counts(c: UpstreamClient, table: str, ts: int, ids: set[int]) -> dic
     return out
 
 
-def _written(c: UpstreamClient, table: str, before: int, after: int) -> set[int]:
+def _written(c: UpstreamClient, db: str, table: str, before: int, after: int) -> set[int]:
     """The ids whose row a window ``(before, after]`` wrote: new or changed since ``before`` (an UPDATE that changes
     nothing writes nothing, in TiDB as here)."""
-    old = {row["id"]: row for row in c.query(f"SELECT * FROM {MDB}.{table}", at_ts=before)}
-    return {row["id"] for row in c.query(f"SELECT * FROM {MDB}.{table}", at_ts=after) if old.get(row["id"]) != row}
+    old = {row["id"]: row for row in c.query(f"SELECT * FROM {db}.{table}", at_ts=before)}
+    return {row["id"] for row in c.query(f"SELECT * FROM {db}.{table}", at_ts=after) if old.get(row["id"]) != row}
 
 
 def _recorded(sink: Path, where: str) -> dict[str, dict[str, int]]:
@@ -206,73 +210,80 @@ def _recorded(sink: Path, where: str) -> dict[str, dict[str, int]]:
     return out
 
 
+@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["copy-on-write", "deletion-vectors"])
 def test_vectors_wide_decimals_and_zero_dates_replicate_by_their_mapping_and_are_counted(
-        cdc_home: Path, upstream_cluster: Any) -> None:
+        cdc_home: Path, upstream_cluster: Any, deletion_vectors: bool) -> None:
     """VECTOR(3), VECTOR, DECIMAL(65,30) and DATE/DATETIME/TIMESTAMP holding zero dates (written under a permissive
     sql_mode) through an initial snapshot, two windows of inserts, updates and deletes with the checksum checks,
     a rebuild and verify: Delta equals the upstream under the documented mapping (vectors as array<float>, wide
     decimals as their text, dates Delta cannot hold as NULL), every check passes, and the data-quality results count
-    the mapped values of the snapshot and of each window, table by table and column by column."""
+    the mapped values of the snapshot, of each window and of the rebuild, table by table and column by column; the
+    same with the silver tables merged through deletion vectors."""
     r = random.Random(52)
-    sink = cdc_home / "lake-mapped"
+    cid, db = ("mapped-dv", f"{MDB}_dv") if deletion_vectors else ("mapped", MDB)
+    sink = cdc_home / f"lake-{cid}"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
-        c.execute(f"CREATE DATABASE {MDB}; {MAPPED_DDL}")
-        c.execute(f"{PERMISSIVE}; {_mapped_rows(r, 'm', range(1, 81))}; {_mapped_rows(r, 'p', range(1, 81))}; "
+        c.execute(f"CREATE DATABASE {db}; {_mapped_ddl(db)}")
+        c.execute(f"{PERMISSIVE}; {_mapped_rows(r, db, 'm', range(1, 81))}; {_mapped_rows(r, db, 'p', range(1, 81))}; "
                   "SET sql_mode = DEFAULT")  # the client's session back to the global sql_mode
         start_ts = c.get_ts()
-        cfg = cdc_home / "mapped.toml"
-        cfg.write_text(f'changefeed-id = "mapped"\nsink-uri = "file://{sink}"\nstart-ts = {start_ts}\n'
-                       f'initial-snapshot = true\n[filter]\nrules = ["{MDB}.*"]\n[data-quality]\nmode = "checksum"\n')
+        cfg = cdc_home / f"{cid}.toml"
+        cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{sink}"\nstart-ts = {start_ts}\n'
+                       f'initial-snapshot = true\n[filter]\nrules = ["{db}.*"]\n[data-quality]\nmode = "checksum"\n'
+                       f'[sink]\ndeletion-vectors = {str(deletion_vectors).lower()}\n')
         _cli("changefeed", "create", "--config", str(cfg))
-        snapshot = {t: _mapped_counts(c, t, start_ts, set(range(1, 81))) for t in ("m", "p")}
+        snapshot = {t: _mapped_counts(c, db, t, start_ts, set(range(1, 81))) for t in ("m", "p")}
         assert snapshot["m"]["d"] > 10 and snapshot["p"]["d"] > 10  # the random rows do hold such values
 
         # Window 1: the snapshot, then inserts, updates to and from mapped values, a key move and deletes.
         c.execute(f"""{PERMISSIVE};
-            {_mapped_rows(r, 'm', range(81, 121))}; {_mapped_rows(r, 'p', range(81, 121))};
-            UPDATE {MDB}.m SET d = '0000-00-00', v = '[1,2,3]' WHERE id % 7 = 0;
-            UPDATE {MDB}.m SET d = '2020-01-01', dtm = NULL, ts = '0000-00-00 00:00:00' WHERE id % 5 = 0;
-            UPDATE {MDB}.p SET d = '2021-02-30', dw = -0.5 WHERE id % 6 = 0;
-            UPDATE {MDB}.m SET id = id + 1000 WHERE id = 11;
-            DELETE FROM {MDB}.m WHERE id % 13 = 0; DELETE FROM {MDB}.p WHERE id % 9 = 0;
+            {_mapped_rows(r, db, 'm', range(81, 121))}; {_mapped_rows(r, db, 'p', range(81, 121))};
+            UPDATE {db}.m SET d = '0000-00-00', v = '[1,2,3]' WHERE id % 7 = 0;
+            UPDATE {db}.m SET d = '2020-01-01', dtm = NULL, ts = '0000-00-00 00:00:00' WHERE id % 5 = 0;
+            UPDATE {db}.p SET d = '2021-02-30', dw = -0.5 WHERE id % 6 = 0;
+            UPDATE {db}.m SET id = id + 1000 WHERE id = 11;
+            DELETE FROM {db}.m WHERE id % 13 = 0; DELETE FROM {db}.p WHERE id % 9 = 0;
             SET sql_mode = DEFAULT""")
         t1 = c.get_ts()
-        written = {t: _written(c, t, start_ts, t1) for t in ("m", "p")}
+        written = {t: _written(c, db, t, start_ts, t1) for t in ("m", "p")}
         assert 1011 in written["m"] and 11 not in written["m"] and len(written["p"]) > 40
-        runner.run_until("mapped", t1)
-        assert load_state("mapped").checkpoint_ts == t1
+        runner.run_until(cid, t1)
+        assert load_state(cid).checkpoint_ts == t1
         for t in ("m", "p"):
-            assert typed_rows_match(c, sink, MDB, t, t1) > 60
-        schema = DeltaTable(str(sink / MDB / "m")).to_pyarrow_table().schema
+            assert typed_rows_match(c, sink, db, t, t1) > 60
+        schema = pa.schema(DeltaTable(str(sink / db / "m")).schema().to_arrow())  # the log's (vectors or not)
         assert {f.name: str(f.type) for f in schema} == {
             "id": "int32", "v": "list<element: float>", "w": "list<element: float>", "dw": "string",
             "d": "date32[day]", "dtm": "timestamp[us]", "ts": "timestamp[us, tz=UTC]"}
-        q = json.loads(_cli("changefeed", "query", "mapped"))
+        q = json.loads(_cli("changefeed", "query", cid))
         assert q["last_checks"]["mode"] == "checksum"
         assert all(res["passed"] for res in q["last_checks"]["tables"].values()), q["last_checks"]
         assert _recorded(sink, "snapshot") == {t: v for t, v in snapshot.items() if v}
-        window1 = {t: _mapped_counts(c, t, t1, written[t]) for t in ("m", "p")}
+        window1 = {t: _mapped_counts(c, db, t, t1, written[t]) for t in ("m", "p")}
         assert _recorded(sink, "window apply") == window1
 
         # Window 2: more of each, then a rebuild of both tables from the changelog and a full verify.
         c.execute(f"""{PERMISSIVE};
-            UPDATE {MDB}.m SET dtm = '0000-00-00 00:00:00', w = '[]' WHERE id % 4 = 0;
-            UPDATE {MDB}.p SET dtm = '2021-00-01 00:00:00' WHERE id % 4 = 1;
-            DELETE FROM {MDB}.m WHERE id % 10 = 3;
-            {_mapped_rows(r, 'm', range(200, 210))};
+            UPDATE {db}.m SET dtm = '0000-00-00 00:00:00', w = '[]' WHERE id % 4 = 0;
+            UPDATE {db}.p SET dtm = '2021-00-01 00:00:00' WHERE id % 4 = 1;
+            DELETE FROM {db}.m WHERE id % 10 = 3;
+            {_mapped_rows(r, db, 'm', range(200, 210))};
             SET sql_mode = DEFAULT""")
         t2 = c.get_ts()
-        runner.run_until("mapped", t2)
+        runner.run_until(cid, t2)
         for t in ("m", "p"):
-            typed_rows_match(c, sink, MDB, t, t2)
-        q = json.loads(_cli("changefeed", "query", "mapped"))
+            typed_rows_match(c, sink, db, t, t2)
+        q = json.loads(_cli("changefeed", "query", cid))
         assert all(res["passed"] for res in q["last_checks"]["tables"].values()), q["last_checks"]
-        window2 = {t: _mapped_counts(c, t, t2, _written(c, t, t1, t2)) for t in ("m", "p")}
+        window2 = {t: _mapped_counts(c, db, t, t2, _written(c, db, t, t1, t2)) for t in ("m", "p")}
         assert _recorded(sink, "window apply") == {
             t: {k: window1[t].get(k, 0) + window2[t].get(k, 0) for k in {*window1[t], *window2[t]}} for t in ("m", "p")}
 
-        (rb,) = runner.run_until("mapped", t2, mode="rebuild", run_tag="types-rebuild")
+        (rb,) = runner.run_until(cid, t2, mode="rebuild", run_tag=f"{cid}-rebuild")
         assert rb["plan"]["mode"] == "rebuild" and rb["check"]["passed"], rb["check"]
         for t in ("m", "p"):
-            typed_rows_match(c, sink, MDB, t, t2)
-        _cli("verify", "mapped")
+            typed_rows_match(c, sink, db, t, t2)
+        # the rebuild replays the snapshot base and both windows: it counts what they counted
+        assert _recorded(sink, "rebuild") == {t: {k: snapshot[t].get(k, 0) + window1[t].get(k, 0) + window2[t].get(
+            k, 0) for k in {*snapshot[t], *window1[t], *window2[t]}} for t in ("m", "p")}
+        _cli("verify", cid)

@@ -302,6 +302,27 @@ def test_modify_column_widening(sink):
     assert applied_version(path, APP) == 210
 
 
+def test_modify_column_into_and_within_decimals_held_as_text(sink):
+    """DECIMAL(6,2) -> DECIMAL(50,4): the lake holds it as text from then on, each value printed with the new
+    scale (as TiDB prints it); DECIMAL(50,4) -> DECIMAL(60,6) reprints them again; DECIMAL(60,6) -> DECIMAL(65,6)
+    changes no text and is schema-only; narrowing stays an error."""
+    t = _typed()
+    path = _seed(sink, t, M_ROWS)
+    wide = replace(_modify(t, "d", precision=50, scale=4, id=7), max_column_id=7)
+    apply_ddl(sink, CF, _job("modify column", 200, wide, job_id=1), t, wide)
+    assert _schema(path)["d"] == pa.string() and [r["d"] for r in _rows(path)] == ["9999.9900", "-1.2500"]
+    wider = _modify(wide, "d", precision=60, scale=6)
+    apply_ddl(sink, CF, _job("modify column", 210, wider, job_id=2), wide, wider)
+    assert [r["d"] for r in _rows(path)] == ["9999.990000", "-1.250000"]
+    v = DeltaTable(path).version()
+    res = apply_ddl(sink, CF, _job("modify column", 220, (w65 := _modify(wider, "d", precision=65)), job_id=3),
+                    wider, w65)
+    assert res["action"].startswith("schema-only") and DeltaTable(path).version() == v
+    with pytest.raises(ChangefeedError, match=r"DECIMAL\(65,6\) -> DECIMAL\(65,5\) narrows"):
+        apply_ddl(sink, CF, _job("modify column", 230, _modify(w65, "d", scale=5), job_id=4), w65,
+                  _modify(w65, "d", scale=5))
+
+
 @pytest.mark.parametrize(
     ("name", "kw"),
     [

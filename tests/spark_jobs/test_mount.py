@@ -163,3 +163,25 @@ def test_vectors_wide_decimals_and_mapped_dates_in_both_engines(spark):
         assert [(r["_new"]["v"], r["_new"]["w"], r["_new"]["d"], r[NEW_MAPPED]) for r in got] == [
             ([1.0, 2.5], "-1.500", None, [4]), ([], None, datetime(2020, 1, 1).date(), None)]
         assert got[1]["_old"]["d"] is None
+
+
+def test_a_value_of_the_key_delta_cannot_hold_stops_the_apply_naming_the_row():
+    """A zero date in a DATE primary key (TiDB takes it under a permissive sql_mode) would leave the row keyed by
+    NULL, which merges with nothing: the mount stops, naming the table, the key column, the row's key and commit ts,
+    instead of losing or repeating the row; and a snapshot read of such a row does too."""
+    from cdc_core.codec.rowcodec import ZERO_TIME
+    from cdc_core.errors import ChangefeedError
+    from cdc_core.schema.model import Column, Index, TableInfo
+    from spark_jobs.mapped_values import row_marker
+    from spark_jobs.mount import EVENT_COLUMNS, decode_events
+
+    t = TableInfo(id=109, db_name="test", name="dk", is_common_handle=True, columns=(
+        Column(1, "d", "date", nullable=False), Column(2, "v", "int")),
+        indexes=(Index("PRIMARY", ("d",), unique=True, primary=True, id=1),))
+    b = Bronze().put(t, 1, 10, {1: "2020-01-01", 2: 1}).put(t, 2, 12, {1: ZERO_TIME, 2: 2})
+    with pytest.raises(ChangefeedError, match=r"table test\.dk \(id 109\): column 'd' of its Delta key \['d'\] holds "
+                                             r"a value Delta cannot hold .* at commit ts 12"):
+        decode_events(t, b.arrow().select(list(EVENT_COLUMNS)).to_batches()[0])
+    with pytest.raises(ChangefeedError, match=r"column 'd' of its Delta key"):
+        row_marker(t, [ZERO_TIME, 2])
+    assert row_marker(t, ["2020-01-01", 2]) is None
