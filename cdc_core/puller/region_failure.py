@@ -4,9 +4,9 @@ After TiCDC's ``logservice/logpuller/region_failure_handler.go`` (and the error 
 ``subscription_client.go``'s ``handleErrors``): a region request ends with an EventFeed ``Error`` of the region, a
 broken stream, or a ``RESYNC`` of the client's own; :func:`classify_error` names the kind, :func:`decide` says what
 to do: fail the subscription (the store or the client cannot go on) or request again -- the region itself, or its
-range re-divided from PD -- after which delay and at which priority. The client carries the decision out
-(:meth:`~cdc_core.puller.subscription_client.SubscriptionClient._end_region`); this module holds no state and does
-no I/O, so each rule is tested on its own (``tests/puller/test_region_failure.py``).
+range re-divided from PD -- after which delay and at which priority. The client's scheduler carries the decision out
+(:meth:`~cdc_core.puller.region_request_scheduler.RegionRequestScheduler.end_region`); this module holds no state and
+does no I/O, so each rule is tested on its own (``tests/puller/test_region_failure.py``).
 
 ============================== =================================================================
 error                          decision

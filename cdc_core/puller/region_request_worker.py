@@ -17,18 +17,32 @@ them into holes and re-requests them after a backoff. The next registration open
 
 ``take(request_id, region_id)`` removes a request when its region error arrives (TiCDC's ``takeRegionState``),
 so anything the store still sends for it is ignored; ``deregister`` does the same and tells the store.
+
+**The receive loop's routing** (TiCDC's ``receiveAndDispatchChangeEvents``: ``dispatchRegionChangeEvents`` and
+``dispatchResolvedTsEvent``) is :class:`RegionEventDispatcher`, the ``dispatch`` a client gives its workers: each
+region's entries, each error and each ``ResolvedTs`` (one id array per message, routed by request id to its span)
+go into the span's path of the event stream, after ``wait_pushable``: while the area is paused the receiver stops at
+the first message it cannot push, so the order is kept and the store is held back by gRPC flow control. A region
+request is what :func:`region_request` builds (TiCDC's ``createRegionRequest``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import grpc
+import numpy as np
+from prometheus_client import Counter
 
+from cdc_core.codec.memcomparable import encode_key
 from cdc_core.log import get_logger
-from cdc_core.proto import cdcpb_pb2
+from cdc_core.proto import cdcpb_pb2, kvrpcpb_pb2
+from cdc_core.puller.event_stream import EventKind, EventStream
 from cdc_core.puller.region_state import RegionState
+from cdc_core.puller.subscribed_span import SubscribedSpan
 
 log = get_logger("cdcflow.puller.worker")
 
@@ -38,6 +52,8 @@ CLIENT_VERSION = "8.5.0"
 MAX_RECEIVE_BYTES = 1 << 28
 FEATURES_METADATA = (("features", "stream-multiplexing"),)
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+
+RECEIVED_KINDS = ("entries", "rows", "resolved", "resolved_regions", "error", "stale")
 
 # (worker, message, its size on the wire)
 Dispatch = Callable[["StoreWorker", cdcpb_pb2.ChangeDataEvent, int], Awaitable[None]]
@@ -155,3 +171,120 @@ def _decode(raw: bytes) -> cdcpb_pb2.ChangeDataEvent:
 def _drain(q: asyncio.Queue[cdcpb_pb2.ChangeDataRequest]) -> None:
     while not q.empty():
         q.get_nowait()
+
+
+def region_request(cluster_id: int, state: RegionState) -> cdcpb_pb2.ChangeDataRequest:
+    """The registration of ``state``'s region: its epoch, its part of the span and the resolved ts of the hole it
+    locked (a re-request resumes where that range stopped), old values asked for (TiCDC's ``createRegionRequest``)."""
+    t = state.target
+    return cdcpb_pb2.ChangeDataRequest(
+        header=cdcpb_pb2.Header(cluster_id=cluster_id, ticdc_version=CLIENT_VERSION),
+        region_id=t.region_id, region_epoch=t.epoch(), checkpoint_ts=state.locked.resolved_ts,
+        # TiKV takes the range memcomparable-encoded; a raw one would not decode and it would observe the whole
+        # region instead.
+        start_key=encode_key(t.start_key), end_key=encode_key(t.end_key), request_id=state.request_id,
+        extra_op=kvrpcpb_pb2.ReadOldValue, register=cdcpb_pb2.ChangeDataRequest.Register(),
+    )
+
+
+@dataclass
+class RegionEventDispatcher:
+    """Where the workers' received messages go: into the paths of ``stream`` under ``area``, one per subscribed span
+    (``spans`` by span id, ``span_of_request`` by request id: the client's, read live). ``received`` counts them by
+    kind (``RECEIVED_KINDS``); ``fail`` stops the client on a bug (a receiver must not die silently)."""
+
+    stream: EventStream
+    area: Hashable
+    spans: Mapping[int, SubscribedSpan]
+    span_of_request: Mapping[int, SubscribedSpan]
+    received: Mapping[str, Counter]
+    fail: Callable[[BaseException], None]
+
+    async def dispatch(self, worker: StoreWorker, resp: cdcpb_pb2.ChangeDataEvent, size: int) -> None:
+        """Route one message a worker received (its wire size is the memory quota's measure of its events)."""
+        try:
+            await self._dispatch(worker, resp, size)
+        except Exception as exc:
+            self.fail(exc)
+            raise
+
+    async def push_errors(self, states: list[RegionState], err: Any) -> None:
+        """Hand ``err`` to the span of each live request in ``states`` (their stream broke), in order."""
+        try:
+            for st in states:
+                if st.stale:
+                    continue
+                span = self.spans.get(st.span_id)
+                if span is None:
+                    continue
+                await self.stream.wait_pushable(self.area, EventKind.ERROR)
+                self.stream.push_error(span.path, st.region_id, (st.request_id, err))
+        except Exception as exc:
+            self.fail(exc)
+            raise
+
+    async def _dispatch(self, worker: StoreWorker, resp: cdcpb_pb2.ChangeDataEvent, size: int) -> None:
+        stream, area = self.stream, self.area
+        m_ev = self.received
+        # The memory quota's measure of an event: its share of the message's wire size (no per-event ByteSize).
+        event_size = size // max(1, len(resp.events))
+        states = worker.states
+        for ev in resp.events:
+            state = states.get((ev.request_id, ev.region_id))
+            if state is None:
+                m_ev["stale"].inc()
+                continue
+            kind = ev.WhichOneof("event")
+            if kind == "entries":
+                if stream.is_paused(area):
+                    await stream.wait_pushable(area, EventKind.DATA)
+                    if states.get((ev.request_id, ev.region_id)) is not state:
+                        continue  # ended while we waited
+                span = self.spans.get(state.span_id)
+                if span is None:
+                    continue
+                m_ev["entries"].inc()
+                m_ev["rows"].inc(len(ev.entries.entries))
+                stream.push_entries(span.path, ev.region_id, ev, event_size)
+            elif kind == "resolved_ts":  # a store that takes the client for one older than 4.0.8
+                m_ev["resolved"].inc()
+                m_ev["resolved_regions"].inc()
+                span = self.spans.get(state.span_id)
+                if span is not None:
+                    await stream.wait_pushable(area, EventKind.RESOLVED)
+                    stream.push_resolved(span.path, np.array([ev.region_id], dtype=np.uint64), ev.resolved_ts)
+            elif kind == "error":
+                worker.take(ev.request_id, ev.region_id)
+                m_ev["error"].inc()
+                await stream.wait_pushable(area, EventKind.ERROR)
+                span = self.spans.get(state.span_id)
+                if span is not None:
+                    stream.push_error(span.path, ev.region_id, (state.request_id, ev.error))
+        if resp.HasField("resolved_ts"):
+            await self._dispatch_resolved(worker, resp.resolved_ts)
+
+    async def _dispatch_resolved(self, worker: StoreWorker, rts: cdcpb_pb2.ResolvedTs) -> None:
+        stream, area = self.stream, self.area
+        self.received["resolved"].inc()
+        self.received["resolved_regions"].inc(len(rts.regions))
+        if rts.request_id:
+            span = self.span_of_request.get(rts.request_id)
+            if span is None or span.stopped:
+                return
+            # Only the regions whose live request has this id: vectorized against the lock's tags.
+            ids = span.lock.select_tagged(np.array(rts.regions, dtype=np.uint64), rts.request_id)
+            if ids.size:
+                await stream.wait_pushable(area, EventKind.RESOLVED)
+                stream.push_resolved(span.path, ids, rts.ts)
+            return
+        # No request id: every region of the message this worker serves, grouped by span.
+        wanted = set(rts.regions)
+        by_span: dict[int, list[int]] = {}
+        for st in worker.states.values():
+            if st.region_id in wanted:
+                by_span.setdefault(st.span_id, []).append(st.region_id)
+        for span_id, region_ids in by_span.items():
+            span = self.spans.get(span_id)
+            if span is not None:
+                await stream.wait_pushable(area, EventKind.RESOLVED)
+                stream.push_resolved(span.path, np.array(region_ids, dtype=np.uint64), rts.ts)

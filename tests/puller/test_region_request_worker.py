@@ -1,65 +1,36 @@
 """One store's multiplexed EventFeed stream (``cdc_core.puller.region_request_worker.StoreWorker``) against a mock
 ``ChangeData`` service in this process: what it opens and sends, what it hands on, and how a stream ends -- the
-store closing it, an error, a store without ``EventFeedV2``, a corrupt message."""
+store closing it, an error, a store without ``EventFeedV2``, a corrupt message; and where the receive loop routes
+what it received (``RegionEventDispatcher``): into the paths of the spans whose live requests it names."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import grpc
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
 
-from cdc_core.proto import cdcpb_pb2
+from cdc_core.codec.memcomparable import decode_key
+from cdc_core.proto import cdcpb_pb2, kvrpcpb_pb2
+from cdc_core.puller.client_metrics import ClientMetrics
+from cdc_core.puller.event_stream import EVENT_OVERHEAD_BYTES, EventKind, EventStream
 from cdc_core.puller.range_lock import RangeLock
-from cdc_core.puller.region_request_worker import CHANNEL_OPTIONS, CLIENT_VERSION, StoreWorker
+from cdc_core.puller.region_request_worker import (
+    CHANNEL_OPTIONS,
+    CLIENT_VERSION,
+    RECEIVED_KINDS,
+    RegionEventDispatcher,
+    StoreWorker,
+    region_request,
+)
 from cdc_core.puller.region_state import RegionState, RegionTarget
-
-Reply = Callable[[cdcpb_pb2.ChangeDataRequest], list[bytes]]
-
-
-@dataclass
-class MockStore:
-    """A ``ChangeData`` service: each request it reads is recorded with the call's metadata, and answered with
-    what ``reply`` returns (raw bytes: a message, or garbage); ``end`` ends the call after a request (None: keeps
-    it open), ``fail`` with that status instead; ``v2`` False answers ``EventFeedV2`` with UNIMPLEMENTED."""
-
-    reply: Reply = lambda req: []
-    v2: bool = True
-    end_after: int | None = None
-    fail: grpc.StatusCode | None = None
-    calls: list[tuple[str, dict[str, str]]] = field(default_factory=list)
-    requests: list[cdcpb_pb2.ChangeDataRequest] = field(default_factory=list)
-    notify: asyncio.Event | None = None  # set on each request read (the owner's: one event to wait on)
-
-    def handler(self, method: str) -> grpc.RpcMethodHandler:
-        async def feed(requests: AsyncIterator[cdcpb_pb2.ChangeDataRequest],
-                       context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-            self.calls.append((method, {k: v for k, v in context.invocation_metadata() or ()}))
-            if method == "EventFeedV2" and not self.v2:
-                # The status is set and the call returns, not aborted: aborting an async-generator handler before its
-                # first message raced grpc's core, which then ended the call INTERNAL ("Internal error from Core")
-                # instead of with the status a store without EventFeedV2 gives.
-                context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-                context.set_details("unknown method EventFeedV2")
-                return
-            n = 0
-            async for req in requests:
-                self.requests.append(req)
-                if self.notify is not None:
-                    self.notify.set()
-                for raw in self.reply(req):
-                    yield raw
-                n += 1
-                if self.end_after is not None and n >= self.end_after:
-                    if self.fail is not None:
-                        context.set_code(self.fail)
-                        context.set_details("store is shutting down")
-                    return
-
-        return grpc.stream_stream_rpc_method_handler(
-            feed, request_deserializer=cdcpb_pb2.ChangeDataRequest.FromString, response_serializer=None)
+from cdc_core.puller.subscribed_span import SubscribedSpan
+from cdc_core.puller.ts_advancer import ResolvedTsAdvancer
+from testkit.mock_store import MockStore, initialized, serving
 
 
 class Owner:
@@ -87,21 +58,16 @@ class Owner:
 
 
 async def _served(store: MockStore, body: Callable[[StoreWorker, Owner, MockStore], Any]) -> None:
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-        "cdcpb.ChangeData", {m: store.handler(m) for m in ("EventFeed", "EventFeedV2")})])
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
-    owner = Owner()
-    store.notify = owner.changed
-    worker = StoreWorker(f"127.0.0.1:{port}", 0, channel, owner.dispatch, owner.on_broken)
-    try:
-        await body(worker, owner, store)
-    finally:
-        await worker.close()
-        await channel.close()
-        await server.stop(None)
+    async with serving(store) as addr:
+        channel = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
+        owner = Owner()
+        store.notify = owner.changed
+        worker = StoreWorker(addr, 0, channel, owner.dispatch, owner.on_broken)
+        try:
+            await body(worker, owner, store)
+        finally:
+            await worker.close()
+            await channel.close()
 
 
 def _region(request_id: int, region_id: int) -> tuple[RegionState, cdcpb_pb2.ChangeDataRequest]:
@@ -113,15 +79,6 @@ def _region(request_id: int, region_id: int) -> tuple[RegionState, cdcpb_pb2.Cha
                                       region_id=region_id, request_id=request_id, checkpoint_ts=100,
                                       start_key=start, end_key=end)
     return RegionState(request_id, 1, target, locked), req
-
-
-def _initialized(req: cdcpb_pb2.ChangeDataRequest) -> list[bytes]:
-    if req.WhichOneof("request") == "deregister":
-        return []
-    entry = cdcpb_pb2.Event.Row(type=cdcpb_pb2.Event.INITIALIZED)
-    ev = cdcpb_pb2.Event(region_id=req.region_id, request_id=req.request_id,
-                         entries=cdcpb_pb2.Event.Entries(entries=[entry]))
-    return [cdcpb_pb2.ChangeDataEvent(events=[ev]).SerializeToString()]
 
 
 def test_it_opens_one_multiplexed_stream_and_hands_on_each_message_with_its_wire_size() -> None:
@@ -145,7 +102,7 @@ def test_it_opens_one_multiplexed_stream_and_hands_on_each_message_with_its_wire
         assert last.WhichOneof("request") == "deregister" and (last.region_id, last.request_id) == (3, 11)
         assert worker.states == {} and worker.streams_opened == 1 and not owner.broken
 
-    asyncio.run(_served(MockStore(reply=_initialized), body))
+    asyncio.run(_served(MockStore(reply=initialized), body))
 
 
 def test_a_broken_stream_hands_back_every_request_and_the_next_one_opens_another() -> None:
@@ -165,7 +122,7 @@ def test_a_broken_stream_hands_back_every_request_and_the_next_one_opens_another
         assert owner.events[-1][0].events[0].region_id == 4
         assert worker.streams_opened == 2 and worker.states == {(13, 4): c[0]}
 
-    asyncio.run(_served(MockStore(reply=_initialized, end_after=2, fail=grpc.StatusCode.UNAVAILABLE), body))
+    asyncio.run(_served(MockStore(reply=initialized, end_after=2, fail=grpc.StatusCode.UNAVAILABLE), body))
 
 
 def test_a_store_closing_the_stream_breaks_it_too() -> None:
@@ -175,7 +132,7 @@ def test_a_store_closing_the_stream_breaks_it_too() -> None:
         await owner.until(lambda: len(owner.broken) == 1)
         assert owner.broken[0] == ([a[0]], "the store closed the stream") and len(owner.events) == 1
 
-    asyncio.run(_served(MockStore(reply=_initialized, end_after=1), body))
+    asyncio.run(_served(MockStore(reply=initialized, end_after=1), body))
 
 
 def test_a_store_without_event_feed_v2_is_asked_again_over_event_feed() -> None:
@@ -190,7 +147,7 @@ def test_a_store_without_event_feed_v2_is_asked_again_over_event_feed() -> None:
         assert [m for m, _ in store.calls] == ["EventFeedV2", "EventFeed"]
         assert "features" not in store.calls[1][1]
 
-    asyncio.run(_served(MockStore(reply=_initialized, v2=False), body))
+    asyncio.run(_served(MockStore(reply=initialized, v2=False), body))
 
 
 def test_a_corrupt_message_is_a_broken_stream_said_plainly() -> None:
@@ -202,3 +159,169 @@ def test_a_corrupt_message_is_a_broken_stream_said_plainly() -> None:
         assert not owner.events
 
     asyncio.run(_served(MockStore(reply=lambda req: [b"\xff\xff\xff\xff"]), body))
+
+
+def test_a_region_request_names_its_part_of_the_span_encoded_and_resumes_at_its_hole() -> None:
+    lock = RangeLock(b"t\x00", b"t\xff", 100)
+    first = lock.try_lock(b"t\x00", b"t\x80", 5, 3, tag=9).state
+    assert first is not None
+    lock.unlock(first, 150)  # the range stopped at 150: a re-request resumes there
+    locked = lock.try_lock(b"t\x00", b"t\x80", 5, 4, tag=9).state
+    assert locked is not None
+    state = RegionState(9, 1, RegionTarget(5, 4, 2, 1, b"t\x00", b"t\x80"), locked)
+    req = region_request(77, state)
+    assert (req.header.cluster_id, req.header.ticdc_version) == (77, CLIENT_VERSION)
+    assert (req.region_id, req.request_id, req.checkpoint_ts) == (5, 9, 150)
+    assert (req.region_epoch.version, req.region_epoch.conf_ver) == (4, 2)
+    assert (decode_key(req.start_key), decode_key(req.end_key)) == (b"t\x00", b"t\x80")
+    assert req.extra_op == kvrpcpb_pb2.ReadOldValue and req.WhichOneof("request") == "register"
+
+
+class _Worker:
+    """What the dispatcher reads of a worker: its live requests, and ``take`` for a region's error."""
+
+    def __init__(self, *states: RegionState) -> None:
+        self.states = {(st.request_id, st.region_id): st for st in states}
+
+    def take(self, request_id: int, region_id: int) -> RegionState | None:
+        return self.states.pop((request_id, region_id), None)
+
+
+def _dispatching(max_pending_bytes: int = 1 << 20) -> tuple[RegionEventDispatcher, dict[int, SubscribedSpan],
+                                                            list[BaseException], CollectorRegistry]:
+    reg = CollectorRegistry()
+    stream = EventStream(registry=reg)
+    stream.add_area("a", max_pending_bytes)
+    spans: dict[int, SubscribedSpan] = {}
+    failures: list[BaseException] = []
+    m = ClientMetrics.for_registry(reg)
+    d = RegionEventDispatcher(stream, "a", spans, {}, {k: m.events.labels(k) for k in RECEIVED_KINDS}, failures.append)
+    return d, spans, failures, reg
+
+
+def _span(d: RegionEventDispatcher, span_id: int, request_id: int, regions: list[int]) -> tuple[SubscribedSpan,
+                                                                                              list[RegionState]]:
+    lo, hi = bytes([span_id, 0]), bytes([span_id, 255])
+    lock = RangeLock(lo, hi, 100)
+    span = SubscribedSpan(span_id, lo, hi, 100, ("a", span_id), lock,
+                          ResolvedTsAdvancer(lock, span=str(span_id), registry=CollectorRegistry()), request_id)
+    d.stream.add_path("a", span.path)
+    states = []
+    for r in regions:
+        start, end = bytes([span_id, r]), bytes([span_id, r + 1])
+        locked = lock.try_lock(start, end, r, 1, tag=request_id).state
+        assert locked is not None
+        states.append(span.regions.setdefault(r, RegionState(request_id, span_id, RegionTarget(r, 1, 1, 1, start, end),
+                                                             locked)))
+    d.spans[span_id] = span  # type: ignore[index]
+    d.span_of_request[request_id] = span  # type: ignore[index]
+    return span, states
+
+
+def _received(reg: CollectorRegistry, kind: str) -> float:
+    return reg.get_sample_value("cdcflow_puller_events_received_total", {"kind": kind}) or 0.0
+
+
+def test_entries_and_errors_go_to_the_span_of_their_live_request_and_the_rest_is_counted_stale() -> None:
+    async def main() -> None:
+        d, _, failures, reg = _dispatching()
+        span, (a, b) = _span(d, 1, 11, [2, 3])
+        worker = _Worker(a, b)
+        row = cdcpb_pb2.Event.Row(type=cdcpb_pb2.Event.COMMITTED, key=b"\x01\x02k", start_ts=101, commit_ts=102)
+        msg = cdcpb_pb2.ChangeDataEvent(events=[
+            cdcpb_pb2.Event(region_id=2, request_id=11, entries=cdcpb_pb2.Event.Entries(entries=[row, row])),
+            cdcpb_pb2.Event(region_id=2, request_id=99, entries=cdcpb_pb2.Event.Entries(entries=[row])),  # ended
+            cdcpb_pb2.Event(region_id=3, request_id=11, error=cdcpb_pb2.Error(epoch_not_match={})),
+        ])
+        await d.dispatch(worker, msg, 300)  # type: ignore[arg-type]
+        got = d.stream.pop_batch(span.path)
+        assert [(e.kind, e.region_id) for e in got] == [(EventKind.DATA, 2), (EventKind.ERROR, 3)]
+        assert got[0].size == 100 + EVENT_OVERHEAD_BYTES  # its third of the message's wire size, and the event's cost
+        assert got[0].payload.request_id == 11
+        request_id, err = got[1].payload
+        assert request_id == 11 and err.HasField("epoch_not_match")
+        assert worker.states == {(11, 2): a}  # the errored request is taken: its late events are stale
+        assert (_received(reg, "entries"), _received(reg, "rows"), _received(reg, "error"),
+                _received(reg, "stale")) == (1, 2, 1, 1)
+        assert not failures
+
+    asyncio.run(main())
+
+
+def test_batched_resolved_ts_reach_only_the_regions_whose_live_request_has_the_id() -> None:
+    async def main() -> None:
+        d, _, _, reg = _dispatching()
+        span, (a, b, c) = _span(d, 1, 11, [2, 3, 4])
+        other, (x,) = _span(d, 2, 12, [5])
+        # region 4's request was ended and re-requested under a fresh id: late resolved ts of id 11 must not reach it
+        span.lock.unlock(c.locked)
+        fresh = span.lock.try_lock(c.start_key, c.end_key, 4, 2, tag=13).state
+        assert fresh is not None
+        worker = _Worker(a, b, x)
+        await d.dispatch(worker, cdcpb_pb2.ChangeDataEvent(  # type: ignore[arg-type]
+            resolved_ts=cdcpb_pb2.ResolvedTs(regions=[2, 3, 4, 5], ts=150, request_id=11)), 40)
+        (ev,) = d.stream.pop_batch(span.path)
+        assert ev.kind is EventKind.RESOLVED and ev.region_ids is not None and ev.region_ids.tolist() == [2, 3]
+        assert d.stream.pop_batch(other.path) == []
+        # Without a request id (EventFeed v1): every region of the message this worker serves, by span.
+        await d.dispatch(worker, cdcpb_pb2.ChangeDataEvent(  # type: ignore[arg-type]
+            resolved_ts=cdcpb_pb2.ResolvedTs(regions=[3, 5, 6], ts=160)), 40)
+        (mine,), (theirs,) = d.stream.pop_batch(span.path), d.stream.pop_batch(other.path)
+        assert mine.region_ids is not None and mine.region_ids.tolist() == [3]
+        assert theirs.region_ids is not None and theirs.region_ids.tolist() == [5]
+        assert np.asarray(theirs.ts).max() == 160
+        assert (_received(reg, "resolved"), _received(reg, "resolved_regions")) == (2, 7)
+
+    asyncio.run(main())
+
+
+def test_a_receiver_waits_while_the_area_is_paused_and_keeps_the_order() -> None:
+    async def main() -> None:
+        d, _, _, _ = _dispatching(max_pending_bytes=1000)
+        span, (a,) = _span(d, 1, 11, [2])
+        worker = _Worker(a)
+        row = cdcpb_pb2.Event.Row(type=cdcpb_pb2.Event.COMMITTED, key=b"\x01\x02k", start_ts=101, commit_ts=102)
+
+        def entries(n: int) -> cdcpb_pb2.ChangeDataEvent:
+            return cdcpb_pb2.ChangeDataEvent(events=[cdcpb_pb2.Event(
+                region_id=2, request_id=11, entries=cdcpb_pb2.Event.Entries(entries=[row] * n))])
+
+        await d.dispatch(worker, entries(1), 900)  # type: ignore[arg-type]  # 90 % of the quota: paused
+        assert d.stream.is_paused("a")
+        second = asyncio.create_task(d.dispatch(worker, entries(2), 100))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert not second.done()  # held back: the store waits on gRPC flow control
+        first = d.stream.pop_batch(span.path)
+        d.stream.done(span.path)
+        await asyncio.wait_for(second, 5)
+        later = d.stream.pop_batch(span.path)
+        assert [len(e.payload.entries.entries) for e in (*first, *later)] == [1, 2]
+
+    asyncio.run(main())
+
+
+def test_a_broken_stream_hands_its_live_requests_errors_to_their_spans() -> None:
+    async def main() -> None:
+        d, _, failures, _ = _dispatching()
+        span, (a, b) = _span(d, 1, 11, [2, 3])
+        b.stale = True  # ended by the client already: nothing to hand on
+        await d.push_errors([a, b], "broken")
+        (ev,) = d.stream.pop_batch(span.path)
+        assert (ev.kind, ev.region_id, ev.payload) == (EventKind.ERROR, 2, (11, "broken"))
+        assert not failures
+
+    asyncio.run(main())
+
+
+def test_a_bug_in_routing_stops_the_client_visibly() -> None:
+    async def main() -> None:
+        d, spans, failures, _ = _dispatching()
+        _, (a,) = _span(d, 1, 11, [2])
+        d.stream.remove_path(spans[1].path)  # a path gone under a live request: a bug
+        msg = cdcpb_pb2.ChangeDataEvent(events=[cdcpb_pb2.Event(region_id=2, request_id=11,
+                                                                error=cdcpb_pb2.Error(epoch_not_match={}))])
+        with pytest.raises(KeyError):
+            await d.dispatch(_Worker(a), msg, 10)  # type: ignore[arg-type]
+        assert len(failures) == 1 and isinstance(failures[0], KeyError)
+
+    asyncio.run(main())

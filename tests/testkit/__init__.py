@@ -2,7 +2,8 @@
 ``tests/`` on ``sys.path``), so that a test imports them by name instead of loading files through ``sys.modules``.
 
 - ``e2e``: Delta against the upstream's rows, the CLI in-process, the artifacts folder;
-- ``puller``: the subscription-client tests' recorder, MVCC ground truth and waits;
+- ``puller``: the subscription-client tests' recorder, MVCC ground truth and waits; ``mock_store``: a store's
+  ``ChangeData`` service in the test's process, for the puller's workers and scheduler;
 - ``builders``: the Spark jobs' tests' table infos and bronze event builder;
 - ``random_workload``: the differential tests' seeded workload;
 - ``airflow_import``: Airflow imported with a temporary ``AIRFLOW_HOME``;
