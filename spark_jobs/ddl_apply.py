@@ -93,13 +93,13 @@ from typing import Any
 import pyarrow as pa
 
 from cdc_core.codec.sink_uri import app_id_for, check_lake_names, component_name, table_path
-from cdc_core.errors import ChangefeedError
+from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.ddl_job import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.schema.partition import PartitionError
 from cdc_core.schema.partition_rule import rule_of
-from spark_jobs import partition_rows
+from spark_jobs import mapped_values, partition_rows
 from spark_jobs.delta_writer import check_schema, create_silver_table, merge_predicate
 from spark_jobs.job_io import args_file_main, check_names, table_arg
 from spark_jobs.table_moves import database_dir, dropped_path, move_dir, record_move, silver_dir
@@ -128,6 +128,7 @@ class _Ctx:
     app_id: str
     job: DDLJob
     upstream: Upstream | None = None
+    changefeed_id: str = ""
 
     @property
     def ts(self) -> int:
@@ -189,7 +190,7 @@ def apply_ddl(
         raise ChangefeedError(
             f"unsupported DDL {job.job_type!r} (job {job.job_id}, ts {job.finished_ts}): {job.query!r}"
         )
-    ctx = _Ctx(sink, app_id_for(changefeed_id), job, upstream)
+    ctx = _Ctx(sink, app_id_for(changefeed_id), job, upstream, changefeed_id)
     if after is not None:
         try:  # a name the lake cannot hold stops the changefeed at the job that brings it (create, rename, column)
             check_lake_names(after)
@@ -733,20 +734,50 @@ def _rekey_by_rowid(ctx: _Ctx, before: TableInfo, after: TableInfo, path: str) -
     was its key, and no NOT NULL unique key left): rows that were one per old key may now repeat it, and only the
     handle tells them apart, which the silver table never held. The table is overwritten, in one commit with the
     app transaction, by the upstream's rows at the barrier with their ``_tidb_rowid`` (streamed, as a snapshot
-    reads them): every change up to the barrier is in them, as in the table they replace."""
+    reads them): every change up to the barrier is in them, as in the table they replace. The read is at the
+    barrier, which the changefeed's service GC safe point holds; one lost to GC is an error naming the remedy, as a
+    failed read is, and nothing is committed. Values Delta cannot hold are counted as a snapshot counts them
+    (``mapped``)."""
     from deltalake import write_deltalake
 
-    from spark_jobs.snapshot_load import upstream_reader
+    from cdc_core.changefeed import gc_safepoint
+    from spark_jobs.snapshot_load import Chunk, base_schema, batched, fetch_partition
 
     up = ctx.upstream
+    where = ctx.where(after.qualified_name)
     if up is None:
-        raise ChangefeedError(f"{ctx.where(after.qualified_name)} re-keys the silver table by _tidb_rowid: the "
-                              "upstream's address is required to read the rows' handles")
+        raise ChangefeedError(f"{where} re-keys the silver table by _tidb_rowid: the upstream's address is required "
+                              "to read the rows' handles")
     started = time.monotonic()
-    rows = upstream_reader(up.pd_addr, up.tidb, ctx.ts, after)
-    write_deltalake(path, rows, mode="overwrite", schema_mode="overwrite", commit_properties=ctx.props())
-    return _committed(ctx, f"re-keyed from {list(before.delta_key())} to _tidb_rowid: reloaded the table's rows at "
-                           f"ts {ctx.ts} from the upstream in {time.monotonic() - started:.3f}s", path)
+    try:
+        gc_safepoint.check_not_lost_by_gc(up.pd_addr, ctx.changefeed_id, ctx.ts,
+                                          f"the re-key of {after.qualified_name} by _tidb_rowid reads at ts")
+    except UpstreamError as exc:
+        raise ChangefeedError(f"{where} re-keys the silver table by _tidb_rowid: PD's GC safe point is not "
+                              f"known: {exc}") from exc
+    schema, marked_schema = after.arrow_schema(), base_schema(after)
+    mapped: dict[str, int] = {}
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        rows = fetch_partition(up.pd_addr, up.tidb, ctx.ts, after.to_json(), iter([Chunk(None, None)]), marked=True)
+        for batch in batched(rows, marked_schema):
+            mapped_values.add_counts(mapped, mapped_values.count_arrow(batch.column(mapped_values.MAPPED_COL), after))
+            yield pa.RecordBatch.from_arrays(batch.columns[:-1], schema=schema)
+
+    try:
+        write_deltalake(path, pa.RecordBatchReader.from_batches(schema, batches()), mode="overwrite",
+                        schema_mode="overwrite", commit_properties=ctx.props())
+    except UpstreamError as exc:
+        raise ChangefeedError(f"{where} re-keys the silver table by _tidb_rowid and could not read its rows at ts "
+                              f"{ctx.ts} from the upstream (nothing was committed; the barrier is applied again "
+                              f"on the next run): {exc}") from exc
+    out = _committed(ctx, f"re-keyed from {list(before.delta_key())} to _tidb_rowid: reloaded the table's rows at "
+                          f"ts {ctx.ts} from the upstream in {time.monotonic() - started:.3f}s", path)
+    if mapped:
+        out["mapped"] = {after.qualified_name: mapped}
+        log.warning("re-key of %s at %d: values Delta cannot hold read as NULL, by column %s", after.qualified_name,
+                    ctx.ts, mapped)
+    return out
 
 
 # --- job entry points -----------------------------------------------------------------------------

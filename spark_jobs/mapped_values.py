@@ -65,13 +65,15 @@ def row_marker(table: TableInfo, row: Sequence[Any]) -> list[int] | None:
     A value of the Delta key that would be mapped is a ``ChangefeedError`` (a row without a key: see
     ``spark_jobs.mount``)."""
     mapped = [c for c, v in zip(table.columns, row, strict=False) if v is not None and ct.maps_to_null(c, v)]
-    keys = set(table.delta_key())
+    keys = table.delta_key()
     for c in mapped:
         if c.name in keys:
+            at = {c.name.lower(): i for i, c in enumerate(table.columns)}
+            key = {k: row[at[k.lower()]] for k in keys if k.lower() in at and at[k.lower()] < len(row)}
             raise ChangefeedError(
-                f"table {table.qualified_name}: column {c.name!r} of its Delta key {list(table.delta_key())} holds a "
-                f"value Delta cannot hold ({row[table.columns.index(c)]!r}: a zero or invalid date), which would "
-                "leave the row without a key")
+                f"table {table.qualified_name}: column {c.name!r} of its Delta key {list(keys)} holds a value "
+                f"Delta cannot hold ({row[table.columns.index(c)]!r}: a zero or invalid date), which would leave "
+                f"the row without a key: the row with key {key}")
     return [c.id for c in mapped] or None
 
 

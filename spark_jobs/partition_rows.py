@@ -36,16 +36,24 @@ def _gone(rule: PartitionRule, gone: Sequence[PartitionDef]) -> set[int]:
     return {i for i, d in enumerate(rule.part.definitions) if d.id in ids}
 
 
+def _in_gone(batch: pa.RecordBatch, rule: PartitionRule, gone: set[int]) -> pa.Array:
+    """Per row of ``batch``: whether a partition of ``gone`` (their positions) holds it."""
+    import pyarrow.compute as pc
+
+    return pc.is_in(pa.array(rule.batch_indexes(batch), pa.int64()), value_set=pa.array(sorted(gone), pa.int64()))
+
+
 def _kept(batch: pa.RecordBatch, rule: PartitionRule, gone: set[int]) -> pa.RecordBatch:
-    keep = pa.array([i not in gone for i in rule.batch_indexes(batch)], pa.bool_())
-    return batch.filter(keep)
+    import pyarrow.compute as pc
+
+    return batch.filter(pc.invert(_in_gone(batch, rule, gone)))
 
 
 def holds_rows(dt: DeltaTable, rule: PartitionRule, gone: Sequence[PartitionDef]) -> bool:
     """Whether any live row of the table is in one of the partitions ``gone`` (reads the partitioning columns)."""
     positions = _gone(rule, gone)
     for batch in silver_read.scan(dt, [c.name for c in rule.columns], BATCH_ROWS):
-        if any(i in positions for i in rule.batch_indexes(batch)):
+        if _in_gone(batch, rule, positions).true_count:
             return True
     return False
 

@@ -113,12 +113,6 @@ def _literal(v: int | str, literal: Callable[[str], str]) -> str:
     return literal(v) if isinstance(v, str) else str(int(v))
 
 
-# Collations whose order is the UTF-8 bytes' (PAD SPACE aside): a string cut from a region boundary's key bytes
-# sorts among the others as the server compares them. A case- or accent-insensitive collation keys rows by weight
-# strings, whose decoded bytes are no such cut.
-_BIN_COLLATIONS = frozenset({"", "utf8mb4_bin", "utf8_bin", "ascii_bin", "latin1_bin"})
-
-
 def range_column(table: TableInfo) -> str | None:
     """The column that orders a table's row keys and that SQL can filter on: the clustered integer PK, the first PK
     column of a common handle when it is a signed integer or a string of a binary-ordered collation (its datum leads
@@ -131,7 +125,10 @@ def range_column(table: TableInfo) -> str | None:
         ft = col.field_type()
         if col.kind == "int" and not ft.unsigned:
             return col.name
-        if ft.tp in mt.STRING_TYPES and not ft.binary and ft.collate in _BIN_COLLATIONS:
+        # A string cut from a region boundary's key bytes sorts among the others as the server compares them only
+        # under a collation that orders by the bytes: a case- or accent-insensitive one keys rows by weight
+        # strings, whose decoded bytes are no such cut.
+        if ft.tp in mt.STRING_TYPES and not ft.binary and ft.collate in ct.BIN_COLLATIONS:
             return col.name
         return None
     return ROWID_COLUMN
@@ -286,7 +283,7 @@ def upstream_reader(pd_addr: str, tidb: str | None, ts: int, source: TableInfo,
     most, typed with ``target``'s Arrow schema (default: the source's; a table of the same columns)."""
     schema = (target or source).arrow_schema()
     rows = fetch_partition(pd_addr, tidb, ts, source.to_json(), iter([Chunk(None, None)]))
-    return pa.RecordBatchReader.from_batches(schema, _batched(rows, schema))
+    return pa.RecordBatchReader.from_batches(schema, batched(rows, schema))
 
 
 def spark_schema(table: TableInfo, *, marked: bool = False) -> str:
@@ -300,7 +297,7 @@ def _rows_batch(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatc
         [pa.array(list(c), type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
 
 
-def _batched(rows: Iterator[tuple[Any, ...]], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def batched(rows: Iterator[tuple[Any, ...]], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """``rows`` as batches of ``schema``, ``LOAD_BATCH_ROWS`` rows at most (none for no rows)."""
     batch: list[tuple[Any, ...]] = []
     for row in rows:
@@ -321,7 +318,7 @@ def fetch_chunk_batches(pd_addr: str, tidb: str | None, tls: TlsConfig | None, t
     chunks = (Chunk.from_spec(lo, hi) for b in specs
               for lo, hi in zip(b.column("lo").to_pylist(), b.column("hi").to_pylist(), strict=True))
     with pinned(tls):
-        yield from _batched(fetch_partition(pd_addr, tidb, ts, table_json, chunks, marked), schema)
+        yield from batched(fetch_partition(pd_addr, tidb, ts, table_json, chunks, marked), schema)
 
 
 def upstream_frame(spark: SparkSession, pd_addr: str, ts: int, table: TableInfo, *, tidb: str | None = None,
@@ -469,7 +466,7 @@ def _write_arrow(d: Path, table: TableInfo, rows: Iterator[tuple[Any, ...]]) -> 
     d.mkdir(parents=True)
     schema = base_schema(table)
     with pq.ParquetWriter(d / "part-00000.parquet", schema) as writer:
-        for batch in _batched(rows, schema):
+        for batch in batched(rows, schema):
             writer.write_batch(batch)
 
 

@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from cdc_core import durable
-from cdc_core.codec.sink_uri import CDCFLOW_DIR, name_component
+from cdc_core.codec.sink_uri import CDCFLOW_DIR, database_path, name_component, table_path_of
 from cdc_core.errors import ChangefeedError
 
 DROPPED_DIR = "dropped"
@@ -43,12 +43,14 @@ def local_root(sink: str) -> str:
 
 def silver_dir(sink: str, db: str, table: str) -> str:
     """``<sink>/<db>/<table>`` of a local sink (``ChangefeedError`` for another): the directory a move takes away."""
-    return os.path.join(local_root(sink), name_component(db, database=True), name_component(table))
+    local_root(sink)
+    return table_path_of(sink, db, table)
 
 
 def database_dir(sink: str, db: str) -> str:
     """``<sink>/<db>`` of a local sink: the directory of a database's silver tables."""
-    return os.path.join(local_root(sink), name_component(db, database=True))
+    local_root(sink)
+    return database_path(sink, db)
 
 
 def dropped_path(sink: str, db: str, table: str, ts: int) -> str:

@@ -159,7 +159,7 @@ def fetch_points(pd_addr: str, tidb: str | None, tls: TlsConfig | None, ts: int,
     """``mapInArrow`` body: batches of key values in, the upstream rows at them (at ``ts``) out, through one
     MySQL connection per task (with the driver's TLS files, ``tls``)."""
     from cdc_core.client.upstream import UpstreamClient
-    from spark_jobs.snapshot_load import _batched
+    from spark_jobs.snapshot_load import batched
 
     table = TableInfo.from_json(table_json)
 
@@ -168,7 +168,7 @@ def fetch_points(pd_addr: str, tidb: str | None, tls: TlsConfig | None, ts: int,
             yield from _rows_at(client, table, ts, key, batches)
 
     with pinned(tls):
-        yield from _batched(rows(), schema)
+        yield from batched(rows(), schema)
 
 
 @contextmanager
@@ -207,14 +207,14 @@ def upstream_rows_at(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, 
     (the table that holds most of a window's changes is the window checks' longest step)."""
     import pyarrow as pa
 
-    from spark_jobs.snapshot_load import _batched
+    from spark_jobs.snapshot_load import batched
 
     schema = table.arrow_schema()
     with _upstream(pd_addr, tidb, client) as c:
 
         def read(piece: pa.Table) -> list[pa.RecordBatch]:
             rows = _rows_at(c, table, ts, piece.column_names, piece.to_batches(max_chunksize=POINT_BATCH))
-            return list(_batched(rows, schema))
+            return list(batched(rows, schema))
 
         if keys.num_rows <= POINT_BATCH:
             batches = read(keys)

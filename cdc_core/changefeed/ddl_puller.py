@@ -81,7 +81,9 @@ def decode_jobs(window: pa.Table, replicated: Callable[[str, str], bool] | None 
             # None for a job still running (TiCDC takes it once done)
             d = ddl_history.done_job_json(ddl_history.JOB_TABLE_ID, row["value"], ts)
         except (ValueError, KeyError, TypeError) as exc:
-            raise ChangefeedError(f"corrupt tidb_ddl_job row at commit ts {ts}: {exc}") from exc
+            key = row.get("key")
+            raise ChangefeedError(f"corrupt tidb_ddl_job row (key {key.hex() if isinstance(key, bytes) else key}) at "
+                                  f"commit ts {ts}: {exc}") from exc
         if d is None:
             continue
         try:

@@ -87,6 +87,12 @@ def record_mapped(sink_uri: str, changefeed_id: str, mode: str, ts: int, where: 
     return mapped
 
 
+def ddl_tables(result: dict[str, Any] | None) -> dict[str, Any]:
+    """A ``ddl_apply`` result's mapped values as a job's per-table results (:func:`record_mapped` takes them): a
+    re-key by ``_tidb_rowid`` reloads its table from the upstream and says what it mapped (``mapped``)."""
+    return {name: {"mapped": by_column} for name, by_column in ((result or {}).get("mapped") or {}).items()}
+
+
 def failure_message(failed: dict[str, Any], ts: int) -> str:
     """The error of failed reports (``{table: report}``): each failed expectation with its details and sample keys."""
     parts = []

@@ -359,6 +359,9 @@ def _replay_group(
             after_dml=lambda step, _tables, result: dq_results.record_mapped(
                 sink, cid, cfg.dq_mode, step.upto_ts, f"rebuild apply ({step.after_ts}, {step.upto_ts}]",
                 result.get("tables", {}), mapped),
+            after_ddl=lambda job, result: dq_results.record_mapped(
+                sink, cid, cfg.dq_mode, job.finished_ts, f"rebuild DDL {job.job_type} (job {job.job_id}) at "
+                f"{job.finished_ts}", dq_results.ddl_tables(result), mapped),
         )
         for name, agg in res.tables.items():
             r = results.get(name)

@@ -39,9 +39,9 @@ def shared_commit_ts(cfg: ChangefeedConfig, storage: SchemaStorage, window_end_t
     """The commit ts of ``jobs`` at which row events of tables replicated just before them committed too (in the
     bronze window ending at ``window_end_ts``): where the plan needs an at-barrier step (``barriers``)."""
     out: set[int] = set()
-    for b in sorted({j.finished_ts for j in jobs}):
-        ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, window_end_ts, b - 1, b)
-        if ids and any(ids.intersection(t.physical_ids) for t in replicated_at(cfg, storage, b - 1)):
+    at = changelog.window_table_ids_at(cfg.sink_uri, cfg.changefeed_id, window_end_ts, {j.finished_ts for j in jobs})
+    for b, ids in sorted(at.items()):
+        if any(ids.intersection(t.physical_ids) for t in replicated_at(cfg, storage, b - 1)):
             out.add(b)
     if out:
         log.info("DML shares a DDL's commit ts: applied before the DDL, with the schema before it",
@@ -69,7 +69,7 @@ def apply_steps(
     tables_at: Callable[[int], list[TableInfo]],
     target_of: Callable[[TableInfo], TableInfo] = _identity,
     after_dml: Callable[[DmlStep, list[TableInfo], dict[str, Any]], object] | None = None,
-    after_ddl: Callable[[DDLJob], object] | None = None,
+    after_ddl: Callable[[DDLJob, dict[str, Any] | None], object] | None = None,
     ignore_moves: bool = False,
 ) -> StepsResult:
     """Apply ``steps`` of the bronze window ending at ``window_end_ts``.
@@ -77,7 +77,8 @@ def apply_steps(
     ``tables_at(ts)``: the tables (as they were at ``ts``, names included: event filters match those) a DML
     step up to ``ts`` applies (at its ``schema_ts``: the DML at a DDL's commit ts goes with the schema before it).
     ``target_of``: the table info whose names give the Delta path written.
-    ``after_dml(step, tables, result)`` / ``after_ddl(job)``: called after each step.
+    ``after_dml(step, tables, result)`` / ``after_ddl(job, result)``: called after each step (a DDL's result None
+    when the event filter ignored it).
     """
     out = StepsResult(steps=len(steps))
     efilter = cfg.event_filter
@@ -111,6 +112,7 @@ def apply_steps(
                 after_dml(step, targets, result)
         else:
             job = step.job
+            res = None
             if efilter.ignores_ddl(job.job_type, job.query, job.schema_name, job.table_name):
                 log.info("DDL ignored by the event filter (schema storage updated, not applied)",
                          job_id=job.job_id, query=job.query)
@@ -120,7 +122,7 @@ def apply_steps(
                 out.barriers.append({"ts": job.finished_ts, "job": job.job_type, "applied": True, "result": res})
                 failpoint.hit("apply.ddl_applied")
             if after_ddl is not None:
-                after_ddl(job)
+                after_ddl(job, res)
     return out
 
 

@@ -442,10 +442,16 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
                 advance_checkpoint(cfg.changefeed_id, step.upto_ts)
                 failpoint.hit("apply.sub_window_done")
 
+    def after_ddl(job: DDLJob, result: dict[str, Any] | None) -> None:
+        # a re-key by _tidb_rowid reloads the table from the upstream and counts what it maps, as a snapshot does
+        _record_mapped(cfg, job.finished_ts, f"DDL {job.job_type} (job {job.job_id}) at {job.finished_ts}",
+                       dq_results.ddl_tables(result), out)
+        advance_checkpoint(cfg.changefeed_id, job.finished_ts)
+
     _read_checks_ahead(cfg, p)
     res = apply_steps(
         cfg, storage, steps, window_end_ts=target, tables_at=lambda ts: _replicated_at(cfg, storage, ts),
-        after_dml=after_dml, after_ddl=lambda job: advance_checkpoint(cfg.changefeed_id, job.finished_ts),
+        after_dml=after_dml, after_ddl=after_ddl,
     )
     for name, agg in res.tables.items():
         prev = totals.get(name)

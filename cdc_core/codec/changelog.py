@@ -30,7 +30,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +228,23 @@ def window_table_ids(sink_uri: str, changefeed_id: str, end_ts: int, after_ts: i
 
     data = _window_events(sink_uri, changefeed_id, end_ts, after_ts, upto_ts)
     return {int(v) for v in pc.unique(data.column("table_id")).to_pylist()}
+
+
+def window_table_ids_at(sink_uri: str, changefeed_id: str, end_ts: int, commit_ts: Collection[int]
+                        ) -> dict[int, set[int]]:
+    """The physical table ids with events at each of ``commit_ts`` in a window, by ts (one read of two columns)."""
+    import pyarrow.dataset as pads
+
+    files = sorted(str(f) for f in window_dir(sink_uri, changefeed_id, end_ts).glob("*.parquet"))
+    if not files or not commit_ts:
+        return {}
+    data = pads.dataset(files, schema=SCHEMA, format="parquet").to_table(
+        columns=["commit_ts", "table_id"], filter=pads.field("commit_ts").isin(sorted(commit_ts)))
+    pairs = data.group_by(["commit_ts", "table_id"]).aggregate([])
+    out: dict[int, set[int]] = {}
+    for ts, tid in zip(pairs.column("commit_ts").to_pylist(), pairs.column("table_id").to_pylist(), strict=True):
+        out.setdefault(int(ts), set()).add(int(tid))
+    return out
 
 
 def window_event_count(sink_uri: str, changefeed_id: str, end_ts: int, after_ts: int, upto_ts: int) -> int:

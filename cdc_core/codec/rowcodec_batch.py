@@ -29,7 +29,7 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Context, Decimal
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -38,9 +38,9 @@ import pyarrow as pa
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec import rowcodec
 from cdc_core.codec.rowcodec import RowCodecError
+from cdc_core.codec.value_text import WIDE_DECIMAL, decimal_text
 from cdc_core.codec.vector import VectorFloat32
 
-_WIDE = Context(prec=80)  # DECIMAL holds 65 digits; the default context rounds at 28
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _MAX_ARROW_PRECISION = 38
 VECTOR_TYPE = pa.list_(pa.field("element", pa.float32()))
@@ -370,7 +370,7 @@ class _Column:
                 raise self.fail(at[i], str(exc)) from None
             if used != b - a:
                 raise self.fail(at[i], f"a DECIMAL with {b - a - used} stray bytes")
-            texts.append(_decimal_text(value, scale))
+            texts.append(decimal_text(value, scale))
         return pa.array(texts, pa.string())
 
     def _vector(self, at: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
@@ -508,12 +508,13 @@ class _Column:
                 raw = data[start[i]:start[i] + length[i]].tobytes()
                 try:
                     value, _, _, _ = rowcodec.decode_decimal(raw)
-                    q = value.quantize(Decimal(1).scaleb(-s), context=_WIDE)
+                    q = value.quantize(Decimal(1).scaleb(-s), context=WIDE_DECIMAL)
                 except (RowCodecError, ArithmeticError) as exc:
                     raise self.fail(at[i], str(exc)) from None
                 if q != value or (len(q.as_tuple().digits) > p and q != 0):
                     raise self.fail(at[i], f"{value} does not fit DECIMAL({p},{s})")
-                out[i] = np.frombuffer(int(q.scaleb(s, context=_WIDE)).to_bytes(16, "little", signed=True), np.uint8)
+                unscaled = int(q.scaleb(s, context=WIDE_DECIMAL))
+                out[i] = np.frombuffer(unscaled.to_bytes(16, "little", signed=True), np.uint8)
         return pa.Array.from_buffers(self.type, len(start), [None, pa.py_buffer(out.tobytes())])
 
     def scalar(self, value: Any) -> pa.Array:
@@ -525,7 +526,7 @@ class _Column:
         if isinstance(value, VectorFloat32):
             value = list(value.elements)
         elif tp == mt.TypeNewDecimal and isinstance(value, Decimal) and pa.types.is_string(self.type):
-            value = _decimal_text(value, _decimal_digits(self.col.ft)[1])
+            value = decimal_text(value, _decimal_digits(self.col.ft)[1])
         elif tp == mt.TypeJSON:
             value = json_text(value)
         elif tp == mt.TypeDuration and isinstance(value, dt.timedelta):
@@ -542,14 +543,6 @@ class _Column:
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
             raise RowDecodeError(f"column {self.col.col_id}: {value!r} does not fit {self.type}: {exc}",
                                  col_id=self.col.col_id) from None
-
-
-def _decimal_text(value: Decimal, scale: int) -> str:
-    """``MyDecimal.String`` of a value of a column of ``scale``: plain, exactly ``scale`` fraction digits, no -0
-    (``column_type.decimal_text``; a value stored with more digits after a MODIFY COLUMN is rounded half up, as
-    rowcodec's ChunkDecoder does)."""
-    q = value.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=_WIDE)
-    return format(q.copy_abs() if q.is_zero() else q, "f")
 
 
 def json_text(value: Any) -> str:

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import base64
 from datetime import date, datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 from cdc_core.codec.rowcodec import MySQLTime
 from cdc_core.codec.vector import VectorFloat32
 
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+WIDE_DECIMAL = Context(prec=80)  # DECIMAL holds 65 digits; the default context rounds at 28
+
+
+def decimal_text(value: Decimal, scale: int) -> str:
+    """A DECIMAL as TiDB prints it (``MyDecimal.String``): plain notation, exactly ``scale`` fraction digits, no
+    ``-0``; a value with more digits (stored before a MODIFY COLUMN narrowed the scale, until TiDB's reorg rewrites
+    it) rounded half up, as rowcodec's ChunkDecoder rounds it."""
+    q = value.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=WIDE_DECIMAL)
+    return format(q.copy_abs() if q.is_zero() else q, "f")
 
 
 def format_datetime(v: datetime, fsp: int | None = None) -> str:

@@ -46,13 +46,13 @@ import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Protocol
 
 from cdc_core.codec import mysql_type as mt
 from cdc_core.codec import rowcodec
 from cdc_core.codec import vector as vec
-from cdc_core.codec.value_text import format_datetime, format_duration, format_mysql_time
+from cdc_core.codec.value_text import WIDE_DECIMAL, decimal_text, format_datetime, format_duration, format_mysql_time
 
 
 class Column(Protocol):
@@ -75,6 +75,8 @@ class Column(Protocol):
     def fsp(self) -> int | None: ...
     @property
     def elems(self) -> tuple[str, ...]: ...
+    @property
+    def collate(self) -> str: ...
 
 
 class ColumnValueError(ValueError):
@@ -131,6 +133,10 @@ TYPES: dict[str, TypeFacts] = {
 }
 INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
 _LENGTH_TYPES = frozenset({"char", "varchar", "binary", "varbinary", "bit"})  # type(n)
+# Collations that order strings by their bytes (trailing spaces aside: PAD SPACE), as cdcflow compares them; a
+# case- or accent-insensitive one (utf8mb4_general_ci, utf8mb4_0900_ai_ci, ...) compares by weights
+# (``pkg/util/collate``) and is kept on the column (``Column.collate``).
+BIN_COLLATIONS = frozenset({"", "binary", "utf8mb4_bin", "utf8_bin", "ascii_bin", "latin1_bin"})
 _DATE_KINDS = frozenset({DATE, DATETIME, TIMESTAMP})
 MAX_ARROW_DECIMAL = 38  # decimal128's digits; a wider DECIMAL is held as its text
 _FSP_KINDS = frozenset({DATETIME, TIMESTAMP, TIME})
@@ -138,7 +144,6 @@ MAX_TIME = dt.timedelta(hours=838, minutes=59, seconds=59)
 _TIMESTAMP_MIN = dt.datetime(1970, 1, 1, 0, 0, 1)
 _TIMESTAMP_MAX = dt.datetime(2038, 1, 19, 3, 14, 7, 999999)
 _FLOAT32_MAX = 3.4028234663852886e38
-_WIDE = Context(prec=80)  # DECIMAL has 65 digits; the default context rounds at 28
 _TIME_RE = re.compile(r"\s*(-)?(?:(\d+)\s+)?(\d+):(\d{1,2})(?::(\d{1,2})(?:\.(\d*))?)?\s*")
 _DATETIME_RE = re.compile(r"\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d*))?)?\s*")
 _MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
@@ -237,6 +242,8 @@ def field_type(col: Column) -> mt.FieldType:
     if f.tp in (mt.TypeTinyBlob, mt.TypeBlob, mt.TypeMediumBlob, mt.TypeLongBlob):
         flag |= mt.BlobFlag
     charset, collate = ("binary", "binary") if f.binary else ("utf8mb4", "utf8mb4_bin")
+    if col.collate and not f.binary:
+        charset, collate = col.collate.split("_", 1)[0], col.collate  # a collation's name starts with its charset
     if f.binary:
         flag |= mt.BinaryFlag
     if f.kind == INT:
@@ -352,7 +359,7 @@ def _decimal(col: Column, value: Any) -> Decimal:
     p, s = col.precision or 10, col.scale or 0
     if dv != 0 and dv.adjusted() + 1 > p - s:
         raise ColumnValueError(f"{value!r} does not fit DECIMAL({p},{s})")
-    dv = dv.quantize(Decimal(1).scaleb(-s), rounding=ROUND_HALF_UP, context=_WIDE)
+    dv = dv.quantize(Decimal(1).scaleb(-s), rounding=ROUND_HALF_UP, context=WIDE_DECIMAL)
     if dv != 0 and dv.adjusted() + 1 > p - s:  # 9.995 rounds up to 10.00
         raise ColumnValueError(f"{value!r} does not fit DECIMAL({p},{s})")
     if col.unsigned and dv < 0:
@@ -729,13 +736,6 @@ def from_stored(col: Column, value: Any) -> Any:
 def decimal_as_text(col: Column) -> bool:
     """Whether the column's values are held as text in the lake: a DECIMAL wider than Arrow's 38 digits."""
     return kind(col) == DECIMAL and (col.precision or 10) > MAX_ARROW_DECIMAL
-
-
-def decimal_text(value: Decimal, scale: int) -> str:
-    """A DECIMAL as TiDB prints it (``MyDecimal.String``): plain notation, exactly ``scale`` fraction digits, no
-    ``-0``."""
-    q = value.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=_WIDE)
-    return format(q.copy_abs() if q.is_zero() else q, "f")
 
 
 def maps_to_null(col: Column, value: Any) -> bool:

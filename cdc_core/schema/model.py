@@ -68,6 +68,9 @@ class Column:
     unsigned: bool = False
     fsp: int | None = None  # DATETIME/TIMESTAMP/TIME(fsp); None is 0
     elems: tuple[str, ...] = ()  # ENUM/SET members
+    # A text column's collation when it is not one that orders by the UTF-8 bytes (``column_type.BIN_COLLATIONS``,
+    # TiDB's default utf8mb4_bin among them): "" for those. Only a table read from a cluster's schema has one.
+    collate: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.origin_default, str) and self.origin_default == "__same_as_default__":
@@ -262,6 +265,8 @@ class TableInfo:
         ]
         for c in d["columns"]:
             c["elems"] = list(c["elems"])
+            if not c["collate"]:
+                del c["collate"]  # the stored schema of a table without one reads as before the field existed
         d["indexes"] = [{**asdict(ix), "columns": list(ix.columns)} for ix in self.indexes]
         d["partition"] = self.partition.to_dict() if self.partition is not None else None
         return d

@@ -26,7 +26,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from cdc_core.codec.rowcodec import MySQLTime
-from cdc_core.codec.value_text import format_datetime, format_duration
+from cdc_core.codec.value_text import format_datetime, format_duration, format_mysql_time
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.partition import PartitionError
 
@@ -74,17 +74,14 @@ def _float_text(value: float, bits: int) -> str:
 
 def _date_text(v: Any) -> str:
     """``Time.String()`` of a DATE: ``YYYY-MM-DD`` (a zero date's fields as they are)."""
-    return f"{v.year:04d}-{v.month:02d}-{v.day:02d}"
+    return format_mysql_time(v, date_only=True) if isinstance(v, MySQLTime) else v.isoformat()
 
 
 def _datetime_text(v: Any, fsp: int) -> str:
     """``Time.String()`` of a DATETIME(fsp): the date, ``HH:MM:SS`` and ``fsp`` digits of the fraction."""
-    if isinstance(v, dt.datetime):
-        return format_datetime(v, fsp)
     if isinstance(v, MySQLTime):
-        text = f"{_date_text(v)} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
-        return text + (f".{v.microsecond:06d}"[: fsp + 1] if fsp else "")
-    return format_datetime(dt.datetime(v.year, v.month, v.day), fsp)
+        return format_mysql_time(v, fsp=fsp)
+    return format_datetime(v if isinstance(v, dt.datetime) else dt.datetime(v.year, v.month, v.day), fsp)
 
 
 def hash_key(col: KeyColumn, value: Any) -> bytes:

@@ -376,6 +376,10 @@ def partition_columns(part: PartitionInfo, columns: Sequence[Column]) -> tuple[C
             if part.by_columns:
                 raise PartitionError("Field in list of fields for partition function not found in table")
             raise PartitionError(f"Unknown column '{name}' in 'partition function'")
+        if col.collate:
+            raise PartitionError(f"column {col.name!r} has the collation {col.collate}, and cdcflow compares "
+                                 "partition values by their bytes as utf8mb4_bin does: a row's partition is not "
+                                 "known")
         out.append(col)
     if not out:
         raise PartitionError("Table partition metadata not correct, neither partition expression or list of "

@@ -273,6 +273,9 @@ def _column_from_tidb(d: dict[str, Any], where: str) -> tuple[Column, int]:
         kw["fsp"] = max(decimal, 0)
     elif kind in (ct.ENUM, ct.SET):
         kw["elems"] = tuple(t.get("Elems") or ())
+    collate = str(t.get("Collate") or "")
+    if kind in (ct.TEXT, ct.ENUM, ct.SET) and collate not in ct.BIN_COLLATIONS:
+        kw["collate"] = collate
     try:
         col = Column(int(d["id"]), name, type_name, nullable=not flag & mt.NotNullFlag, **kw)
     except (KeyError, TypeError, ValueError) as exc:

@@ -185,7 +185,8 @@ def test_decode_takes_jobs_when_done_at_the_row_commit_ts():
 
 def test_decode_names_a_corrupt_job_row():
     rows = [_job_row(4, 40, b'{"id": 4, "type": 3, "state": 4')]
-    with pytest.raises(ChangefeedError, match="corrupt tidb_ddl_job row at commit ts 40"):
+    row_key = key.row_key(ddl_history.JOB_TABLE_ID, 4).hex()
+    with pytest.raises(ChangefeedError, match=f"corrupt tidb_ddl_job row \\(key {row_key}\\) at commit ts 40"):
         ddl_puller.decode_jobs(pa.Table.from_pylist(rows, schema=changelog.SCHEMA))
 
 

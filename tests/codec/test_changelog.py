@@ -53,6 +53,8 @@ def test_a_window_written_as_it_arrives_holds_a_part_at_a_time(tmp_path):
     assert changelog.window_after_ts(sink, "cf", 30) == 10
     assert changelog.window_table_ids(sink, "cf", 30, 0, 2) == {100}  # commit ts 1..3: some at or below 2
     assert changelog.window_table_ids(sink, "cf", 30, 3, 30) == set()
+    assert changelog.window_table_ids_at(sink, "cf", 30, {1, 3, 9}) == {1: {100}, 3: {100}}
+    assert changelog.window_table_ids_at(sink, "cf", 30, set()) == {}
     # A writer left without commit (the pull failed) leaves nothing, and an empty window still reads.
     with pytest.raises(RuntimeError), changelog.WindowWriter(sink, "cf", 40) as w:
         w.write(_rows(2))

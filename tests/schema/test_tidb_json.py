@@ -170,6 +170,35 @@ def test_vector_wide_decimal_and_zero_date_columns_are_tidbs_json() -> None:
     assert tidb_json.table_from_tidb(d, db_name="o", db_id=1) == replace(t, db_id=1)
 
 
+def test_a_case_insensitive_collation_is_kept_on_the_column_and_refused_for_partitioning() -> None:
+    """A cluster's column of utf8mb4_general_ci (or MySQL 8's utf8mb4_0900_ai_ci) compares 'a' and 'A ' as equal:
+    the column keeps its collation (the stored schema and the TiDB JSON carry it), a bytes-ordered one reads as
+    none, and a partitioning over it is refused rather than evaluated by bytes (a TRUNCATE PARTITION would delete
+    the wrong rows)."""
+    from cdc_core.schema.partition import RANGE, PartitionDef, PartitionError, PartitionInfo
+    from cdc_core.schema.partition_rule import rule_of
+
+    d = json.loads(json.dumps(GOLDEN_NONCLUSTERED))
+    cols = {c["name"]["O"]: c for c in d["cols"]}
+    cols["c_first"]["type"]["Collate"] = "utf8mb4_general_ci"
+    cols["c_middle"]["type"]["Collate"] = "utf8_bin"
+    t = tidb_json.table_from_tidb(d, db_name="tpcc", db_id=3)
+    by = {c.name: c for c in t.columns}
+    assert (by["c_first"].collate, by["c_middle"].collate, by["c_id"].collate) == ("utf8mb4_general_ci", "", "")
+    assert (by["c_first"].field_type().charset, by["c_first"].field_type().collate) == ("utf8mb4",
+                                                                                        "utf8mb4_general_ci")
+    assert TableInfo.from_json(t.to_json()) == t
+    assert "collate" in t.to_dict()["columns"][3] and "collate" not in t.to_dict()["columns"][4]
+    back = {c["name"]["O"]: c for c in tidb_json.table_to_tidb(t)["cols"]}
+    assert back["c_first"]["type"]["Collate"] == "utf8mb4_general_ci"
+    assert back["c_middle"]["type"]["Collate"] == "utf8mb4_bin"
+    by_first = PartitionInfo(RANGE, ("c_first",), (PartitionDef(1, "p0", ("'m'",)),
+                                                   PartitionDef(2, "p1", ("MAXVALUE",))), by_columns=True)
+    with pytest.raises(PartitionError, match="'c_first' has the collation utf8mb4_general_ci"):
+        rule_of(by_first, t.columns)
+    rule_of(replace(by_first, columns=("c_middle",)), t.columns)  # bytes-ordered: evaluated
+
+
 def test_bad_table_json_is_an_error_naming_the_column() -> None:
     bad = json.loads(json.dumps(GOLDEN_CLUSTERED))
     bad["cols"][1]["type"]["Tp"] = 255  # TypeGeometry

@@ -81,6 +81,10 @@ def test_a_common_handle_led_by_a_string_is_chunked_by_its_leading_bytes():
     cols = (Column(1, "k", "text", nullable=False), Column(2, "n", "int", nullable=False))
     common = TableInfo(id=TID, db_name="d", name="s", is_common_handle=True, indexes=pk, columns=cols)
     assert range_column(common) == "k"
+    # under a case-insensitive collation the key holds weight strings, no cut of the values: one chunk
+    ci = TableInfo(id=TID, db_name="d", name="s", is_common_handle=True, indexes=pk,
+                   columns=(Column(1, "k", "text", nullable=False, collate="utf8mb4_general_ci"), cols[1]))
+    assert range_column(ci) is None
     start, _ = key.table_span(TID)
 
     def boundary(k: str, n: int = 0) -> bytes:

@@ -93,6 +93,7 @@ _VARIABLES = GlobalVariables({
     # How transactions commit (TiDB's defaults since v5.0: both on; sql_front / txn.CommitOptions)
     "tidb_enable_async_commit": (bool, True, True),
     "tidb_enable_1pc": (bool, True, True),
+    "tidb_guarantee_linearizability": (bool, True, True),
 })
 
 # mysql-mimic names SQLSTATEs for its own few codes; a client shows the state of the others too.
@@ -363,6 +364,7 @@ class FrontSession(Session):
         switches = (bool(self.variables.get("tidb_enable_async_commit")), bool(self.variables.get("tidb_enable_1pc")))
         if switches != (self.sql.commit_options.async_commit, self.sql.commit_options.one_pc):
             self.sql.commit_options = replace(self.engine.commit_options, async_commit=switches[0], one_pc=switches[1])
+        self.sql.guarantee_linearizability = bool(self.variables.get("tidb_guarantee_linearizability"))
         try:
             res = await self.sql.run(st)
         except (SqlError, SchemaError, GcSafePointPassedError) as exc:

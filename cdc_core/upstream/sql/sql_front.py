@@ -26,7 +26,7 @@ import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, Final, cast
 
@@ -397,6 +397,9 @@ class Session:
         self.last_commit_mode: CommitMode | None = None  # how it committed
         # How this session's transactions commit (TiDB's tidb_enable_async_commit / tidb_enable_1pc)
         self.commit_options = engine.commit_options
+        # tidb_guarantee_linearizability (ON by default): an explicit transaction's async-commit or 1PC commit ts
+        # is above a PD ts fetched before its prewrite; an autocommit statement needs none (txn.py)
+        self.guarantee_linearizability = True
         # A plain SELECT (no ORDER BY, LIMIT or aggregate) returns its first batch of rows and the rest as
         # ``StatementResult.more``, read by the caller while it sends them (the MySQL front): else every row at once.
         self.stream_rows = False
@@ -499,7 +502,8 @@ class Session:
         res = StatementResult(statement=st.text)
         if isinstance(node, exp.Transaction):
             res.commit_ts = await self._commit_open()
-            self.txn = Transaction(self.engine.store, self.engine.tso, options=self.commit_options)
+            options = replace(self.commit_options, linearizable=self.guarantee_linearizability)
+            self.txn = Transaction(self.engine.store, self.engine.tso, options=options)
         elif isinstance(node, exp.Commit):
             res.commit_ts = await self._commit_open()
         elif isinstance(node, exp.Rollback):

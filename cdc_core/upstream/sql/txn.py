@@ -12,11 +12,16 @@ v5.0+ does by default (``tidb_enable_async_commit`` and ``tidb_enable_1pc`` on; 
 * **2PC** otherwise (or with both off): prewrite, then the commit ts from the TSO *after* the prewrite, committed in
   the same event-loop step as the TSO call.
 
-The first two give commit ts that are not unique: two transactions, or a transaction and a DDL (whose commit ts
-PD hands out), can commit at the same ts (``concurrency_manager``). The CDC service raises ``max_ts`` to every
-resolved ts before it publishes it, and computes it from the TSO and the locks in one step, so a resolved ts can
-never be at or above the commit ts of a transaction it has not seen. Between the client's reads and its commit
-request the event loop runs other work (a request in flight), for every mode.
+For the first two, an explicit transaction (BEGIN ... COMMIT) also asks for linearizability, as TiDB does with
+``tidb_guarantee_linearizability`` on (its default; an autocommit statement needs none, ``pkg/session/session.go``:
+its start ts came from PD after every earlier commit): client-go fetches a PD ts before the prewrite and asks for a
+commit ts above it (``txnkv/transaction/2pc.go``, ``twoPhaseCommitter.execute``: ``minCommitTS = latestTS + 1``),
+which TiKV takes as the lock's ``min_commit_ts``.
+Either way the commit ts need not be unique: two transactions, or a transaction and a DDL (whose commit ts PD hands
+out, possibly the very ``latestTS + 1``), can commit at the same ts (``concurrency_manager``). The CDC service
+raises ``max_ts`` to every resolved ts before it publishes it, and computes it from the TSO and the locks in one
+step, so a resolved ts can never be at or above the commit ts of a transaction it has not seen. Between the
+client's reads and its commit request the event loop runs other work (a request in flight), for every mode.
 
 Statement-level atomicity (MySQL's "the statement fails, the transaction continues") is an undo
 log: ``begin_statement`` / ``rollback_statement``.
@@ -55,6 +60,9 @@ class CommitOptions:
     async_commit: bool = True  # tidb_enable_async_commit (ON by default since TiDB v5.0)
     one_pc: bool = True  # tidb_enable_1pc (ON by default since TiDB v5.0)
     single_region: Callable[[Sequence[bytes]], bool] | None = None
+    # An explicit transaction under tidb_guarantee_linearizability (ON by default): a PD ts + 1 is the least
+    # commit ts an async-commit or 1PC commit may take
+    linearizable: bool = False
 
     def mode(self, keys: Sequence[bytes]) -> CommitMode:
         small = len(keys) <= ASYNC_COMMIT_KEYS_LIMIT and sum(map(len, keys)) <= ASYNC_COMMIT_KEY_BYTES_LIMIT
@@ -77,6 +85,7 @@ class Transaction:
         self.read_only = read_only
         self.options = options
         self.commit_mode: CommitMode | None = None  # how it committed (None: not yet, or nothing to write)
+        self._min_commit_ts = 0  # the least commit ts the client asks the store for (linearizability)
         self._buffer: SortedDict = SortedDict()  # key -> bytes | None (None = delete)
         self._undo: list[tuple[bytes, object]] | None = None
         # table id -> schema version the writes were made under (checked at commit)
@@ -177,7 +186,7 @@ class Transaction:
     def _commit_locked(self, keys: list[bytes], validate: Callable[[], None] | None, commit_ts: int | None) -> int:
         self._validate(keys, validate)
         if self.commit_mode is CommitMode.ASYNC_COMMIT:
-            ts = self.store.commit_async(keys, self.start_ts)
+            ts = self.store.commit_async(keys, self.start_ts, self._min_commit_ts)
         else:
             ts = commit_ts if commit_ts is not None else self.tso.next()
             self.store.commit(keys, self.start_ts, ts)
@@ -198,6 +207,8 @@ class Transaction:
             self.done = True
             return 0
         self.commit_mode = self.options.mode(keys)
+        if self.options.linearizable and self.commit_mode is not CommitMode.TWO_PC:
+            self._min_commit_ts = self.tso.next() + 1  # client-go: a PD ts fetched before the prewrite, plus one
         if self.commit_mode is CommitMode.ONE_PC:
             try:
                 await asyncio.sleep(0)  # the 1PC request on its way to the store
@@ -206,7 +217,7 @@ class Transaction:
                 raise
             self._validate([], validate)
             try:
-                ts = self.store.commit_one_pc(muts, self.start_ts)
+                ts = self.store.commit_one_pc(muts, self.start_ts, self._min_commit_ts)
             except MvccError as exc:
                 raise _conflict(exc) from exc
             finally:

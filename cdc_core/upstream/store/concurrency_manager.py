@@ -45,7 +45,7 @@ class ConcurrencyManager:
         if self.max_ts < ts < MAX_TS:
             self.max_ts = ts
 
-    def async_commit_ts(self, start_ts: int, for_update_ts: int = 0) -> int:
-        """The commit ts of an async-commit or 1PC transaction committed now:
-        ``max(max_ts, start_ts, for_update_ts) + 1``."""
-        return max(self.max_ts, start_ts, for_update_ts) + 1
+    def async_commit_ts(self, start_ts: int, for_update_ts: int = 0, min_commit_ts: int = 0) -> int:
+        """The commit ts of an async-commit or 1PC transaction committed now: ``max(max_ts, start_ts,
+        for_update_ts) + 1``, and no less than the ``min_commit_ts`` its client asked for (``lock.min_commit_ts``)."""
+        return max(max(self.max_ts, start_ts, for_update_ts) + 1, min_commit_ts)

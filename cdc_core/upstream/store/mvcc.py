@@ -9,6 +9,12 @@ for the change feed, every version newer than a checkpoint with the previous ver
 Observers (the CDC service) are called synchronously right after each state change, so an
 observer sees prewrites, commits and rollbacks in exactly the order they happened.
 
+Threads: every writer (prewrite, commit, rollback, GC, ingest) runs on the one event loop, one at a time, so a
+prewrite's conflict checks and its locks, and a commit's lock lookups, need no lock of their own: nothing else
+writes between them. ``_mutex`` is for the readers that run in worker threads (the SQL front's big SELECTs, a
+snapshot's scans): they read ``_writes`` a page at a time under it, and the writers change ``_writes``, the index
+by commit ts and ``max_ts`` under it. A writer moved off the loop would need the checks under the mutex too.
+
 Every version is kept until GC: ``gc(safe_point)`` (or ``gc_step`` in chunks, for the periodic
 GC worker) removes the versions a read at or above the safe point can no longer see - for each key
 all versions older than the newest one at or below the safe point, and that one too when it is a
@@ -431,7 +437,7 @@ class MvccStore:
         """Turn the transaction's locks on ``keys`` into versions at ``commit_ts`` (a 2PC commit, its ts from PD)."""
         return self._commit(list(keys), start_ts, commit_ts)[1]
 
-    def commit_async(self, keys: Iterable[bytes], start_ts: int) -> int:
+    def commit_async(self, keys: Iterable[bytes], start_ts: int, min_commit_ts: int = 0) -> int:
         """Commit the transaction's locks on ``keys`` as an async-commit transaction: at ``max(max_ts, start_ts) +
         1``, taken in the same critical section as the writes. Returns the commit ts.
 
@@ -439,9 +445,10 @@ class MvccStore:
         it that meets the lock waits for the commit. Here readers do not wait on locks, so the ts is taken when the
         locks turn into versions instead: every read before then raised ``max_ts`` and stays below the commit, every
         read after sees it. The change feed sees the same PREWRITE then COMMIT."""
-        return self._commit(list(keys), start_ts, None)[0]
+        return self._commit(list(keys), start_ts, None, min_commit_ts)[0]
 
-    def _commit(self, keys: list[bytes], start_ts: int, commit_ts: int | None) -> tuple[int, list[VersionRecord]]:
+    def _commit(self, keys: list[bytes], start_ts: int, commit_ts: int | None, min_commit_ts: int = 0
+                ) -> tuple[int, list[VersionRecord]]:
         for key in keys:
             lk = self._locks.get(key)
             if lk is None or lk.start_ts != start_ts:
@@ -449,7 +456,7 @@ class MvccStore:
                     continue  # already committed: commit is idempotent
                 raise LockNotFoundError(f"no lock of the transaction {start_ts} on key {key.hex()}")
         with self._mutex:
-            ts = self._cm.async_commit_ts(start_ts) if commit_ts is None else commit_ts
+            ts = self._cm.async_commit_ts(start_ts, min_commit_ts=min_commit_ts) if commit_ts is None else commit_ts
             if ts <= start_ts:
                 raise MvccError(f"commit ts {ts} must be greater than start ts {start_ts}")
             records = []
@@ -464,14 +471,14 @@ class MvccStore:
                 obs.on_commit(rec)
         return ts, records
 
-    def commit_one_pc(self, mutations: Sequence[Mutation], start_ts: int) -> int:
+    def commit_one_pc(self, mutations: Sequence[Mutation], start_ts: int, min_commit_ts: int = 0) -> int:
         """Write ``mutations`` as a 1PC transaction (TiKV's one-phase commit: prewrite and commit in one request,
         no lock left behind): the conflict checks of :meth:`prewrite`, then every version at ``max(max_ts,
         start_ts) + 1`` in one critical section. Observers see only the commits, marked ``one_pc``. Returns the
         commit ts; raises as :meth:`prewrite` does and writes nothing then."""
         self._check_prewrite(mutations, start_ts)
         with self._mutex:
-            ts = self._cm.async_commit_ts(start_ts)
+            ts = self._cm.async_commit_ts(start_ts, min_commit_ts=min_commit_ts)
             records = [self._put_version(m.key, start_ts, ts, m.op, m.value if m.op is Op.PUT else None, one_pc=True)
                        for m in mutations if m.op is not Op.CHECK]
         for rec in records:

@@ -194,6 +194,30 @@ def test_session_variables_and_constants_reach_the_client_typed(ec: EmbeddedClus
     conn.close()
 
 
+def test_an_explicit_transaction_commits_above_a_later_start_ts(ec: EmbeddedCluster) -> None:
+    """tidb_guarantee_linearizability is ON by default and a client may switch it: with it on, a transaction that
+    another client began before this one's COMMIT never sees this commit below its start ts."""
+    conn, other = _connect(ec, database="my"), _connect(ec, database="my")
+    with conn.cursor() as cur, other.cursor() as cur2:
+        cur.execute("SELECT @@tidb_guarantee_linearizability")
+        assert cur.fetchone() == (1,)
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO t VALUES (78, 'lin', 0)")
+        cur2.execute("BEGIN")
+        cur2.execute("SELECT @@tidb_current_ts")
+        (later,) = cur2.fetchone()
+        cur2.execute("ROLLBACK")
+        cur.execute("COMMIT")
+        cur.execute("SELECT @@tidb_last_txn_info")
+        assert json.loads(cur.fetchone()[0])["commit_ts"] > later > 0
+        cur.execute("SET tidb_guarantee_linearizability = OFF")
+        cur.execute("SELECT @@tidb_guarantee_linearizability")
+        assert cur.fetchone() == (0,)
+        cur.execute("DELETE FROM t WHERE a = 78")
+    conn.close()
+    other.close()
+
+
 def test_tidb_snapshot_reads_the_past_and_refuses_writes(ec: EmbeddedCluster) -> None:
     conn = _connect(ec, database="my")
     with conn.cursor() as cur:

@@ -56,42 +56,83 @@ async def _run(s: Session, sql: str) -> list[int]:
 
 
 def test_transactions_with_no_read_between_them_share_a_commit_ts(cluster: Cluster) -> None:
-    async def scenario() -> tuple[int, int]:
+    """Autocommit statements (no linearizability asked: each start ts came from PD after every earlier commit) and
+    explicit transactions under ``tidb_guarantee_linearizability = OFF`` commit at ``max_ts + 1``, the same ts
+    when no read came between them."""
+
+    async def scenario() -> tuple[list[int], list[int]]:
         setup = cluster.sql.session()
         await _run(setup, "CREATE DATABASE d; USE d; CREATE TABLE a (id INT PRIMARY KEY); "
                           "CREATE TABLE b (id INT PRIMARY KEY)")
         s1, s2 = cluster.sql.session(), cluster.sql.session()
-        await _run(s1, "BEGIN; INSERT INTO d.a VALUES (1)")
-        await _run(s2, "BEGIN; INSERT INTO d.b VALUES (1)")
-        c1, c2 = await asyncio.gather(_run(s1, "COMMIT"), _run(s2, "COMMIT"))
-        return c1[0], c2[0]
+        auto = await asyncio.gather(_run(s1, "INSERT INTO d.a VALUES (1)"), _run(s2, "INSERT INTO d.b VALUES (1)"))
+        s1.guarantee_linearizability = s2.guarantee_linearizability = False
+        await _run(s1, "BEGIN; INSERT INTO d.a VALUES (2)")
+        await _run(s2, "BEGIN; INSERT INTO d.b VALUES (2)")
+        causal = await asyncio.gather(_run(s1, "COMMIT"), _run(s2, "COMMIT"))
+        assert s1.last_commit_mode is s2.last_commit_mode is CommitMode.ONE_PC
+        return [c[0] for c in auto], [c[0] for c in causal]
 
-    c1, c2 = asyncio.run(scenario())
-    assert c1 == c2 > 0
+    auto, causal = asyncio.run(scenario())
+    assert auto[0] == auto[1] > 0 and causal[0] == causal[1] > auto[0]
+
+
+def test_an_explicit_transaction_commits_above_every_ts_pd_gave_before_its_commit(cluster: Cluster) -> None:
+    """tidb_guarantee_linearizability (ON by default): an explicit transaction's 1PC or async commit fetches a PD
+    ts before its prewrite and commits above it, so a transaction that began after this one's COMMIT was sent
+    never sees a commit ts below its start ts. Off, the commit ts is ``max_ts + 1``, below that PD ts."""
+
+    async def commit_ts(linearizable: bool, values: str) -> tuple[int, int, CommitMode | None]:
+        s = cluster.sql.session()
+        s.guarantee_linearizability = linearizable
+        await _run(s, f"BEGIN; INSERT INTO d.t VALUES {values}")
+        later = cluster.tso.next()  # another client's start ts, no read: max_ts stays
+        [ts] = await _run(s, "COMMIT")
+        return ts, later, s.last_commit_mode
+
+    async def scenario() -> dict[tuple[bool, str], tuple[int, int, CommitMode | None]]:
+        # split at handle 0: -1 and 1 are in two regions (async commit), 1 and 2 in one (1PC)
+        await _run(cluster.sql.session(), "CREATE DATABASE d; USE d; CREATE TABLE t (id INT PRIMARY KEY)")
+        return {(lin, values): await commit_ts(lin, values)
+                for lin, values in ((True, "(1), (2)"), (True, "(-1), (3)"), (False, "(4), (5)"),
+                                    (False, "(-2), (6)"))}
+
+    out = asyncio.run(scenario())
+    for (linearizable, values), (ts, later, mode) in out.items():
+        assert mode is (CommitMode.ASYNC_COMMIT if values.startswith("(-") else CommitMode.ONE_PC)
+        assert (ts > later) is linearizable, (linearizable, values, ts, later)
 
 
 def test_a_dml_commit_can_share_the_commit_ts_of_a_ddl_it_raced(cluster: Cluster) -> None:
-    """A transaction open across a DDL of another table commits at the DDL's ts: the job's transaction read the
-    meta at its start ts (max_ts), PD gave it the next ts, and the 1PC commit takes max_ts + 1 -- the same."""
+    """A transaction whose COMMIT is on its way while a DDL of another table runs commits at the DDL's ts: under
+    linearizability it fetched PD's ts ``L`` and asks for ``L + 1``; the job's transaction started at the next
+    ts and read the meta there (``max_ts``), PD gave its commit the one after, ``L + 2``; the 1PC commit takes
+    ``max_ts + 1`` -- the same. Without linearizability, the same happens to a COMMIT sent just after the job."""
 
-    async def scenario() -> tuple[int, int, int]:
+    async def scenario() -> list[tuple[int, int, int]]:
         setup = cluster.sql.session()
         await _run(setup, "CREATE DATABASE d; USE d; CREATE TABLE a (id INT PRIMARY KEY); "
                           "CREATE TABLE b (id INT PRIMARY KEY, v INT)")
-        dml, ddl = cluster.sql.session(), cluster.sql.session()
-        await _run(dml, "BEGIN; INSERT INTO d.a VALUES (1)")
-        # the COMMIT arrives while the DDL statement waits for its schema to sync (long enough here to be sure)
-        cluster.ddl.schema_sync_s = 0.5
-        [ddl_ts], [commit_ts] = await asyncio.gather(_run(ddl, "ALTER TABLE d.b ADD COLUMN w INT"),
-                                                     _run(dml, "COMMIT"))
-        job = max(ddl_history.jobs_from_sql(
-            (await setup.run(split_script("SELECT job_meta FROM mysql.tidb_ddl_history")[0])).rows, 0),
-            key=lambda j: j.job_id)
-        assert dml.last_commit_mode is CommitMode.ONE_PC
-        return ddl_ts, commit_ts, job.finished_ts
+        out = []
+        for i, linearizable in enumerate((True, False)):
+            dml, ddl = cluster.sql.session(), cluster.sql.session()
+            dml.guarantee_linearizability = linearizable
+            await _run(dml, f"BEGIN; INSERT INTO d.a VALUES ({i})")
+            alter = _run(ddl, f"ALTER TABLE d.b ADD COLUMN w{i} INT")
+            # the tasks start in order: the COMMIT runs up to its request to the store, then the whole job commits
+            if linearizable:
+                [commit_ts], [ddl_ts] = await asyncio.gather(_run(dml, "COMMIT"), alter)
+            else:
+                [ddl_ts], [commit_ts] = await asyncio.gather(alter, _run(dml, "COMMIT"))
+            assert dml.last_commit_mode is CommitMode.ONE_PC
+            job = max(ddl_history.jobs_from_sql(
+                (await setup.run(split_script("SELECT job_meta FROM mysql.tidb_ddl_history")[0])).rows, 0),
+                key=lambda j: j.job_id)
+            out.append((ddl_ts, commit_ts, job.finished_ts))
+        return out
 
-    ddl_ts, commit_ts, finished = asyncio.run(scenario())
-    assert commit_ts == ddl_ts == finished
+    for ddl_ts, commit_ts, finished in asyncio.run(scenario()):
+        assert commit_ts == ddl_ts == finished
 
 
 def test_the_commit_mode_is_tidbs_choice(cluster: Cluster) -> None:
