@@ -36,7 +36,7 @@ import pymysql
 import pymysql.cursors
 from pymysql.constants import SERVER_STATUS
 
-from cdc_core.codec.sql_literal import NO_BACKSLASH_ESCAPES, mysql_dialect, string_literal
+from cdc_core.codec.sql_literal import NO_BACKSLASH_ESCAPES, load_sqlglot, mysql_dialect, string_literal
 from cdc_core.codec.value_text import json_value
 from cdc_core.errors import ConfigError, UpstreamError
 from cdc_core.log import get_logger
@@ -106,7 +106,8 @@ def split_statements(script: str, *, no_backslash_escapes: bool = False) -> list
 
 def _split(script: str, no_backslash_escapes: bool) -> tuple[list[str], int, str | None]:
     """The statements a ``;`` ends, the offset just after the last ``;`` (0: none), and the statement after it."""
-    from sqlglot.errors import TokenError  # here: commands that never run SQL start without sqlglot
+    load_sqlglot()  # here: commands that never run SQL start without sqlglot
+    from sqlglot.errors import TokenError
     from sqlglot.tokens import TokenType
 
     try:

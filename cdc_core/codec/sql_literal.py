@@ -12,6 +12,7 @@ MySQL's reference, "String Literals"). A literal cdcflow writes must follow the 
 from __future__ import annotations
 
 import functools
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,6 +25,26 @@ NO_BACKSLASH_ESCAPES = "NO_BACKSLASH_ESCAPES"
 _BACKSLASHED = {"\0": "\\0", "\b": "\\b", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\x1a": "\\Z", "'": "''",
                 "\\": "\\\\"}
 _ESCAPE_TABLE = str.maketrans(_BACKSLASHED)
+_SQLGLOT_IMPORT = threading.Lock()
+_sqlglot_loaded = False
+
+
+def load_sqlglot() -> None:
+    """Import sqlglot (its package, MySQL dialect, tokens and errors) once, under a lock, before a function-level
+    ``from sqlglot... import``: sqlglot is imported lazily (commands that never run SQL start without its ~0.5 s),
+    and threads that first need it at the same time (the checks' pool, each reading the upstream) would each start
+    its import; its modules import each other, so one thread could be handed another's half-initialized module
+    ("cannot import name 'Token' from partially initialized module 'sqlglot.tokens'")."""
+    global _sqlglot_loaded
+    if _sqlglot_loaded:
+        return
+    with _SQLGLOT_IMPORT:
+        import sqlglot
+        import sqlglot.dialects.mysql
+        import sqlglot.errors
+        import sqlglot.tokens  # noqa: F401
+
+        _sqlglot_loaded = True
 
 
 def string_literal(text: str, *, no_backslash_escapes: bool) -> str:
@@ -37,7 +58,8 @@ def string_literal(text: str, *, no_backslash_escapes: bool) -> str:
 def mysql_dialect(*, no_backslash_escapes: bool) -> Dialect:
     """sqlglot's MySQL dialect, whose tokenizer reads string literals as a session with or without the mode does
     (sqlglot's MySQL tokenizer always takes ``\\`` as an escape)."""
-    from sqlglot import Dialect  # here: commands that never run SQL start without sqlglot
+    load_sqlglot()
+    from sqlglot import Dialect
     from sqlglot.dialects.mysql import MySQL
 
     if not no_backslash_escapes:

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc_core.codec.sql_literal import load_sqlglot
 from cdc_core.errors import ConfigError
 from cdc_core.filter.table_filter import TableFilter
 from cdc_core.schema.ddl_job import JOB_TYPES
@@ -48,6 +49,7 @@ def to_spark_predicate(text: str, where: str) -> str:
     """Validate a MySQL boolean expression on a row and return it as Spark SQL."""
     # Imported here: every config load (each Airflow task and DAG parse, each CLI call) imports this module,
     # and most configs have no expression (sqlglot costs ~0.5 s to import).
+    load_sqlglot()
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError

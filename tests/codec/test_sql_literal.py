@@ -48,3 +48,41 @@ def test_a_literal_written_for_one_mode_is_not_read_alike_in_the_other(head: str
     """Why the session's mode matters: the default escaping of a backslash is another value under the mode."""
     text = f"{head}\\{tail}"
     assert _read(f"SELECT {string_literal(text, no_backslash_escapes=False)}", True) != [text]
+
+
+_FIRST_IMPORT_RACE = """
+import sys, threading
+from cdc_core.client.tidb_sql import split_statements
+from cdc_core.codec.sql_literal import mysql_dialect
+from cdc_core.filter.event_filter import to_spark_predicate
+assert "sqlglot" not in sys.modules, "sqlglot must be imported lazily"
+calls = [lambda: mysql_dialect(no_backslash_escapes=True), lambda: mysql_dialect(no_backslash_escapes=False),
+         lambda: split_statements("SELECT 1; SELECT 2"), lambda: to_spark_predicate("a > 1", "test")]
+errors, start = [], threading.Barrier(48)
+def go(i):
+    start.wait()
+    try:
+        calls[i % len(calls)]()
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=go, args=(i,)) for i in range(48)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(errors), errors[:1])
+"""
+
+
+def test_threads_that_first_need_sqlglot_at_once_each_get_it_whole() -> None:
+    """Threads (the checks' pool, each reading the upstream) that tokenize or parse for the first time at the same
+    moment: sqlglot's modules import each other, and without ``load_sqlglot``'s lock some were handed a
+    half-initialized ``sqlglot.tokens`` (``ImportError: cannot import name 'Token'``; every one of 48 threads, run
+    this way, before the fix). A fresh interpreter, so that sqlglot is not imported yet."""
+    import subprocess
+    import sys
+
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", _FIRST_IMPORT_RACE], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split()[0] == "0", out.stdout
