@@ -1,8 +1,12 @@
 """A second client that keeps writing while a test's workload runs on its own connection: explicit transactions
 into one table of its own, each ``BEGIN``, its statements and ``COMMIT`` as separate requests, so that some of them
 commit while a DDL of the workload waits for its schema to sync -- and then, by async commit or 1PC, at the DDL's
-commit ts (cdc_core/upstream/store/concurrency_manager.py). It inserts rows in both regions of its table (a transaction
-over both commits by async commit, one over one region by 1PC), updates and deletes them.
+commit ts (cdc_core/upstream/store/concurrency_manager.py). Half its transactions run under
+``tidb_guarantee_linearizability = OFF`` (TiDB's documented trade of linearizability for a PD round trip per
+commit): those commit at ``max_ts + 1`` and so share a DDL's commit ts whenever nothing read since the job; the
+others, as TiDB's default does, commit above a PD ts fetched at their COMMIT, and share one only with a job that
+commits while their commit is in flight. It inserts rows in both regions of its table (a transaction over both
+commits by async commit, one over one region by 1PC), updates and deletes them.
 
 :func:`shared_commit_ts` reads back from a changefeed's bronze windows which DDL commit ts also hold row changes.
 """
@@ -84,7 +88,11 @@ class ConcurrentWriter:
             conn = self._connect()
             try:
                 cur = conn.cursor()
+                linearizable = True
                 while not self._stop.is_set():
+                    if (self.rng.random() < 0.5) != linearizable:
+                        linearizable = not linearizable
+                        cur.execute(f"SET tidb_guarantee_linearizability = {'ON' if linearizable else 'OFF'}")
                     cur.execute("BEGIN")
                     try:
                         for st in self._statements():
