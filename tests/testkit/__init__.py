@@ -10,5 +10,6 @@
 - ``airflow_server``, ``airflow_feed``: a real Airflow and a changefeed driven through it;
 - ``topology``: the distributed deployment as processes (what docker-compose.yml runs); ``chaos``: the soak's faults;
 - ``listing_load``: issue 5's table-listing load scenario;
-- ``suite_schedule``: the pytest plugin that spreads ``make test`` over its two workers.
+- ``suite_schedule``: the pytest plugin that spreads ``make test`` over its two workers;
+- ``import_graph``: the project's import graph and its circles (``tests/test_import_graph.py``).
 """
