@@ -1,7 +1,10 @@
-"""PySpark jobs of cdcflow: apply a bronze window to the silver Delta tables, data-quality checks.
+"""PySpark jobs of cdcflow, in the stages a window goes through: ``normalize`` (bronze events to each table's net
+change), ``load`` (the net change into the silver Delta tables) and ``checks`` (the tables against the upstream and
+their rules). A stage imports the stages before it (checks -> load -> normalize); the jobs at this level import the
+stages, and nothing imports a job but the engine (``cdc_core.changefeed.spark_engine``, by name) and ``job_server``.
 
-Modules: ``session`` (the shared SparkSession), ``bronze`` (changelog layout and readers),
-``mount`` (decode row values by column id), ``net_effect`` (dedupe, update split, order, net
-effect), ``delta_writer`` (exactly-once MERGE with a Delta app transaction), ``apply_window`` (the
-job), ``data_quality`` (GX checks and checksums).
+The jobs: ``apply_window`` (a window applied to the silver tables), ``ddl_apply`` (a DDL on Delta), ``snapshot_load``
+(a table's initial load), ``rollback`` (a failed check's window undone), and in ``checks`` ``data_quality`` and
+``window_checks``. Their plumbing: ``session`` (the shared SparkSession), ``job_io`` (arguments and results of a
+job's process), ``job_server`` (the driver that runs a task's jobs in one application).
 """

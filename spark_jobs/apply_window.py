@@ -11,9 +11,9 @@ mount with the table's schema (the schema at the step's ts), drop what the event
 split/order/net-effect, and MERGE into ``<sink>/<db>/<table>`` with the app transaction
 ``("cdcflow/<changefeed>", version)``. A table whose recorded version is already ``>= version`` is
 skipped without reading anything, and so is a table whose directory a DROP/RENAME moved away at a
-ts ``>= version`` (``spark_jobs.table_moves``): re-running any step is a no-op.
+ts ``>= version`` (``spark_jobs.load.table_moves``): re-running any step is a no-op.
 
-Event filters (``spark_jobs.event_filters``) are the ones the changefeed matched to each table,
+Event filters (``spark_jobs.normalize.event_filters``) are the ones the changefeed matched to each table,
 given either way (both are used when both are given):
 
 * ``event_filters={<table id (int or its string)>: [<filter dict>, ...]}`` next to ``tables``;
@@ -44,16 +44,16 @@ from cdc_core.changefeed.apply_result import no_events_reason, skipped
 from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
-from spark_jobs import mapped_values
-from spark_jobs.bronze import read_bronze
-from spark_jobs.delta_writer import DeltaRsWriter, DeltaWriter, get_writer
-from spark_jobs.event_filters import apply_event_filters, drops_rows, validate_filters
 from spark_jobs.job_io import check_names, read_args, ts_arg, write_result
-from spark_jobs.mount import decode_failure, mount
-from spark_jobs.net_effect import dedupe, net_effect
-from spark_jobs.net_effect_arrow import net_effect_arrow
-from spark_jobs.table_moves import read_move
-from spark_jobs.window_events import events_by_table
+from spark_jobs.load.delta_writer import DeltaRsWriter, DeltaWriter, get_writer
+from spark_jobs.load.table_moves import read_move
+from spark_jobs.normalize import mapped_values
+from spark_jobs.normalize.bronze import read_bronze
+from spark_jobs.normalize.event_filters import apply_event_filters, drops_rows, validate_filters
+from spark_jobs.normalize.mount import decode_failure, mount
+from spark_jobs.normalize.net_effect import dedupe, net_effect
+from spark_jobs.normalize.net_effect_arrow import net_effect_arrow
+from spark_jobs.normalize.window_events import events_by_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -99,7 +99,7 @@ def apply_window(
 
     Returns ``{"<db>.<table>": {"table_id", "rows_upserted", "rows_deleted", "delta_version",
     "skipped", "applied_version", "reason", "changes", "path", "mapped"}}``; ``mapped``: ``{column: values}`` of
-    the values the rows written hold as NULL because Delta cannot hold them (:mod:`spark_jobs.mapped_values`).
+    the values the rows written hold as NULL because Delta cannot hold them (:mod:`spark_jobs.normalize.mapped_values`).
     """
     from pyspark.sql import functions as F
 
@@ -145,8 +145,8 @@ def apply_window(
         return results
 
     # A delta-rs writer merges from Arrow on the driver: the events of tables without row filters (Spark SQL
-    # expressions) are read there in one pass and reduced in Arrow (spark_jobs.net_effect_arrow), no Spark job per
-    # table; the tables past the driver's budget, and all of them for delta-spark, go through Spark.
+    # expressions) are read there in one pass and reduced in Arrow (spark_jobs.normalize.net_effect_arrow), no Spark job
+    # per table; the tables past the driver's budget, and all of them for delta-spark, go through Spark.
     held: dict[str, pa.Table | None] = {}
     if isinstance(writer, DeltaRsWriter):
         for t, filters in pending:

@@ -64,7 +64,7 @@ ones cast, added ones filled with their origin default), and written with
 ``write_deltalake(mode="overwrite", schema_mode="overwrite")`` -- one commit that removes every old
 file and adds the new ones, with the app transaction. Memory stays at one batch; the cost is a
 full read + write of the table (the old files stay until ``VACUUM``). Measured on this 2-core box
-(``tests/spark_jobs/bench_ddl_rewrite.py``, 1M rows, 6 columns, 31 MB of Parquet): DROP COLUMN
+(``tests/bench/ddl_rewrite_bench.py``, 1M rows, 6 columns, 31 MB of Parquet): DROP COLUMN
 0.9 s warm / 2.8 s in a fresh process, RENAME COLUMN 0.6 s, ADD COLUMN with a default 1.0 s,
 INT->BIGINT 0.8 s, ADD COLUMN with a NULL default 0.01 s (metadata only); 3M rows: DROP COLUMN 6.1 s.
 Peak memory still grows with the table (+0.27 GB at 1M rows, +0.46 GB at 3M), so something
@@ -99,10 +99,11 @@ from cdc_core.schema.ddl_job import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.schema.partition import PartitionError
 from cdc_core.schema.partition_rule import rule_of
-from spark_jobs import mapped_values, partition_rows
-from spark_jobs.delta_writer import check_schema, create_silver_table, merge_predicate
 from spark_jobs.job_io import args_file_main, check_names, table_arg
-from spark_jobs.table_moves import database_dir, dropped_path, move_dir, record_move, silver_dir
+from spark_jobs.load import partition_rows
+from spark_jobs.load.delta_writer import check_schema, create_silver_table, merge_predicate
+from spark_jobs.load.table_moves import database_dir, dropped_path, move_dir, record_move, silver_dir
+from spark_jobs.normalize import mapped_values
 
 log = logging.getLogger(__name__)
 
@@ -392,7 +393,7 @@ def _remove_partitions(ctx: _Ctx, before: TableInfo, after: TableInfo) -> dict[s
     """DROP / TRUNCATE PARTITION: the rows of every partition whose id left the table are deleted, in one commit.
     Upstream they go without a row event (TiDB removes the partition's key range), so the barrier deletes them by
     the partitioning rule of the table before the job: by its SQL predicate, or where it has none (KEY) by
-    streaming the table through the rule (``spark_jobs.partition_rows``)."""
+    streaming the table through the rule (``spark_jobs.load.partition_rows``)."""
     part = before.partition
     if part is None:
         raise ChangefeedError(f"{ctx.job.job_type} (job {ctx.job.job_id}) on {before.qualified_name}, which was not "
@@ -659,7 +660,7 @@ def rewrite_table(dt: Any, targets: list[_Target], props: Any) -> None:
     """Overwrite the table with the projected schema in one commit, streaming batch by batch."""
     from deltalake import write_deltalake
 
-    from spark_jobs import silver_read
+    from spark_jobs.load import silver_read
 
     schema = pa.schema([t.field for t in targets])
     if not silver_read.has_deletion_vectors(dt):

@@ -1,7 +1,7 @@
 """Roll silver tables back to the changefeed's state at its checkpoint, when a check failed.
 
 A window's steps commit to Delta before the checks of their barrier run. When a check fails, every table the
-checks covered is restored to its version at the checkpoint (:func:`spark_jobs.data_quality.version_as_of`) by a
+checks covered is restored to its version at the checkpoint (:func:`spark_jobs.checks.data_quality.version_as_of`) by a
 Delta RESTORE whose commit also sets the changefeed's application transaction back to the checkpoint: readers of
 the latest version never see the data that failed, and the steps re-run after ``changefeed resume`` (a re-run
 skips only what the app transaction says is applied). The RESTORE keeps the failed versions in the table's history
@@ -18,9 +18,9 @@ from typing import Any
 
 from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.schema.model import TableInfo
-from spark_jobs.data_quality import version_as_of
-from spark_jobs.delta_writer import commit_metadata
+from spark_jobs.checks.data_quality import version_as_of
 from spark_jobs.job_io import args_file_main, check_names, table_arg, ts_arg
+from spark_jobs.load.delta_writer import commit_metadata
 
 log = logging.getLogger(__name__)
 

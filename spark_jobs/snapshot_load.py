@@ -56,10 +56,11 @@ from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, TableInfo
 from cdc_core.tls import TlsConfig, client_tls, pinned
-from spark_jobs import mapped_values, silver_read
-from spark_jobs.delta_writer import commit_metadata, create_silver_table
 from spark_jobs.job_io import args_file_main, check_names, table_arg, ts_arg
-from spark_jobs.mount import image_columns
+from spark_jobs.load import silver_read
+from spark_jobs.load.delta_writer import commit_metadata, create_silver_table
+from spark_jobs.normalize import mapped_values
+from spark_jobs.normalize.mount import image_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -259,7 +260,7 @@ def row_typer(table: TableInfo, *, marked: bool = False) -> Callable[[dict[str, 
 
 def base_schema(table: TableInfo) -> pa.Schema:
     """The Arrow schema of a snapshot base's files: the image columns, and the rows' mapped values' marker
-    (:mod:`spark_jobs.mapped_values`; a load takes the image columns only)."""
+    (:mod:`spark_jobs.normalize.mapped_values`; a load takes the image columns only)."""
     return table.arrow_schema().append(pa.field(mapped_values.MAPPED_COL, mapped_values.marker_type()))
 
 
@@ -396,7 +397,7 @@ def fetch_table(
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex}"
     # A table of several chunks is counted first (on TiDB a COUNT(*) pushed down to the coprocessors of its regions,
     # a fraction of the read that follows); not when no such table may be read on the driver.
-    from spark_jobs.window_checks import upstream_count  # the checks build on this module, not the reverse
+    from spark_jobs.checks.window_checks import upstream_count  # the checks build on this module, not the reverse
 
     bound = driver_rows() if max_driver_rows is None else max_driver_rows
     on_driver = len(chunks) == 1 or (bound > 0 and upstream_count(pd_addr, tidb, ts, table) <= bound)
@@ -429,7 +430,7 @@ def fold_table(sink: str, changefeed_id: str, ts: int, table: TableInfo) -> dict
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
-    from spark_jobs.data_quality import version_as_of
+    from spark_jobs.checks.data_quality import version_as_of
 
     started = time.monotonic()
     final = changelog.snapshot_table_dir(sink, changefeed_id, ts, table.db_name, table.name)

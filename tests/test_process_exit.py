@@ -53,7 +53,7 @@ def test_module_teardown_is_skipped() -> None:
 
 
 def test_the_spark_job_entry_points_exit_through_it() -> None:
-    for job in ("apply_window", "ddl_apply", "snapshot_load", "data_quality"):
+    for job in ("apply_window", "ddl_apply", "snapshot_load", "checks.data_quality"):
         ok = subprocess.run([sys.executable, "-m", f"spark_jobs.{job}", "--help"], capture_output=True, text=True,
                             timeout=120)
         assert ok.returncode == 0 and "usage:" in ok.stdout, (job, ok.stderr)

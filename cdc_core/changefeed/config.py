@@ -85,7 +85,7 @@ class ChangefeedConfig:
     # A window of more row events than this is applied in sub-windows of at most this many (issue 18).
     window_max_events: int = 1_000_000
     # [sink] deletion-vectors: the silver tables take Delta deletion vectors, so that a window's MERGE marks the rows
-    # it replaces instead of rewriting the files that hold them (spark_jobs.merge_on_read). Readers need deletion
+    # it replaces instead of rewriting the files that hold them (spark_jobs.load.merge_on_read). Readers need deletion
     # vector support (Spark, delta-rs's DeltaTable.scan / QueryBuilder; not its to_pyarrow_* ).
     deletion_vectors: bool = False
     # `[[filter.event-filters]]` tables as written (validated on load) and `ignore-txn-start-ts`.

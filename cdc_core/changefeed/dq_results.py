@@ -58,7 +58,8 @@ def append(sink_uri: str, changefeed_id: str, ts: int, where: str, mode: str, re
     return len(rows)
 
 
-MAPPED = "values_mapped"  # the expectation of a count of values the lake holds as NULL (spark_jobs.mapped_values)
+# the expectation of a count of values the lake holds as NULL (spark_jobs.normalize.mapped_values)
+MAPPED = "values_mapped"
 
 
 def mapped_reports(mapped: dict[str, dict[str, int]]) -> dict[str, Any]:
@@ -74,8 +75,8 @@ def mapped_reports(mapped: dict[str, dict[str, int]]) -> dict[str, Any]:
 def record_mapped(sink_uri: str, changefeed_id: str, mode: str, ts: int, where: str, tables: dict[str, Any],
                   total: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     """Append, per table and column, the values a load or a step wrote as NULL because Delta cannot hold them
-    (``tables``: a job's per-table results, each with its ``mapped`` counts, ``spark_jobs.mapped_values``; a table
-    skipped as done counts none), add them to ``total`` (``{table: {column: values}}``) and return what this one
+    (``tables``: a job's per-table results, each with its ``mapped`` counts, ``spark_jobs.normalize.mapped_values``; a
+    table skipped as done counts none), add them to ``total`` (``{table: {column: values}}``) and return what this one
     mapped. A window's apply, a snapshot load and a rebuild's replay all record them so."""
     mapped = {name: dict(r["mapped"]) for name, r in tables.items() if not r.get("skipped") and r.get("mapped")}
     if not mapped:

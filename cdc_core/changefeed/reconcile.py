@@ -1,13 +1,13 @@
 """The full reconciliation: every replicated table of a changefeed compared whole with the upstream at one ts.
 
-The window checks cost what a window changed (``spark_jobs.window_checks``); this costs what the tables hold, so it
-runs apart from them: ``cdcflow verify`` (any ts at or below the checkpoint, nothing recorded), a window planned
+The window checks cost what a window changed (``spark_jobs.checks.window_checks``); this costs what the tables hold, so
+it runs apart from them: ``cdcflow verify`` (any ts at or below the checkpoint, nothing recorded), a window planned
 with ``full_check`` (its check step), and the maintenance DAG's ``reconcile`` task, per changefeed once its last
 reconciliation is older than the interval (``due``), at the checkpoint and under the window lease, recording the
 results and putting the changefeed in error on a difference (a lake that differs from the upstream at the
 checkpoint is not built on). The tables go ``BATCH`` at a time to the ``data_quality`` Spark job, which reconciles
 them concurrently: chunked checksums computed by the upstream and by Spark, rows diffed only in chunks that differ
-(``spark_jobs.chunk_checksum``), sample keys of the rows that differ.
+(``spark_jobs.checks.chunk_checksum``), sample keys of the rows that differ.
 """
 
 from __future__ import annotations

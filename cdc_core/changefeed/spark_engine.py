@@ -38,12 +38,12 @@ log = get_logger("cdcflow.spark_engine")
 
 JOBS = {
     "apply_window": "spark_jobs.apply_window:run_job",
-    "data_quality": "spark_jobs.data_quality:run_job",
+    "data_quality": "spark_jobs.checks.data_quality:run_job",
     "ddl_apply": "spark_jobs.ddl_apply:run_job",
     "rollback": "spark_jobs.rollback:run_job",
     "snapshot_load": "spark_jobs.snapshot_load:run_job",
-    "window_checks": "spark_jobs.window_checks:run_job",
-    "window_checks_read_ahead": "spark_jobs.check_read_ahead:start",
+    "window_checks": "spark_jobs.checks.window_checks:run_job",
+    "window_checks_read_ahead": "spark_jobs.checks.check_read_ahead:start",
 }
 
 

@@ -514,7 +514,7 @@ def _window_end_tables(cfg: ChangefeedConfig, p: dict[str, Any]
 
 def _read_checks_ahead(cfg: ChangefeedConfig, p: dict[str, Any]) -> None:
     """Start reading the upstream side of the window-end checks by changed keys while the window applies
-    (``spark_jobs.check_read_ahead``), when the checks' job will run in this process. Best effort: the checks
+    (``spark_jobs.checks.check_read_ahead``), when the checks' job will run in this process. Best effort: the checks
     read it themselves when this fails."""
     if cfg.dq_mode == "off" or not spark_engine.shares_process():
         return

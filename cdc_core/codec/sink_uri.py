@@ -49,9 +49,9 @@ MAX_COMPONENT_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs; S3 keys allow more, l
 # The longest text cdcflow appends to an encoded table name in one component: a dropped copy's "@<ts>" (a ts has
 # at most 20 digits).
 SUFFIX_BYTES = len("@") + 20
-# Columns cdcflow adds to a table's rows in a change set (spark_jobs.net_effect.OP_COL, COMMIT_TS_COL,
-# spark_jobs.mapped_values.MAPPED_COL): a table column of the same name (Spark compares names without case) would be
-# overwritten by them.
+# Columns cdcflow adds to a table's rows in a change set (spark_jobs.normalize.net_effect.OP_COL, COMMIT_TS_COL,
+# spark_jobs.normalize.mapped_values.MAPPED_COL): a table column of the same name (Spark compares names without case)
+# would be overwritten by them.
 RESERVED_COLUMNS = ("_cdc_op", "_cdc_commit_ts", "_cdc_mapped")
 DELTA_LOG_DIR = "_delta_log"
 _SAFE_ASCII = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-$.")

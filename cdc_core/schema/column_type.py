@@ -33,7 +33,7 @@ What the lake holds of a value (:func:`arrow_value`; the Arrow type is ``rowcode
 but for three mappings that keep every value Delta can hold: a DECIMAL wider than Arrow's 38 digits is its text with
 exactly the column's scale (as TiDB prints it), a VECTOR its elements (a list of float32), and a date Delta's
 DATE/TIMESTAMP cannot hold (a ``MySQLTime``: :func:`maps_to_null`) is NULL -- counted where a window or a snapshot
-maps one (``spark_jobs.mapped_values``).
+maps one (``spark_jobs.normalize.mapped_values``).
 """
 
 from __future__ import annotations

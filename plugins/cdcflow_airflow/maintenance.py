@@ -3,7 +3,7 @@
 * **silver tables** ``<sink>/<db>/<table>``: compact small files (delta-rs ``optimize.compact()``), then vacuum
   the files no version inside the retention still references (``vacuum(retention_hours=...)``). Both commits
   carry the table's last ``cdcflow.ts`` in their metadata: they do not change the data, and time travel by
-  cdcflow ts (``spark_jobs.data_quality.version_as_of``, ``cdcflow verify --at-ts``) must keep finding the
+  cdcflow ts (``spark_jobs.checks.data_quality.version_as_of``, ``cdcflow verify --at-ts``) must keep finding the
   version of each window. Vacuuming drops time travel to versions older than the retention. A table is
   maintained under the window lease of its changefeeds, so a compaction never races a window's MERGE.
 * **data-quality result log** ``<sink>/_cdcflow/dq_results``: compacted, checkpointed and vacuumed like a silver
@@ -113,7 +113,9 @@ def last_cdcflow_ts(path: str) -> str | None:
     """The newest ``cdcflow.ts`` of the table's commits (None for a table no window has written yet)."""
     from deltalake import DeltaTable
 
-    from spark_jobs.delta_writer import commit_ts  # delta-rs's commits hold it as is, delta-spark's in userMetadata
+    from spark_jobs.load.delta_writer import (
+        commit_ts,  # delta-rs's commits hold it as is, delta-spark's in userMetadata
+    )
 
     dt = DeltaTable(path)
     for limit in (100, None):  # windows (and maintenance) stamp every commit: the newest few suffice
@@ -142,7 +144,7 @@ def compact_table(path: str) -> dict[str, Any]:
     (``merge_on_read.purge_deleted_rows``: the compaction leaves large files as they are)."""
     from deltalake import DeltaTable
 
-    from spark_jobs import merge_on_read, silver_read
+    from spark_jobs.load import merge_on_read, silver_read
 
     before = _file_count(path)
     purged = None
@@ -167,7 +169,7 @@ def vacuum_table(path: str, retention_hours: int, *, enforce_retention_duration:
                                       enforce_retention_duration=enforce_retention_duration,
                                       commit_properties=_commit_properties(path))
     # delta-rs's vacuum does not know deletion-vector files: those no live file names go the same way.
-    from spark_jobs import merge_on_read, silver_read
+    from spark_jobs.load import merge_on_read, silver_read
 
     vectors = []
     if silver_read.has_deletion_vectors(DeltaTable(path)):

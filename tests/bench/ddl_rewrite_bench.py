@@ -1,6 +1,6 @@
 """Cost of the column DDLs on a silver table (not collected by pytest: run it by hand).
 
-    .venv/bin/python tests/spark_jobs/bench_ddl_rewrite.py [--rows 1000000]
+    .venv/bin/python tests/bench/ddl_rewrite_bench.py [--rows 1000000]
 
 Builds a 6-column table (INT key, BIGINT, INT, DECIMAL(12,2), VARCHAR, DATETIME) with delta-rs, then
 times each ALTER through ``spark_jobs.ddl_apply.apply_ddl`` and prints one line per job: seconds,

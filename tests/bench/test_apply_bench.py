@@ -119,10 +119,10 @@ def _bare_merge(path: str, source: pa.Table) -> float:
 def test_bench_apply_window_vs_bare_delta_rs_merge(tmp_path: Path) -> None:
     from cdc_core.codec.sink_uri import table_path
     from spark_jobs.apply_window import apply_window
-    from spark_jobs.bronze import read_bronze, write_bronze
-    from spark_jobs.delta_writer import DeltaRsWriter
-    from spark_jobs.mount import mount
-    from spark_jobs.net_effect import dedupe, net_effect
+    from spark_jobs.load.delta_writer import DeltaRsWriter
+    from spark_jobs.normalize.bronze import read_bronze, write_bronze
+    from spark_jobs.normalize.mount import mount
+    from spark_jobs.normalize.net_effect import dedupe, net_effect
     from spark_jobs.session import get_spark
 
     sink = f"file://{tmp_path / 'lake'}"
@@ -164,7 +164,7 @@ def test_bench_apply_window_vs_bare_delta_rs_merge(tmp_path: Path) -> None:
 
 
 def _merge_on_read(path: str, source: pa.Table) -> float:
-    from spark_jobs import merge_on_read
+    from spark_jobs.load import merge_on_read
 
     t0 = time.perf_counter()
     merge_on_read.merge(DeltaTable(path), path, TABLE, source, app_id="bench", txn_version=int(time.time_ns()),
@@ -190,8 +190,8 @@ def _side_by_side(spark, tmp: Path, base_rows: int, net_rows: int) -> tuple[dict
     identical copies of a ``base_rows`` table; and the window's events."""
     from cdc_core.codec.sink_uri import table_path
     from spark_jobs.apply_window import apply_window
-    from spark_jobs.bronze import write_bronze
-    from spark_jobs.delta_writer import DeltaRsWriter, DeltaSparkWriter
+    from spark_jobs.load.delta_writer import DeltaRsWriter, DeltaSparkWriter
+    from spark_jobs.normalize.bronze import write_bronze
 
     base = str(tmp / "base")
     _base_table(base, base_rows)
@@ -245,7 +245,7 @@ def test_bench_small_window_per_writer(tmp_path: Path) -> None:
     (``spark_jobs.session``)."""
     import statistics
 
-    from spark_jobs.delta_writer import DeltaRsWriter, DeltaSparkWriter
+    from spark_jobs.load.delta_writer import DeltaRsWriter, DeltaSparkWriter
     from spark_jobs.session import get_spark
 
     spark = get_spark()
@@ -289,13 +289,13 @@ def test_bench_scattered_changes_into_a_large_table(tmp_path: Path) -> None:
     """What a window of changes scattered over a large table costs each writer (issue 18's size independence):
     ``SCATTERED`` random updates merged into a 10,000-row table and into a ``BASE``-row one (median of three MERGEs
     each), by delta-rs (copy-on-write: every file a changed key lands in is rewritten), by the delta-rs writer with
-    ``[sink] deletion-vectors`` (``spark_jobs.merge_on_read``: the touched files get a deletion vector, only the
+    ``[sink] deletion-vectors`` (``spark_jobs.load.merge_on_read``: the touched files get a deletion vector, only the
     changed rows are written), by delta-spark copy-on-write, and by delta-spark with deletion vectors. The ratio
     large/small is what a window's apply pays for the table's size. Same Spark, same base rows, side by side."""
     import functools
     import statistics
 
-    from spark_jobs.delta_writer import align_deletion_vectors
+    from spark_jobs.load.delta_writer import align_deletion_vectors
     from spark_jobs.session import get_spark
 
     spark = get_spark()
@@ -347,7 +347,7 @@ def test_bench_clustered_changes_into_a_large_table(tmp_path: Path) -> None:
     for the table's size when its changes cluster."""
     import statistics
 
-    from spark_jobs.delta_writer import DeltaRsWriter
+    from spark_jobs.load.delta_writer import DeltaRsWriter
 
     writer = DeltaRsWriter()
 

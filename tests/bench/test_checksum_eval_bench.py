@@ -2,9 +2,9 @@
 
 The full reconciliation has the upstream compute, per chunk, ``COUNT(*)`` and ``BIT_XOR(CAST(CRC32(CONCAT_WS(',',
 <columns>, CONCAT(ISNULL(c1), ...))) AS UNSIGNED))`` with ``MIN`` / ``MAX`` of the range column
-(``spark_jobs/chunk_checksum.py``): about a dozen expression nodes evaluated on every row. The upstream compiles an
-expression once per statement into closures (``cdc_core/upstream/sql/expr.py``, ``compile_expr``). This bench times the
-checksum statement over a table against the same scan with a one-node filter (``WHERE pad IS NOT NULL``, every row
+(``spark_jobs/checks/chunk_checksum.py``): about a dozen expression nodes evaluated on every row. The upstream compiles
+an expression once per statement into closures (``cdc_core/upstream/sql/expr.py``, ``compile_expr``). This bench times
+the checksum statement over a table against the same scan with a one-node filter (``WHERE pad IS NOT NULL``, every row
 read and decoded, one predicate each), in the upstream's own SQL engine (no MySQL protocol), in interleaved rounds,
 the fastest of each kept. Printed: microseconds per row each way and their ratio, what the checksum's expression
 costs as a share of the scan.
@@ -23,7 +23,7 @@ def test_chunk_checksum_over_a_plain_scan() -> None:
     from cdc_core.client.upstream import UpstreamClient
     from cdc_core.upstream.embedded import EmbeddedCluster
     from cdc_core.upstream.workload import Workload, WorkloadConfig
-    from spark_jobs import chunk_checksum
+    from spark_jobs.checks import chunk_checksum
     from spark_jobs.snapshot_load import Chunk
 
     with EmbeddedCluster() as ec, UpstreamClient(ec.pd_addr) as c:

@@ -53,7 +53,7 @@ def _cold_apply(sink: str, spark_first: bool) -> tuple[float, dict[str, object]]
 
 def test_bench_a_fresh_process_applies_without_starting_spark(tmp_path: Path) -> None:
     from cdc_core.codec.sink_uri import table_path
-    from spark_jobs.bronze import write_bronze
+    from spark_jobs.normalize.bronze import write_bronze
 
     base = str(tmp_path / "base")
     _base_table(base, BASE)

@@ -1,6 +1,6 @@
 """Issue 17's mount benchmark: mount + decode of ``ROWS`` (default 1,000,000) 10-column rows of mixed types in the
-Spark job -- rowcodec v2 values decoded batch-wise in ``mapInArrow`` (:func:`spark_jobs.mount.mount`) -- next to
-the JSON mount it replaced (values ``{"<column id>": value}`` parsed by ``from_json`` into ``map<string,string>``
+Spark job -- rowcodec v2 values decoded batch-wise in ``mapInArrow`` (:func:`spark_jobs.normalize.mount.mount`) -- next
+to the JSON mount it replaced (values ``{"<column id>": value}`` parsed by ``from_json`` into ``map<string,string>``
 and cast; kept below as the baseline), over the same events, in the same run, alternating, best of ``REPEAT``.
 Goal: ratio >= 1.0 (no slower than what it replaces).
 
@@ -80,13 +80,13 @@ def _bronze(path: Path, encode: Any) -> None:
     writer.close()
 
 
-# --- the baseline: the JSON mount this issue replaced (spark_jobs/mount.py before rowcodec v2) ----------------
+# --- the baseline: the JSON mount this issue replaced (spark_jobs/normalize/mount.py before rowcodec v2) ------
 
 
 def _json_image(map_col: str, table: TableInfo) -> SparkColumn:
     from pyspark.sql import functions as F
 
-    from spark_jobs.mount import HANDLE
+    from spark_jobs.normalize.mount import HANDLE
 
     m = F.col(map_col)
     fields = []
@@ -104,7 +104,7 @@ def _json_image(map_col: str, table: TableInfo) -> SparkColumn:
 def _json_mount(events: DataFrame, table: TableInfo) -> DataFrame:
     from pyspark.sql import functions as F
 
-    from spark_jobs.mount import HANDLE, NEW, OLD, handle_expr
+    from spark_jobs.normalize.mount import HANDLE, NEW, OLD, handle_expr
 
     mtype, opts = "map<string,string>", {"mode": "FAILFAST"}
     return (
@@ -120,8 +120,8 @@ def _json_mount(events: DataFrame, table: TableInfo) -> DataFrame:
 
 @pytest.mark.spark
 def test_bench_mount_rowcodec_v2_vs_json(tmp_path: Path) -> None:
-    from spark_jobs.bronze import BRONZE_SPARK_DDL
-    from spark_jobs.mount import mount
+    from spark_jobs.normalize.bronze import BRONZE_SPARK_DDL
+    from spark_jobs.normalize.mount import mount
     from spark_jobs.session import get_spark
 
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The driver's row comparison of the window checks (``spark_jobs.window_checks.same_rows``: both sides sorted on
+"""The driver's row comparison of the window checks (``spark_jobs.checks.window_checks.same_rows``: both sides sorted on
 every column and compared in Arrow) against the comparison it replaced (a Counter of Python tuples, one per row),
 side by side on the same tables: ``ROWS`` rows of five columns (BIGINT, VARCHAR, DECIMAL, INT, DATETIME), the
 second a shuffle of the first. Prints both times and their ratio; asserts they agree.
@@ -18,7 +18,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from spark_jobs.window_checks import same_rows
+from spark_jobs.checks.window_checks import same_rows
 
 ROWS = int(os.environ.get("CDCFLOW_BENCH_ROWS", "100000"))
 

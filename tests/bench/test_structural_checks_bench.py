@@ -1,6 +1,7 @@
 """The window checks' structural expectations over many tables: one GX run for all of them
-(:mod:`spark_jobs.structural_checks`) against the baseline, side by side: a GX run per table
-(:func:`spark_jobs.data_quality.validate_arrow`, ``TABLE_THREADS`` tables at a time, as the window checks ran them).
+(:mod:`spark_jobs.checks.structural_checks`) against the baseline, side by side: a GX run per table
+(:func:`spark_jobs.checks.data_quality.validate_arrow`, ``TABLE_THREADS`` tables at a time, as the window checks ran
+them).
 
 Each table is sysbench's (``id`` BIGINT PRIMARY KEY, ``k``, ``c``, ``pad`` NOT NULL) plus a nullable unique ``u``,
 holding ``ROWS`` changed rows; ``TABLES`` of them, as a window of the scaled benchmark touches.
@@ -18,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 
 from cdc_core.schema.model import Column, Index, TableInfo
-from spark_jobs import data_quality as dq
-from spark_jobs import structural_checks
-from spark_jobs.window_checks import TABLE_THREADS
+from spark_jobs.checks import data_quality as dq
+from spark_jobs.checks import structural_checks
+from spark_jobs.checks.window_checks import TABLE_THREADS
 
 TABLES = int(os.environ.get("CDCFLOW_BENCH_TABLES", "51"))
 ROWS = int(os.environ.get("CDCFLOW_BENCH_ROWS", "1300"))

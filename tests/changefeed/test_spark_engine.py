@@ -132,7 +132,7 @@ def test_a_tasks_jobs_share_one_application(tmp_path, monkeypatch):
     through delta-spark): one spark-submit for three jobs, and a job that raises is reported (with the driver's
     words) without ending the application for the next one."""
     from cdc_core.codec.sink_uri import app_id_for, table_path
-    from spark_jobs.bronze import write_bronze
+    from spark_jobs.normalize.bronze import write_bronze
 
     monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
     monkeypatch.setenv("CDCFLOW_SPARK_MASTER", "local[1]")
@@ -184,7 +184,7 @@ def _application_processes() -> tuple:
 
 
 def _one_window(tmp_path) -> dict:
-    from spark_jobs.bronze import write_bronze
+    from spark_jobs.normalize.bronze import write_bronze
 
     c = clustered_table()
     sink = f"file://{tmp_path}/lake"

@@ -154,8 +154,8 @@ def test_names_the_lake_cannot_hold_are_refused_with_the_table_named() -> None:
 
 
 def test_the_reserved_columns_are_the_ones_the_change_sets_add() -> None:
-    from spark_jobs.mapped_values import MAPPED_COL
-    from spark_jobs.net_effect import COMMIT_TS_COL, OP_COL
+    from spark_jobs.normalize.mapped_values import MAPPED_COL
+    from spark_jobs.normalize.net_effect import COMMIT_TS_COL, OP_COL
 
     assert set(RESERVED_COLUMNS) == {OP_COL, COMMIT_TS_COL, MAPPED_COL}
 

@@ -60,7 +60,7 @@ def test_a_table_past_200000_rows_and_20_mb_snapshots_replicates_checks_and_rebu
         cdc_home: Path, upstream_cluster: Any, monkeypatch: pytest.MonkeyPatch, deletion_vectors: bool) -> None:
     """...with the silver table merged copy-on-write, and with deletion vectors (``[sink] deletion-vectors``: the
     30,000-change window marks rows in the snapshot's files, the fold reads through the vectors)."""
-    from spark_jobs.silver_read import read_table
+    from spark_jobs.load.silver_read import read_table
 
     cid = "sizes-dv" if deletion_vectors else "sizes"
     db, sink = f"e2e_{cid.replace('-', '_')}", cdc_home / f"lake-{cid}"

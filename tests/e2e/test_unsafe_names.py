@@ -24,7 +24,7 @@ from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec.sink_uri import table_path_of
 from cdc_core.codec.sql_ident import quote_ident, quote_table
 from cdc_core.errors import ChangefeedError
-from spark_jobs.table_moves import dropped_path, read_move
+from spark_jobs.load.table_moves import dropped_path, read_move
 from testkit.e2e import cli, cli_app, typed_rows_match
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]

@@ -15,8 +15,8 @@ from cdc_core.changefeed import runner
 from cdc_core.changefeed.config import load_config
 from cdc_core.changefeed.reconcile import tables_at
 from cdc_core.client.upstream import UpstreamClient
-from spark_jobs import check_read_ahead, window_checks
-from spark_jobs.changed_keys import changed_keys_arrow
+from spark_jobs.checks import check_read_ahead, window_checks
+from spark_jobs.normalize.changed_keys import changed_keys_arrow
 from testkit.e2e import cli as _cli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
@@ -63,7 +63,7 @@ def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any
                   f"INSERT INTO {DB}.m VALUES " + _rows(70)["m"])
         c.execute(f"UPDATE {DB}.r SET b = 'y' WHERE a < 5; DELETE FROM {DB}.r WHERE a = 6")
         c.execute(f"UPDATE {DB}.f SET y = -1 WHERE x < 5; DELETE FROM {DB}.f WHERE x = 6.5")
-        caplog.set_level("INFO", logger="spark_jobs.window_checks")
+        caplog.set_level("INFO", logger="spark_jobs.checks.window_checks")
         monkeypatch.setattr(window_checks, "SLOW_TABLE_S", 0.0)  # every table logged as a slow one
         monkeypatch.delenv("CDCFLOW_TIDB", raising=False)
         in_spark: list[str | None] = []
@@ -109,7 +109,7 @@ def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any
 def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, upstream_cluster: Any, caplog: Any,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A difference the driver sees is handed to Spark, whose report names the key; the same when the job's upstream
-    side was read ahead (spark_jobs.check_read_ahead), or its read ahead failed."""
+    side was read ahead (spark_jobs.checks.check_read_ahead), or its read ahead failed."""
     sink = cdc_home / "lake"
     db, cid = "e2e_wchecks_diff", "wchecksdiff"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
@@ -142,7 +142,7 @@ def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, u
     assert check_read_ahead.take(opts({**args, "ts": later - 1})) is not None
     # A read ahead that fails leaves the job to read for itself.
     monkeypatch.setattr(check_read_ahead, "read", lambda a: (_ for _ in ()).throw(RuntimeError("no upstream")))
-    caplog.set_level("WARNING", logger="spark_jobs.check_read_ahead")
+    caplog.set_level("WARNING", logger="spark_jobs.checks.check_read_ahead")
     check_read_ahead.start(args)
     assert window_checks.run_job(args) == out
     assert "the checks' upstream side read ahead failed" in caplog.text and "no upstream" in caplog.text

@@ -26,7 +26,7 @@ def _append(path: Path, rows: list[int], ts: int) -> None:
 
 
 def _version_as_of(path: Path, ts: int) -> int | None:
-    """What spark_jobs.data_quality.version_as_of computes (time travel by cdcflow ts)."""
+    """What spark_jobs.checks.data_quality.version_as_of computes (time travel by cdcflow ts)."""
     from deltalake import DeltaTable
 
     best = None
@@ -109,8 +109,8 @@ def test_a_table_with_deletion_vectors_is_compacted_and_its_replaced_vectors_vac
     from deltalake import DeltaTable
 
     from cdc_core.schema.model import Column, Index, TableInfo
-    from spark_jobs.delta_writer import DeltaRsWriter
-    from spark_jobs.silver_read import read_table
+    from spark_jobs.load.delta_writer import DeltaRsWriter
+    from spark_jobs.load.silver_read import read_table
 
     info = TableInfo(id=9, db_name="shop", name="lines",
                      columns=(Column(1, "id", "bigint", nullable=False), Column(2, "v", "int")),

@@ -66,7 +66,7 @@ def _upstream_rows(c: UpstreamClient, table: str, ts: int) -> list[dict[str, Any
 
 
 def _delta_rows(sink: Path, table: str, ts: int) -> list[dict[str, Any]]:
-    from spark_jobs.data_quality import version_as_of
+    from spark_jobs.checks.data_quality import version_as_of
 
     if not (sink / DB / table / "_delta_log").is_dir() or version_as_of(str(sink / DB / table), ts) is None:
         return []  # no window wrote it by ts

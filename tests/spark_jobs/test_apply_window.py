@@ -16,8 +16,8 @@ from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_pat
 from cdc_core.errors import ChangefeedError
 from spark_jobs import apply_window as apply_window_module
 from spark_jobs.apply_window import apply_window, main, run_job
-from spark_jobs.bronze import write_bronze
-from spark_jobs.delta_writer import applied_version
+from spark_jobs.load.delta_writer import applied_version
+from spark_jobs.normalize.bronze import write_bronze
 from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
 pytestmark = pytest.mark.spark
@@ -348,7 +348,7 @@ def test_vectors_wide_decimals_and_zero_dates_are_applied_by_their_mapping_and_c
     column, the values the rows written hold as NULL (a row updated within the window counts once, a deleted one
     not at all), with either writer and either engine."""
     from cdc_core.codec.rowcodec import ZERO_TIME, MySQLTime
-    from spark_jobs.delta_writer import DeltaRsWriter, DeltaSparkWriter
+    from spark_jobs.load.delta_writer import DeltaRsWriter, DeltaSparkWriter
 
     t = _mapped_table()
     wide = "-12345678901234567890123456789012345.123456789012345678901234567891"

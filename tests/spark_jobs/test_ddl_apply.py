@@ -17,11 +17,11 @@ from cdc_core.errors import ChangefeedError
 from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.apply_window import apply_window
-from spark_jobs.bronze import write_bronze
 from spark_jobs.ddl_apply import apply_ddl, run_job, swapped_column_ids
-from spark_jobs.delta_writer import DeltaRsWriter, applied_version
-from spark_jobs.net_effect import OP_COL
-from spark_jobs.table_moves import dropped_path, read_move
+from spark_jobs.load.delta_writer import DeltaRsWriter, applied_version
+from spark_jobs.load.table_moves import dropped_path, read_move
+from spark_jobs.normalize.bronze import write_bronze
+from spark_jobs.normalize.net_effect import OP_COL
 from testkit.builders import Bronze, clustered_table, rowid_table
 
 CF = "cf1"
@@ -532,7 +532,7 @@ def test_exchange_partition_survives_a_crash_between_its_commits_and_applies_onc
     from cdc_core.schema import ddl_history
     from cdc_core.schema.storage import SchemaStorage
     from spark_jobs.ddl_apply import Exchange
-    from spark_jobs.delta_writer import create_silver_table
+    from spark_jobs.load.delta_writer import create_silver_table
     from spark_jobs.snapshot_load import upstream_reader
 
     c = upstream_client

@@ -10,7 +10,7 @@ import pytest
 from deltalake import DeltaTable
 
 from cdc_core.codec.sink_uri import app_id_for, table_path
-from spark_jobs.delta_writer import DeltaRsWriter
+from spark_jobs.load.delta_writer import DeltaRsWriter
 from spark_jobs.rollback import RollbackArgs, run_job
 from testkit.builders import clustered_table
 

@@ -10,7 +10,7 @@ from cdc_core.codec.key import row_key
 from cdc_core.codec.rowcodec import encode_row_v2
 from cdc_core.schema.column_type import STORED_DATES
 from cdc_core.schema.model import Column, Index, TableInfo
-from spark_jobs.bronze import BRONZE_SCHEMA
+from spark_jobs.normalize.bronze import BRONZE_SCHEMA
 
 
 def encode(table: TableInfo, value: dict[int, Any]) -> bytes:

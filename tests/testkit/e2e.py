@@ -20,7 +20,7 @@ from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec.sink_uri import table_path_of
 from cdc_core.codec.sql_ident import quote_table
 from cdc_core.codec.value_text import json_value
-from spark_jobs.silver_read import read_table
+from spark_jobs.load.silver_read import read_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,8 +54,8 @@ def delta_rows(sink: Path, db: str, table: str, key: str) -> list[dict[str, Any]
 
 def delta_rows_at(sink: Path, db: str, table: str, key: str, ts: int) -> list[dict[str, Any]]:
     """The Delta table as of upstream ts ``ts``: its newest version whose commit carries a cdcflow ts ``<= ts``
-    (either writer's, :func:`spark_jobs.data_quality.version_as_of`)."""
-    from spark_jobs.data_quality import version_as_of
+    (either writer's, :func:`spark_jobs.checks.data_quality.version_as_of`)."""
+    from spark_jobs.checks.data_quality import version_as_of
 
     path = table_path_of(str(sink), db, table)
     dt = DeltaTable(path)
@@ -76,7 +76,7 @@ def typed_rows_match(client: UpstreamClient, sink: Path, db: str, table: str, ts
     upstream's ``HH:MM:SS``, a BIGINT UNSIGNED decimal its integer); returns the row count. The first differing
     row's differing columns are in the failure message."""
     from cdc_core.changefeed.schema_loader import load_schema
-    from spark_jobs.data_quality import canonical_value
+    from spark_jobs.checks.data_quality import canonical_value
 
     found = [t for t in load_schema(client, ts).tables_at(ts) if (t.db_name, t.name) == (db, table)]
     assert len(found) == 1, f"{db}.{table} at {ts}: {len(found)} tables"

@@ -1,0 +1,108 @@
+"""The upstream side of a window's checks, read while the window applies.
+
+What the window checks on the driver compare Delta with -- the window's changed keys (from its bronze changelog),
+the upstream's ``COUNT(*)`` and its rows at those keys, all at the window's end ts -- is fixed once the window is
+pulled: applying it changes none of it. :func:`start` reads it in a thread of this process while the window
+applies (the apply waits on Delta, this on the upstream, which is otherwise idle then); :func:`take` hands it to
+the ``window_checks`` job of the same arguments, which reads it itself when nothing was read ahead (another
+process, an error here). Under spark-submit both jobs run in the task's one application
+(``cdc_core.changefeed.spark_engine.one_application``), whose driver process keeps the thread.
+
+A result waits in this process until its job takes it: at most ``KEEP`` of them (each what the window's checks
+would hold anyway), the oldest dropped first (one an apply that failed left behind).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cdc_core.schema.model import TableInfo
+from spark_jobs.checks import window_checks as wc
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+KEEP = 2  # results read ahead held at once
+_ahead: OrderedDict[str, Future[UpstreamSide]] = OrderedDict()
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class UpstreamSide:
+    """A window's changed keys by table (None: past the driver's budget), and the upstream's row count and rows at
+    them at the window's end ts for the tables whose content is checked (rows in mode "checksum" only)."""
+
+    keys: dict[str, pa.Table | None]
+    counts: dict[str, int]
+    rows: dict[str, pa.Table]
+
+
+def start(args: dict[str, Any]) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point: start reading what the ``window_checks`` job of
+    ``args`` (its JSON: ``window_checks.WindowChecksArgs``, checked here) will compare Delta with, and return at
+    once."""
+    opts = wc.WindowChecksArgs.from_dict(args)
+    if opts.mode == "off":
+        return {"reading_ahead": 0}
+    future: Future[UpstreamSide] = Future()
+    with _lock:
+        _ahead[opts.key()] = future
+        while len(_ahead) > KEEP:
+            _ahead.popitem(last=False)
+    threading.Thread(target=_run, args=(opts, future), name="check-read-ahead", daemon=True).start()
+    return {"reading_ahead": len(opts.tables)}
+
+
+def _run(args: wc.WindowChecksArgs, future: Future[UpstreamSide]) -> None:
+    try:
+        future.set_result(read(args))
+    except BaseException as exc:  # handed to take(), whose job then reads for itself
+        future.set_exception(exc)
+
+
+def take(args: wc.WindowChecksArgs) -> UpstreamSide | None:
+    """What :func:`start` read for the job of ``args`` (waiting for the read to end), or None: nothing was read
+    ahead here, or the read failed (logged; the job reads for itself)."""
+    with _lock:
+        future = _ahead.pop(args.key(), None)
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except Exception:
+        log.warning("the checks' upstream side read ahead failed; the checks read it themselves", exc_info=True)
+        return None
+
+
+def read(args: wc.WindowChecksArgs) -> UpstreamSide:
+    """The upstream side of the ``window_checks`` job of ``args``, read as that job reads it
+    (``window_checks.driver_keys`` and ``upstream_side``), ``TABLE_THREADS`` tables at a time over one client."""
+    from cdc_core.client.upstream import UpstreamClient
+
+    mode, pd_addr, tidb, ts = args.mode, args.pd_addr, args.tidb, args.ts
+    keys = wc.driver_keys(args)
+    content = [t for t, c in args.tables if c and keys.get(t.qualified_name) is not None]
+    counts: dict[str, int] = {}
+    rows: dict[str, pa.Table] = {}
+    if content and pd_addr:
+        with UpstreamClient(pd_addr, tidb=tidb) as client:
+
+            def one(table: TableInfo) -> None:
+                at = keys[table.qualified_name]
+                assert at is not None
+                count, got = wc.upstream_side(pd_addr, tidb, ts, table, at, mode, client)
+                if got is not None:
+                    rows[table.qualified_name] = got
+                counts[table.qualified_name] = count  # last: a count means the table was read whole
+
+            with ThreadPoolExecutor(max_workers=min(wc.TABLE_THREADS, len(content)),
+                                    thread_name_prefix="check-read-ahead") as pool:
+                list(pool.map(one, content))
+    return UpstreamSide(keys, counts, rows)

@@ -1,0 +1,741 @@
+"""Data-quality checks of one table at a barrier, costing what the window changed, not what the table holds.
+
+At ``ts``, for a table whose rows the window ``(after_ts, ts]`` changed:
+
+1. **changed keys**: the Delta keys of the table's bronze events in ``(after_ts, ts]`` (both images of each event,
+   mounted as the apply mounts them; a delete without an old value by its row key);
+2. ``rows_equal`` (mode "checksum"): the upstream rows at those keys at ``ts`` -- batched point reads,
+   ``POINT_BATCH`` keys per ``SELECT ... WHERE (k) IN (...)`` (TiDB's BatchPointGet) -- equal the Delta rows at
+   those keys, compared by the row hash of :mod:`spark_jobs.checks.data_quality`; a key the upstream no longer has must
+   be absent from Delta;
+3. ``delta_key_unique``, ``not_null:<column>``, ``unique:<index>`` (Great Expectations) on the Delta rows at those
+   keys;
+4. ``row_count_equals``: the row count in the Delta log's statistics (``numRecords`` of the live files, no data
+   read) against ``SELECT COUNT(*)`` at ``ts``, which the upstream answers itself (TiKV's coprocessor);
+5. ``schema_equals``: the Delta log's schema against the schema version's.
+
+The Delta side reads only the files committed since the table's version at ``after_ts`` (every row written in the
+window is in one of them: a merge rewrites the files it touches), filtered to the changed keys. A row the window
+should have removed and left in an older file is not seen by 2 and 3; the count (4) sees it. Whole-table
+comparisons -- every row, every unique index across all files -- are the full reconciliation's
+(:mod:`spark_jobs.checks.data_quality`, ``cdcflow verify`` and the maintenance DAG).
+
+Two engines run these checks. :func:`check_on_driver` runs them in Arrow on the driver, no Spark job, for a table
+whose changed keys the driver holds (:mod:`spark_jobs.normalize.changed_keys` reads those of all a window's tables in
+one pass); :func:`run_checks` runs them in Spark, for a table past the driver's key budget, keyed by a type without an
+exact SQL literal, or failing a check on the driver (Spark's report then names the keys that differ).
+:func:`run_job` puts each table where it belongs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, fields
+from datetime import date, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from cdc_core.client.tidb_sql import ENV_TIDB
+from cdc_core.codec.sink_uri import table_path
+from cdc_core.codec.sql_ident import quote_ident, quote_list, quote_table
+from cdc_core.errors import ChangefeedError
+from cdc_core.schema import column_type as ct
+from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
+from cdc_core.tls import TlsConfig, client_tls, pinned
+from spark_jobs.checks import data_quality as dq
+from spark_jobs.job_io import args_file_main, check_names, table_entries, ts_arg
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdc_core.client.upstream import UpstreamClient
+    from spark_jobs.checks.check_read_ahead import UpstreamSide
+
+log = logging.getLogger(__name__)
+
+POINT_BATCH = 1_000
+# Key column kinds whose values this job writes as SQL literals that select exactly the rows holding them.
+_LITERAL_KINDS = frozenset({ct.INT, ct.YEAR, ct.DECIMAL, ct.DATETIME, ct.TIMESTAMP, ct.DATE, ct.TEXT, ct.BINARY,
+                            ct.ENUM, ct.SET})
+
+
+# --- changed keys -------------------------------------------------------------------------------
+
+
+def changed_keys(spark: SparkSession, sink: str, changefeed_id: str, window_end_ts: int, table: TableInfo,
+                 after_ts: int, ts: int) -> DataFrame:
+    """The distinct Delta keys (one column per key column, Delta-typed) of ``table``'s events in
+    ``(after_ts, ts]`` of the bronze window ending at ``window_end_ts``."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.normalize.bronze import read_bronze
+    from spark_jobs.normalize.mount import HANDLE, NEW, OLD, key_only_image, mount
+
+    events = read_bronze(spark, sink, changefeed_id, window_end_ts, table_ids=list(table.physical_ids))
+    events = events.where((F.col("commit_ts") > after_ts) & (F.col("commit_ts") <= ts))
+    m = mount(events, table)
+    key = list(table.delta_key())
+    images = [m.select(F.col(NEW).alias("i")), m.select(F.col(OLD).alias("i"))]
+    by_key = key_only_image(table)
+    if by_key is not None:  # a delete without an old value is known by its row key alone
+        images.append(m.where(F.col(NEW).isNull() & F.col(OLD).isNull()).select(HANDLE).select(by_key.alias("i")))
+    out = images[0]
+    for more in images[1:]:
+        out = out.unionByName(more)
+    return out.where(F.col("i").isNotNull()).select(*[F.col(f"i.{quote_ident(k)}").alias(k) for k in key]).distinct()
+
+
+# --- the upstream side: batched point reads ---------------------------------------------------
+
+
+def key_literal(col: Column, value: Any, literal: Callable[[str], str]) -> str:
+    """A Delta key value as the SQL literal that selects the upstream rows holding it (``literal``: a string as the
+    session that runs the statement reads it, ``TidbSql.literal``)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")  # str() writes 1E-7 for a small one: a DOUBLE literal to MySQL
+    if isinstance(value, str) and ct.decimal_as_text(col):  # a wide DECIMAL's text: a number, not a string to cast
+        return format(Decimal(value), "f")
+    if isinstance(value, datetime):
+        return literal(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
+    if isinstance(value, date):
+        return literal(value.isoformat())
+    if isinstance(value, bytes | bytearray):
+        return f"X'{bytes(value).hex()}'"
+    if isinstance(value, str):
+        return literal(value)
+    raise ChangefeedError(f"column {col.name!r}: no SQL literal for key value {value!r}")
+
+
+def point_select(table: TableInfo, key: Sequence[str], values: Sequence[tuple[Any, ...]],
+                 literal: Callable[[str], str]) -> str:
+    """``SELECT`` of the rows at ``values`` of the key columns ``key`` (strings written by ``literal``)."""
+    cols = f"*, {quote_ident(ROWID_COLUMN)}" if ROWID_COLUMN in table.arrow_schema().names else "*"
+    key_cols = [table.column(k) if k != ROWID_COLUMN else None for k in key]
+
+    def lit(c: Column | None, v: Any) -> str:
+        return str(int(v)) if c is None else key_literal(c, v, literal)
+
+    if len(key) == 1:
+        where = f"{quote_ident(key[0])} IN ({', '.join(lit(key_cols[0], v[0]) for v in values)})"
+    else:
+        tuples = ", ".join("(" + ", ".join(lit(c, x) for c, x in zip(key_cols, v, strict=True)) + ")" for v in values)
+        where = f"({quote_list(key)}) IN ({tuples})"
+    return f"SELECT {cols} FROM {quote_table(table.db_name, table.name)} WHERE {where}"
+
+
+def _rows_at(client: UpstreamClient, table: TableInfo, ts: int, key: Sequence[str],
+             batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
+    """The upstream rows (image values, in order) at the key values of ``batches`` at ``ts``, ``POINT_BATCH`` keys
+    per statement."""
+    from spark_jobs.snapshot_load import row_typer
+
+    typed = row_typer(table)
+    for b in batches:
+        values = list(zip(*(b.column(k).to_pylist() for k in key), strict=True))
+        for i in range(0, len(values), POINT_BATCH):
+            sql = point_select(table, key, values[i:i + POINT_BATCH], client.literal)
+            for row in client.iter_rows(sql, at_ts=ts):
+                yield typed(row)
+
+
+def fetch_points(pd_addr: str, tidb: str | None, tls: TlsConfig | None, ts: int, table_json: str, key: Sequence[str],
+                 schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: batches of key values in, the upstream rows at them (at ``ts``) out, through one
+    MySQL connection per task (with the driver's TLS files, ``tls``)."""
+    from cdc_core.client.upstream import UpstreamClient
+    from spark_jobs.snapshot_load import batched
+
+    table = TableInfo.from_json(table_json)
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        with UpstreamClient(pd_addr, tidb=tidb) as client:
+            yield from _rows_at(client, table, ts, key, batches)
+
+    with pinned(tls):
+        yield from batched(rows(), schema)
+
+
+@contextmanager
+def _upstream(pd_addr: str, tidb: str | None, client: UpstreamClient | None) -> Iterator[UpstreamClient]:
+    """``client`` when given (a job's, shared by its tables: one PD lookup, one MySQL connection per thread), else
+    a client of its own, closed after."""
+    from cdc_core.client.upstream import UpstreamClient
+
+    if client is not None:
+        yield client
+        return
+    with UpstreamClient(pd_addr, tidb=tidb) as own:
+        yield own
+
+
+READ_STREAMS = 3  # point-read statements of one table in flight at once (upstream_rows_at)
+_read_pool: ThreadPoolExecutor | None = None
+_read_pool_lock = threading.Lock()
+
+
+def _point_reads() -> ThreadPoolExecutor:
+    """The driver's point-read threads, shared by every table and job of the process: a client's MySQL connection
+    is per thread (``UpstreamClient.sql``), so a job opens at most ``READ_STREAMS`` more, whatever its tables."""
+    global _read_pool
+    with _read_pool_lock:
+        if _read_pool is None:
+            _read_pool = ThreadPoolExecutor(max_workers=READ_STREAMS, thread_name_prefix="point-reads")
+        return _read_pool
+
+
+def upstream_rows_at(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table,
+                     client: UpstreamClient | None = None) -> pa.Table:
+    """The upstream rows at ``keys`` at ``ts``, read on the driver (silver schema). Keys past one statement's
+    ``POINT_BATCH`` are read ``READ_STREAMS`` statements at a time: TiDB (or the embedded upstream) then reads one
+    statement's rows while this process parses another's, instead of idling through the client's share of each
+    (the table that holds most of a window's changes is the window checks' longest step)."""
+    import pyarrow as pa
+
+    from spark_jobs.snapshot_load import batched
+
+    schema = table.arrow_schema()
+    with _upstream(pd_addr, tidb, client) as c:
+
+        def read(piece: pa.Table) -> list[pa.RecordBatch]:
+            rows = _rows_at(c, table, ts, piece.column_names, piece.to_batches(max_chunksize=POINT_BATCH))
+            return list(batched(rows, schema))
+
+        if keys.num_rows <= POINT_BATCH:
+            batches = read(keys)
+        else:
+            pieces = [keys.slice(i, POINT_BATCH) for i in range(0, keys.num_rows, POINT_BATCH)]
+            batches = [b for got in _point_reads().map(read, pieces) for b in got]
+        return pa.Table.from_batches(batches, schema=schema)
+
+
+def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
+                     keys: DataFrame) -> DataFrame:
+    """The upstream rows at ``keys`` at ``ts`` (image columns). Keys of a type written as no exact literal (TIME,
+    FLOAT, BIT, JSON) are matched against the table read chunk by chunk instead."""
+    import functools
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from spark_jobs.snapshot_load import spark_schema, upstream_frame
+
+    key = list(keys.columns)
+    if any(k != ROWID_COLUMN and table.column(k).kind not in _LITERAL_KINDS for k in key):
+        return upstream_frame(spark, pd_addr, ts, table, tidb=tidb).join(keys, on=key, how="left_semi")
+    target = spark.createDataFrame([], spark_schema(table)).schema
+    fetch = functools.partial(fetch_points, pd_addr, tidb, client_tls(), ts, table.to_json(), key,
+                              to_arrow_schema(target, timezone="UTC"))
+    return keys.mapInArrow(fetch, target)
+
+
+def upstream_side(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table, mode: dq.Mode | str,
+                  client: UpstreamClient | None = None) -> tuple[int, pa.Table | None]:
+    """What the checks on the driver compare a table's Delta side with: the upstream's ``COUNT(*)`` at ``ts``, and
+    its rows at ``keys`` (mode "checksum"; else None)."""
+    count = upstream_count(pd_addr, tidb, ts, table, client)
+    return count, upstream_rows_at(pd_addr, tidb, ts, table, keys, client) if mode == "checksum" else None
+
+
+def resolved_tidb(client: UpstreamClient, tidb: str | None) -> str | None:
+    """Where the Spark tasks' point reads go: ``tidb`` when given (or ``$CDCFLOW_TIDB``, which the tasks read
+    themselves), else the SQL servers ``client`` found registered in PD, as ``host:port`` (such an address carries
+    no credentials). Found once on the driver, so the tasks never ask PD: under a catch-up's load each task's own
+    lookup (an etcd ``Range``) could pass its deadline and fail the check job."""
+    if tidb or os.environ.get(ENV_TIDB):
+        return tidb
+    return ",".join(a.addr for a in client.sql_addresses())
+
+
+def upstream_count(pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
+                   client: UpstreamClient | None = None) -> int:
+    with _upstream(pd_addr, tidb, client) as c:
+        rows = c.query(f"SELECT COUNT(*) AS n FROM {quote_table(table.db_name, table.name)}", at_ts=ts)
+    return int(rows[0]["n"])
+
+
+# --- the Delta side ---------------------------------------------------------------------------
+
+
+def _live_files(path: str, version: int | None = None) -> pa.Table:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    return pa.table(DeltaTable(path, version=version).get_add_actions(flatten=True))
+
+
+def delta_count(path: str) -> int:
+    """Rows of the Delta table from its log's file statistics (no data read); a file without ``numRecords``
+    is counted from its Parquet footer."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path)
+    rows = dq.log_row_count(dt)
+    return rows if rows is not None else _scanned_rows(dt)
+
+
+def _scanned_rows(dt: DeltaTable) -> int:
+    """The live rows of a table whose log lacks a file's row count, by reading its first column."""
+    from spark_jobs.load import silver_read
+
+    first = dt.schema().to_arrow().names[0]
+    return sum(b.num_rows for b in silver_read.scan(dt, [first]))
+
+
+def rows_written_since(dt: DeltaTable, path: str, table: TableInfo, after_ts: int, keys: pa.Table) -> pa.Table:
+    """The rows (silver schema) at ``keys`` (a table of the Delta key columns) of ``dt``'s files committed after the
+    table's version at ``after_ts`` (all files when it had none). A merge rewrites whole files, so the files a
+    window wrote may hold the table: they are scanned batch by batch, filtered on the first key column in the scan
+    and joined with the keys batch by batch, so that the driver holds the rows at the keys, never what the files
+    hold."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    from spark_jobs.load import silver_read
+
+    schema = table.arrow_schema()
+    key = list(keys.column_names)
+    keys = keys.cast(table.key_schema())
+    before = dq.version_as_of(dt, after_ts)
+    if silver_read.has_deletion_vectors(dt):
+        # The files the window wrote and those it gave a deletion vector: their key columns, then the live rows
+        # at the keys (a marked file is read for its keys only, not rewritten or read whole).
+        got = [silver_read.conform(t, schema) for t in silver_read.rows_at_keys(
+            silver_read.table_dir(dt), silver_read.written_files(dt, before), keys, schema.names)]
+        return pa.concat_tables(got) if got else schema.empty_table()
+    old = set(_live_files(path, before).column("path").to_pylist()) if before is not None else set()
+    ds = dt.to_pyarrow_dataset()
+    fragments = [f for f in ds.get_fragments() if f.path not in old]
+    names = [n for n in schema.names if n in ds.schema.names]
+    typ = ds.schema.field(key[0]).type
+    # An integer key is pre-filtered in the scan. Others are not: the dataset's file statistics may type a string as
+    # another Arrow string type than its schema does (string vs string_view), which the scan's filter cannot compare.
+    first = keys.column(key[0]).combine_chunks()
+    wanted = pads.field(key[0]).isin(first.cast(typ)) if pa.types.is_integer(typ) else None
+    scanner = pads.FileSystemDataset(fragments, ds.schema, ds.format, ds.filesystem).scanner(
+        columns=names, filter=wanted, batch_readahead=1, fragment_readahead=1)
+    kept = []
+    for b in scanner.to_batches():
+        if not b.num_rows:
+            continue
+        rows = silver_read.conform(pa.Table.from_batches([b]), schema)
+        # the key columns joined, the rows taken: Acero's join carries no list column (a VECTOR's)
+        hits = (rows.select(key).append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
+                .join(keys, keys=key, join_type="left semi").column("__row"))
+        if len(hits):
+            kept.append(rows.take(hits))
+    return pa.concat_tables(kept) if kept else schema.empty_table()
+
+
+def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_ts: int, keys: pa.Table
+                        ) -> tuple[DataFrame, int]:
+    """:func:`rows_written_since` as a DataFrame of the image columns, and the current Delta version."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path)
+    rows = rows_written_since(dt, path, table, after_ts, keys)
+    return spark.createDataFrame(rows, schema=dq.spark_schema_ddl(table)), dt.version()
+
+
+# --- the checks -------------------------------------------------------------------------------
+
+
+def _mode_text(mode: str, content: bool) -> str:
+    why = "changed keys" if content else "changed keys; no rows or count: event filters drop rows on purpose"
+    return f"{mode} ({why})"
+
+
+def _count_result(got: int, want: int) -> dq.ExpectationResult:
+    ok = want == got
+    return dq.ExpectationResult(expectation="row_count_equals", success=ok, observed=got, expected=want,
+                                details="" if ok else f"Delta's log counts {got} rows, upstream {want}")
+
+
+def _rows_equal_result(bad: int, samples: list[dict[str, Any]]) -> dq.ExpectationResult:
+    return dq.ExpectationResult(
+        expectation="rows_equal", success=bad == 0,
+        details="" if bad == 0 else f"{bad} changed key(s) hold other rows in Delta than upstream",
+        observed=bad, expected=0, sample_keys=samples)
+
+
+def _rows_equal(table: TableInfo, key: list[str], delta: DataFrame, upstream: DataFrame) -> dq.ExpectationResult:
+    """Per changed key, the Delta rows' hashes against the upstream rows'; sample keys of those that differ."""
+    key_cols = dq.delta_key_columns(table)
+    n, samples = dq.differing_keys(dq.keyed_hashes(delta, table, key_cols), dq.keyed_hashes(upstream, table, key_cols),
+                                   key, count=True)
+    return _rows_equal_result(int(n or 0), samples)
+
+
+def run_checks(
+    sink: str, changefeed_id: str, window_end_ts: int, table: TableInfo, *, after_ts: int, ts: int, mode: dq.Mode,
+    pd_addr: str | None, tidb: str | None = None, content: bool = True, spark: SparkSession | None = None,
+) -> dq.CheckReport:
+    """The checks of the module docstring for ``table`` at ``ts``. ``content=False`` (event filters drop its
+    rows on purpose) leaves out ``rows_equal`` and ``row_count_equals``; mode "count" leaves out ``rows_equal``.
+    The report is returned, never raised."""
+    from deltalake import DeltaTable
+
+    from spark_jobs.session import get_spark
+
+    _check_args(mode, content, pd_addr)
+    report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
+    if mode == "off":
+        return report
+    spark = spark or get_spark()
+    path = table_path(sink, table)
+    key = list(table.delta_key())
+    took: dict[str, float] = {}
+    mark = time.monotonic()
+
+    def lap(step: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        took[step] = round(now - mark, 3)
+        mark = now
+
+    keys = changed_keys(spark, sink, changefeed_id, window_end_ts, table, after_ts, ts).cache()
+    if not DeltaTable.is_deltatable(path):
+        delta = spark.createDataFrame([], dq.spark_schema_ddl(table))
+        report.delta_version, report.row_count = None, 0
+    else:
+        # The keys in Arrow (O(changed keys)): the Delta side keeps only the rows at them, file batch by batch.
+        delta, report.delta_version = delta_written_since(spark, path, table, after_ts, keys.toArrow())
+        report.row_count = delta_count(path)
+    at_keys = delta.cache()
+    lap("keys_and_delta")
+    try:
+        if content:
+            assert pd_addr is not None
+            report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table)))
+            lap("upstream_count")
+            if mode == "checksum":
+                up = upstream_at_keys(spark, pd_addr, tidb, ts, table, keys).cache()
+                try:
+                    result = _rows_equal(table, key, at_keys, up)
+                    if not result.success and report.delta_version is not None:
+                        # A difference: diagnosed against every file (a row the window's commits did not write
+                        # is then "differs", not "missing"); the cost of a table read only when a check fails.
+                        whole, _ = dq.read_silver(spark, sink, table)
+                        result = _rows_equal(table, key, whole.join(keys, on=key, how="left_semi"), up)
+                    report.results.append(result)
+                finally:
+                    up.unpersist()
+                lap("rows_equal")
+        report.results.append(dq._schema_result(sink, table, report.delta_version))
+        report.results.extend(_frame_results(at_keys, table))
+        lap("structural")
+        report.passed = all(r.success for r in report.results)
+    finally:
+        at_keys.unpersist()
+        keys.unpersist()
+    log.info("window checks of %s at %d: %s (seconds per step)", table.qualified_name, ts, took)
+    return report
+
+
+def _check_args(mode: str, content: bool, pd_addr: str | None) -> None:
+    if mode not in dq.MODES:
+        raise ValueError(f"data-quality mode must be one of {dq.MODES}, got {mode!r}")
+    if mode != "off" and content and pd_addr is None:
+        raise ValueError("the changed-key checks need the upstream (pd_addr)")
+
+
+def _frame_results(df: DataFrame, table: TableInfo) -> list[dq.ExpectationResult]:
+    """Key uniqueness, NOT NULL and unique indexes of the Delta rows at the changed keys, in one GX run."""
+    named = dq.structural_expectations(table)
+    got = dict(zip(named, dq._validate(df, list(named.values())), strict=True))
+    return [dq._uniqueness_result(got["key"], table), *dq.structural_results(got, df, table)]
+
+# --- the checks on the driver -------------------------------------------------------------------
+
+# Changed keys of a window's tables that its checks hold on the driver, in all; a table past the budget is checked
+# in Spark (:mod:`spark_jobs.normalize.changed_keys`).
+DRIVER_KEYS = 200_000
+
+
+def checkable_on_driver(table: TableInfo) -> bool:
+    """Whether every Delta key column is written as an exact SQL literal (the point reads need them)."""
+    return all(k == ROWID_COLUMN or table.column(k).kind in _LITERAL_KINDS for k in table.delta_key())
+
+
+def same_rows(a: pa.Table, b: pa.Table) -> bool:
+    """Whether two tables of one schema hold the same rows, as multisets (at the changed keys, row for row what
+    :func:`_rows_equal` compares by hash). False also when a value has no exact equality (a NaN, an unhashable
+    value): :func:`run_checks` then compares the table in Spark.
+
+    Both are sorted on every column in Arrow and compared column for column (no Python object per value, and the
+    GIL released while the window's other tables are checked); a schema Arrow cannot sort (a nested type) is
+    compared as Python tuples."""
+    import pyarrow as pa
+
+    if a.num_rows != b.num_rows:
+        return False
+    if a.schema.equals(b.schema):
+        order = [(name, "ascending") for name in a.column_names]
+        try:
+            return bool(a.sort_by(order).equals(b.sort_by(order)))
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            pass
+
+    def rows(t: pa.Table) -> Counter[tuple[Any, ...]]:
+        def hashable(v: Any) -> Any:  # a VECTOR's elements
+            return tuple(v) if isinstance(v, list) else v
+
+        return Counter(tuple(map(hashable, r)) for r in zip(*(c.to_pylist() for c in t.columns), strict=True))
+
+    try:
+        return rows(a) == rows(b)
+    except TypeError:
+        return False
+
+
+def _content_on_driver(
+    sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
+    tidb: str | None, content: bool, client: UpstreamClient | None, ahead: UpstreamSide | None = None,
+) -> tuple[dq.CheckReport, pa.Table] | None:
+    """:func:`check_on_driver` but the structural expectations: the report so far and the Delta rows at the keys
+    (:func:`spark_jobs.checks.data_quality.structural_columns`), or None when a check failed. The upstream's count and
+    rows at the keys come from ``ahead`` when it holds them (:mod:`spark_jobs.checks.check_read_ahead`)."""
+    from deltalake import DeltaTable
+
+    report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
+    path = table_path(sink, table)
+    dt = None
+    started = time.monotonic()
+    if DeltaTable.is_deltatable(path):
+        dt = DeltaTable(path)
+        report.delta_version = dt.version()
+        counted = dq.log_row_count(dt)
+        report.row_count = counted if counted is not None else _scanned_rows(dt)
+        at_keys = rows_written_since(dt, path, table, after_ts, keys)
+    else:
+        report.row_count, at_keys = 0, table.arrow_schema().empty_table()
+    delta_s = time.monotonic() - started
+    upstream = "not read"  # where the slow-table line says the upstream's time went
+    if content:
+        assert pd_addr is not None
+        name = table.qualified_name
+        if ahead is not None and name in ahead.counts:
+            counted, rows = ahead.counts[name], ahead.rows.get(name)
+            upstream = "read ahead"
+        else:
+            counted, rows = upstream_side(pd_addr, tidb, ts, table, keys, mode, client)
+            upstream = f"{time.monotonic() - started - delta_s:.3f} s"
+        report.results.append(_count_result(report.row_count, counted))
+        if mode == "checksum":
+            assert rows is not None
+            same = same_rows(at_keys, rows)
+            report.results.append(_rows_equal_result(0 if same else 1, []))
+    report.results.append(dq._schema_result(sink, table, report.delta_version, dt))
+    took = time.monotonic() - started
+    if took >= SLOW_TABLE_S:  # where a slow window's checks go
+        log.info("window checks of %s on the driver: %.3f s for %d changed keys (Delta %.3f s, upstream %s)",
+                 table.qualified_name, took, keys.num_rows, delta_s, upstream)
+    if not all(r.success for r in report.results):
+        return None
+    return report, at_keys.select(dq.structural_columns(table))
+
+
+def check_on_driver(
+    sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
+    tidb: str | None = None, content: bool = True, client: UpstreamClient | None = None,
+) -> dq.CheckReport | None:
+    """:func:`run_checks` for a table whose changed keys the driver holds (``keys``, from
+    :mod:`spark_jobs.normalize.changed_keys`), every step on the driver in Arrow and no Spark job: the Delta rows at the
+    keys from the files written since ``after_ts`` (delta-rs), the upstream's at them by batched point reads, compared
+    row for row; Great Expectations on them as a pandas frame (:mod:`spark_jobs.checks.structural_checks`). Returns the
+    report when every check passes, None when one fails: the caller then checks the table again with
+    :func:`run_checks`, whose report says what differs and where (a failure is rare and worth its diagnosis; a
+    window's checks that pass cost no Spark job)."""
+    from spark_jobs.checks import structural_checks
+
+    _check_args(mode, content, pd_addr)
+    if mode == "off":
+        return dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
+    checked = _content_on_driver(sink, table, keys, after_ts=after_ts, ts=ts, mode=mode, pd_addr=pd_addr, tidb=tidb,
+                                 content=content, client=client)
+    if checked is None or structural_checks.failing({table.qualified_name: (table, checked[1])}):
+        return None
+    report, _ = checked
+    report.results += structural_checks.passed_results(table)
+    return report
+
+
+# --- the job ----------------------------------------------------------------------------------
+
+TABLE_THREADS = 4  # tables checked at once by one job
+SLOW_TABLE_S = 1.0  # a table whose checks on the driver take longer is logged with where the time went
+JOB = "window_checks"
+
+
+@dataclass(frozen=True)
+class WindowChecksArgs:
+    """The ``window_checks`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
+    ``cdc_core.changefeed.tasks`` sends).
+
+    ``tables`` are the tables to check, each with whether its content is (False: event filters drop its rows on
+    purpose, so only its structure is); their changed keys are those of the bronze window ``window_end_ts`` with
+    ``after_ts < commit_ts <= ts``, checked at ``ts``. ``mode`` is one of ``data_quality.MODES``; ``pd_addr`` is
+    the upstream's PD, needed unless the mode is "off" or no table's content is checked; ``tidb`` its SQL
+    addresses (default: those registered in PD).
+
+    Raises ``ValueError`` naming the argument: a missing one, one the job does not know (a typo would otherwise be
+    ignored), a ts that is not an integer, an unknown mode, content to check without ``pd_addr``.
+    """
+
+    sink_uri: str
+    changefeed_id: str
+    window_end_ts: int
+    tables: tuple[tuple[TableInfo, bool], ...]
+    after_ts: int
+    ts: int
+    mode: dq.Mode = "checksum"
+    pd_addr: str | None = None
+    tidb: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_args(self.mode, any(c for _, c in self.tables), self.pd_addr)
+
+    @classmethod
+    def from_dict(cls, args: Mapping[str, Any]) -> WindowChecksArgs:
+        """``args`` as JSON gives them: each of ``tables`` is ``{"table": <TableInfo JSON or dict>, "content":
+        <bool, default true>}``."""
+        check_names(JOB, args, [f.name for f in fields(cls)],
+                    ("sink_uri", "changefeed_id", "window_end_ts", "tables", "after_ts", "ts"))
+        return cls(sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
+                   window_end_ts=ts_arg(JOB, "window_end_ts", args["window_end_ts"]),
+                   tables=table_entries(JOB, args["tables"]),
+                   after_ts=ts_arg(JOB, "after_ts", args["after_ts"]), ts=ts_arg(JOB, "ts", args["ts"]),
+                   mode=args.get("mode", "checksum"), pd_addr=args.get("pd_addr"), tidb=args.get("tidb"))
+
+    @property
+    def reads_upstream(self) -> bool:
+        """Whether the checks read the upstream: a mode other than "off" and a table whose content is checked."""
+        return self.mode != "off" and self.pd_addr is not None and any(c for _, c in self.tables)
+
+    def key(self) -> str:
+        """The arguments as one string: what a read ahead for this job is found by
+        (:mod:`spark_jobs.checks.check_read_ahead`)."""
+        return json.dumps([self.sink_uri, self.changefeed_id, self.window_end_ts, self.after_ts, self.ts, self.mode,
+                           self.pd_addr, self.tidb, [(t.to_json(), c) for t, c in self.tables]])
+
+
+def _driver_checks(args: WindowChecksArgs, reports: dict[str, dict[str, Any]], client: UpstreamClient | None,
+                   threads: int) -> None:
+    """The tables of ``args`` checked on the driver into ``reports``: their content checks
+    (:func:`_content_on_driver`) ``threads`` at a time, then the structural expectations of all of them in one GX
+    run (:mod:`spark_jobs.checks.structural_checks`). A table left out -- a check failed, or could not run -- is the
+    Spark checks' (see :func:`run_job`)."""
+    from spark_jobs.checks import check_read_ahead, structural_checks
+
+    sink, after_ts, ts, mode, pd_addr, tidb = args.sink_uri, args.after_ts, args.ts, args.mode, args.pd_addr, args.tidb
+    if mode == "off":
+        return
+    started = time.monotonic()
+    on_driver = [(t, c) for t, c in args.tables if checkable_on_driver(t)]
+    ahead = check_read_ahead.take(args)
+    keys = ahead.keys if ahead is not None else driver_keys(args)
+
+    def driver(entry: tuple[TableInfo, bool]) -> tuple[TableInfo, tuple[dq.CheckReport, pa.Table] | None]:
+        table, content = entry
+        k = keys.get(table.qualified_name)
+        if k is None:
+            return table, None
+        try:
+            return table, _content_on_driver(sink, table, k, after_ts=after_ts, ts=ts, mode=mode, pd_addr=pd_addr,
+                                             tidb=tidb, content=content, client=client, ahead=ahead)
+        except Exception:  # the Spark checks then run, and raise what the table's checks cannot get past
+            log.warning("window checks of %s on the driver failed; checking it in Spark", table.qualified_name,
+                        exc_info=True)
+            return table, None
+
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
+        checked = {t.qualified_name: (t, c) for t, c in pool.map(driver, on_driver) if c is not None}
+    content_s = time.monotonic() - started
+    bad = structural_checks.failing({name: (t, c[1]) for name, (t, c) in checked.items()})
+    for name, (table, (report, _)) in checked.items():
+        if name not in bad:
+            report.results += structural_checks.passed_results(table)
+            reports[name] = report.to_dict()
+    log.info("window checks at %d on the driver: %d table(s), %d changed keys, content %.3f s, structure %.3f s%s",
+             ts, len(checked), sum(k.num_rows for k in keys.values() if k is not None), content_s,
+             time.monotonic() - started - content_s, " (upstream side read ahead)" if ahead is not None else "")
+
+
+def driver_keys(args: WindowChecksArgs) -> dict[str, pa.Table | None]:
+    """The window's changed keys of the tables of ``args`` the driver can check (:func:`checkable_on_driver`),
+    by name; None for those past the driver's budget (``DRIVER_KEYS``: Spark checks them)."""
+    from spark_jobs.normalize.changed_keys import changed_keys_arrow
+
+    return changed_keys_arrow(args.sink_uri, args.changefeed_id, args.window_end_ts,
+                              [t for t, _ in args.tables if checkable_on_driver(t)], args.after_ts, args.ts,
+                              limit=DRIVER_KEYS)
+
+
+def run_job(args: dict[str, Any]) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`WindowChecksArgs` in.
+    Returns ``{"tables": {name: CheckReport.to_dict()}}``.
+
+    One job checks every table a window touched. The window's changed keys of all of them are read in one pass over
+    its bronze files (:mod:`spark_jobs.normalize.changed_keys`), and each table whose keys the driver holds is checked
+    there (:func:`check_on_driver`, no Spark job: a window touching fifty tables costs fifty small reads, not the
+    several hundred Spark jobs of checking each in Spark). The others -- past the driver's key budget, keyed by
+    a type without an exact SQL literal, or failing a check -- are checked by :func:`run_checks` in Spark,
+    ``TABLE_THREADS`` at a time (most of a table's check is waiting on Spark's scheduling and the upstream). The
+    driver's checks share one upstream client: PD is asked for TiDB once, and each thread keeps its connection.
+    What this process read ahead for the job while the window applied (:mod:`spark_jobs.checks.check_read_ahead`) is
+    taken instead of reading it again."""
+    opts = WindowChecksArgs.from_dict(args)
+    sink, after_ts, ts, mode, pd_addr, tidb = opts.sink_uri, opts.after_ts, opts.ts, opts.mode, opts.pd_addr, opts.tidb
+    reports: dict[str, dict[str, Any]] = {}
+    threads = max(1, min(TABLE_THREADS, len(opts.tables)))
+    with ExitStack() as stack:
+        client = None
+        if opts.reads_upstream:
+            from cdc_core.client.upstream import UpstreamClient
+
+            assert pd_addr is not None
+            client = stack.enter_context(UpstreamClient(pd_addr, tidb=tidb))
+            tidb = resolved_tidb(client, tidb)  # found once, before the threads share the client, for Spark's too
+        _driver_checks(opts, reports, client, threads)
+    in_spark = [(t, c) for t, c in opts.tables if t.qualified_name not in reports]
+    log.info("window checks at %d: %d table(s) checked on the driver, %d in Spark", ts, len(reports), len(in_spark))
+    if in_spark:
+        from spark_jobs.session import get_spark
+
+        spark = get_spark()
+
+        def one(entry: tuple[TableInfo, bool]) -> tuple[str, dict[str, Any]]:
+            table, content = entry
+            return table.qualified_name, run_checks(
+                sink, opts.changefeed_id, opts.window_end_ts, table, after_ts=after_ts, ts=ts, mode=mode,
+                pd_addr=pd_addr, tidb=tidb, content=content, spark=spark).to_dict()
+
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
+            reports.update(pool.map(one, in_spark))
+    return {"tables": {t.qualified_name: reports[t.qualified_name] for t, _ in opts.tables}}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """spark-submit entry point: ``--args FILE [--result FILE]``; exit 0 even when checks fail (the result says
+    so); exit 1 only when the job itself fails."""
+    return args_file_main("spark_jobs.checks.window_checks", "Changed-key checks of a silver table.", run_job, argv)
+
+
+if __name__ == "__main__":
+    from cdc_core.process_exit import run_and_exit
+
+    run_and_exit(main)
