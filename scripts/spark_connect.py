@@ -8,7 +8,7 @@ task connects with ``CDCFLOW_SPARK_MASTER=sc://127.0.0.1:<port>`` (``spark_jobs.
 its own on the server, and its queries run warm. It is also how a production deployment would reach a shared
 Spark cluster from Airflow workers.
 
-The server listens on 127.0.0.1 only. Its Python workers (``mapInArrow`` in ``spark_jobs.snapshot_load``)
+The server listens on 127.0.0.1 only. Its Python workers (``mapInArrow`` in ``spark_jobs.upstream_read``)
 run this interpreter, which has cdc_core and spark_jobs installed.
 
     python scripts/spark_connect.py start --dir .airflow/spark --port 15002   # prints sc://127.0.0.1:15002

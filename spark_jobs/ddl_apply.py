@@ -440,7 +440,7 @@ def _open_or_create(path: str, table: TableInfo) -> Any:
 def _exchange_into_partitioned(ctx: _Ctx, before: TableInfo, after: TableInfo, ex: Exchange) -> dict[str, Any]:
     from deltalake import write_deltalake
 
-    from spark_jobs.snapshot_load import upstream_reader
+    from spark_jobs.upstream_read import upstream_reader
 
     where = ctx.where(after.qualified_name)
     path = table_path(ctx.sink, after)
@@ -467,7 +467,7 @@ def _exchange_into_partitioned(ctx: _Ctx, before: TableInfo, after: TableInfo, e
 def _exchange_into_normal(ctx: _Ctx, ex: Exchange) -> dict[str, Any]:
     from deltalake import write_deltalake
 
-    from spark_jobs.snapshot_load import upstream_reader
+    from spark_jobs.upstream_read import upstream_reader
 
     target = ex.normal_target
     path = table_path(ctx.sink, target)
@@ -742,7 +742,7 @@ def _rekey_by_rowid(ctx: _Ctx, before: TableInfo, after: TableInfo, path: str) -
     from deltalake import write_deltalake
 
     from cdc_core.changefeed import gc_safepoint
-    from spark_jobs.snapshot_load import Chunk, base_schema, batched, fetch_partition
+    from spark_jobs.upstream_read import Chunk, base_schema, batched, fetch_partition
 
     up = ctx.upstream
     where = ctx.where(after.qualified_name)

@@ -71,7 +71,7 @@ def get_spark(app_name: str = "cdcflow", *, master: str | None = None) -> SparkS
                     builder = builder.config(k, v)
                 if url.startswith("local"):
                     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup warning
-                    # Python workers (spark_jobs.snapshot_load's mapInArrow fetch) run this interpreter, which
+                    # Python workers (spark_jobs.upstream_read's mapInArrow fetch) run this interpreter, which
                     # has cdc_core and its dependencies; PySpark's default is whatever `python3` is on PATH.
                     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
                 for k, v in _CONFS.items():

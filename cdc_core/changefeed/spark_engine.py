@@ -43,7 +43,7 @@ JOBS = {
     "rollback": "spark_jobs.rollback:run_job",
     "snapshot_load": "spark_jobs.snapshot_load:run_job",
     "window_checks": "spark_jobs.checks.window_checks:run_job",
-    "window_checks_read_ahead": "spark_jobs.checks.check_read_ahead:start",
+    "window_checks_read_ahead": "spark_jobs.checks.window_checks:read_ahead",
 }
 
 

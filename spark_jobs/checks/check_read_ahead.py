@@ -6,7 +6,8 @@ pulled: applying it changes none of it. :func:`start` reads it in a thread of th
 applies (the apply waits on Delta, this on the upstream, which is otherwise idle then); :func:`take` hands it to
 the ``window_checks`` job of the same arguments, which reads it itself when nothing was read ahead (another
 process, an error here). Under spark-submit both jobs run in the task's one application
-(``cdc_core.changefeed.spark_engine.one_application``), whose driver process keeps the thread.
+(``cdc_core.changefeed.spark_engine.one_application``), whose driver process keeps the thread. The engine starts it
+through ``window_checks.read_ahead``, which parses the job's arguments; the reads are :mod:`spark_jobs.upstream_read`'s.
 
 A result waits in this process until its job takes it: at most ``KEEP`` of them (each what the window's checks
 would hold anyway), the oldest dropped first (one an apply that failed left behind).
@@ -22,14 +23,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cdc_core.schema.model import TableInfo
-from spark_jobs.checks import window_checks as wc
+from spark_jobs.upstream_read import checkable_on_driver, upstream_side
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from spark_jobs.checks.window_checks import WindowChecksArgs
+
 log = logging.getLogger(__name__)
 
 KEEP = 2  # results read ahead held at once
+TABLE_THREADS = 4  # tables one job reads and checks at once (here and in window_checks)
+# Changed keys of a window's tables that its checks hold on the driver, in all; a table past the budget is checked
+# in Spark (:mod:`spark_jobs.normalize.changed_keys`).
+DRIVER_KEYS = 200_000
 _ahead: OrderedDict[str, Future[UpstreamSide]] = OrderedDict()
 _lock = threading.Lock()
 
@@ -44,11 +51,9 @@ class UpstreamSide:
     rows: dict[str, pa.Table]
 
 
-def start(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point: start reading what the ``window_checks`` job of
-    ``args`` (its JSON: ``window_checks.WindowChecksArgs``, checked here) will compare Delta with, and return at
-    once."""
-    opts = wc.WindowChecksArgs.from_dict(args)
+def start(opts: WindowChecksArgs) -> dict[str, Any]:
+    """Start reading what the ``window_checks`` job of ``opts`` will compare Delta with, and return at once (what
+    ``window_checks.read_ahead``, the engine's entry point, returns)."""
     if opts.mode == "off":
         return {"reading_ahead": 0}
     future: Future[UpstreamSide] = Future()
@@ -60,14 +65,14 @@ def start(args: dict[str, Any]) -> dict[str, Any]:
     return {"reading_ahead": len(opts.tables)}
 
 
-def _run(args: wc.WindowChecksArgs, future: Future[UpstreamSide]) -> None:
+def _run(args: WindowChecksArgs, future: Future[UpstreamSide]) -> None:
     try:
         future.set_result(read(args))
     except BaseException as exc:  # handed to take(), whose job then reads for itself
         future.set_exception(exc)
 
 
-def take(args: wc.WindowChecksArgs) -> UpstreamSide | None:
+def take(args: WindowChecksArgs) -> UpstreamSide | None:
     """What :func:`start` read for the job of ``args`` (waiting for the read to end), or None: nothing was read
     ahead here, or the read failed (logged; the job reads for itself)."""
     with _lock:
@@ -81,13 +86,13 @@ def take(args: wc.WindowChecksArgs) -> UpstreamSide | None:
         return None
 
 
-def read(args: wc.WindowChecksArgs) -> UpstreamSide:
-    """The upstream side of the ``window_checks`` job of ``args``, read as that job reads it
-    (``window_checks.driver_keys`` and ``upstream_side``), ``TABLE_THREADS`` tables at a time over one client."""
+def read(args: WindowChecksArgs) -> UpstreamSide:
+    """The upstream side of the ``window_checks`` job of ``args``, read as that job reads it (:func:`driver_keys`
+    and ``upstream_read.upstream_side``), ``TABLE_THREADS`` tables at a time over one client."""
     from cdc_core.client.upstream import UpstreamClient
 
     mode, pd_addr, tidb, ts = args.mode, args.pd_addr, args.tidb, args.ts
-    keys = wc.driver_keys(args)
+    keys = driver_keys(args)
     content = [t for t, c in args.tables if c and keys.get(t.qualified_name) is not None]
     counts: dict[str, int] = {}
     rows: dict[str, pa.Table] = {}
@@ -97,12 +102,23 @@ def read(args: wc.WindowChecksArgs) -> UpstreamSide:
             def one(table: TableInfo) -> None:
                 at = keys[table.qualified_name]
                 assert at is not None
-                count, got = wc.upstream_side(pd_addr, tidb, ts, table, at, mode, client)
+                count, got = upstream_side(pd_addr, tidb, ts, table, at, mode, client)
                 if got is not None:
                     rows[table.qualified_name] = got
                 counts[table.qualified_name] = count  # last: a count means the table was read whole
 
-            with ThreadPoolExecutor(max_workers=min(wc.TABLE_THREADS, len(content)),
+            with ThreadPoolExecutor(max_workers=min(TABLE_THREADS, len(content)),
                                     thread_name_prefix="check-read-ahead") as pool:
                 list(pool.map(one, content))
     return UpstreamSide(keys, counts, rows)
+
+
+def driver_keys(args: WindowChecksArgs) -> dict[str, pa.Table | None]:
+    """The window's changed keys of the tables of ``args`` the driver can check
+    (``upstream_read.checkable_on_driver``), by name; None for those past the driver's budget (``DRIVER_KEYS``: Spark
+    checks them)."""
+    from spark_jobs.normalize.changed_keys import changed_keys_arrow
+
+    return changed_keys_arrow(args.sink_uri, args.changefeed_id, args.window_end_ts,
+                              [t for t, _ in args.tables if checkable_on_driver(t)], args.after_ts, args.ts,
+                              limit=DRIVER_KEYS)

@@ -1,6 +1,6 @@
 """The full reconciliation's chunked checksums, computed where the rows are (sync_diff_inspector's method).
 
-A table is cut into chunks of its range column (``snapshot_load.plan_chunks``: by the regions; one chunk when
+A table is cut into chunks of its range column (``upstream_read.plan_chunks``: by the regions; one chunk when
 the Delta table lacks that column, see :func:`chunk_column`). For each chunk,
 the upstream computes ``COUNT(*)`` and ``BIT_XOR(CAST(CRC32(CONCAT_WS(',', <columns>, CONCAT(ISNULL(c1), ...)))
 AS UNSIGNED))`` itself (TiDB pushes the aggregate down to TiKV's coprocessor; sync_diff_inspector's
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from cdc_core.codec.sql_ident import quote_ident, quote_table
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import Column, TableInfo
-from spark_jobs.snapshot_load import Chunk, range_column
+from spark_jobs.upstream_read import Chunk, range_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
@@ -114,7 +114,7 @@ def chunk_column(table: TableInfo) -> str | None:
 
 
 def plan(pd_addr: str, table: TableInfo) -> list[Chunk]:
-    from spark_jobs.snapshot_load import plan_chunks
+    from spark_jobs.upstream_read import plan_chunks
 
     return plan_chunks(pd_addr, table)[0] if chunk_column(table) is not None else [Chunk(None, None)]
 

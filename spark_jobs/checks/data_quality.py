@@ -542,7 +542,7 @@ def _uniqueness_result(r: Any, table: TableInfo) -> ExpectationResult:
 @dataclass
 class Upstream:
     """The upstream side of a comparison: a DataFrame of the table's rows at ts (read in the job, chunk by chunk,
-    by ``snapshot_load.upstream_frame``) or, for callers holding few rows, a list of ``SELECT *`` rows."""
+    by ``upstream_read.upstream_frame``) or, for callers holding few rows, a list of ``SELECT *`` rows."""
 
     frame: DataFrame | None = None
     rows: list[dict[str, Any]] | None = None
@@ -649,7 +649,7 @@ class PushedDown:
 
     def rows_of_pieces(self, spark: SparkSession, table: TableInfo) -> DataFrame:
         """The upstream rows of the differing pieces, read chunk by chunk (a few thousand rows each)."""
-        from spark_jobs.snapshot_load import upstream_frame
+        from spark_jobs.upstream_read import upstream_frame
 
         return upstream_frame(spark, self.pd_addr, self.ts, table, tidb=self.tidb, chunks=self.pieces)
 
@@ -836,7 +836,7 @@ def run_checks(
 
     ``mode``: "off" (no checks), "count" (key uniqueness + row count) or "checksum" (also the
     checksum). "count"/"checksum" need the upstream rows at ``ts``: ``upstream``, a DataFrame of them (what the
-    job reads, chunk by chunk: ``snapshot_load.upstream_frame``), or ``expected_rows``, a list of ``SELECT *``
+    job reads, chunk by chunk: ``upstream_read.upstream_frame``), or ``expected_rows``, a list of ``SELECT *``
     rows for callers holding few. The report is returned, never raised; call :meth:`CheckReport.raise_for_failure`
     to raise. ``content=False`` (a table whose row changes event filters drop on purpose) keeps the key, NOT NULL
     and schema checks and leaves out count and checksum; the upstream rows are then not needed.
@@ -960,7 +960,7 @@ def _check_one(args: ReconcileArgs, table: TableInfo, content: bool) -> CheckRep
     if content and args.mode != "off" and args.pd_addr:
         from spark_jobs.checks import chunk_checksum
         from spark_jobs.session import get_spark
-        from spark_jobs.snapshot_load import upstream_frame
+        from spark_jobs.upstream_read import upstream_frame
 
         if args.mode == "checksum" and chunk_checksum.pushdown_columns(table) is not None:
             # The upstream computes each chunk's count and checksum itself; its rows stay where they are.

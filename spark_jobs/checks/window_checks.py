@@ -5,9 +5,9 @@ At ``ts``, for a table whose rows the window ``(after_ts, ts]`` changed:
 1. **changed keys**: the Delta keys of the table's bronze events in ``(after_ts, ts]`` (both images of each event,
    mounted as the apply mounts them; a delete without an old value by its row key);
 2. ``rows_equal`` (mode "checksum"): the upstream rows at those keys at ``ts`` -- batched point reads,
-   ``POINT_BATCH`` keys per ``SELECT ... WHERE (k) IN (...)`` (TiDB's BatchPointGet) -- equal the Delta rows at
-   those keys, compared by the row hash of :mod:`spark_jobs.checks.data_quality`; a key the upstream no longer has must
-   be absent from Delta;
+   ``upstream_read.POINT_BATCH`` keys per ``SELECT ... WHERE (k) IN (...)`` (TiDB's BatchPointGet) -- equal the Delta
+   rows at those keys, compared by the row hash of :mod:`spark_jobs.checks.data_quality`; a key the upstream no longer
+   has must be absent from Delta;
 3. ``delta_key_unique``, ``not_null:<column>``, ``unique:<index>`` (Great Expectations) on the Delta rows at those
    keys;
 4. ``row_count_equals``: the row count in the Delta log's statistics (``numRecords`` of the live files, no data
@@ -31,27 +31,22 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, fields
-from datetime import date, datetime
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from cdc_core.client.tidb_sql import ENV_TIDB
 from cdc_core.codec.sink_uri import table_path
-from cdc_core.codec.sql_ident import quote_ident, quote_list, quote_table
-from cdc_core.errors import ChangefeedError
-from cdc_core.schema import column_type as ct
-from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
-from cdc_core.tls import TlsConfig, client_tls, pinned
+from cdc_core.codec.sql_ident import quote_ident
+from cdc_core.schema.model import TableInfo
+from spark_jobs.checks import check_read_ahead
 from spark_jobs.checks import data_quality as dq
+from spark_jobs.checks.check_read_ahead import TABLE_THREADS, UpstreamSide, driver_keys
 from spark_jobs.job_io import args_file_main, check_names, table_entries, ts_arg
+from spark_jobs.upstream_read import checkable_on_driver, resolved_tidb, upstream_at_keys, upstream_count, upstream_side
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,14 +54,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from cdc_core.client.upstream import UpstreamClient
-    from spark_jobs.checks.check_read_ahead import UpstreamSide
 
 log = logging.getLogger(__name__)
 
-POINT_BATCH = 1_000
-# Key column kinds whose values this job writes as SQL literals that select exactly the rows holding them.
-_LITERAL_KINDS = frozenset({ct.INT, ct.YEAR, ct.DECIMAL, ct.DATETIME, ct.TIMESTAMP, ct.DATE, ct.TEXT, ct.BINARY,
-                            ct.ENUM, ct.SET})
 
 
 # --- changed keys -------------------------------------------------------------------------------
@@ -93,179 +83,6 @@ def changed_keys(spark: SparkSession, sink: str, changefeed_id: str, window_end_
     for more in images[1:]:
         out = out.unionByName(more)
     return out.where(F.col("i").isNotNull()).select(*[F.col(f"i.{quote_ident(k)}").alias(k) for k in key]).distinct()
-
-
-# --- the upstream side: batched point reads ---------------------------------------------------
-
-
-def key_literal(col: Column, value: Any, literal: Callable[[str], str]) -> str:
-    """A Delta key value as the SQL literal that selects the upstream rows holding it (``literal``: a string as the
-    session that runs the statement reads it, ``TidbSql.literal``)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return str(int(value))
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Decimal):
-        return format(value, "f")  # str() writes 1E-7 for a small one: a DOUBLE literal to MySQL
-    if isinstance(value, str) and ct.decimal_as_text(col):  # a wide DECIMAL's text: a number, not a string to cast
-        return format(Decimal(value), "f")
-    if isinstance(value, datetime):
-        return literal(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
-    if isinstance(value, date):
-        return literal(value.isoformat())
-    if isinstance(value, bytes | bytearray):
-        return f"X'{bytes(value).hex()}'"
-    if isinstance(value, str):
-        return literal(value)
-    raise ChangefeedError(f"column {col.name!r}: no SQL literal for key value {value!r}")
-
-
-def point_select(table: TableInfo, key: Sequence[str], values: Sequence[tuple[Any, ...]],
-                 literal: Callable[[str], str]) -> str:
-    """``SELECT`` of the rows at ``values`` of the key columns ``key`` (strings written by ``literal``)."""
-    cols = f"*, {quote_ident(ROWID_COLUMN)}" if ROWID_COLUMN in table.arrow_schema().names else "*"
-    key_cols = [table.column(k) if k != ROWID_COLUMN else None for k in key]
-
-    def lit(c: Column | None, v: Any) -> str:
-        return str(int(v)) if c is None else key_literal(c, v, literal)
-
-    if len(key) == 1:
-        where = f"{quote_ident(key[0])} IN ({', '.join(lit(key_cols[0], v[0]) for v in values)})"
-    else:
-        tuples = ", ".join("(" + ", ".join(lit(c, x) for c, x in zip(key_cols, v, strict=True)) + ")" for v in values)
-        where = f"({quote_list(key)}) IN ({tuples})"
-    return f"SELECT {cols} FROM {quote_table(table.db_name, table.name)} WHERE {where}"
-
-
-def _rows_at(client: UpstreamClient, table: TableInfo, ts: int, key: Sequence[str],
-             batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
-    """The upstream rows (image values, in order) at the key values of ``batches`` at ``ts``, ``POINT_BATCH`` keys
-    per statement."""
-    from spark_jobs.snapshot_load import row_typer
-
-    typed = row_typer(table)
-    for b in batches:
-        values = list(zip(*(b.column(k).to_pylist() for k in key), strict=True))
-        for i in range(0, len(values), POINT_BATCH):
-            sql = point_select(table, key, values[i:i + POINT_BATCH], client.literal)
-            for row in client.iter_rows(sql, at_ts=ts):
-                yield typed(row)
-
-
-def fetch_points(pd_addr: str, tidb: str | None, tls: TlsConfig | None, ts: int, table_json: str, key: Sequence[str],
-                 schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: batches of key values in, the upstream rows at them (at ``ts``) out, through one
-    MySQL connection per task (with the driver's TLS files, ``tls``)."""
-    from cdc_core.client.upstream import UpstreamClient
-    from spark_jobs.snapshot_load import batched
-
-    table = TableInfo.from_json(table_json)
-
-    def rows() -> Iterator[tuple[Any, ...]]:
-        with UpstreamClient(pd_addr, tidb=tidb) as client:
-            yield from _rows_at(client, table, ts, key, batches)
-
-    with pinned(tls):
-        yield from batched(rows(), schema)
-
-
-@contextmanager
-def _upstream(pd_addr: str, tidb: str | None, client: UpstreamClient | None) -> Iterator[UpstreamClient]:
-    """``client`` when given (a job's, shared by its tables: one PD lookup, one MySQL connection per thread), else
-    a client of its own, closed after."""
-    from cdc_core.client.upstream import UpstreamClient
-
-    if client is not None:
-        yield client
-        return
-    with UpstreamClient(pd_addr, tidb=tidb) as own:
-        yield own
-
-
-READ_STREAMS = 3  # point-read statements of one table in flight at once (upstream_rows_at)
-_read_pool: ThreadPoolExecutor | None = None
-_read_pool_lock = threading.Lock()
-
-
-def _point_reads() -> ThreadPoolExecutor:
-    """The driver's point-read threads, shared by every table and job of the process: a client's MySQL connection
-    is per thread (``UpstreamClient.sql``), so a job opens at most ``READ_STREAMS`` more, whatever its tables."""
-    global _read_pool
-    with _read_pool_lock:
-        if _read_pool is None:
-            _read_pool = ThreadPoolExecutor(max_workers=READ_STREAMS, thread_name_prefix="point-reads")
-        return _read_pool
-
-
-def upstream_rows_at(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table,
-                     client: UpstreamClient | None = None) -> pa.Table:
-    """The upstream rows at ``keys`` at ``ts``, read on the driver (silver schema). Keys past one statement's
-    ``POINT_BATCH`` are read ``READ_STREAMS`` statements at a time: TiDB (or the embedded upstream) then reads one
-    statement's rows while this process parses another's, instead of idling through the client's share of each
-    (the table that holds most of a window's changes is the window checks' longest step)."""
-    import pyarrow as pa
-
-    from spark_jobs.snapshot_load import batched
-
-    schema = table.arrow_schema()
-    with _upstream(pd_addr, tidb, client) as c:
-
-        def read(piece: pa.Table) -> list[pa.RecordBatch]:
-            rows = _rows_at(c, table, ts, piece.column_names, piece.to_batches(max_chunksize=POINT_BATCH))
-            return list(batched(rows, schema))
-
-        if keys.num_rows <= POINT_BATCH:
-            batches = read(keys)
-        else:
-            pieces = [keys.slice(i, POINT_BATCH) for i in range(0, keys.num_rows, POINT_BATCH)]
-            batches = [b for got in _point_reads().map(read, pieces) for b in got]
-        return pa.Table.from_batches(batches, schema=schema)
-
-
-def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
-                     keys: DataFrame) -> DataFrame:
-    """The upstream rows at ``keys`` at ``ts`` (image columns). Keys of a type written as no exact literal (TIME,
-    FLOAT, BIT, JSON) are matched against the table read chunk by chunk instead."""
-    import functools
-
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from spark_jobs.snapshot_load import spark_schema, upstream_frame
-
-    key = list(keys.columns)
-    if any(k != ROWID_COLUMN and table.column(k).kind not in _LITERAL_KINDS for k in key):
-        return upstream_frame(spark, pd_addr, ts, table, tidb=tidb).join(keys, on=key, how="left_semi")
-    target = spark.createDataFrame([], spark_schema(table)).schema
-    fetch = functools.partial(fetch_points, pd_addr, tidb, client_tls(), ts, table.to_json(), key,
-                              to_arrow_schema(target, timezone="UTC"))
-    return keys.mapInArrow(fetch, target)
-
-
-def upstream_side(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table, mode: dq.Mode | str,
-                  client: UpstreamClient | None = None) -> tuple[int, pa.Table | None]:
-    """What the checks on the driver compare a table's Delta side with: the upstream's ``COUNT(*)`` at ``ts``, and
-    its rows at ``keys`` (mode "checksum"; else None)."""
-    count = upstream_count(pd_addr, tidb, ts, table, client)
-    return count, upstream_rows_at(pd_addr, tidb, ts, table, keys, client) if mode == "checksum" else None
-
-
-def resolved_tidb(client: UpstreamClient, tidb: str | None) -> str | None:
-    """Where the Spark tasks' point reads go: ``tidb`` when given (or ``$CDCFLOW_TIDB``, which the tasks read
-    themselves), else the SQL servers ``client`` found registered in PD, as ``host:port`` (such an address carries
-    no credentials). Found once on the driver, so the tasks never ask PD: under a catch-up's load each task's own
-    lookup (an etcd ``Range``) could pass its deadline and fail the check job."""
-    if tidb or os.environ.get(ENV_TIDB):
-        return tidb
-    return ",".join(a.addr for a in client.sql_addresses())
-
-
-def upstream_count(pd_addr: str, tidb: str | None, ts: int, table: TableInfo,
-                   client: UpstreamClient | None = None) -> int:
-    with _upstream(pd_addr, tidb, client) as c:
-        rows = c.query(f"SELECT COUNT(*) AS n FROM {quote_table(table.db_name, table.name)}", at_ts=ts)
-    return int(rows[0]["n"])
 
 
 # --- the Delta side ---------------------------------------------------------------------------
@@ -461,14 +278,6 @@ def _frame_results(df: DataFrame, table: TableInfo) -> list[dq.ExpectationResult
 
 # --- the checks on the driver -------------------------------------------------------------------
 
-# Changed keys of a window's tables that its checks hold on the driver, in all; a table past the budget is checked
-# in Spark (:mod:`spark_jobs.normalize.changed_keys`).
-DRIVER_KEYS = 200_000
-
-
-def checkable_on_driver(table: TableInfo) -> bool:
-    """Whether every Delta key column is written as an exact SQL literal (the point reads need them)."""
-    return all(k == ROWID_COLUMN or table.column(k).kind in _LITERAL_KINDS for k in table.delta_key())
 
 
 def same_rows(a: pa.Table, b: pa.Table) -> bool:
@@ -576,7 +385,6 @@ def check_on_driver(
 
 # --- the job ----------------------------------------------------------------------------------
 
-TABLE_THREADS = 4  # tables checked at once by one job
 SLOW_TABLE_S = 1.0  # a table whose checks on the driver take longer is logged with where the time went
 JOB = "window_checks"
 
@@ -639,7 +447,7 @@ def _driver_checks(args: WindowChecksArgs, reports: dict[str, dict[str, Any]], c
     (:func:`_content_on_driver`) ``threads`` at a time, then the structural expectations of all of them in one GX
     run (:mod:`spark_jobs.checks.structural_checks`). A table left out -- a check failed, or could not run -- is the
     Spark checks' (see :func:`run_job`)."""
-    from spark_jobs.checks import check_read_ahead, structural_checks
+    from spark_jobs.checks import structural_checks
 
     sink, after_ts, ts, mode, pd_addr, tidb = args.sink_uri, args.after_ts, args.ts, args.mode, args.pd_addr, args.tidb
     if mode == "off":
@@ -673,16 +481,6 @@ def _driver_checks(args: WindowChecksArgs, reports: dict[str, dict[str, Any]], c
     log.info("window checks at %d on the driver: %d table(s), %d changed keys, content %.3f s, structure %.3f s%s",
              ts, len(checked), sum(k.num_rows for k in keys.values() if k is not None), content_s,
              time.monotonic() - started - content_s, " (upstream side read ahead)" if ahead is not None else "")
-
-
-def driver_keys(args: WindowChecksArgs) -> dict[str, pa.Table | None]:
-    """The window's changed keys of the tables of ``args`` the driver can check (:func:`checkable_on_driver`),
-    by name; None for those past the driver's budget (``DRIVER_KEYS``: Spark checks them)."""
-    from spark_jobs.normalize.changed_keys import changed_keys_arrow
-
-    return changed_keys_arrow(args.sink_uri, args.changefeed_id, args.window_end_ts,
-                              [t for t, _ in args.tables if checkable_on_driver(t)], args.after_ts, args.ts,
-                              limit=DRIVER_KEYS)
 
 
 def run_job(args: dict[str, Any]) -> dict[str, Any]:
@@ -727,6 +525,13 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
             reports.update(pool.map(one, in_spark))
     return {"tables": {t.qualified_name: reports[t.qualified_name] for t, _ in opts.tables}}
+
+
+def read_ahead(args: dict[str, Any]) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point of the read ahead (job ``window_checks_read_ahead``): start
+    reading what this job of ``args`` (its JSON: :class:`WindowChecksArgs`, checked here) will compare Delta with
+    (:func:`spark_jobs.checks.check_read_ahead.start`), and return at once."""
+    return check_read_ahead.start(WindowChecksArgs.from_dict(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,7 @@ def test_chunk_checksum_over_a_plain_scan() -> None:
     from cdc_core.upstream.embedded import EmbeddedCluster
     from cdc_core.upstream.workload import Workload, WorkloadConfig
     from spark_jobs.checks import chunk_checksum
-    from spark_jobs.snapshot_load import Chunk
+    from spark_jobs.upstream_read import Chunk
 
     with EmbeddedCluster() as ec, UpstreamClient(ec.pd_addr) as c:
         # The scale bench's tables: sysbench's columns, the workload's rows (a NULL unique key each)

@@ -21,7 +21,7 @@ import pyarrow as pa
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.checks import data_quality as dq
 from spark_jobs.checks import structural_checks
-from spark_jobs.checks.window_checks import TABLE_THREADS
+from spark_jobs.checks.check_read_ahead import TABLE_THREADS
 
 TABLES = int(os.environ.get("CDCFLOW_BENCH_TABLES", "51"))
 ROWS = int(os.environ.get("CDCFLOW_BENCH_ROWS", "1300"))

@@ -15,6 +15,7 @@ from cdc_core.changefeed import runner
 from cdc_core.changefeed.config import load_config
 from cdc_core.changefeed.reconcile import tables_at
 from cdc_core.client.upstream import UpstreamClient
+from spark_jobs import upstream_read
 from spark_jobs.checks import check_read_ahead, window_checks
 from spark_jobs.normalize.changed_keys import changed_keys_arrow
 from testkit.e2e import cli as _cli
@@ -92,7 +93,7 @@ def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any
     keys = changed_keys_arrow(f"file://{sink}", CID, ts, list(tables.values()), after, ts, limit=1000)
     common = {"after_ts": after, "ts": ts, "mode": "checksum", "pd_addr": upstream_cluster.pd_addr}
     for name in "ksmr":
-        assert window_checks.checkable_on_driver(tables[name])
+        assert upstream_read.checkable_on_driver(tables[name])
         driver = window_checks.check_on_driver(f"file://{sink}", tables[name], keys[f"{DB}.{name}"], **common)
         spark = window_checks.run_checks(f"file://{sink}", CID, ts, tables[name], **common)
         assert driver is not None and spark.passed, (name, spark.to_dict())
@@ -102,7 +103,7 @@ def test_the_driver_and_spark_report_alike(cdc_home: Path, upstream_cluster: Any
     assert "unique:uk_u" in {r.expectation for r in
                              window_checks.check_on_driver(f"file://{sink}", tables["k"], keys[f"{DB}.k"],
                                                            **common).results}  # type: ignore[union-attr]
-    assert not window_checks.checkable_on_driver(tables["f"])
+    assert not upstream_read.checkable_on_driver(tables["f"])
     assert keys[f"{DB}.k"].num_rows == 10  # 4 and 400, 1..7, 9, 50: the keys the window changed, no others
 
 
@@ -135,14 +136,14 @@ def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, u
     assert failed[0]["sample_keys"] == [{"id": "2", "_problem": "differs"}]
 
     # Read ahead, the job reports alike, and takes what was read (once); another job's read is not taken.
-    check_read_ahead.start({**args, "ts": later - 1})
-    assert check_read_ahead.start(args) == {"reading_ahead": 1}
+    window_checks.read_ahead({**args, "ts": later - 1})
+    assert window_checks.read_ahead(args) == {"reading_ahead": 1}
     opts = window_checks.WindowChecksArgs.from_dict
     assert window_checks.run_job(args) == out and check_read_ahead.take(opts(args)) is None
     assert check_read_ahead.take(opts({**args, "ts": later - 1})) is not None
     # A read ahead that fails leaves the job to read for itself.
     monkeypatch.setattr(check_read_ahead, "read", lambda a: (_ for _ in ()).throw(RuntimeError("no upstream")))
     caplog.set_level("WARNING", logger="spark_jobs.checks.check_read_ahead")
-    check_read_ahead.start(args)
+    window_checks.read_ahead(args)
     assert window_checks.run_job(args) == out
     assert "the checks' upstream side read ahead failed" in caplog.text and "no upstream" in caplog.text

@@ -533,7 +533,7 @@ def test_exchange_partition_survives_a_crash_between_its_commits_and_applies_onc
     from cdc_core.schema.storage import SchemaStorage
     from spark_jobs.ddl_apply import Exchange
     from spark_jobs.load.delta_writer import create_silver_table
-    from spark_jobs.snapshot_load import upstream_reader
+    from spark_jobs.upstream_read import upstream_reader
 
     c = upstream_client
     c.execute(f"""USE {fresh_db};

@@ -1,6 +1,7 @@
 """The snapshot_load job's arguments: each phase takes its own, checked when built, naming the phase and the
 argument (the phases themselves run end to end in tests/e2e/test_snapshot_rebuild.py); a base of the values the
-lake holds by a mapping (vectors, wide decimals, zero dates), fetched and loaded."""
+lake holds by a mapping (vectors, wide decimals, zero dates), fetched and loaded; which tables it reads on the driver
+and which temporary directories a fetch removes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.snapshot_load import DEFAULT_MAX_CHUNKS, BaseLoad, SnapshotJobArgs
+from cdc_core.errors import ChangefeedError
+from spark_jobs import snapshot_load
+from spark_jobs.snapshot_load import BaseLoad, SnapshotJobArgs
+from spark_jobs.upstream_read import DEFAULT_MAX_CHUNKS
 from testkit.builders import clustered_table, rowid_table
 
 
@@ -87,3 +91,25 @@ def test_a_snapshot_keeps_vectors_and_wide_decimals_and_counts_the_dates_it_read
     assert rows[3]["v"] == [3.0, -0.5] and rows[3]["w"] == "3." + "0" * 29 + "3" and rows[3]["d"] is None
     assert rows[7]["d"].isoformat() == "2024-02-29" and rows[4]["t"] is None and rows[5]["ts"] is None
     assert "_cdc_mapped" not in rows[1]
+
+
+def test_the_driver_row_bound_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(snapshot_load.ENV_DRIVER_ROWS, raising=False)
+    assert snapshot_load.driver_rows() == snapshot_load.DRIVER_ROWS
+    monkeypatch.setenv(snapshot_load.ENV_DRIVER_ROWS, " 0 ")
+    assert snapshot_load.driver_rows() == 0
+    for bad in ("many", "-1", "1e5"):
+        monkeypatch.setenv(snapshot_load.ENV_DRIVER_ROWS, bad)
+        with pytest.raises(ChangefeedError, match=rf"\$CDCFLOW_SNAPSHOT_DRIVER_ROWS must be a row count.*{bad!r}"):
+            snapshot_load.driver_rows()
+
+
+def test_a_fetch_removes_only_its_own_table_s_stale_temporary_directories(tmp_path):
+    """Tables are fetched four at a time: ``db.t``'s clean-up must not remove ``db.t-x``'s directory in the
+    making."""
+    own, other, kept = (tmp_path / f".tmp-db.t-{'0f' * 16}", tmp_path / f".tmp-db.t-x-{'a' * 32}",
+                        tmp_path / ".tmp-db.t-notahex")
+    for d in (own, other, kept):
+        d.mkdir(parents=True)
+    snapshot_load.remove_stale_temps(tmp_path / "db.t")
+    assert not own.exists() and other.exists() and kept.exists()

@@ -12,7 +12,7 @@ import pytest
 from cdc_core.client.upstream import UpstreamClient
 from spark_jobs.checks import chunk_checksum as cc
 from spark_jobs.checks import data_quality as dq
-from spark_jobs.snapshot_load import Chunk, upstream_frame
+from spark_jobs.upstream_read import Chunk, upstream_frame
 
 ALL_TYPES = (
     "id BIGINT PRIMARY KEY, u BIGINT UNSIGNED, t TINYINT, d DECIMAL(20,10), m DECIMAL(8,2), dt DATE, "

@@ -1,22 +1,39 @@
-"""How a snapshot load cuts a table into chunks: region boundary keys as handle ranges (no Spark needed); which
-tables it reads on the driver."""
+"""Reading the upstream (spark_jobs.upstream_read): how a table is cut into chunks (region boundary keys as handle
+ranges, no Spark needed) and the SQL of its chunk reads; the point reads at a window's changed keys, each Delta key
+value written as the literal that selects exactly the upstream rows holding it, many keys several statements at a
+time."""
 
 from __future__ import annotations
 
 import functools
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
 
+import pyarrow as pa
 import pytest
 
+from cdc_core.changefeed.schema_loader import load_schema
 from cdc_core.codec import key
 from cdc_core.codec.datum_key import encode_key
 from cdc_core.codec.sql_literal import string_literal
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo
-from spark_jobs import snapshot_load
-from spark_jobs.snapshot_load import Chunk, chunks_from_boundaries, handle_lower_bound, range_column, select_sql
+from spark_jobs import upstream_read
+from spark_jobs.upstream_read import (
+    Chunk,
+    chunks_from_boundaries,
+    handle_lower_bound,
+    key_literal,
+    point_select,
+    range_column,
+    select_sql,
+)
+from testkit.builders import clustered_table
 
 TID = 104
 LIT = functools.partial(string_literal, no_backslash_escapes=False)
+NBE_LIT = functools.partial(string_literal, no_backslash_escapes=True)
 
 
 def test_boundary_keys_become_handle_lower_bounds():
@@ -103,23 +120,67 @@ def test_a_common_handle_led_by_a_string_is_chunked_by_its_leading_bytes():
     assert Chunk.from_spec(*Chunk(-3, 7).spec()) == Chunk(-3, 7)
 
 
-def test_the_driver_row_bound_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(snapshot_load.ENV_DRIVER_ROWS, raising=False)
-    assert snapshot_load.driver_rows() == snapshot_load.DRIVER_ROWS
-    monkeypatch.setenv(snapshot_load.ENV_DRIVER_ROWS, " 0 ")
-    assert snapshot_load.driver_rows() == 0
-    for bad in ("many", "-1", "1e5"):
-        monkeypatch.setenv(snapshot_load.ENV_DRIVER_ROWS, bad)
-        with pytest.raises(ChangefeedError, match=rf"\$CDCFLOW_SNAPSHOT_DRIVER_ROWS must be a row count.*{bad!r}"):
-            snapshot_load.driver_rows()
+def test_a_small_decimal_key_is_a_decimal_literal_not_an_exponent() -> None:
+    """Arrow gives DECIMAL(10,8)'s 0.00000010 back as Decimal('1.0E-7'), whose str() MySQL reads as a DOUBLE."""
+    col = clustered_table().columns[0]
+    (small,) = pa.array([Decimal("0.00000010")], pa.decimal128(10, 8)).to_pylist()
+    assert "E" in str(small)
+    assert key_literal(col, small, LIT) == "0.00000010"
+    assert key_literal(col, Decimal("-12345678.5"), LIT) == "-12345678.5"
 
 
-def test_a_fetch_removes_only_its_own_table_s_stale_temporary_directories(tmp_path):
-    """Tables are fetched four at a time: ``db.t``'s clean-up must not remove ``db.t-x``'s directory in the
-    making."""
-    own, other, kept = (tmp_path / f".tmp-db.t-{'0f' * 16}", tmp_path / f".tmp-db.t-x-{'a' * 32}",
-                        tmp_path / ".tmp-db.t-notahex")
-    for d in (own, other, kept):
-        d.mkdir(parents=True)
-    snapshot_load.remove_stale_temps(tmp_path / "db.t")
-    assert not own.exists() and other.exists() and kept.exists()
+def test_other_key_values_and_a_value_without_a_literal() -> None:
+    col = clustered_table().columns[0]
+    assert key_literal(col, datetime(2026, 1, 2, 3, 4, 5, 60), LIT) == "'2026-01-02 03:04:05.000060'"
+    assert key_literal(col, date(2026, 1, 2), LIT) == "'2026-01-02'"
+    assert key_literal(col, b"\x00\xff", LIT) == "X'00ff'"
+    assert key_literal(col, "it's", LIT) == "'it''s'"
+    assert key_literal(col, True, LIT) == "1" and key_literal(col, None, LIT) == "NULL"
+    with pytest.raises(ChangefeedError, match=repr(col.name)):
+        key_literal(col, 1.5, LIT)
+
+
+def test_a_string_key_is_written_as_the_session_reads_it() -> None:
+    """A backslash is doubled for a session without NO_BACKSLASH_ESCAPES and left alone under it (where doubling
+    would select a\\\\b instead of a\\b); a quote is doubled in both."""
+    col = clustered_table().columns[0]
+    assert key_literal(col, "a\\b'c", LIT) == "'a\\\\b''c'"
+    assert key_literal(col, "a\\b'c", NBE_LIT) == "'a\\b''c'"
+
+
+def test_a_composite_key_selects_by_row_constructor() -> None:
+    t = clustered_table()
+    a, b = t.columns[0].name, t.columns[1].name
+    sql = point_select(t, [a, b], [(1, 2), (3, 4)], LIT)
+    assert sql == f"SELECT * FROM `{t.db_name}`.`{t.name}` WHERE (`{a}`, `{b}`) IN ((1, 2), (3, 4))"
+    assert point_select(t, [a], [(1,), (3,)], LIT).endswith(f"WHERE `{a}` IN (1, 3)")
+
+
+def test_point_reads_quote_every_name_with_its_backticks_doubled() -> None:
+    a, b = "a`.q", "b 'c'"
+    odd = TableInfo(id=7, db_name="d`b.x", name="t`1 y", columns=(Column(1, a, "int", nullable=False),
+                                                                 Column(2, b, "varchar", nullable=False, length=9)),
+                    indexes=(Index("PRIMARY", (a, b), unique=True, primary=True),))
+    assert point_select(odd, [a, b], [(1, "x")], LIT) == (
+        "SELECT * FROM `d``b.x`.`t``1 y` WHERE (`a``.q`, `b 'c'`) IN ((1, 'x'))")
+
+
+def test_many_changed_keys_are_read_several_statements_at_a_time_and_every_row_arrives(
+        pd_addr: str, upstream_client: Any, fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys past one statement's ``POINT_BATCH`` go through the shared point-read threads, ``READ_STREAMS``
+    statements in flight: every row at the keys comes back, at the ts asked (a later write is not seen), keys
+    without a row give none; a client of the job's own opens no more connections than those threads."""
+    monkeypatch.setattr(upstream_read, "POINT_BATCH", 100)
+    upstream_client.execute(f"CREATE TABLE {fresh_db}.t (id BIGINT PRIMARY KEY, v VARCHAR(10), d DECIMAL(6,2))")
+    rows = ", ".join(f"({i}, 'v{i}', {i}.5)" for i in range(900))
+    upstream_client.execute(f"INSERT INTO {fresh_db}.t VALUES {rows}")
+    ts = upstream_client.get_ts()
+    upstream_client.execute(f"UPDATE {fresh_db}.t SET v = 'later' WHERE id < 10")
+    (table,) = [t for t in load_schema(upstream_client, ts).tables_at(ts) if t.db_name == fresh_db]
+    keys = pa.table({"id": pa.array(range(-50, 1000, 1), pa.int64())})  # 11 statements; 150 keys without a row
+    opened = len(upstream_client._sqls)
+    got = upstream_read.upstream_rows_at(pd_addr, None, ts, table, keys, upstream_client)
+    assert got.num_rows == 900 and sorted(got.column("id").to_pylist()) == list(range(900))
+    assert {r["v"] for r in got.to_pylist() if r["id"] < 10} == {f"v{i}" for i in range(10)}
+    assert sorted(got.column("d").to_pylist())[:2] == [Decimal("0.50"), Decimal("1.50")]
+    assert len(upstream_client._sqls) - opened <= upstream_read.READ_STREAMS
