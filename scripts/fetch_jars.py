@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_jobs.delta_jars import MAVEN_CENTRAL, LockedJar, jars_dir, locked
+from cdc_core.changefeed.delta_jars import MAVEN_CENTRAL, LockedJar, jars_dir, locked
 
 ATTEMPTS = 3
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import service_cli  # scripts/: run as a script, or on sys.path
 
-from spark_jobs import delta_jars
+from cdc_core.changefeed import delta_jars
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 PID_FILE = "server.pid"

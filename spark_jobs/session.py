@@ -1,6 +1,6 @@
 """The one shared SparkSession of a process (embedded ``local[2]`` by default).
 
-Sessions this process creates carry delta-spark's jars (``jars.lock``, :mod:`spark_jobs.delta_jars`) with
+Sessions this process creates carry delta-spark's jars (``jars.lock``, :mod:`cdc_core.changefeed.delta_jars`) with
 Delta's SQL extension and catalog. ``CDCFLOW_SPARK_MASTER`` points it at a cluster (``spark://host:7077``) or
 Spark Connect (``sc://host:15002``). Under ``spark-submit`` the master and extra confs come from the submit
 command; ``getOrCreate`` then returns the session spark-submit made and only session-level confs set here
@@ -52,7 +52,7 @@ def get_spark(app_name: str = "cdcflow", *, master: str | None = None) -> SparkS
     warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
     from pyspark.sql import SparkSession
 
-    from spark_jobs import delta_jars
+    from cdc_core.changefeed import delta_jars
 
     with _lock:
         active = SparkSession.getActiveSession()

@@ -8,8 +8,6 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from cdc_core.changefeed.spark_engine import JOBS
 from testkit import import_graph
 from testkit.import_graph import ImportGraph
@@ -32,7 +30,6 @@ def test_the_project_has_no_import_circle() -> None:
     assert not circles, "import circles (cut each at one of its arrows):\n" + "\n".join(circles)
 
 
-@pytest.mark.xfail(strict=True, reason="spark_engine imports spark_jobs.delta_jars, until it moves into cdc_core")
 def test_no_room_imports_one_it_must_not() -> None:
     graph = import_graph.build(ROOT)
     wrong = [str(a) for a in graph.arrows.values()

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from cdc_core.changefeed import delta_jars
 from cdc_core.errors import ChangefeedError, TransientError
 from cdc_core.log import get_logger
 
@@ -120,12 +121,6 @@ def job_failure(job: str, reply: dict[str, Any],
     # the job's, whatever the py4j error says. Its exit code, when it has one, says how.
     return TransientError(f"spark-submit of {job} failed (exit {code}; the driver's Spark stopped under the "
                           f"job):\n{said}")
-
-
-def _delta_confs() -> dict[str, str]:
-    module = importlib.import_module("spark_jobs.delta_jars")
-    confs: dict[str, str] = module.session_confs()
-    return confs
 
 
 # The application of the enclosing ``one_application`` block (a ContextVar: a thread of its own submits its own).
@@ -222,7 +217,8 @@ class _Application:
                                                 dir=None if len(tempfile.gettempdir()) < 60 else "/tmp")
         d = Path(self._dir.name)
         cmd = [submit, "--master", master]
-        for k, v in _delta_confs().items():  # delta-spark's jars and Delta's extension, as local sessions have
+        # delta-spark's jars and Delta's extension, as local sessions have
+        for k, v in delta_jars.session_confs().items():
             cmd += ["--conf", f"{k}={v}"]
         cmd += [spec.origin, "--socket", str(d / "jobs.sock")]
         env = dict(os.environ)

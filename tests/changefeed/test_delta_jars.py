@@ -10,7 +10,7 @@ from pathlib import Path
 import fetch_jars as fetch  # scripts/ (pyproject's pytest pythonpath)
 import pytest
 
-from spark_jobs import delta_jars
+from cdc_core.changefeed import delta_jars
 
 ROOT = Path(__file__).resolve().parents[2]
 

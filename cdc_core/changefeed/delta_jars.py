@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "jars.lock"
 JARS_DIR_ENV = "CDCFLOW_JARS_DIR"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
