@@ -95,6 +95,7 @@ def start(
 
     The address goes to $CDCFLOW_HOME/upstream.json while it serves; data lives in memory only.
     """
+    from cdc_core.cli import upstream_control
     from cdc_core.tls import ENV_CA, ENV_CERT, ENV_KEY, TlsConfig
     from cdc_core.upstream import process
     from cdc_core.upstream.cluster import ClusterConfig, ClusterError
@@ -145,10 +146,10 @@ def start(
             for env, path in ((ENV_CA, tls.ca_path), (ENV_CERT, tls.cert_path), (ENV_KEY, tls.key_path)):
                 os.environ.setdefault(env, path)
         args += [arg for key, value in memory_flags.items() for arg in (f"--catalog-{key}", str(value))]
-        info = process.spawn_detached(args)
+        info = upstream_control.spawn_detached(args)
         typer.echo(json.dumps(info))
         return
-    if os.environ.get(process.DETACHED_ENV):
+    if os.environ.get(upstream_control.DETACHED_ENV):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
         logging.getLogger().addHandler(handler)
@@ -158,9 +159,9 @@ def start(
 @app.command()
 def stop() -> None:
     """Stop the upstream recorded in $CDCFLOW_HOME/upstream.json (SIGTERM, then wait for it to exit)."""
-    from cdc_core.upstream import process
+    from cdc_core.cli import upstream_control
 
-    pid, was_running = process.stop_running()
+    pid, was_running = upstream_control.stop_running()
     if was_running:
         typer.echo(f"upstream (pid {pid}) stopped", err=True)
     else:
@@ -171,9 +172,9 @@ def stop() -> None:
 def status(as_json: bool = typer.Option(False, "--json",
                                         help="One JSON object: pd, pd_members, mysql, stores, pid.")) -> None:
     """Where the running embedded upstream serves: PD, its MySQL front, its stores, and its pid (exit 1: none)."""
-    from cdc_core.upstream import process
+    from cdc_core.cli import upstream_control
 
-    info = process.status()
+    info = upstream_control.status()
     if as_json:
         typer.echo(json.dumps(info))
         return

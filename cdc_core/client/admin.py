@@ -45,7 +45,7 @@ def resolve_control_addr(explicit: str | None) -> str:
         return explicit
     if os.environ.get(ENV_CONTROL):
         return os.environ[ENV_CONTROL]
-    from cdc_core.client.upstream import read_upstream_file
+    from cdc_core.upstream_record import read_upstream_file
 
     data = read_upstream_file()
     if data and data.get("control_addr"):

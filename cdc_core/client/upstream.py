@@ -13,7 +13,6 @@ them (``cdc_core/client/tidb_sql.py``). Every failure becomes an ``UpstreamError
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -32,8 +31,8 @@ from cdc_core.client.tidb_sql import (
     TidbSql,
     parse_addresses,
 )
+from cdc_core.codec import topology
 from cdc_core.errors import UpstreamError
-from cdc_core.home import upstream_file
 from cdc_core.log import get_logger
 from cdc_core.proto import (
     etcdserverpb_pb2,
@@ -41,13 +40,13 @@ from cdc_core.proto import (
     pdpb_pb2,
     pdpb_pb2_grpc,
 )
+from cdc_core.upstream_record import read_upstream_file
 
 log = get_logger("cdcflow.client.upstream")
 _S = TypeVar("_S")
 R = TypeVar("R")
 
 ENV_UPSTREAM = "CDCFLOW_UPSTREAM"
-TOPOLOGY_TIDB = "/topology/tidb"  # TiDB's TopologyInformationPath (pkg/domain/infosync/info.go)
 NO_UPSTREAM = "no upstream running; start one with `cdcflow upstream start --detach`"
 
 
@@ -76,18 +75,6 @@ class TableEntry:
     table_id: int
     schema: str
     name: str
-
-
-def read_upstream_file() -> dict[str, Any] | None:
-    """The ``$CDCFLOW_HOME/upstream.json`` written by a running upstream, or None."""
-    path = upstream_file()
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UpstreamError(f"cannot read {path}: {exc}") from exc
-    return data if isinstance(data, dict) else None
 
 
 def resolve_pd_addr(explicit: str | None) -> str:
@@ -201,9 +188,9 @@ class UpstreamClient:
                 registered = self.tidb_addresses()
                 if not registered:
                     raise UpstreamError(
-                        f"no TiDB SQL server is registered in PD at {self.pd_addr} ({TOPOLOGY_TIDB}/); "
+                        f"no TiDB SQL server is registered in PD at {self.pd_addr} ({topology.TOPOLOGY_TIDB}/); "
                         f"give one with `tidb = \"host:port\"` in the config or ${ENV_TIDB}")
-                self._addresses = parse_addresses(",".join(registered), f"PD {TOPOLOGY_TIDB}")
+                self._addresses = parse_addresses(",".join(registered), f"PD {topology.TOPOLOGY_TIDB}")
         return self._addresses
 
     def execute(self, sql: str, at_ts: int = 0) -> list[StatementResult]:
@@ -227,15 +214,13 @@ class UpstreamClient:
         return self.sql().literal(text)
 
     def tidb_addresses(self) -> list[str]:
-        """The live SQL servers registered in PD's etcd. TiDB writes ``/topology/tidb/<host:port>/info`` without a
-        lease and ``/ttl`` under its topology session's 45 s lease (``pkg/domain/infosync/info.go``), so a server
-        that is gone leaves its ``info`` behind: only addresses that also have a ``ttl`` are alive."""
-        prefix = (TOPOLOGY_TIDB + "/").encode()
+        """The live SQL servers registered in PD's etcd: the addresses with both their ``info`` and ``ttl`` keys
+        (:mod:`cdc_core.codec.topology`; a server that is gone leaves its ``info`` behind)."""
+        prefix = (topology.TOPOLOGY_TIDB + "/").encode()
         request = etcdserverpb_pb2.RangeRequest(key=prefix, range_end=prefix[:-1] + b"0")  # "/" + 1 = "0"
         resp = self._call("etcd Range", etcdserverpb_pb2_grpc.KVStub, lambda stub, t: stub.Range(request, timeout=t),
                           follow=False)
-        keys = {kv.key.decode(errors="replace")[len(prefix):] for kv in resp.kvs}
-        return sorted(k[: -len("/info")] for k in keys if k.endswith("/info") and k[: -len("info")] + "ttl" in keys)
+        return topology.live_addresses(kv.key.decode(errors="replace") for kv in resp.kvs)
 
     # --- PD -----------------------------------------------------------------------------------
     def cluster_id(self) -> int:

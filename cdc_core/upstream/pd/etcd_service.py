@@ -24,7 +24,7 @@ import time
 import grpc
 from sortedcontainers import SortedDict
 
-from cdc_core.client.upstream import TOPOLOGY_TIDB
+from cdc_core.codec import topology
 from cdc_core.proto import etcdserverpb_pb2, etcdserverpb_pb2_grpc, mvccpb_pb2
 
 TIDB_TOPOLOGY_VERSION = "v8.5.0-cdcflow"
@@ -67,11 +67,11 @@ class EtcdKeySpace:
         now = time.time()
         info = {"version": TIDB_TOPOLOGY_VERSION, "git_hash": "", "status_port": 0, "deploy_path": "",
                 "start_timestamp": int(start_timestamp if start_timestamp is not None else now), "labels": {}}
-        self.put(f"{TOPOLOGY_TIDB}/{sql_addr}/info", json.dumps(info, separators=(",", ":")))
-        self.put(f"{TOPOLOGY_TIDB}/{sql_addr}/ttl", str(time.time_ns()))
+        self.put(topology.info_key(sql_addr), json.dumps(info, separators=(",", ":")))
+        self.put(topology.ttl_key(sql_addr), str(time.time_ns()))
 
     def unregister_tidb(self, sql_addr: str) -> None:
-        self.delete_prefix(f"{TOPOLOGY_TIDB}/{sql_addr}/")
+        self.delete_prefix(topology.server_prefix(sql_addr))
 
 
 def prefix_end(prefix: bytes) -> bytes:

@@ -96,9 +96,10 @@ def upstream_status(config_upstream: str | None, *, probes: dict[str, bool] | No
     (``upstream.json``). ``probes`` caches ping results by address across the changefeeds of one page."""
     import os
 
-    from cdc_core.client.upstream import ENV_UPSTREAM, read_upstream_file
+    from cdc_core.client.upstream import ENV_UPSTREAM
     from cdc_core.errors import CdcflowError
     from cdc_core.home import upstream_file
+    from cdc_core.upstream_record import read_upstream_file
 
     out: dict[str, Any] = {"address": None, "source": None, "reachable": False, "detail": ""}
     addr, source = config_upstream, "config"

@@ -263,12 +263,13 @@ def test_listing_load_100k() -> None:
 def test_upstream_start_flags_reach_the_cluster_config(monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
+    from cdc_core.cli import upstream_control
     from cdc_core.cli.upstream_cmd import app
     from cdc_core.upstream import process
 
     got: dict[str, Any] = {}
     monkeypatch.setattr(process, "run_foreground", lambda config: got.setdefault("config", config))
-    monkeypatch.setattr(process, "spawn_detached", lambda args: got.setdefault("args", args) and {})
+    monkeypatch.setattr(upstream_control, "spawn_detached", lambda args: got.setdefault("args", args) and {})
     runner = CliRunner()
     assert runner.invoke(app, ["start"]).exit_code == 0
     assert got.pop("config").catalog_memory == MemoryLimitConfig()  # the seed's defaults

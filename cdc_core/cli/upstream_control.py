@@ -1,0 +1,103 @@
+"""The CLI's control of a background upstream: ``cdcflow upstream start --detach`` (the same command started in a
+new session, its output in ``$CDCFLOW_HOME/logs/upstream.log``, returning once the upstream's record names the
+child and PD answers), ``status`` (its endpoints, asked of PD) and ``stop`` (SIGTERM to the recorded pid, then the
+wait for it to exit). This side talks to the upstream as a client does, over the wire; the serving process is
+``cdc_core.upstream.process``, and the record between them ``cdc_core.upstream_record``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cdc_core.client.upstream import UpstreamClient
+from cdc_core.errors import UpstreamError
+from cdc_core.home import home, logs_dir, upstream_file
+from cdc_core.log import get_logger
+from cdc_core.upstream.process import check_not_running
+from cdc_core.upstream_record import pid_alive, read_upstream_file, remove_upstream_file
+
+log = get_logger("cdcflow.upstream.process")  # the channel a detached start has always logged on
+
+LOG_NAME = "upstream.log"
+DETACHED_ENV = "CDCFLOW_UPSTREAM_DETACHED"
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def spawn_detached(args: list[str], timeout: float = 30.0) -> dict[str, Any]:
+    """Start ``cdcflow upstream start ARGS`` in the background; return upstream.json once it serves."""
+    check_not_running()
+    logs = logs_dir()
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / LOG_NAME
+    env = {**os.environ, "CDCFLOW_HOME": str(home()), DETACHED_ENV: "1"}
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cdc_core.cli.main", "upstream", "start", *args],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rc = proc.poll()
+        if rc is not None:
+            raise UpstreamError(f"the upstream exited with code {rc} while starting; {log_path}:\n{_tail(log_path)}")
+        data = read_upstream_file()
+        if data is not None and data.get("pid") == proc.pid:
+            with UpstreamClient(str(data["pd_addr"]), timeout=2.0) as client:
+                if client.ping():
+                    log.info("detached upstream serving", **data)
+                    return data
+        time.sleep(0.1)
+    proc.kill()
+    raise UpstreamError(f"the upstream did not start serving within {timeout:g}s; {log_path}:\n{_tail(log_path)}")
+
+
+def status() -> dict[str, Any]:
+    """The running upstream's endpoints: ``{"pd", "pd_members": [{"id", "name", "address", "leader"}], "mysql",
+    "stores": [{"id", "address", "state"}], "pid"}``; ``pd`` is the PD leader.
+
+    ``mysql`` is the SQL front's MySQL-protocol address (None when not served). The members and stores are PD's
+    lists (``GetMembers``, ``GetAllStores``). Raises ``UpstreamError`` when none runs."""
+    data = read_upstream_file()
+    if data is None:
+        raise UpstreamError(f"no upstream running (no {upstream_file()}); start one with "
+                            "`cdcflow upstream start --detach`")
+    pid = int(data.get("pid") or 0)
+    if not pid_alive(pid):
+        raise UpstreamError(f"no upstream running: {upstream_file()} names pid {pid}, which has exited")
+    with UpstreamClient(",".join(data.get("pd_members") or [data["pd_addr"]]), timeout=5.0) as client:
+        stores = [{"id": s.id, "address": s.address, "state": s.state} for s in client.all_stores()]
+        members = client.members()
+        leader = client.leader_addr
+    return {"pd": leader, "pd_members": members, "mysql": data.get("mysql_addr"), "stores": stores, "pid": pid,
+            "control": data.get("control_addr")}
+
+
+def stop_running(timeout: float = 30.0) -> tuple[int, bool]:
+    """SIGTERM the recorded upstream and wait for it to exit; ``(pid, was_running)``."""
+    data = read_upstream_file()
+    if data is None:
+        raise UpstreamError(f"no upstream running (no {upstream_file()})")
+    pid = int(data.get("pid") or 0)
+    if not pid_alive(pid):
+        upstream_file().unlink(missing_ok=True)
+        return pid, False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            remove_upstream_file(pid)
+            return pid, True
+        time.sleep(0.05)
+    raise UpstreamError(f"the upstream (pid {pid}) did not exit within {timeout:g}s of SIGTERM")
