@@ -1,13 +1,15 @@
 """No import circle among the project's modules, function-level imports included, and no arrow the layout forbids
 (ARCHITECTURE.md section 2: the engine imports neither the jobs nor Airflow's side; the jobs import the engine; the
 embedded upstream and the puller or the client meet only on the wire; the Spark stages import the stages before
-them, and no module imports a job). The graph's own code
-(``testkit.import_graph``) is tested on small packages written for the test."""
+them, and no module imports a job). The graph's own code (``testkit.import_graph``) is tested on small packages
+written for the test."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from cdc_core.changefeed.spark_engine import JOBS
 from testkit import import_graph
@@ -23,12 +25,17 @@ APART = (("cdc_core.upstream", "cdc_core.client"), ("cdc_core.upstream", "cdc_co
 STAGES = ("normalize", "load", "checks")
 
 
+@pytest.fixture(scope="module")
+def project() -> ImportGraph:
+    return import_graph.build(ROOT)
+
+
 def room(graph: ImportGraph, module: str) -> str:
     return graph.modules[module].relative_to(ROOT).parts[0]
 
 
-def test_the_project_has_no_import_circle() -> None:
-    graph = import_graph.build(ROOT)
+def test_the_project_has_no_import_circle(project: ImportGraph) -> None:
+    graph = project
     assert len(graph.modules) > 200  # the walk found the tree
     circles = [import_graph.describe(c) for c in graph.circles()]
     assert not circles, "import circles (cut each at one of its arrows):\n" + "\n".join(circles)
@@ -38,8 +45,8 @@ def within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def test_no_room_imports_one_it_must_not() -> None:
-    graph = import_graph.build(ROOT)
+def test_no_room_imports_one_it_must_not(project: ImportGraph) -> None:
+    graph = project
     wrong = [str(a) for a in graph.arrows.values()
              if room(graph, a.target) in FORBIDDEN.get(room(graph, a.source), ())
              or any(within(a.source, s) and within(a.target, t) for s, t in APART)]
@@ -56,10 +63,10 @@ def later_stage(source: str, target: str) -> bool:
     return s is not None and t is not None and t > s
 
 
-def test_a_spark_stage_imports_no_later_stage_and_no_module_imports_a_job() -> None:
+def test_a_spark_stage_imports_no_later_stage_and_no_module_imports_a_job(project: ImportGraph) -> None:
     """The jobs at spark_jobs' top (the engine's entry points outside the stages) are run by name only
     (``spark_engine.JOBS``, ``job_server``): what two of them share lives below them."""
-    graph = import_graph.build(ROOT)
+    graph = project
     jobs = {entry.partition(":")[0] for entry in JOBS.values()} - {m for m in graph.modules if stage(m) is not None}
     assert jobs <= set(graph.modules) and "spark_jobs.apply_window" in jobs
     wrong = [str(a) for a in graph.arrows.values() if a.target in jobs or later_stage(a.source, a.target)]
