@@ -1,6 +1,6 @@
 """Structured logging (structlog over stdlib logging): JSON lines to ``$CDCFLOW_HOME/logs``.
 
-Operators grep these for the signals ARCHITECTURE.md §6 names; tracebacks go here, never to the
+Operators grep these for the signals docs/architecture.md's Observability names; tracebacks go here, never to the
 user's terminal.
 """
 

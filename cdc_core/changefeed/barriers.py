@@ -4,7 +4,7 @@ For each DDL commit ts ``b`` in the window, in order: DML with ``commit_ts < b``
 as version ``b - 1``: it covers every change at or below ``b - 1``), the data-quality checks at ``b - 1``, then
 the DML committed *at* ``b`` if any, then the DDL (version ``b``), after which the checkpoint may move to ``b``.
 The last step applies DML up to ``T`` (version ``T``). A DDL therefore never sees a row change from after it, and
-no row change is applied under the wrong schema (ARCHITECTURE.md §3, seed 003).
+no row change is applied under the wrong schema (docs/architecture.md, Windows and barriers; seed 003).
 
 Commit ts are not unique in TiDB: with async commit and 1PC (its defaults) a transaction's commit ts is the
 store's ``max_ts + 1``, which can be the very ts PD hands the DDL's own transaction next. Such DML was written
@@ -90,8 +90,8 @@ def relevant(job: DDLJob, storage: SchemaStorage, flt: TableFilter) -> bool:
 def applies(job: DDLJob, storage: SchemaStorage) -> bool:
     """Whether a DDL job is applied to the silver tables at its barrier: a job on the DDL whitelist, or any other
     that changes what a table's silver table holds -- its Delta key or its columns -- (a job type TiDB adds next
-    year, say). The schema storage follows every job either way (ARCHITECTURE.md §3: ignored DDL still updates
-    it); the rest (a renamed index, a comment, TiFlash replicas) need nothing in Delta."""
+    year, say). The schema storage follows every job either way (docs/architecture.md, Filters: ignored DDL still
+    updates it); the rest (a renamed index, a comment, TiFlash replicas) need nothing in Delta."""
     if job.job_type in JOB_TYPES:
         return True
     after = job.table_info

@@ -1,5 +1,5 @@
 """Where a window is cut into sub-windows: a window of more than ``[window] max-events`` events is applied in
-sub-windows of at most that many, cut at commit ts (ARCHITECTURE.md §3 Memory: sub-windows past a bound).
+sub-windows of at most that many, cut at commit ts (docs/architecture.md, Memory: sub-windows past a bound).
 
 The cut is decided as the window's bronze copy is sealed (:func:`cut_window`): from a histogram of the events'
 commit ts, read a part at a time, never the window at once; the bronze changelog then stores the window split there

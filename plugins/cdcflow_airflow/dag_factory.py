@@ -150,7 +150,7 @@ def build_params(tables: list[str] | None = None) -> dict[str, Param]:
             description=(
                 "Also reconcile every replicated table whole against the upstream at the window end (every row "
                 "compared, chunk by chunk; it costs what the tables hold). Off: the checks cost what the window "
-                "changed (see the README's data-quality section)."
+                "changed (see docs/data-quality.md)."
             ),
         ),
         "dry_run": Param(

@@ -87,7 +87,7 @@ def test_a_scheduled_run_replicates_its_interval(feed: Feed) -> None:
     assert pulled["events"] > 0
     assert int(feed.state()["checkpoint_ts"]) >= plan["target_ts"]
     feed.assert_equal_at(plan["target_ts"])
-    # What a window costs through Airflow, kept for people to read (the figure the README quotes).
+    # What a window costs through Airflow, kept for people to read (the figure docs/benchmarks.md quotes).
     timings = server.run_timings(DAG_ID, run)
     tasks = ("plan", "wait", "pull", "apply_check", "publish")
     assert set(tasks) <= timings.keys() and timings["run"] + 1 >= sum(timings[t] for t in tasks), timings
@@ -145,8 +145,8 @@ def _backfills(server: Any) -> list[dict[str, Any]]:
 
 
 def _transcript_path() -> Path:
-    """``.artifacts/backfill/transcript.txt`` (``CDCFLOW_ARTIFACTS`` overrides the folder): the README's backfill
-    output comes from there."""
+    """``.artifacts/backfill/transcript.txt`` (``CDCFLOW_ARTIFACTS`` overrides the folder): docs/operations.md's
+    backfill output comes from there."""
     return artifacts_dir("backfill") / "transcript.txt"
 
 
