@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cdc_core.changefeed.job_args import ReadAheadArgs, WindowChecksArgs
 from cdc_core.schema.model import TableInfo
 from spark_jobs import window_checks as wc
 
@@ -44,11 +45,9 @@ class UpstreamSide:
     rows: dict[str, pa.Table]
 
 
-def start(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point: start reading what the ``window_checks`` job of
-    ``args`` (its JSON: ``window_checks.WindowChecksArgs``, checked here) will compare Delta with, and return at
-    once."""
-    opts = wc.WindowChecksArgs.from_dict(args)
+def start(opts: ReadAheadArgs) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point: start reading what the ``window_checks`` job of the
+    same arguments will compare Delta with, and return at once."""
     if opts.mode == "off":
         return {"reading_ahead": 0}
     future: Future[UpstreamSide] = Future()
@@ -60,14 +59,14 @@ def start(args: dict[str, Any]) -> dict[str, Any]:
     return {"reading_ahead": len(opts.tables)}
 
 
-def _run(args: wc.WindowChecksArgs, future: Future[UpstreamSide]) -> None:
+def _run(args: WindowChecksArgs, future: Future[UpstreamSide]) -> None:
     try:
         future.set_result(read(args))
     except BaseException as exc:  # handed to take(), whose job then reads for itself
         future.set_exception(exc)
 
 
-def take(args: wc.WindowChecksArgs) -> UpstreamSide | None:
+def take(args: WindowChecksArgs) -> UpstreamSide | None:
     """What :func:`start` read for the job of ``args`` (waiting for the read to end), or None: nothing was read
     ahead here, or the read failed (logged; the job reads for itself)."""
     with _lock:
@@ -81,7 +80,7 @@ def take(args: wc.WindowChecksArgs) -> UpstreamSide | None:
         return None
 
 
-def read(args: wc.WindowChecksArgs) -> UpstreamSide:
+def read(args: WindowChecksArgs) -> UpstreamSide:
     """The upstream side of the ``window_checks`` job of ``args``, read as that job reads it
     (``window_checks.driver_keys`` and ``upstream_side``), ``TABLE_THREADS`` tables at a time over one client."""
     from cdc_core.client.upstream import UpstreamClient

@@ -71,6 +71,7 @@ from . import dq_results, spark_engine
 from .barriers import applies, plan_steps, relevant
 from .config import ChangefeedConfig
 from .ddl_puller import SchemaLog, decode_jobs
+from .job_args import BaseLoad, SnapshotJobArgs
 from .state import ChangefeedState, locked_state
 from .steps import StepsResult, apply_steps, replicated_at, shared_commit_ts
 from .sub_windows import window_cuts
@@ -335,12 +336,10 @@ def _replay_group(
         for i in starts[t.qualified_name].ids:
             targets[i] = t
     target_of = _renamer(targets)
-    loads = [{"table": target_of(s.base_info).to_json(), "base": str(s.base), "version": start_ts,
-              "load_id": f"rebuild/{load_id}"}
-             for t in group if (s := starts[t.qualified_name]).base is not None and s.base_info is not None]
+    loads = tuple(BaseLoad(target_of(s.base_info), str(s.base), start_ts, f"rebuild/{load_id}")
+                  for t in group if (s := starts[t.qualified_name]).base is not None and s.base_info is not None)
     if loads:
-        loaded = spark_engine.run_job("snapshot_load", {"phase": "load", "sink_uri": sink, "changefeed_id": cid,
-                                                        "loads": loads})
+        loaded = spark_engine.run_job(SnapshotJobArgs(phase="load", sink_uri=sink, changefeed_id=cid, loads=loads))
         for name, r in loaded.get("tables", {}).items():
             results[name]["base_rows"] = r.get("rows")
         # values Delta cannot hold, written as NULL, are counted in a rebuild as in the windows it replays

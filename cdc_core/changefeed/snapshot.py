@@ -35,6 +35,7 @@ from cdc_core.schema.storage import SchemaStorage
 from . import spark_engine
 from .config import ChangefeedConfig
 from .ddl_puller import SchemaLog
+from .job_args import BaseLoad, SnapshotJobArgs
 from .state import locked_state
 from .steps import replicated_at
 
@@ -93,15 +94,15 @@ def fetch(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
     keep_schema(cfg, slog, ts)
     tables = resolve_tables(cfg, slog.storage(), ts, list(sn["tables"]))
     started = time.monotonic()
-    result = spark_engine.run_job("snapshot_load", {
-        "phase": "fetch",
-        "sink_uri": cfg.sink_uri,
-        "changefeed_id": cfg.changefeed_id,
-        "pd_addr": resolve_pd_addr(cfg.upstream),
-        "tidb": cfg.tidb,
-        "ts": ts,
-        "tables": [t.to_json() for t in tables],
-    })
+    result = spark_engine.run_job(SnapshotJobArgs(
+        phase="fetch",
+        sink_uri=cfg.sink_uri,
+        changefeed_id=cfg.changefeed_id,
+        pd_addr=resolve_pd_addr(cfg.upstream),
+        tidb=cfg.tidb,
+        ts=ts,
+        tables=tuple(tables),
+    ))
     out = {"ts": ts, "id": sn["id"], "tables": result.get("tables", {}),
            "seconds": round(time.monotonic() - started, 3)}
     log.info("fetched snapshot bases", changefeed_id=cfg.changefeed_id, ts=ts,
@@ -128,12 +129,12 @@ def load(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
         base = changelog.snapshot_table_dir(cfg.sink_uri, cfg.changefeed_id, ts, t.db_name, t.name)
         if not (base / changelog.TABLE_META).is_file():
             raise ChangefeedError(f"snapshot of {name} at {ts}: no base at {base}; run the window's pull first")
-        res = spark_engine.run_job("snapshot_load", {
-            "phase": "load",
-            "sink_uri": cfg.sink_uri,
-            "changefeed_id": cfg.changefeed_id,
-            "loads": [{"table": t.to_json(), "base": str(base), "version": ts, "load_id": f"snapshot/{sid}"}],
-        })["tables"][name]
+        res = spark_engine.run_job(SnapshotJobArgs(
+            phase="load",
+            sink_uri=cfg.sink_uri,
+            changefeed_id=cfg.changefeed_id,
+            loads=(BaseLoad(t, str(base), ts, f"snapshot/{sid}"),),
+        ))["tables"][name]
         results[name] = res
         with locked_state(cfg.changefeed_id) as st:
             if st.snapshot is not None and st.snapshot.get("id") == sid:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from cdc_core.changefeed.job_args import JobArgs
 from cdc_core.errors import ChangefeedError, TransientError
 from cdc_core.log import get_logger
 
@@ -54,19 +55,27 @@ def engine() -> str:
     return e
 
 
-def run_job(job: str, args: dict[str, Any]) -> dict[str, Any]:
-    """Run a Spark job with JSON-serializable ``args``; returns its JSON-serializable result."""
+def run_job(args: JobArgs) -> dict[str, Any]:
+    """Run the Spark job whose arguments ``args`` are (their class names the job); returns its JSON-serializable
+    result. The local engine hands the job ``args`` itself, the submit engine their JSON."""
+    job = type(args).JOB
     if job not in JOBS:
         raise ChangefeedError(f"unknown Spark job {job!r}")
     if engine() == "local":
-        module, func = JOBS[job].split(":")
-        fn = getattr(importlib.import_module(module), func)
-        result: dict[str, Any] = fn(args)
+        result: dict[str, Any] = entry_point(job)(args)
         return result
     if (app := _current.get()) is not None:
-        return app.run(job, args)
+        return app.run(job, args.to_dict())
     with _Application() as app:
-        return app.run(job, args)
+        return app.run(job, args.to_dict())
+
+
+def entry_point(job: str) -> Callable[[JobArgs], dict[str, Any]]:
+    """The function that runs ``job`` (a key of ``JOBS``), imported now: ``cdc_core`` does not import
+    ``spark_jobs`` at its own import."""
+    module, func = JOBS[job].split(":")
+    fn: Callable[[JobArgs], dict[str, Any]] = getattr(importlib.import_module(module), func)
+    return fn
 
 
 def _failure(stdout: str, stderr: str, lines: int = 20) -> str:
@@ -197,7 +206,7 @@ class _Application:
         assert self._requests is not None and self._replies is not None
         self._sent_at = self._output_sizes()
         try:
-            self._requests.write(json.dumps({"job": job, "entry": JOBS[job], "args": args}).encode() + b"\n")
+            self._requests.write(json.dumps({"job": job, "args": args}).encode() + b"\n")
             self._requests.flush()
             line = self._replies.readline()
         except OSError:

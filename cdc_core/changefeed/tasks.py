@@ -40,6 +40,7 @@ from . import snapshot as snapshotmod
 from .barriers import DmlStep, applies, plan_steps, relevant
 from .config import ChangefeedConfig, load_config
 from .ddl_puller import SchemaLog, decode_jobs
+from .job_args import ReadAheadArgs, ReconcileArgs, RollbackArgs, WindowChecksArgs
 from .reconcile import table_entry
 from .schema_loader import load_schema_jobs
 from .state import ChangefeedState, advance_checkpoint, load_state, locked_state, set_error
@@ -522,7 +523,7 @@ def _read_checks_ahead(cfg: ChangefeedConfig, p: dict[str, Any]) -> None:
         _, checked, full, since = _window_end_tables(cfg, p)
         args = _window_checks_args(cfg, checked, p["target_ts"], plan=p, full=full, after_ts=since)
         if args is not None:
-            spark_engine.run_job("window_checks_read_ahead", args)
+            spark_engine.run_job(ReadAheadArgs.ahead_of(args))
     except Exception:
         log.warning("could not read the checks' upstream side ahead; the checks will read it",
                     changefeed_id=cfg.changefeed_id, exc_info=True)
@@ -562,10 +563,12 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     reports: dict[str, Any] = {}
     whole = [table_entry(cfg, t) for t in tables if _whole(t, full, plan)]
     if whole:  # one job reconciles them; it reads the upstream at ts itself, chunk by chunk (never one list here)
-        reports.update(spark_engine.run_job("data_quality", {**_check_common(cfg, ts), "tables": whole})["tables"])
+        reports.update(spark_engine.run_job(ReconcileArgs(
+            sink_uri=cfg.sink_uri, pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb, mode=cfg.dq_mode, ts=ts,
+            tables=tuple(whole)))["tables"])
     by_keys = _window_checks_args(cfg, tables, ts, plan=plan, full=full, after_ts=after_ts)
     if by_keys is not None:  # one job for every table checked by its changed keys
-        reports.update(spark_engine.run_job("window_checks", by_keys)["tables"])
+        reports.update(spark_engine.run_job(by_keys)["tables"])
     reports = {t.qualified_name: reports[t.qualified_name] for t in tables}  # in the tables' order
     failed = {name: r for name, r in reports.items() if not r["passed"]}
     dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, reports)
@@ -588,19 +591,15 @@ def _whole(t: TableInfo, full: set[str], plan: dict[str, Any]) -> bool:
     return t.qualified_name in full or not _has_window(plan)
 
 
-def _check_common(cfg: ChangefeedConfig, ts: int) -> dict[str, Any]:
-    return {"sink_uri": cfg.sink_uri, "pd_addr": resolve_pd_addr(cfg.upstream), "tidb": cfg.tidb,
-            "mode": cfg.dq_mode, "ts": ts}
-
-
 def _window_checks_args(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, plan: dict[str, Any],
-                        full: set[str], after_ts: int) -> dict[str, Any] | None:
+                        full: set[str], after_ts: int) -> WindowChecksArgs | None:
     """The ``window_checks`` job of ``tables`` at ``ts`` (those not reconciled whole), or None when there is none."""
     by_keys = [table_entry(cfg, t) for t in tables if not _whole(t, full, plan)]
     if not by_keys:
         return None
-    return {**_check_common(cfg, ts), "tables": by_keys, "changefeed_id": cfg.changefeed_id,
-            "window_end_ts": plan["target_ts"], "after_ts": after_ts}
+    return WindowChecksArgs(sink_uri=cfg.sink_uri, changefeed_id=cfg.changefeed_id, window_end_ts=plan["target_ts"],
+                            tables=tuple(by_keys), after_ts=after_ts, ts=ts, mode=cfg.dq_mode,
+                            pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb)
 
 
 def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tuple[dict[str, Any], str]:
@@ -609,9 +608,8 @@ def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tupl
     after ``changefeed resume``. A failed rollback is reported, never raised over the check's failure."""
     checkpoint = load_state(cfg.changefeed_id).checkpoint_ts
     try:
-        out = spark_engine.run_job("rollback", {"sink_uri": cfg.sink_uri, "changefeed_id": cfg.changefeed_id,
-                                                "tables": [t.to_json() for t in tables], "ts": checkpoint,
-                                                "reason": why})["tables"]
+        out = spark_engine.run_job(RollbackArgs(cfg.sink_uri, cfg.changefeed_id, tuple(tables), checkpoint,
+                                                why))["tables"]
     except Exception as exc:
         log.exception("rollback after a failed check failed", changefeed_id=cfg.changefeed_id)
         return {"error": str(exc)}, (f"rolling the tables back to the checkpoint {checkpoint} FAILED ({exc}): the "
