@@ -629,6 +629,7 @@ def publish(p: dict[str, Any], applied: dict[str, Any], checked: dict[str, Any])
     if not checked.get("passed"):
         raise ChangefeedError("refusing to publish a window whose checks did not pass")
     cid = p["changefeed_id"]
+    cfg = load_config(cid)
     failpoint.hit("publish.before_checkpoint")
     advance_checkpoint(cid, p["target_ts"])
     slog = SchemaLog.load(cid)
@@ -642,10 +643,10 @@ def publish(p: dict[str, Any], applied: dict[str, Any], checked: dict[str, Any])
             "tables": applied.get("tables", {}),
             "published_at": time.time(),
         }
-        if load_config(cid).target_ts and st.checkpoint_ts >= (load_config(cid).target_ts or 0):
+        if cfg.target_ts and st.checkpoint_ts >= cfg.target_ts:
             st.state = "finished"
     metrics_history.record_publish(cid)
     # Holds the upstream's MVCC history at the checkpoint (the next window reads from it); never fails publish.
-    gc_safepoint.refresh_for_changefeed(cid, p["target_ts"])
+    gc_safepoint.refresh_for_changefeed(cid, p["target_ts"], cfg=cfg)
     log.info("published window", changefeed_id=cid, checkpoint_ts=p["target_ts"])
     return {"skipped": False, "checkpoint_ts": p["target_ts"], "tables": applied.get("tables", {})}
