@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import pyarrow as pa
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
 from cdc_core.codec.sink_uri import local_path
 
@@ -34,6 +34,11 @@ SCHEMA = pa.schema([
 
 def results_path(sink_uri: str) -> str:
     return str(local_path(sink_uri) / "_cdcflow" / "dq_results")
+
+
+def exists(sink_uri: str) -> bool:
+    """Whether the sink has a result log yet (a check wrote to it)."""
+    return bool(DeltaTable.is_deltatable(results_path(sink_uri)))
 
 
 def _text(v: Any) -> str | None:

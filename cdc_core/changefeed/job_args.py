@@ -541,10 +541,49 @@ class RollbackArgs(JobArgs):
                 "tables": [t.to_json() for t in self.tables], "ts": self.ts, "reason": self.reason}
 
 
+# --- maintain ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaintainArgs(JobArgs):
+    """The ``maintain`` job's arguments (``cdc_core.changefeed.upkeep`` sends them): compact the Delta table at
+    ``path``, write a ``checkpoint`` of its log when asked, then vacuum what no version of the last
+    ``retention_hours`` references (``enforce_retention_duration``: refuse a retention below the table's own).
+
+    Raises ``ValueError`` naming the argument: a missing one, one the job does not know, a retention that is not
+    a non-negative integer, a flag that is not true or false."""
+
+    JOB: ClassVar[str] = "maintain"
+
+    path: str
+    retention_hours: int
+    enforce_retention_duration: bool = True
+    checkpoint: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.retention_hours, bool) or not isinstance(self.retention_hours, int) \
+                or self.retention_hours < 0:
+            raise ValueError(f"{self.JOB}: retention_hours must be an integer >= 0, got {self.retention_hours!r}")
+
+    @classmethod
+    def from_dict(cls, args: Mapping[str, Any]) -> MaintainArgs:
+        job = cls.JOB
+        check_names(job, args, [f.name for f in fields(cls)], ("path", "retention_hours"))
+        return cls(path=str(args["path"]), retention_hours=args["retention_hours"],
+                   enforce_retention_duration=_bool_arg(job, "enforce_retention_duration",
+                                                        args.get("enforce_retention_duration", True)),
+                   checkpoint=_bool_arg(job, "checkpoint", args.get("checkpoint", False)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "retention_hours": self.retention_hours,
+                "enforce_retention_duration": self.enforce_retention_duration, "checkpoint": self.checkpoint}
+
+
 # --- by job name ---------------------------------------------------------------------------------------------------
 
 ARGS: dict[str, type[JobArgs]] = {cls.JOB: cls for cls in (
-    ApplyArgs, DdlApplyArgs, WindowChecksArgs, ReadAheadArgs, ReconcileArgs, SnapshotJobArgs, RollbackArgs)}
+    ApplyArgs, DdlApplyArgs, WindowChecksArgs, ReadAheadArgs, ReconcileArgs, SnapshotJobArgs, RollbackArgs,
+    MaintainArgs)}
 
 
 def from_job_dict(job: str, args: Mapping[str, Any]) -> JobArgs:

@@ -41,6 +41,7 @@ JOBS = {
     "apply_window": "spark_jobs.apply_window:run_job",
     "data_quality": "spark_jobs.data_quality:run_job",
     "ddl_apply": "spark_jobs.ddl_apply:run_job",
+    "maintain": "spark_jobs.maintain:run_job",
     "rollback": "spark_jobs.rollback:run_job",
     "snapshot_load": "spark_jobs.snapshot_load:run_job",
     "window_checks": "spark_jobs.window_checks:run_job",

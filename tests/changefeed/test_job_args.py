@@ -19,6 +19,7 @@ from cdc_core.changefeed.job_args import (
     DdlApplyArgs,
     Exchange,
     JobArgs,
+    MaintainArgs,
     ReadAheadArgs,
     ReconcileArgs,
     RollbackArgs,
@@ -92,6 +93,7 @@ def _one_of_each() -> list[JobArgs]:
         SnapshotJobArgs(phase="load", sink_uri="s", changefeed_id="cf", loads=(BaseLoad(t, "/b", 7, "snapshot/1"),)),
         SnapshotJobArgs(phase="fold", sink_uri="s", changefeed_id="cf", ts=9, tables=(t,)),
         RollbackArgs("s", "cf", (t, r), 9, "rows_equal failed"),
+        MaintainArgs(path="/lake/shop/orders", retention_hours=0, enforce_retention_duration=False, checkpoint=True),
     ]
 
 
@@ -224,3 +226,17 @@ def test_each_snapshot_load_phase_takes_its_own_arguments_and_a_wrong_one_is_nam
     with pytest.raises(ValueError, match=r"snapshot_load \(load\): loads\[0\]\.version must be an integer ts"):
         SnapshotJobArgs.from_dict({**common, "phase": "load", "loads": [
             {"table": t.to_json(), "base": "/b", "version": "v1", "load_id": "x"}]})
+
+
+def test_maintain_arguments_are_checked_when_read() -> None:
+    got = MaintainArgs.from_dict({"path": "/lake/t", "retention_hours": 168})
+    assert (got.enforce_retention_duration, got.checkpoint) == (True, False)
+    for bad, message in (
+        ({"retention_hours": -1}, "maintain: retention_hours must be an integer >= 0, got -1"),
+        ({"retention_hours": "168"}, "maintain: retention_hours must be an integer >= 0, got '168'"),
+        ({"checkpoint": "yes"}, "maintain: checkpoint must be true or false, got 'yes'"),
+        ({"retention": 1}, r"maintain: unknown argument\(s\) \['retention'\]"),
+        ({"path": None}, r"maintain: missing argument\(s\) \['path'\]"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            MaintainArgs.from_dict({"path": "/lake/t", "retention_hours": 168, **bad})
