@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_core import failpoint
 from cdc_core.changefeed.apply_result import no_events_reason, skipped
-from cdc_core.changefeed.job_args import ApplyArgs, TableEntry
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs, TableEntry
 from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo

@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cdc_core.changefeed.job_args import ReadAheadArgs, WindowChecksArgs
+from cdc_core.changefeed.job_args.window_checks import ReadAheadArgs, WindowChecksArgs
 from cdc_core.schema.model import TableInfo
 from spark_jobs import window_checks as wc
 

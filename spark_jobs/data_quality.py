@@ -46,7 +46,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from cdc_core.changefeed.config import DqMode
-from cdc_core.changefeed.job_args import ReconcileArgs, check_mode
+from cdc_core.changefeed.job_args.base import check_mode
+from cdc_core.changefeed.job_args.data_quality import ReconcileArgs
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.errors import DataQualityError
@@ -656,7 +657,7 @@ class PushedDown:
 
 def _content_results(
     spark: SparkSession, df: DataFrame, table: TableInfo, upstream: Upstream, want_count: int, r_count: Any,
-    mode: str,
+    mode: DqMode,
 ) -> list[ExpectationResult]:
     """Row count (from the GX result) and, in "checksum" mode, the checksum against the upstream rows."""
     import great_expectations.expectations as gxe

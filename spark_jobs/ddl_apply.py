@@ -91,7 +91,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cdc_core.changefeed.job_args import DdlApplyArgs, Exchange, Upstream
+from cdc_core.changefeed.job_args.ddl_apply import DdlApplyArgs, Exchange, Upstream
 from cdc_core.codec.sink_uri import app_id_for, check_lake_names, component_name, table_path
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema import column_type as ct

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from cdc_core.changefeed.job_args import JobArgs
+from cdc_core.changefeed.job_args.base import JobArgs
 
 A = TypeVar("A", bound=JobArgs)
 

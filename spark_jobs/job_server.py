@@ -24,7 +24,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from cdc_core.changefeed import job_args, spark_engine
+from cdc_core.changefeed import spark_engine
+from cdc_core.changefeed.job_args.registry import from_job_dict
 
 # The JVM this driver runs under (spark-submit's PythonRunner starts the driver as its child): once it is gone, this
 # process is someone else's child.
@@ -36,7 +37,7 @@ def run_request(request: dict[str, Any]) -> bytes:
     JSON included)."""
     try:
         # only cdcflow's jobs run here: a name that is not one of them is refused before anything is imported
-        args = job_args.from_job_dict(str(request["job"]), request["args"])
+        args = from_job_dict(str(request["job"]), request["args"])
         result = spark_engine.entry_point(args.JOB)(args)
         return json.dumps({"result": result}).encode() + b"\n"
     except Exception:  # the traceback goes back to the submitter, which logs and judges it

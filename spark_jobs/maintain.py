@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from cdc_core.changefeed.job_args import MaintainArgs
+from cdc_core.changefeed.job_args.maintain import MaintainArgs
 from spark_jobs import merge_on_read, silver_read
 from spark_jobs.delta_writer import commit_ts
 from spark_jobs.job_io import args_file_main

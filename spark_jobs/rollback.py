@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from cdc_core.changefeed.job_args import RollbackArgs
+from cdc_core.changefeed.job_args.rollback import RollbackArgs
 from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.schema.model import TableInfo
 from spark_jobs.data_quality import version_as_of

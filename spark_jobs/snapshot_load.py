@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cdc_core.changefeed.job_args import DEFAULT_MAX_CHUNKS, SnapshotJobArgs
+from cdc_core.changefeed.job_args.snapshot_load import DEFAULT_MAX_CHUNKS, SnapshotJobArgs
 from cdc_core.codec import changelog, memcomparable, rowcodec
 from cdc_core.codec import key as keycodec
 from cdc_core.codec import mysql_type as mt

@@ -42,7 +42,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from cdc_core.changefeed.config import DqMode
-from cdc_core.changefeed.job_args import WindowChecksArgs, check_dq
+from cdc_core.changefeed.job_args.window_checks import WindowChecksArgs, check_dq
 from cdc_core.client.tidb_sql import ENV_TIDB
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.codec.sql_ident import quote_ident, quote_list, quote_table

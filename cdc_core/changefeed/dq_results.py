@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from cdc_core.changefeed.config import DqMode
 from cdc_core.codec.sink_uri import local_path
 
 SCHEMA = pa.schema([
@@ -45,7 +46,7 @@ def _text(v: Any) -> str | None:
     return None if v is None else (v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str))
 
 
-def append(sink_uri: str, changefeed_id: str, ts: int, where: str, mode: str, reports: dict[str, Any]) -> int:
+def append(sink_uri: str, changefeed_id: str, ts: int, where: str, mode: DqMode, reports: dict[str, Any]) -> int:
     """Append the reports of one check (``{table: CheckReport dict}``); returns the rows written."""
     now = int(time.time() * 1_000_000)
     rows = [
@@ -76,7 +77,7 @@ def mapped_reports(mapped: dict[str, dict[str, int]]) -> dict[str, Any]:
         for table, by_column in mapped.items()}
 
 
-def record_mapped(sink_uri: str, changefeed_id: str, mode: str, ts: int, where: str, tables: dict[str, Any],
+def record_mapped(sink_uri: str, changefeed_id: str, mode: DqMode, ts: int, where: str, tables: dict[str, Any],
                   total: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     """Append, per table and column, the values a load or a step wrote as NULL because Delta cannot hold them
     (``tables``: a job's per-table results, each with its ``mapped`` counts, ``spark_jobs.mapped_values``; a table

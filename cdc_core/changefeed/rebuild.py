@@ -71,7 +71,7 @@ from . import dq_results, spark_engine
 from .barriers import applies, plan_steps, relevant
 from .config import ChangefeedConfig
 from .ddl_puller import SchemaLog, decode_jobs
-from .job_args import BaseLoad, SnapshotJobArgs
+from .job_args.snapshot_load import BaseLoad, SnapshotJobArgs
 from .state import ChangefeedState, locked_state
 from .steps import StepsResult, apply_steps, replicated_at, shared_commit_ts
 from .sub_windows import window_cuts

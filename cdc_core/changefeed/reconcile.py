@@ -18,7 +18,7 @@ from typing import Any
 
 from cdc_core.changefeed import dq_results, spark_engine
 from cdc_core.changefeed.config import ChangefeedConfig, DqMode, load_config
-from cdc_core.changefeed.job_args import ReconcileArgs
+from cdc_core.changefeed.job_args.data_quality import ReconcileArgs
 from cdc_core.changefeed.schema_loader import load_schema
 from cdc_core.changefeed.state import load_state, locked_state
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr

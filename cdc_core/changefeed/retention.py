@@ -141,7 +141,7 @@ def fold_changelog(changefeed_id: str, keep_after_ts: int, *, dry_run: bool = Fa
     from cdc_core.changefeed import spark_engine
     from cdc_core.changefeed.config import load_config
     from cdc_core.changefeed.ddl_puller import SchemaLog
-    from cdc_core.changefeed.job_args import SnapshotJobArgs
+    from cdc_core.changefeed.job_args.snapshot_load import SnapshotJobArgs
     from cdc_core.changefeed.snapshot import keep_schema, resolve_tables
     from cdc_core.changefeed.state import load_state
 

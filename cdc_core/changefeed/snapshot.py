@@ -35,7 +35,7 @@ from cdc_core.schema.storage import SchemaStorage
 from . import spark_engine
 from .config import ChangefeedConfig
 from .ddl_puller import SchemaLog
-from .job_args import BaseLoad, SnapshotJobArgs
+from .job_args.snapshot_load import BaseLoad, SnapshotJobArgs
 from .state import locked_state
 from .steps import replicated_at
 from .window_plan import SnapshotPlan

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from cdc_core.changefeed.job_args import JobArgs
+from cdc_core.changefeed.job_args.base import JobArgs
 from cdc_core.errors import ChangefeedError, TransientError
 from cdc_core.log import get_logger
 

@@ -24,7 +24,8 @@ from cdc_core.schema.storage import SchemaStorage
 from . import spark_engine
 from .barriers import DmlStep, Step
 from .config import ChangefeedConfig
-from .job_args import ApplyArgs, DdlApplyArgs, Exchange, Upstream
+from .job_args.apply_window import ApplyArgs
+from .job_args.ddl_apply import DdlApplyArgs, Exchange, Upstream
 
 log = get_logger("cdcflow.changefeed")
 

@@ -42,7 +42,9 @@ from . import snapshot as snapshotmod
 from .barriers import DmlStep, applies, plan_steps, relevant
 from .config import ChangefeedConfig, load_config
 from .ddl_puller import SchemaLog, decode_jobs
-from .job_args import ReadAheadArgs, ReconcileArgs, RollbackArgs, WindowChecksArgs
+from .job_args.data_quality import ReconcileArgs
+from .job_args.rollback import RollbackArgs
+from .job_args.window_checks import ReadAheadArgs, WindowChecksArgs
 from .reconcile import table_entry
 from .schema_loader import load_schema_jobs
 from .state import ChangefeedState, advance_checkpoint, load_state, locked_state, set_error

@@ -131,7 +131,7 @@ def _maintain(path: str, retention_hours: int, enforce_retention_duration: bool,
     """The ``maintain`` job of the Delta table at ``path``: its ``compact``, ``vacuum`` (and
     ``checkpoint_version``)."""
     from cdc_core.changefeed import spark_engine
-    from cdc_core.changefeed.job_args import MaintainArgs
+    from cdc_core.changefeed.job_args.maintain import MaintainArgs
 
     return spark_engine.run_job(MaintainArgs(path=path, retention_hours=retention_hours,
                                              enforce_retention_duration=enforce_retention_duration,

@@ -49,7 +49,7 @@ def upstream_home(tmp_path: Path) -> Iterator[Path]:
 
 def test_small_tables_fetched_on_the_driver_four_at_a_time(upstream_home: Path, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from cdc_core.changefeed.job_args import SnapshotJobArgs
+    from cdc_core.changefeed.job_args.snapshot_load import SnapshotJobArgs
     from cdc_core.changefeed.reconcile import load_schema
     from cdc_core.client.upstream import UpstreamClient
     from spark_jobs import snapshot_load

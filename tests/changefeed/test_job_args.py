@@ -11,23 +11,15 @@ from typing import Any
 import pytest
 
 from cdc_core.changefeed import spark_engine
-from cdc_core.changefeed.job_args import (
-    ARGS,
-    DEFAULT_MAX_CHUNKS,
-    ApplyArgs,
-    BaseLoad,
-    DdlApplyArgs,
-    Exchange,
-    JobArgs,
-    MaintainArgs,
-    ReadAheadArgs,
-    ReconcileArgs,
-    RollbackArgs,
-    SnapshotJobArgs,
-    Upstream,
-    WindowChecksArgs,
-    from_job_dict,
-)
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs
+from cdc_core.changefeed.job_args.base import JobArgs
+from cdc_core.changefeed.job_args.data_quality import ReconcileArgs
+from cdc_core.changefeed.job_args.ddl_apply import DdlApplyArgs, Exchange, Upstream
+from cdc_core.changefeed.job_args.maintain import MaintainArgs
+from cdc_core.changefeed.job_args.registry import ARGS, from_job_dict
+from cdc_core.changefeed.job_args.rollback import RollbackArgs
+from cdc_core.changefeed.job_args.snapshot_load import DEFAULT_MAX_CHUNKS, BaseLoad, SnapshotJobArgs
+from cdc_core.changefeed.job_args.window_checks import ReadAheadArgs, WindowChecksArgs
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.ddl_job import DDLJob
 from testkit.builders import clustered_table, rowid_table, typed_table

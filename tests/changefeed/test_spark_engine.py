@@ -9,7 +9,8 @@ import pytest
 from deltalake import DeltaTable
 
 from cdc_core.changefeed import spark_engine
-from cdc_core.changefeed.job_args import ApplyArgs, RollbackArgs
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs
+from cdc_core.changefeed.job_args.rollback import RollbackArgs
 from cdc_core.errors import ChangefeedError
 from testkit.builders import Bronze, clustered_table
 

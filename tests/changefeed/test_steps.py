@@ -12,7 +12,8 @@ import pytest
 from cdc_core.changefeed import steps as steps_module
 from cdc_core.changefeed.barriers import DdlStep, DmlStep, plan_steps
 from cdc_core.changefeed.config import ChangefeedConfig
-from cdc_core.changefeed.job_args import ApplyArgs, JobArgs
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs
+from cdc_core.changefeed.job_args.base import JobArgs
 from cdc_core.changefeed.steps import apply_steps, replicated_at
 from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cdc_core.changefeed import dq_results, lease, retention, spark_engine, upkeep
-from cdc_core.changefeed.job_args import MaintainArgs
+from cdc_core.changefeed.job_args.maintain import MaintainArgs
 from cdc_core.codec import tso
 from testkit.small_lake import make_lake
 

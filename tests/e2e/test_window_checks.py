@@ -14,7 +14,7 @@ import pytest
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.config import load_config
-from cdc_core.changefeed.job_args import ReadAheadArgs, WindowChecksArgs
+from cdc_core.changefeed.job_args.window_checks import ReadAheadArgs, WindowChecksArgs
 from cdc_core.changefeed.reconcile import tables_at
 from cdc_core.client.upstream import UpstreamClient
 from spark_jobs import check_read_ahead, window_checks

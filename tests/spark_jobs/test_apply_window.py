@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-from cdc_core.changefeed.job_args import ApplyArgs
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs
 from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from spark_jobs import apply_window as apply_window_module

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from cdc_core.changefeed.job_args import ReconcileArgs
+from cdc_core.changefeed.job_args.data_quality import ReconcileArgs
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import DataQualityError
 from cdc_core.schema.model import Column, Index, TableInfo

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from cdc_core.changefeed.job_args import DdlApplyArgs
+from cdc_core.changefeed.job_args.ddl_apply import DdlApplyArgs
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.ddl_job import DDLJob
@@ -525,7 +525,7 @@ def test_exchange_partition_survives_a_crash_between_its_commits_and_applies_onc
     after the delete alone (a crash between them) ends the same, a re-run after both changes nothing."""
     from deltalake import write_deltalake
 
-    from cdc_core.changefeed.job_args import Exchange
+    from cdc_core.changefeed.job_args.ddl_apply import Exchange
     from cdc_core.schema import ddl_history
     from cdc_core.schema.storage import SchemaStorage
     from spark_jobs.delta_writer import create_silver_table

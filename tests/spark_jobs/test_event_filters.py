@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
-from cdc_core.changefeed.job_args import ApplyArgs
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo

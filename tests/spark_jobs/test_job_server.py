@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_core.changefeed.job_args import RollbackArgs
+from cdc_core.changefeed.job_args.rollback import RollbackArgs
 from spark_jobs import job_server
 from testkit.builders import clustered_table
 

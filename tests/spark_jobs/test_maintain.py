@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from cdc_core.changefeed import dq_results
-from cdc_core.changefeed.job_args import MaintainArgs
+from cdc_core.changefeed.job_args.maintain import MaintainArgs
 from spark_jobs import maintain
 from testkit.small_lake import data_files, make_lake, version_as_of
 

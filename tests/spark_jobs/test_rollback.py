@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from cdc_core.changefeed.job_args import RollbackArgs
+from cdc_core.changefeed.job_args.rollback import RollbackArgs
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from spark_jobs.delta_writer import DeltaRsWriter
 from spark_jobs.rollback import run_job
