@@ -1,8 +1,9 @@
 """``cdcflow__maintenance``: daily upkeep of every changefeed's Delta tables, bronze changelog, rebuild trash and
 GC safe point.
 
-Thin on purpose: each task calls a function of ``cdcflow_airflow.maintenance`` (in ``plugins/``), whose
-docstring says what it does. Parsing this file imports nothing heavy.
+Thin on purpose: each task calls the engine's upkeep (``cdc_core.changefeed.upkeep``, whose docstring says what
+each part does), through ``cdcflow_airflow.maintenance`` (in ``plugins/``) where the task's params and Airflow
+Variables decide its arguments. Parsing this file imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param, get_current_context, task
+
+from cdc_core.changefeed import upkeep
 
 try:
     from cdcflow_airflow import maintenance
@@ -43,7 +46,7 @@ every table compared whole with the upstream at the checkpoint; a difference put
 checkpoint; removes those of finished changefeeds |
 
 **Retention:** the `retention_hours` param, else the Airflow Variable `{maintenance.RETENTION_VARIABLE}`, else \
-{maintenance.DEFAULT_RETENTION_HOURS} h. Vacuuming removes Delta time travel to versions older than it.
+{upkeep.DEFAULT_RETENTION_HOURS} h. Vacuuming removes Delta time travel to versions older than it.
 Each task returns (and logs) a JSON summary of what it did.
 """
 
@@ -62,11 +65,11 @@ with DAG(
         "retention_hours": Param(None, type=["null", "integer"], minimum=0, title="Retention (hours)",
                                  description="Vacuum and bronze retention. Empty: the Variable "
                                              f"{maintenance.RETENTION_VARIABLE}, else "
-                                             f"{maintenance.DEFAULT_RETENTION_HOURS}."),
+                                             f"{upkeep.DEFAULT_RETENTION_HOURS}."),
         "enforce_retention_duration": Param(True, type="boolean", title="Enforce the table's retention",
                                             description="Refuse a vacuum retention below the Delta table's "
                                                         "delta.deletedFileRetentionDuration (7 days by default)."),
-        "trash_retention_days": Param(maintenance.DEFAULT_TRASH_RETENTION_DAYS, type="number", minimum=0,
+        "trash_retention_days": Param(upkeep.DEFAULT_TRASH_RETENTION_DAYS, type="number", minimum=0,
                                       title="Rebuild trash retention (days)",
                                       description="Tables a rebuild moved aside are deleted after this long."),
         "reconcile_interval_hours": Param(None, type=["null", "number"], minimum=0,
@@ -76,52 +79,43 @@ with DAG(
                                                       "else a week."),
         "reconcile_now": Param(False, type="boolean", title="Reconcile now",
                                description="Reconcile every running changefeed in this run, due or not."),
-        "gc_ttl_hours": Param(maintenance.DEFAULT_GC_TTL_HOURS, type="integer", minimum=1, title="GC safe point TTL",
+        "gc_ttl_hours": Param(upkeep.DEFAULT_GC_TTL_HOURS, type="integer", minimum=1, title="GC safe point TTL",
                               description="How long a refreshed GC safe point holds if nothing refreshes it again."),
     },
 ) as dag:
 
     @task
     def list_changefeeds() -> list[dict[str, Any]]:
-        return maintenance.list_changefeeds()
+        return upkeep.list_changefeeds()
 
     @task
     def find_silver_tables(changefeeds: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return maintenance.find_silver_tables(changefeeds)
+        return upkeep.find_silver_tables(changefeeds)
 
     @task(map_index_template="{{ cdcflow_table }}")
     def maintain_table(table: dict[str, Any], **context: Any) -> dict[str, Any]:
         get_current_context()["cdcflow_table"] = table["name"]  # type: ignore[typeddict-unknown-key]  # UI name
-        params = context["params"]
-        return maintenance.maintain_table(table, maintenance.retention_hours(params.get("retention_hours")),
-                                          enforce_retention_duration=bool(params["enforce_retention_duration"]))
+        return maintenance.maintain_table(table, context["params"])
 
     @task
     def maintain_dq_results(changefeeds: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
-        params = context["params"]
-        return maintenance.maintain_dq_results(
-            changefeeds, maintenance.retention_hours(params.get("retention_hours")),
-            enforce_retention_duration=bool(params["enforce_retention_duration"]))
+        return maintenance.maintain_dq_results(changefeeds, context["params"])
 
     @task
     def prune_bronze(changefeeds: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
-        params = context["params"]
-        return maintenance.prune_bronze(changefeeds, maintenance.retention_hours(params.get("retention_hours")))
+        return maintenance.prune_bronze(changefeeds, context["params"])
 
     @task
     def remove_rebuild_trash(changefeeds: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
-        return maintenance.remove_rebuild_trash(changefeeds, float(context["params"]["trash_retention_days"]))
+        return maintenance.remove_rebuild_trash(changefeeds, context["params"])
 
     @task
     def reconcile(changefeeds: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
-        params = context["params"]
-        return maintenance.reconcile_changefeeds(
-            changefeeds, maintenance.reconcile_interval_hours(params.get("reconcile_interval_hours")),
-            force=bool(params.get("reconcile_now")))
+        return maintenance.reconcile(changefeeds, context["params"])
 
     @task
     def refresh_gc_safe_points(changefeeds: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
-        return maintenance.refresh_gc_safe_points(changefeeds, int(context["params"]["gc_ttl_hours"]))
+        return maintenance.refresh_gc_safe_points(changefeeds, context["params"])
 
     changefeeds = list_changefeeds()
     maintain_table.expand(table=find_silver_tables(changefeeds))

@@ -36,15 +36,15 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from cdc_core import failpoint
 from cdc_core.changefeed.apply_result import no_events_reason, skipped
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs, TableEntry
 from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
-from spark_jobs.job_io import check_names, read_args, ts_arg, write_result
+from spark_jobs.job_io import read_job_args, write_result
 from spark_jobs.load.delta_writer import DeltaRsWriter, DeltaWriter, get_writer
 from spark_jobs.load.table_moves import read_move
 from spark_jobs.normalize import mapped_values
@@ -65,8 +65,6 @@ TABLE_THREADS = 4  # tables merged at once: most of a small table's merge waits 
 # Events of a step the driver holds to apply them in Arrow (at ~200-byte rows with both images, ~100 MB of values);
 # the tables past it are applied in Spark. A window is cut at [window] max-events (1 M by default) anyway.
 DRIVER_EVENTS = 250_000
-
-TableEntry = TableInfo | str | Mapping[str, Any]
 
 
 def apply_window(
@@ -293,72 +291,8 @@ def _table_info(it: Any) -> TableInfo:
     return TableInfo.from_dict(dict(it))
 
 
-WRITERS = ("delta-rs", "delta-spark")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ApplyArgs:
-    """The ``apply_window`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
-    ``cdc_core.changefeed.steps`` sends; see :func:`apply_window` for what each means).
-
-    Raises ``ValueError`` naming the argument: a missing one, one the job does not know (a typo would otherwise be
-    ignored), a ts that is not an integer, a writer that is not one of ``WRITERS``.
-    """
-
-    sink_uri: str
-    changefeed_id: str
-    window_end_ts: int
-    tables: tuple[TableEntry, ...]
-    after_ts: int | None = None
-    upto_ts: int | None = None
-    version: int | None = None
-    at_barrier: bool = False
-    event_filters: Mapping[int | str, Sequence[Mapping[str, Any]]] | None = None
-    ignore_txn_start_ts: tuple[int, ...] = ()
-    writer: Literal["delta-rs", "delta-spark"] | None = None
-    ignore_moves: bool = False
-    deletion_vectors: bool = False
-
-    @classmethod
-    def from_dict(cls, args: Mapping[str, Any]) -> ApplyArgs:
-        """``args`` as JSON gives them. ``checkpoint_ts`` is still read as ``after_ts`` when ``after_ts`` is absent
-        (a whole-window run); ``barrier_ts`` is refused with what replaced it."""
-        if "barrier_ts" in args:
-            raise ValueError("apply_window no longer takes barrier_ts: pass after_ts, upto_ts and version")
-        check_names("apply_window", args, {f.name for f in fields(cls)} | {"checkpoint_ts"},
-                    ("sink_uri", "changefeed_id", "window_end_ts", "tables"))
-        writer = args.get("writer")
-        if writer is not None and writer not in WRITERS:
-            raise ValueError(f"apply_window: writer must be one of {list(WRITERS)}, got {writer!r}")
-        return cls(
-            sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
-            window_end_ts=_int(args["window_end_ts"], "window_end_ts"), tables=tuple(args["tables"]),
-            after_ts=_opt_int(args["after_ts"], "after_ts") if "after_ts" in args else
-            _opt_int(args.get("checkpoint_ts"), "checkpoint_ts"),
-            upto_ts=_opt_int(args.get("upto_ts"), "upto_ts"), version=_opt_int(args.get("version"), "version"),
-            at_barrier=_bool(args.get("at_barrier", False), "at_barrier"), event_filters=args.get("event_filters"),
-            ignore_txn_start_ts=tuple(_int(t, "ignore_txn_start_ts") for t in args.get("ignore_txn_start_ts") or ()),
-            writer=writer, ignore_moves=bool(args.get("ignore_moves")),
-            deletion_vectors=_bool(args.get("deletion_vectors", False), "deletion_vectors"),
-        )  # fmt: skip
-
-
-def _int(v: Any, name: str) -> int:
-    return ts_arg("apply_window", name, v)
-
-
-def _bool(v: Any, name: str) -> bool:
-    if not isinstance(v, bool):
-        raise ValueError(f"apply_window: {name} must be true or false, got {v!r}")
-    return v
-
-
-def _opt_int(v: Any, name: str) -> int | None:
-    return None if v is None else _int(v, name)
-
-
-def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`ApplyArgs` in. Returns
+def run_job(a: ApplyArgs) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point: ``ApplyArgs`` in, JSON out. Returns
     ``{"window_end_ts", "after_ts", "upto_ts", "version", "tables": {<db.table>: stats},
     "rows_upserted", "rows_deleted"}``.
 
@@ -366,7 +300,6 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     applies in Arrow with delta-rs starts no JVM, which in a fresh process (each Airflow task, each
     ``cdcflow changefeed run``) is most of the step's time.
     """
-    a = ApplyArgs.from_dict(args)
     upto = a.window_end_ts if a.upto_ts is None else a.upto_ts
     version = upto if a.version is None else a.version
     stats = apply_window(
@@ -407,17 +340,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if ns.args:
-        job_args = read_args(ns.args)
+        job_args = read_job_args(ApplyArgs, ns.args)
     else:
         missing = [o for o in ("sink", "changefeed", "window_end_ts", "tables") if getattr(ns, o) is None]
         if missing:
             p.error(f"either --args or all of {', '.join('--' + m.replace('_', '-') for m in missing)}")
         text = ns.tables if ns.tables.lstrip().startswith("[") else open(ns.tables, encoding="utf-8").read()
-        job_args = {
+        job_args = ApplyArgs.from_dict({
             "sink_uri": ns.sink, "changefeed_id": ns.changefeed, "window_end_ts": ns.window_end_ts,
             "tables": json.loads(text), "after_ts": ns.after_ts, "upto_ts": ns.upto_ts,
             "version": ns.version, "ignore_txn_start_ts": ns.ignore_txn_start_ts, "writer": ns.writer,
-        }  # fmt: skip
+        })  # fmt: skip
     write_result(run_job(job_args), ns.result)
     return 0
 

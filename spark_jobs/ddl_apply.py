@@ -81,17 +81,17 @@ Run under spark-submit like the other jobs::
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from cdc_core.changefeed.job_args.ddl_apply import DdlApplyArgs, Exchange, Upstream
 from cdc_core.codec.sink_uri import app_id_for, check_lake_names, component_name, table_path
 from cdc_core.errors import ChangefeedError, UpstreamError
 from cdc_core.schema import column_type as ct
@@ -99,7 +99,7 @@ from cdc_core.schema.ddl_job import JOB_TYPES, MULTI_SCHEMA_CHANGE, DDLJob
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from cdc_core.schema.partition import PartitionError
 from cdc_core.schema.partition_rule import rule_of
-from spark_jobs.job_io import args_file_main, check_names, table_arg
+from spark_jobs.job_io import args_file_main
 from spark_jobs.load import partition_rows
 from spark_jobs.load.delta_writer import check_schema, create_silver_table, merge_predicate
 from spark_jobs.load.table_moves import database_dir, dropped_path, move_dir, record_move, silver_dir
@@ -108,19 +108,6 @@ from spark_jobs.normalize import mapped_values
 log = logging.getLogger(__name__)
 
 REWRITE_BATCH_ROWS = 65_536
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """Where the upstream's rows are read at the barrier, for the jobs that need them (a re-key by _tidb_rowid)."""
-
-    pd_addr: str
-    tidb: str | None = None
-
-    @classmethod
-    def from_args(cls, d: Mapping[str, Any]) -> Upstream:
-        check_names("ddl_apply upstream", d, ("pd_addr", "tidb"), ("pd_addr",))
-        return cls(str(d["pd_addr"]), d.get("tidb"))
 
 
 @dataclass(frozen=True)
@@ -156,26 +143,6 @@ class _Ctx:
 # the barrier on, and the old ranges go by delete-range, neither a change of the logical table.
 _RELAYOUT = ("alter table reorganize partition", "alter table partition by", "alter table remove partitioning")
 _RELAYOUT_NOTE = "nothing to write (the rows stay; only the physical ids that hold them changed)"
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """The other side of an EXCHANGE PARTITION: the normal table just before and after the job (by its upstream
-    names), the table whose names give its Delta path, whether it is replicated, and where the upstream is."""
-
-    normal_before: TableInfo
-    normal_after: TableInfo
-    normal_target: TableInfo
-    replicate_normal: bool
-    pd_addr: str
-    tidb: str | None = None
-
-    @classmethod
-    def from_args(cls, d: dict[str, Any]) -> Exchange:
-        after = _need_info(d.get("normal_after"), "normal_after")
-        return cls(_need_info(d.get("normal_before"), "normal_before"), after,
-                   _info(d.get("normal_target")) or after, bool(d.get("replicate_normal")), str(d["pd_addr"]),
-                   d.get("tidb"))
 
 
 def apply_ddl(
@@ -784,60 +751,17 @@ def _rekey_by_rowid(ctx: _Ctx, before: TableInfo, after: TableInfo, path: str) -
 # --- job entry points -----------------------------------------------------------------------------
 
 
-def _info(v: Any) -> TableInfo | None:
-    return None if v is None else table_arg(v)
-
-
-def _need_info(v: Any, which: str) -> TableInfo:
-    info = _info(v)
-    if info is None:
-        raise ChangefeedError(f"ddl_apply: exchange argument {which!r} is missing")
-    return info
-
-
-def _job(v: Any) -> DDLJob:
-    if isinstance(v, DDLJob):
-        return v
-    return DDLJob.from_row(json.loads(v) if isinstance(v, str | bytes) else dict(v))
-
-
-@dataclass(frozen=True)
-class DdlApplyArgs:
-    """The ``ddl_apply`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
-    ``cdc_core.changefeed.steps`` sends): the DDL ``job`` (``DDLJob.to_json()``), its table just ``before`` and
-    ``after`` it (``TableInfo`` JSON or null), and for EXCHANGE PARTITION ``exchange`` (:class:`Exchange`'s
-    fields, table infos as JSON). See :func:`apply_ddl`.
-
-    Raises ``ValueError`` naming the argument: a missing one, one the job does not know."""
-
-    sink_uri: str
-    changefeed_id: str
-    job: DDLJob
-    before: TableInfo | None = None
-    after: TableInfo | None = None
-    exchange: Exchange | None = None
-    upstream: Upstream | None = None
-
-    @classmethod
-    def from_dict(cls, args: Mapping[str, Any]) -> DdlApplyArgs:
-        check_names("ddl_apply", args, [f.name for f in fields(cls)], ("sink_uri", "changefeed_id", "job"))
-        ex, up = args.get("exchange"), args.get("upstream")
-        return cls(str(args["sink_uri"]), str(args["changefeed_id"]), _job(args["job"]), _info(args.get("before")),
-                   _info(args.get("after")), Exchange.from_args(ex) if ex else None,
-                   Upstream.from_args(up) if up else None)
-
-
-def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`DdlApplyArgs` in; returns
-    :func:`apply_ddl`'s result."""
-    opts = DdlApplyArgs.from_dict(args)
+def run_job(opts: DdlApplyArgs) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point: ``DdlApplyArgs`` in; returns :func:`apply_ddl`'s
+    result."""
     return apply_ddl(opts.sink_uri, opts.changefeed_id, opts.job, opts.before, opts.after, opts.exchange,
                      opts.upstream)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """spark-submit / CLI entry point: ``--args FILE [--result FILE]``."""
-    return args_file_main("spark_jobs.ddl_apply", "Apply one DDL job to the silver tables.", run_job, argv)
+    return args_file_main("spark_jobs.ddl_apply", "Apply one DDL job to the silver tables.", run_job, DdlApplyArgs,
+                          argv)
 
 
 if __name__ == "__main__":

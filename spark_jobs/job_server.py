@@ -7,16 +7,15 @@ with the master and one set of executors (each submission cost all three again: 
 Protocol, over the Unix socket the submitter listens on (``--socket``; a local file, because spark-submit's Python
 runner gives the driver no stdin and merges its stderr into stdout): first ``{"pid": <this driver>}`` (so that a
 submitter that gives up can kill it, not only the JVM it runs under), then one JSON request per line,
-``{"job": name, "entry": "spark_jobs.<module>:<function>", "args": {...}}``, each answered by one JSON line,
-``{"result": {...}}`` or ``{"error": "<the traceback>", "spark_alive": <whether the SparkContext still runs>}``.
-The job's own exception does not end the application (the submitter judges it, as it judges a one-shot job's exit);
-the end of the socket does.
+``{"job": name, "args": {...}}`` (a key of ``spark_engine.JOBS`` and the JSON of its ``job_args`` class), each
+answered by one JSON line, ``{"result": {...}}`` or ``{"error": "<the traceback>", "spark_alive": <whether the
+SparkContext still runs>}``. The job's own exception does not end the application (the submitter judges it, as it
+judges a one-shot job's exit); the end of the socket does.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
@@ -25,7 +24,9 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-ENTRY_PACKAGE = "spark_jobs."  # only cdcflow's jobs run here, whatever a request names
+from cdc_core.changefeed import spark_engine
+from cdc_core.changefeed.job_args.registry import from_job_dict
+
 # The JVM this driver runs under (spark-submit's PythonRunner starts the driver as its child): once it is gone, this
 # process is someone else's child.
 _JVM_PID = os.getppid()
@@ -35,10 +36,9 @@ def run_request(request: dict[str, Any]) -> bytes:
     """One job: the reply line with its result, or with the traceback of what it raised (a result that is not
     JSON included)."""
     try:
-        module, _, func = str(request["entry"]).partition(":")
-        if not module.startswith(ENTRY_PACKAGE) or not func:
-            raise ValueError(f"not a cdcflow Spark job entry: {request['entry']!r}")
-        result = getattr(importlib.import_module(module), func)(request["args"])
+        # only cdcflow's jobs run here: a name that is not one of them is refused before anything is imported
+        args = from_job_dict(str(request["job"]), request["args"])
+        result = spark_engine.entry_point(args.JOB)(args)
         return json.dumps({"result": result}).encode() + b"\n"
     except Exception:  # the traceback goes back to the submitter, which logs and judges it
         return json.dumps({"error": traceback.format_exc(), "spark_alive": spark_alive()}).encode() + b"\n"

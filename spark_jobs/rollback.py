@@ -12,14 +12,14 @@ skips only what the app transaction says is applied). The RESTORE keeps the fail
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
 from typing import Any
 
+from cdc_core.changefeed.job_args.rollback import RollbackArgs
 from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_path
 from cdc_core.schema.model import TableInfo
 from spark_jobs.checks.data_quality import version_as_of
-from spark_jobs.job_io import args_file_main, check_names, table_arg, ts_arg
+from spark_jobs.job_io import args_file_main
 from spark_jobs.load.delta_writer import commit_metadata
 
 log = logging.getLogger(__name__)
@@ -56,41 +56,15 @@ def roll_back(sink: str, changefeed_id: str, tables: Sequence[TableInfo], to_ts:
     return out
 
 
-@dataclass(frozen=True)
-class RollbackArgs:
-    """The ``rollback`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
-    ``cdc_core.changefeed.tasks`` sends): restore ``tables`` (TableInfo JSON or dict each) of ``changefeed_id``'s
-    silver tables under ``sink_uri`` to their state at ``ts``, logging ``reason``.
-
-    Raises ``ValueError`` naming the argument: a missing one, one the job does not know, a ts that is not an
-    integer."""
-
-    sink_uri: str
-    changefeed_id: str
-    tables: tuple[TableInfo, ...]
-    ts: int
-    reason: str = "a check failed"
-
-    @classmethod
-    def from_dict(cls, args: Mapping[str, Any]) -> RollbackArgs:
-        check_names(_JOB, args, [f.name for f in fields(cls)], ("sink_uri", "changefeed_id", "tables", "ts"))
-        tables = tuple(table_arg(t) for t in args["tables"])
-        return cls(str(args["sink_uri"]), str(args["changefeed_id"]), tables, ts_arg(_JOB, "ts", args["ts"]),
-                   str(args.get("reason") or "a check failed"))
-
-
-_JOB = "rollback"
-
-
-def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`RollbackArgs` in. Returns
-    ``{"tables": {name: what was done}}``."""
-    opts = RollbackArgs.from_dict(args)
+def run_job(opts: RollbackArgs) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point: ``RollbackArgs`` in, JSON out: ``{"tables": {name:
+    what was done}}``."""
     return {"tables": roll_back(opts.sink_uri, opts.changefeed_id, opts.tables, opts.ts, opts.reason)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return args_file_main("spark_jobs.rollback", "Restore silver tables to their state at a ts.", run_job, argv)
+    return args_file_main("spark_jobs.rollback", "Restore silver tables to their state at a ts.", run_job,
+                          RollbackArgs, argv)
 
 
 if __name__ == "__main__":

@@ -38,24 +38,23 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from cdc_core.changefeed.job_args.snapshot_load import DEFAULT_MAX_CHUNKS, SnapshotJobArgs
 from cdc_core.codec import changelog
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
-from spark_jobs.job_io import args_file_main, check_names, table_arg, ts_arg
+from spark_jobs.job_io import args_file_main
 from spark_jobs.load import silver_read
 from spark_jobs.load.delta_writer import commit_metadata, create_silver_table
 from spark_jobs.normalize import mapped_values
 from spark_jobs.upstream_read import (
-    DEFAULT_MAX_CHUNKS,
     LOAD_BATCH_ROWS,
     base_schema,
     batched,
@@ -287,88 +286,14 @@ def load_base(
 # --- job entry points ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BaseLoad:
-    """One table's base to load (phase "load"): the table (its names give the Delta path), the base directory, the
-    app-txn version the load records and the load's id."""
-
-    table: TableInfo
-    base: str
-    version: int
-    load_id: str
-
-
-_REQUIRED = {"fetch": ("sink_uri", "changefeed_id", "pd_addr", "ts", "tables"),
-             "load": ("sink_uri", "changefeed_id", "loads"),
-             "fold": ("sink_uri", "changefeed_id", "ts", "tables")}
-_OPTIONAL = {"fetch": ("tidb", "max_chunks"), "load": (), "fold": ()}
-_LOAD_KEYS = ("table", "base", "version", "load_id")
-
-
-@dataclass(frozen=True)
-class SnapshotJobArgs:
-    """The ``snapshot_load`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
-    ``cdc_core.changefeed.snapshot``, ``rebuild`` and ``retention`` send). Each ``phase`` takes its own:
-
-    - "fetch": ``pd_addr``, ``ts``, ``tables`` (TableInfo JSON at ``ts``), optional ``max_chunks`` and ``tidb``
-      (TiDB's SQL addresses; default: those registered in PD);
-    - "load": ``loads``, each ``{"table": TableInfo JSON, "base": directory, "version": app-txn version,
-      "load_id": str}`` (:class:`BaseLoad`);
-    - "fold": ``ts``, ``tables`` (TableInfo JSON at ``ts``);
-
-    and all of them ``sink_uri`` and ``changefeed_id``. Raises ``ValueError`` naming the argument: an unknown phase,
-    a missing argument, one the phase does not take, a ts or version that is not an integer.
-    """
-
-    phase: str
-    sink_uri: str
-    changefeed_id: str
-    ts: int | None = None
-    tables: tuple[TableInfo, ...] = ()
-    pd_addr: str | None = None
-    tidb: str | None = None
-    max_chunks: int = DEFAULT_MAX_CHUNKS
-    loads: tuple[BaseLoad, ...] = ()
-
-    @classmethod
-    def from_dict(cls, args: Mapping[str, Any]) -> SnapshotJobArgs:
-        phase = args.get("phase")
-        if not isinstance(phase, str) or phase not in _REQUIRED:
-            raise ValueError(f"snapshot_load: phase must be 'fetch', 'load' or 'fold', got {phase!r}")
-        job = f"snapshot_load ({phase})"
-        check_names(job, args, ("phase", *_REQUIRED[phase], *_OPTIONAL[phase]), _REQUIRED[phase])
-        loads = []
-        for i, item in enumerate(args.get("loads") or ()):
-            if not isinstance(item, Mapping):
-                raise ValueError(f"{job}: loads[{i}] must be {{\"table\", \"base\", \"version\", \"load_id\"}}, "
-                                 f"got {item!r}")
-            check_names(f"{job} loads[{i}]", item, _LOAD_KEYS, _LOAD_KEYS)
-            loads.append(BaseLoad(table_arg(item["table"]), str(item["base"]),
-                                  ts_arg(job, f"loads[{i}].version", item["version"]), str(item["load_id"])))
-        return cls(phase=phase, sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
-                   ts=ts_arg(job, "ts", args["ts"]) if "ts" in args else None,
-                   tables=tuple(table_arg(x) for x in args.get("tables") or ()),
-                   pd_addr=args.get("pd_addr"), tidb=args.get("tidb"),
-                   max_chunks=_max_chunks(job, args.get("max_chunks")), loads=tuple(loads))
-
-
-def _max_chunks(job: str, v: Any) -> int:
-    if v is None:
-        return DEFAULT_MAX_CHUNKS
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f"{job}: max_chunks must be a positive integer, got {v!r}")
-    return v
-
-
-def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`SnapshotJobArgs` in.
+def run_job(opts: SnapshotJobArgs) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point: ``SnapshotJobArgs`` in, JSON out.
 
     "fetch" returns ``{"tables": {"db.t": {"rows", "chunks", "chunking", "path", "skipped", "reason",
     "seconds"}}}``; "load" ``{"tables": {"db.t": {"rows", "delta_version", "applied_version", "skipped", "reason",
     "path"}}}``; "fold" (the bases at ``ts`` from the silver tables, :func:`fold_table`) ``{"tables": {"db.t":
     {"rows", "delta_version", "path", "skipped", "reason"}}}``; each with the ``phase``.
     """
-    opts = SnapshotJobArgs.from_dict(args)
     out: dict[str, dict[str, Any]] = {}
     if opts.phase == "fetch":
         from spark_jobs.session import get_spark
@@ -402,7 +327,8 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """spark-submit entry point: ``--args FILE [--result FILE]``."""
-    return args_file_main("spark_jobs.snapshot_load", "Snapshot bases: fetch or load.", run_job, argv)
+    return args_file_main("spark_jobs.snapshot_load", "Snapshot bases: fetch or load.", run_job, SnapshotJobArgs,
+                          argv)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from cdc_core.changefeed.config import DqMode
+from cdc_core.changefeed.job_args.snapshot_load import DEFAULT_MAX_CHUNKS
 from cdc_core.client.tidb_sql import ENV_TIDB
 from cdc_core.codec import key as keycodec
 from cdc_core.codec import memcomparable, rowcodec
@@ -39,11 +41,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from cdc_core.client.upstream import UpstreamClient
-    from spark_jobs.checks.data_quality import Mode
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_CHUNKS = 64
 LOAD_BATCH_ROWS = 65_536
 POINT_BATCH = 1_000
 # Key column kinds whose values this job writes as SQL literals that select exactly the rows holding them.
@@ -461,7 +461,7 @@ def upstream_at_keys(spark: SparkSession, pd_addr: str, tidb: str | None, ts: in
     return keys.mapInArrow(fetch, target)
 
 
-def upstream_side(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table, mode: Mode | str,
+def upstream_side(pd_addr: str, tidb: str | None, ts: int, table: TableInfo, keys: pa.Table, mode: DqMode,
                   client: UpstreamClient | None = None) -> tuple[int, pa.Table | None]:
     """What the checks on the driver compare a table's Delta side with: the upstream's ``COUNT(*)`` at ``ts``, and
     its rows at ``keys`` (mode "checksum"; else None)."""

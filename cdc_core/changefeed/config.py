@@ -47,7 +47,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeGuard, get_args
 
 from cdc_core import durable
 from cdc_core.changefeed.schedule import parse_schedule
@@ -65,7 +65,15 @@ _TOP_KEYS = {
     "changefeed-id", "sink-uri", "start-ts", "target-ts", "pd", "upstream", "tidb", "initial-snapshot", "filter",
     "airflow", "data-quality", "table-discovery", "puller", "window", "sink",
 }
-DQ_MODES = ("checksum", "count", "off")
+# What a window's checks compare with the upstream: rows and a checksum, the row count only, or nothing (the
+# structural checks still run). The jobs' arguments (``job_args``) take the same type.
+DqMode = Literal["checksum", "count", "off"]
+DQ_MODES: tuple[DqMode, ...] = get_args(DqMode)
+
+
+def is_dq_mode(v: object) -> TypeGuard[DqMode]:
+    """Whether ``v`` is one of ``DQ_MODES``."""
+    return v in DQ_MODES
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,7 @@ class ChangefeedConfig:
     filter_rules: tuple[str, ...] = ("*.*",)
     schedule: str = "*/5 * * * *"
     catchup: bool = False
-    dq_mode: str = "checksum"
+    dq_mode: DqMode = "checksum"
     # A window of more row events than this is applied in sub-windows of at most this many (issue 18).
     window_max_events: int = 1_000_000
     # [sink] deletion-vectors: the silver tables take Delta deletion vectors, so that a window's MERGE marks the rows
@@ -249,7 +257,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
 
     dq = _get(data, "data-quality", dict, source, {})
     mode = _get(dq, "mode", str, f"{source} [data-quality]", "checksum")
-    if mode not in DQ_MODES:
+    if not is_dq_mode(mode):
         raise ConfigError(f"{source} [data-quality]: `mode` must be one of {', '.join(DQ_MODES)}, got {mode!r}")
 
     win = _get(data, "window", dict, source, {})

@@ -12,8 +12,9 @@ import time
 from typing import Any
 
 import pyarrow as pa
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
+from cdc_core.changefeed.config import DqMode
 from cdc_core.codec.sink_uri import local_path
 
 SCHEMA = pa.schema([
@@ -36,11 +37,16 @@ def results_path(sink_uri: str) -> str:
     return str(local_path(sink_uri) / "_cdcflow" / "dq_results")
 
 
+def exists(sink_uri: str) -> bool:
+    """Whether the sink has a result log yet (a check wrote to it)."""
+    return bool(DeltaTable.is_deltatable(results_path(sink_uri)))
+
+
 def _text(v: Any) -> str | None:
     return None if v is None else (v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str))
 
 
-def append(sink_uri: str, changefeed_id: str, ts: int, where: str, mode: str, reports: dict[str, Any]) -> int:
+def append(sink_uri: str, changefeed_id: str, ts: int, where: str, mode: DqMode, reports: dict[str, Any]) -> int:
     """Append the reports of one check (``{table: CheckReport dict}``); returns the rows written."""
     now = int(time.time() * 1_000_000)
     rows = [
@@ -72,7 +78,7 @@ def mapped_reports(mapped: dict[str, dict[str, int]]) -> dict[str, Any]:
         for table, by_column in mapped.items()}
 
 
-def record_mapped(sink_uri: str, changefeed_id: str, mode: str, ts: int, where: str, tables: dict[str, Any],
+def record_mapped(sink_uri: str, changefeed_id: str, mode: DqMode, ts: int, where: str, tables: dict[str, Any],
                   total: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     """Append, per table and column, the values a load or a step wrote as NULL because Delta cannot hold them
     (``tables``: a job's per-table results, each with its ``mapped`` counts, ``spark_jobs.normalize.mapped_values``; a

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cdc_core.codec import tso
 from cdc_core.errors import CdcflowError, ChangefeedError, UpstreamError
 from cdc_core.log import get_logger
 from cdc_core.puller.pd_client import PDClient
+
+if TYPE_CHECKING:
+    from cdc_core.changefeed.config import ChangefeedConfig
 
 log = get_logger("cdcflow.changefeed.gc")
 
@@ -136,16 +139,17 @@ def check_not_lost_by_gc(pd_addr: str, changefeed_id: str, ts: int, what: str = 
 # --- by changefeed id (the PD address from its config), never failing the caller -----------------------
 
 
-def _pd_addr_of(changefeed_id: str) -> str:
+def _pd_addr_of(changefeed_id: str, cfg: ChangefeedConfig | None = None) -> str:
     from cdc_core.changefeed.config import load_config
     from cdc_core.client.upstream import resolve_pd_addr
 
-    return resolve_pd_addr(load_config(changefeed_id).upstream)
+    return resolve_pd_addr((cfg or load_config(changefeed_id)).upstream)
 
 
-def refresh_for_changefeed(changefeed_id: str, checkpoint_ts: int | None = None,
-                           ttl_s: int = DEFAULT_TTL_S) -> ServiceSafePoint | None:
-    """Refresh the changefeed's safe point at ``checkpoint_ts`` (default: its state's checkpoint).
+def refresh_for_changefeed(changefeed_id: str, checkpoint_ts: int | None = None, ttl_s: int = DEFAULT_TTL_S, *,
+                           cfg: ChangefeedConfig | None = None) -> ServiceSafePoint | None:
+    """Refresh the changefeed's safe point at ``checkpoint_ts`` (default: its state's checkpoint), at the upstream
+    of ``cfg`` (default: the changefeed's config, loaded here).
 
     For callers whose own work is done (publish, maintenance): an unreachable upstream is logged and gives
     None instead of failing them; the TTL leaves a day for the next refresh.
@@ -155,7 +159,7 @@ def refresh_for_changefeed(changefeed_id: str, checkpoint_ts: int | None = None,
             from cdc_core.changefeed.state import load_state
 
             checkpoint_ts = load_state(changefeed_id).checkpoint_ts
-        return refresh_service_safe_point(_pd_addr_of(changefeed_id), changefeed_id, checkpoint_ts, ttl_s)
+        return refresh_service_safe_point(_pd_addr_of(changefeed_id, cfg), changefeed_id, checkpoint_ts, ttl_s)
     except CdcflowError as exc:
         log.warning("service gc safe point not refreshed", changefeed_id=changefeed_id, error=str(exc))
         return None

@@ -32,6 +32,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from cdc_core import durable
 from cdc_core.changefeed import file_lock
+from cdc_core.changefeed.window_plan import WindowPlan
 from cdc_core.codec import tso
 from cdc_core.home import state_dir
 from cdc_core.log import get_logger
@@ -188,7 +189,7 @@ class PullMemorySampler:
 
 def records_pull_memory(fn: Callable[P, R]) -> Callable[P, R]:
     """Decorate a pull step ``fn(plan, ...)``: sample the puller's memory while it runs and record the peak for
-    ``plan["changefeed_id"]`` (also when the pull fails). Recording never fails the pull."""
+    ``plan.changefeed_id`` (also when the pull fails). Recording never fails the pull."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -198,7 +199,7 @@ def records_pull_memory(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         finally:
             memory = sampler.stop()
-            changefeed_id = plan.get("changefeed_id") if isinstance(plan, dict) else None
+            changefeed_id = plan.changefeed_id if isinstance(plan, WindowPlan) else None
             if changefeed_id:
                 try:
                     record_pull_memory(str(changefeed_id), memory)
@@ -209,7 +210,7 @@ def records_pull_memory(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def records_duration(step: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a window step ``fn(plan, ...)``: record its wall time and outcome for ``plan["changefeed_id"]``
+    """Decorate a window step ``fn(plan, ...)``: record its wall time and outcome for ``plan.changefeed_id``
     (a skipped step too: it took that long). Recording never fails the step."""
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
@@ -222,7 +223,7 @@ def records_duration(step: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
                 ok = True
                 return out
             finally:
-                changefeed_id = plan.get("changefeed_id") if isinstance(plan, dict) else None
+                changefeed_id = plan.changefeed_id if isinstance(plan, WindowPlan) else None
                 if changefeed_id:
                     took = {"seconds": round(time.monotonic() - started, 3), "ok": ok, "at": round(time.time(), 3)}
                     try:

@@ -71,9 +71,11 @@ from . import dq_results, spark_engine
 from .barriers import applies, plan_steps, relevant
 from .config import ChangefeedConfig
 from .ddl_puller import SchemaLog, decode_jobs
+from .job_args.snapshot_load import BaseLoad, SnapshotJobArgs
 from .state import ChangefeedState, locked_state
 from .steps import StepsResult, apply_steps, replicated_at, shared_commit_ts
 from .sub_windows import window_cuts
+from .window_plan import RebuildPlan
 
 log = get_logger("cdcflow.changefeed")
 
@@ -255,30 +257,29 @@ def _renamer(targets: dict[int, TableInfo]) -> Callable[[TableInfo], TableInfo]:
     return target_of
 
 
-def rebuild(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
-    """``apply`` of a rebuild window, before its steps; returns what was done per table."""
-    rb = p["rebuild"]
-    cid, sink, ts = cfg.changefeed_id, cfg.sink_uri, int(p["checkpoint_ts"])
-    if rb.get("noop"):
-        log.info(rb["reason"], changefeed_id=cid, run_tag=rb.get("tag"))
-        return {"skipped": True, "reason": rb["reason"], "tables": {}}
+def rebuild(cfg: ChangefeedConfig, rb: RebuildPlan, ts: int) -> dict[str, Any]:
+    """``apply`` of a rebuild window at its checkpoint ``ts``, before its steps; returns what was done per table."""
+    cid, sink = cfg.changefeed_id, cfg.sink_uri
+    if rb.noop:
+        log.info(rb.reason, changefeed_id=cid, run_tag=rb.tag)
+        return {"skipped": True, "reason": rb.reason, "tables": {}}
     started = time.monotonic()
     # 1. Record the rebuild (or resume the unfinished one) before anything moves.
     with locked_state(cid) as st:
         cur = unfinished(st)
-        done = already_rebuilt(st, rb.get("tag"), list(rb["tables"]), ts) if cur is None else None
-        if cur is None and st.rebuild is not None and st.rebuild.get("done") and st.rebuild.get("id") == rb.get("id"):
-            done = f"already rebuilt by this plan (rebuild {rb.get('id')}) at checkpoint {st.rebuild.get('ts')}"
+        done = already_rebuilt(st, rb.tag, list(rb.tables), ts) if cur is None else None
+        if cur is None and st.rebuild is not None and st.rebuild.get("done") and st.rebuild.get("id") == rb.id:
+            done = f"already rebuilt by this plan (rebuild {rb.id}) at checkpoint {st.rebuild.get('ts')}"
         if done is not None:  # a retry of this window, or another run of the backfill, rebuilt them already
-            log.info(done, changefeed_id=cid, run_tag=rb.get("tag"))
+            log.info(done, changefeed_id=cid, run_tag=rb.tag)
             return {"skipped": True, "reason": done, "tables": {}}
         if cur is not None:
-            names = sorted({*cur["tables"], *rb["tables"]})
-            cur.update(tables=names, tag=rb.get("tag") or cur.get("tag"), ts=ts)
+            names = sorted({*cur["tables"], *rb.tables})
+            cur.update(tables=names, tag=rb.tag or cur.get("tag"), ts=ts)
             log.info("resuming an unfinished rebuild", changefeed_id=cid, trash=cur["trash"], moved=cur["moved"])
         else:
-            names = sorted(rb["tables"])
-            cur = st.rebuild = {"id": rb.get("id"), "ts": ts, "tag": rb.get("tag"), "tables": names,
+            names = sorted(rb.tables)
+            cur = st.rebuild = {"id": rb.id, "ts": ts, "tag": rb.tag, "tables": names,
                                 "trash": trash_name(ts), "moved": [], "done": False, "replayed_to": None,
                                 "started_at": time.time(), "finished_at": None}
         trash = trash_root(sink) / str(cur["trash"])
@@ -335,12 +336,10 @@ def _replay_group(
         for i in starts[t.qualified_name].ids:
             targets[i] = t
     target_of = _renamer(targets)
-    loads = [{"table": target_of(s.base_info).to_json(), "base": str(s.base), "version": start_ts,
-              "load_id": f"rebuild/{load_id}"}
-             for t in group if (s := starts[t.qualified_name]).base is not None and s.base_info is not None]
+    loads = tuple(BaseLoad(target_of(s.base_info), str(s.base), start_ts, f"rebuild/{load_id}")
+                  for t in group if (s := starts[t.qualified_name]).base is not None and s.base_info is not None)
     if loads:
-        loaded = spark_engine.run_job("snapshot_load", {"phase": "load", "sink_uri": sink, "changefeed_id": cid,
-                                                        "loads": loads})
+        loaded = spark_engine.run_job(SnapshotJobArgs(phase="load", sink_uri=sink, changefeed_id=cid, loads=loads))
         for name, r in loaded.get("tables", {}).items():
             results[name]["base_rows"] = r.get("rows")
         # values Delta cannot hold, written as NULL, are counted in a rebuild as in the windows it replays

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cdc_core.changefeed import dq_results, spark_engine
-from cdc_core.changefeed.config import ChangefeedConfig, load_config
+from cdc_core.changefeed.config import ChangefeedConfig, DqMode, load_config
+from cdc_core.changefeed.job_args.data_quality import ReconcileArgs
 from cdc_core.changefeed.schema_loader import load_schema
 from cdc_core.changefeed.state import load_state, locked_state
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
@@ -40,21 +41,27 @@ def tables_at(cfg: ChangefeedConfig, ts: int) -> list[TableInfo]:
 BATCH = 8  # tables per data_quality job: reconciled concurrently inside it; between jobs, progress is reported
 
 
-def table_entry(cfg: ChangefeedConfig, table: TableInfo) -> dict[str, Any]:
-    """A table as the ``data_quality`` and ``window_checks`` jobs take it. Event filters that drop its row changes
-    make it differ from the upstream on purpose: its rows and count are not compared (``content`` false; key
-    uniqueness, NOT NULL and schema still are)."""
-    return {"table": table.to_json(), "content": not cfg.event_filter.drops_rows_of(table.db_name, table.name)}
+# A reconciliation compares rows by checksum whatever mode the changefeed's window checks run in.
+RECONCILE_MODE: DqMode = "checksum"
 
 
-def _job_args(cfg: ChangefeedConfig, ts: int, as_of_ts: int | None) -> dict[str, Any]:
-    return {"sink_uri": cfg.sink_uri, "pd_addr": resolve_pd_addr(cfg.upstream), "tidb": cfg.tidb,
-            "mode": "checksum", "ts": ts, "as_of_ts": as_of_ts}
+def table_entry(cfg: ChangefeedConfig, table: TableInfo) -> tuple[TableInfo, bool]:
+    """A table as the ``data_quality`` and ``window_checks`` jobs take it: with whether its content is checked.
+    Event filters that drop its row changes make it differ from the upstream on purpose: its rows and count are not
+    compared (content false; key uniqueness, NOT NULL and schema still are)."""
+    return table, not cfg.event_filter.drops_rows_of(table.db_name, table.name)
+
+
+def _job_args(cfg: ChangefeedConfig, ts: int, as_of_ts: int | None, tables: list[TableInfo], *,
+              single: bool = False) -> ReconcileArgs:
+    return ReconcileArgs(sink_uri=cfg.sink_uri, pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb,
+                         mode=RECONCILE_MODE, ts=ts, as_of_ts=as_of_ts,
+                         tables=tuple(table_entry(cfg, t) for t in tables), single=single)
 
 
 def check_table(cfg: ChangefeedConfig, table: TableInfo, ts: int, *, as_of_ts: int | None = None) -> dict[str, Any]:
     """One table whole at ``ts`` (``as_of_ts``: the Delta table as of that ts, below the checkpoint)."""
-    return spark_engine.run_job("data_quality", {**_job_args(cfg, ts, as_of_ts), **table_entry(cfg, table)})
+    return spark_engine.run_job(_job_args(cfg, ts, as_of_ts, [table], single=True))
 
 
 def reconcile(changefeed_id: str, ts: int | None = None, *,
@@ -69,12 +76,11 @@ def reconcile(changefeed_id: str, ts: int | None = None, *,
         raise ConfigError(f"ts {at} is after the checkpoint {checkpoint}: Delta does not hold that yet")
     reports: dict[str, Any] = {}
     tables = tables_at(cfg, at)
-    common = _job_args(cfg, at, at if at < checkpoint else None)
+    as_of = at if at < checkpoint else None
     with spark_engine.one_application():
         for i in range(0, len(tables), BATCH):
             batch = tables[i:i + BATCH]
-            done = spark_engine.run_job("data_quality", {**common,
-                                                         "tables": [table_entry(cfg, t) for t in batch]})["tables"]
+            done = spark_engine.run_job(_job_args(cfg, at, as_of, batch))["tables"]
             for t in batch:
                 reports[t.qualified_name] = rep = done[t.qualified_name]
                 if on_table is not None:

@@ -141,6 +141,7 @@ def fold_changelog(changefeed_id: str, keep_after_ts: int, *, dry_run: bool = Fa
     from cdc_core.changefeed import spark_engine
     from cdc_core.changefeed.config import load_config
     from cdc_core.changefeed.ddl_puller import SchemaLog
+    from cdc_core.changefeed.job_args.snapshot_load import SnapshotJobArgs
     from cdc_core.changefeed.snapshot import keep_schema, resolve_tables
     from cdc_core.changefeed.state import load_state
 
@@ -161,9 +162,8 @@ def fold_changelog(changefeed_id: str, keep_after_ts: int, *, dry_run: bool = Fa
     if dry_run:
         return {"folded": False, "ts": ts, "tables": {n: None for n in names}, "reason": "dry run"}
     keep_schema(cfg, slog, ts)
-    result = spark_engine.run_job("snapshot_load", {
-        "phase": "fold", "sink_uri": cfg.sink_uri, "changefeed_id": changefeed_id, "ts": ts,
-        "tables": [t.to_json() for t in tables]})
+    result = spark_engine.run_job(SnapshotJobArgs(phase="fold", sink_uri=cfg.sink_uri, changefeed_id=changefeed_id,
+                                                  ts=ts, tables=tuple(tables)))
     changelog.mark_snapshot_complete(cfg.sink_uri, changefeed_id, ts, names)
     rows = {n: r.get("rows") for n, r in result["tables"].items()}
     log.info("folded the changelog into a snapshot", changefeed_id=changefeed_id, ts=ts, tables=rows)

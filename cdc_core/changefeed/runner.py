@@ -48,9 +48,10 @@ def _run_window(changefeed_id: str, target_ts: int | None, say: Progress, *, mod
                 run_tag: str | None, full_check: bool) -> dict[str, Any]:
     p = tasks.plan(changefeed_id, interval_end_ts=None, target_ts=target_ts, mode=mode, tables=tables,
                    run_tag=run_tag, full_check=full_check)
-    say("plan", p)
-    if p["skip"]:
-        return {"plan": p, "skipped": True}
+    planned = p.to_xcom()  # what the CLI shows and the results hold: JSON, as Airflow's XCom
+    say("plan", planned)
+    if p.skip:
+        return {"plan": planned, "skipped": True}
     pulled = tasks.pull(p)
     say("pull", pulled)
     with spark_engine.one_application():  # under spark-submit: one application for the window's jobs
@@ -60,7 +61,8 @@ def _run_window(changefeed_id: str, target_ts: int | None, say: Progress, *, mod
         say("check", checked)
     published = tasks.publish(p, applied, checked)
     say("publish", published)
-    return {"plan": p, "pull": pulled, "apply": applied, "check": checked, "publish": published, "skipped": False}
+    return {"plan": planned, "pull": pulled, "apply": applied, "check": checked, "publish": published,
+            "skipped": False}
 
 
 def run_until(

@@ -35,8 +35,10 @@ from cdc_core.schema.storage import SchemaStorage
 from . import spark_engine
 from .config import ChangefeedConfig
 from .ddl_puller import SchemaLog
+from .job_args.snapshot_load import BaseLoad, SnapshotJobArgs
 from .state import locked_state
 from .steps import replicated_at
+from .window_plan import SnapshotPlan
 
 log = get_logger("cdcflow.changefeed")
 
@@ -85,38 +87,36 @@ def keep_schema(cfg: ChangefeedConfig, slog: SchemaLog, ts: int) -> None:
         changelog.write_schema_snapshot(cfg.sink_uri, cfg.changefeed_id, ts, schema_rows_at(slog, ts))
 
 
-def fetch(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
+def fetch(cfg: ChangefeedConfig, sn: SnapshotPlan) -> dict[str, Any]:
     """``pull`` of a snapshot window: the bases of the plan's tables at its checkpoint."""
-    sn = p["snapshot"]
-    ts = int(sn["ts"])
+    ts = sn.ts
     slog = SchemaLog.load(cfg.changefeed_id)
     keep_schema(cfg, slog, ts)
-    tables = resolve_tables(cfg, slog.storage(), ts, list(sn["tables"]))
+    tables = resolve_tables(cfg, slog.storage(), ts, list(sn.tables))
     started = time.monotonic()
-    result = spark_engine.run_job("snapshot_load", {
-        "phase": "fetch",
-        "sink_uri": cfg.sink_uri,
-        "changefeed_id": cfg.changefeed_id,
-        "pd_addr": resolve_pd_addr(cfg.upstream),
-        "tidb": cfg.tidb,
-        "ts": ts,
-        "tables": [t.to_json() for t in tables],
-    })
-    out = {"ts": ts, "id": sn["id"], "tables": result.get("tables", {}),
+    result = spark_engine.run_job(SnapshotJobArgs(
+        phase="fetch",
+        sink_uri=cfg.sink_uri,
+        changefeed_id=cfg.changefeed_id,
+        pd_addr=resolve_pd_addr(cfg.upstream),
+        tidb=cfg.tidb,
+        ts=ts,
+        tables=tuple(tables),
+    ))
+    out = {"ts": ts, "id": sn.id, "tables": result.get("tables", {}),
            "seconds": round(time.monotonic() - started, 3)}
     log.info("fetched snapshot bases", changefeed_id=cfg.changefeed_id, ts=ts,
              tables={n: r.get("rows") for n, r in out["tables"].items()})
     return out
 
 
-def load(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
+def load(cfg: ChangefeedConfig, sn: SnapshotPlan) -> dict[str, Any]:
     """``apply`` of a snapshot window, before its steps: replace each table's Delta contents from its base."""
-    sn = p["snapshot"]
-    sid, ts, names = str(sn["id"]), int(sn["ts"]), list(sn["tables"])
+    sid, ts, names = sn.id, sn.ts, list(sn.tables)
     with locked_state(cfg.changefeed_id) as st:
         if st.snapshot is None or st.snapshot.get("id") != sid:
-            st.snapshot = {"id": sid, "ts": ts, "tables": names, "initial": bool(sn.get("initial")),
-                           "all_tables": bool(sn.get("all_tables")), "loaded": {}, "done": False,
+            st.snapshot = {"id": sid, "ts": ts, "tables": names, "initial": sn.initial,
+                           "all_tables": sn.all_tables, "loaded": {}, "done": False,
                            "started_at": time.time(), "finished_at": None}
         loaded = dict(st.snapshot.get("loaded") or {})
     results: dict[str, dict[str, Any]] = {}
@@ -128,24 +128,24 @@ def load(cfg: ChangefeedConfig, p: dict[str, Any]) -> dict[str, Any]:
         base = changelog.snapshot_table_dir(cfg.sink_uri, cfg.changefeed_id, ts, t.db_name, t.name)
         if not (base / changelog.TABLE_META).is_file():
             raise ChangefeedError(f"snapshot of {name} at {ts}: no base at {base}; run the window's pull first")
-        res = spark_engine.run_job("snapshot_load", {
-            "phase": "load",
-            "sink_uri": cfg.sink_uri,
-            "changefeed_id": cfg.changefeed_id,
-            "loads": [{"table": t.to_json(), "base": str(base), "version": ts, "load_id": f"snapshot/{sid}"}],
-        })["tables"][name]
+        res = spark_engine.run_job(SnapshotJobArgs(
+            phase="load",
+            sink_uri=cfg.sink_uri,
+            changefeed_id=cfg.changefeed_id,
+            loads=(BaseLoad(t, str(base), ts, f"snapshot/{sid}"),),
+        ))["tables"][name]
         results[name] = res
         with locked_state(cfg.changefeed_id) as st:
             if st.snapshot is not None and st.snapshot.get("id") == sid:
                 st.snapshot.setdefault("loaded", {})[name] = {"rows": res.get("rows"),
                                                               "delta_version": res.get("delta_version")}
         failpoint.hit("snapshot.table_loaded")
-    if sn.get("all_tables"):
+    if sn.all_tables:
         changelog.mark_snapshot_complete(cfg.sink_uri, cfg.changefeed_id, ts, names)
     with locked_state(cfg.changefeed_id) as st:
         if st.snapshot is not None and st.snapshot.get("id") == sid:
             st.snapshot.update(done=True, finished_at=time.time())
-        if sn.get("initial") or sn.get("all_tables"):
+        if sn.initial or sn.all_tables:
             st.initial_snapshot_done = True
     log.info("loaded snapshot", changefeed_id=cfg.changefeed_id, ts=ts, snapshot_id=sid,
              tables={n: r.get("rows") for n, r in results.items()})

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cdc_core.changefeed import delta_jars
+from cdc_core.changefeed.job_args.base import JobArgs
 from cdc_core.errors import ChangefeedError, TransientError
 from cdc_core.log import get_logger
 
@@ -41,10 +42,11 @@ JOBS = {
     "apply_window": "spark_jobs.apply_window:run_job",
     "data_quality": "spark_jobs.checks.data_quality:run_job",
     "ddl_apply": "spark_jobs.ddl_apply:run_job",
+    "maintain": "spark_jobs.maintain:run_job",
     "rollback": "spark_jobs.rollback:run_job",
     "snapshot_load": "spark_jobs.snapshot_load:run_job",
     "window_checks": "spark_jobs.checks.window_checks:run_job",
-    "window_checks_read_ahead": "spark_jobs.checks.window_checks:read_ahead",
+    "window_checks_read_ahead": "spark_jobs.checks.check_read_ahead:start",
 }
 
 
@@ -55,19 +57,27 @@ def engine() -> str:
     return e
 
 
-def run_job(job: str, args: dict[str, Any]) -> dict[str, Any]:
-    """Run a Spark job with JSON-serializable ``args``; returns its JSON-serializable result."""
+def run_job(args: JobArgs) -> dict[str, Any]:
+    """Run the Spark job whose arguments ``args`` are (their class names the job); returns its JSON-serializable
+    result. The local engine hands the job ``args`` itself, the submit engine their JSON."""
+    job = type(args).JOB
     if job not in JOBS:
         raise ChangefeedError(f"unknown Spark job {job!r}")
     if engine() == "local":
-        module, func = JOBS[job].split(":")
-        fn = getattr(importlib.import_module(module), func)
-        result: dict[str, Any] = fn(args)
+        result: dict[str, Any] = entry_point(job)(args)
         return result
     if (app := _current.get()) is not None:
-        return app.run(job, args)
+        return app.run(job, args.to_dict())
     with _Application() as app:
-        return app.run(job, args)
+        return app.run(job, args.to_dict())
+
+
+def entry_point(job: str) -> Callable[[JobArgs], dict[str, Any]]:
+    """The function that runs ``job`` (a key of ``JOBS``), imported now: ``cdc_core`` does not import
+    ``spark_jobs`` at its own import."""
+    module, func = JOBS[job].split(":")
+    fn: Callable[[JobArgs], dict[str, Any]] = getattr(importlib.import_module(module), func)
+    return fn
 
 
 def _failure(stdout: str, stderr: str, lines: int = 20) -> str:
@@ -192,7 +202,7 @@ class _Application:
         assert self._requests is not None and self._replies is not None
         self._sent_at = self._output_sizes()
         try:
-            self._requests.write(json.dumps({"job": job, "entry": JOBS[job], "args": args}).encode() + b"\n")
+            self._requests.write(json.dumps({"job": job, "args": args}).encode() + b"\n")
             self._requests.flush()
             line = self._replies.readline()
         except OSError:

@@ -24,6 +24,8 @@ from cdc_core.schema.storage import SchemaStorage
 from . import spark_engine
 from .barriers import DmlStep, Step
 from .config import ChangefeedConfig
+from .job_args.apply_window import ApplyArgs
+from .job_args.ddl_apply import DdlApplyArgs, Exchange, Upstream
 
 log = get_logger("cdcflow.changefeed")
 
@@ -87,20 +89,20 @@ def apply_steps(
             tables = tables_at(step.schema_ts)
             targets = [target_of(t) for t in tables]
             idle = _idle_step(cfg, step, window_end_ts, targets)
-            result = idle if idle is not None else spark_engine.run_job("apply_window", {
-                "sink_uri": cfg.sink_uri,
-                "changefeed_id": cfg.changefeed_id,
-                "after_ts": step.after_ts,
-                "upto_ts": step.upto_ts,
-                "version": step.version,
-                "at_barrier": step.at_barrier,
-                "window_end_ts": window_end_ts,
-                "tables": [t.to_json() for t in targets],
-                "event_filters": {str(t.id): efilter.dml_specs(t.db_name, t.name) for t in tables},
-                "ignore_txn_start_ts": sorted(efilter.ignore_txn_start_ts),
-                "ignore_moves": ignore_moves,
-                "deletion_vectors": cfg.deletion_vectors,
-            })
+            result = idle if idle is not None else spark_engine.run_job(ApplyArgs(
+                sink_uri=cfg.sink_uri,
+                changefeed_id=cfg.changefeed_id,
+                after_ts=step.after_ts,
+                upto_ts=step.upto_ts,
+                version=step.version,
+                at_barrier=step.at_barrier,
+                window_end_ts=window_end_ts,
+                tables=tuple(targets),
+                event_filters={str(t.id): efilter.dml_specs(t.db_name, t.name) for t in tables},
+                ignore_txn_start_ts=tuple(sorted(efilter.ignore_txn_start_ts)),
+                ignore_moves=ignore_moves,
+                deletion_vectors=cfg.deletion_vectors,
+            ))
             for name, st in result.get("tables", {}).items():
                 agg = out.tables.setdefault(name, {"rows_upserted": 0, "rows_deleted": 0, "skipped": True})
                 agg["rows_upserted"] += int(st.get("rows_upserted") or 0)
@@ -118,7 +120,7 @@ def apply_steps(
                          job_id=job.job_id, query=job.query)
                 out.barriers.append({"ts": job.finished_ts, "job": job.job_type, "applied": False})
             else:
-                res = spark_engine.run_job("ddl_apply", _ddl_args(cfg, storage, job, target_of))
+                res = spark_engine.run_job(_ddl_args(cfg, storage, job, target_of))
                 out.barriers.append({"ts": job.finished_ts, "job": job.job_type, "applied": True, "result": res})
                 failpoint.hit("apply.ddl_applied")
             if after_ddl is not None:
@@ -161,7 +163,7 @@ def _idle_step(cfg: ChangefeedConfig, step: DmlStep, window_end_ts: int, tables:
 
 
 def _ddl_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,
-              target_of: Callable[[TableInfo], TableInfo]) -> dict[str, Any]:
+              target_of: Callable[[TableInfo], TableInfo]) -> DdlApplyArgs:
     """The ``ddl_apply`` job's arguments: the job and its table just before and after it."""
     if job.job_type == "exchange partition":
         return _exchange_args(cfg, storage, job, target_of)
@@ -172,24 +174,19 @@ def _ddl_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,
         # (``a TO tmp, b TO a, tmp TO b``) starts this part from the name the last one gave it.
         before = replace(before, name=job.old_table_name, db_name=job.old_schema_name or before.db_name,
                          db_id=job.old_schema_id if job.old_schema_id is not None else before.db_id)
-    args: dict[str, Any] = {
-        "sink_uri": cfg.sink_uri,
-        "changefeed_id": cfg.changefeed_id,
-        "job": job.to_json(),
-        "before": target_of(before).to_json() if before else None,
-        "after": target_of(job.table_info).to_json() if job.table_info else None,
-    }
     after = job.table_info
+    upstream = None
     if before is not None and after is not None and after.delta_key() == (ROWID_COLUMN,) != before.delta_key():
         from cdc_core.client.upstream import resolve_pd_addr
 
         # a re-key by _tidb_rowid reads the rows' handles from the upstream at the barrier (ddl_apply)
-        args["upstream"] = {"pd_addr": resolve_pd_addr(cfg.upstream), "tidb": cfg.tidb}
-    return args
+        upstream = Upstream(resolve_pd_addr(cfg.upstream), cfg.tidb)
+    return DdlApplyArgs(cfg.sink_uri, cfg.changefeed_id, job, target_of(before) if before else None,
+                        target_of(after) if after else None, upstream=upstream)
 
 
 def _exchange_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,
-                   target_of: Callable[[TableInfo], TableInfo]) -> dict[str, Any]:
+                   target_of: Callable[[TableInfo], TableInfo]) -> DdlApplyArgs:
     """EXCHANGE PARTITION touches two tables, each only where the table filter replicates it: ``before`` /
     ``after`` are the partitioned table's (null when it is not replicated), ``exchange`` the normal table's and
     the upstream's addresses (the rows that change sides are read there, at the barrier)."""
@@ -203,21 +200,16 @@ def _exchange_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,
         raise ChangefeedError(f"EXCHANGE PARTITION (job {job.job_id}, ts {b}): its tables are not in the schema "
                               f"storage (partitioned {job.table_id}, normal {job.old_table_id})")
     pt_on = flt.match(pt_before.db_name, pt_before.name)
-    return {
-        "sink_uri": cfg.sink_uri,
-        "changefeed_id": cfg.changefeed_id,
-        "job": job.to_json(),
-        "before": target_of(pt_before).to_json() if pt_on else None,
-        "after": target_of(job.table_info).to_json() if pt_on else None,
-        "exchange": {
-            "normal_before": nt_before.to_json(),
-            "normal_after": nt_after.to_json(),  # read upstream by its names then
-            "normal_target": target_of(nt_after).to_json(),  # whose names give the Delta path
-            "replicate_normal": flt.match(nt_before.db_name, nt_before.name),
-            "pd_addr": resolve_pd_addr(cfg.upstream),
-            "tidb": cfg.tidb,
-        },
-    }
+    exchange = Exchange(
+        normal_before=nt_before,
+        normal_after=nt_after,  # read upstream by its names then
+        normal_target=target_of(nt_after),  # whose names give the Delta path
+        replicate_normal=flt.match(nt_before.db_name, nt_before.name),
+        pd_addr=resolve_pd_addr(cfg.upstream),
+        tidb=cfg.tidb,
+    )
+    return DdlApplyArgs(cfg.sink_uri, cfg.changefeed_id, job, target_of(pt_before) if pt_on else None,
+                        target_of(job.table_info) if pt_on else None, exchange)
 
 
 def changed(result: dict[str, Any], table: TableInfo) -> bool:

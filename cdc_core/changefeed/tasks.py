@@ -1,10 +1,11 @@
 """The five steps of one window — plan, pull, apply, check, publish — as plain functions.
 
-Both ``cdcflow changefeed run`` and the Airflow DAG tasks call exactly these; their inputs and
-outputs are JSON-serializable dicts so that they can travel through XCom. Any failure that is not
-transient puts the changefeed in error, and the checkpoint only moves in ``publish``.
+Both ``cdcflow changefeed run`` and the Airflow DAG tasks call exactly these. The plan is a
+:class:`~cdc_core.changefeed.window_plan.WindowPlan` (XCom carries its ``to_xcom()``); the steps' results are
+JSON-serializable dicts. Any failure that is not transient puts the changefeed in error, and the checkpoint only
+moves in ``publish``.
 
-A window has a mode (``plan(mode=...)``; the other steps dispatch on ``plan["mode"]``):
+A window has a mode (``plan(mode=...)``; the other steps dispatch on ``plan.mode``):
 
 * ``incremental`` -- the row changes and DDL of ``(checkpoint, T]``;
 * ``snapshot`` -- first reload the selected tables from the upstream at the checkpoint
@@ -21,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
+from dataclasses import replace
+from typing import Any, cast
 
 from cdc_core import failpoint
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
@@ -40,15 +42,17 @@ from . import snapshot as snapshotmod
 from .barriers import DmlStep, applies, plan_steps, relevant
 from .config import ChangefeedConfig, load_config
 from .ddl_puller import SchemaLog, decode_jobs
+from .job_args.data_quality import ReconcileArgs
+from .job_args.rollback import RollbackArgs
+from .job_args.window_checks import ReadAheadArgs, WindowChecksArgs
 from .reconcile import table_entry
 from .schema_loader import load_schema_jobs
 from .state import ChangefeedState, advance_checkpoint, load_state, locked_state, set_error
 from .steps import apply_steps, changed, replicated_at, shared_commit_ts
 from .sub_windows import cut_window, window_cuts
+from .window_plan import MODES, RebuildPlan, SnapshotPlan, WindowMode, WindowPlan
 
 log = get_logger("cdcflow.changefeed")
-
-MODES = ("incremental", "snapshot", "rebuild")
 
 
 def _client(cfg: ChangefeedConfig) -> UpstreamClient:
@@ -57,7 +61,7 @@ def _client(cfg: ChangefeedConfig) -> UpstreamClient:
 
 def _check_mode(mode: str, tables: list[str] | None) -> list[str] | None:
     """Validate ``mode`` / ``tables`` (no I/O); the table names stripped, None for "every table"."""
-    if mode not in MODES:
+    if mode not in MODES:  # a name the CLI or a DAG param gives
         raise ConfigError(f"unknown mode {mode!r}: the mode of a window is one of {', '.join(MODES)}")
     if isinstance(tables, str):
         raise ConfigError(f"tables must be a list of \"db.table\" names, got the string {tables!r}")
@@ -82,7 +86,7 @@ def plan(
     tables: list[str] | None = None,
     run_tag: str | None = None,
     full_check: bool = False,
-) -> dict[str, Any]:
+) -> WindowPlan:
     """Fix the window ``(checkpoint, T]`` with ``T = min(interval end, changefeed target-ts, target_ts)``.
 
     With no bound at all, ``T`` is the upstream's current TSO ("now"). ``mode``: ``incremental`` (default),
@@ -90,14 +94,7 @@ def plan(
     snapshot or rebuild covers; ``run_tag`` (an Airflow backfill id, else None) makes a rebuild happen once
     per tag. Bad input raises ``ConfigError`` naming the value.
 
-    The plan (JSON-serializable) holds ``changefeed_id``, ``sink_uri``, ``checkpoint_ts``, ``target_ts``,
-    ``skip``, ``reason`` as before, plus ``mode`` (what the window does; ``initial-snapshot`` or an unfinished
-    rebuild can make it differ from the request), ``requested_mode``, ``tables`` (as requested, or None),
-    ``run_tag``, ``has_window`` (whether ``(checkpoint, T]`` is non-empty: when it is not, ``target_ts`` is the
-    checkpoint and the window only snapshots / rebuilds and checks), ``snapshot`` (None or ``{"id", "ts",
-    "tables", "all_tables", "initial"}``) and ``rebuild`` (None or ``{"id", "ts", "tag", "tables", "all_tables",
-    "noop", "reason", "resume"}``) and ``full_check`` (reconcile every replicated table whole at the window end,
-    besides the changed-key checks).
+    :class:`WindowPlan` says what each field of the plan means.
     """
     names = _check_mode(mode, tables)
     cfg = load_config(changefeed_id)
@@ -113,42 +110,32 @@ def plan(
     else:
         with _client(cfg) as c:
             target = c.get_ts()
-    out: dict[str, Any] = {
-        "changefeed_id": changefeed_id,
-        "sink_uri": cfg.sink_uri,
-        "checkpoint_ts": st.checkpoint_ts,
-        "target_ts": target,
-        "skip": False,
-        "reason": "",
-        "mode": mode,
-        "requested_mode": mode,
-        "tables": names,
-        "run_tag": run_tag,
-        "has_window": target > st.checkpoint_ts,
-        "snapshot": None,
-        "rebuild": None,
-        "full_check": full_check,
-    }
+    requested = cast(WindowMode, mode)
+    out = WindowPlan(changefeed_id=changefeed_id, sink_uri=cfg.sink_uri, checkpoint_ts=st.checkpoint_ts,
+                     target_ts=target, mode=requested, requested_mode=requested,
+                     tables=None if names is None else tuple(names), run_tag=run_tag,
+                     has_window=target > st.checkpoint_ts, full_check=full_check)
     if st.state not in ("paused", "finished", "removed"):
-        _plan_mode(cfg, st, out)
+        out = _plan_mode(cfg, st, out)
     covered = (f"window already covered by checkpoint {st.checkpoint_ts} "
                f"({tso.to_datetime(st.checkpoint_ts).isoformat()}) >= target {target}")
-    rb = out["rebuild"]
+    rb = out.rebuild
     if st.state in ("paused", "finished", "removed"):
-        out.update(skip=True, reason=f"changefeed is {st.state}")
-    elif out["mode"] == "incremental" and target <= st.checkpoint_ts:
-        out.update(skip=True, reason=covered)
-    elif rb is not None and rb["noop"] and target <= st.checkpoint_ts:
-        out.update(skip=True, reason=f"{rb['reason']}; {covered}")
+        out = replace(out, skip=True, reason=f"changefeed is {st.state}")
+    elif out.mode == "incremental" and target <= st.checkpoint_ts:
+        out = replace(out, skip=True, reason=covered)
+    elif rb is not None and rb.noop and target <= st.checkpoint_ts:
+        out = replace(out, skip=True, reason=f"{rb.reason}; {covered}")
     elif target <= st.checkpoint_ts:
-        out.update(target_ts=st.checkpoint_ts)  # only the snapshot / rebuild, checked at the checkpoint
-    log.info("planned window", **out)
+        out = replace(out, target_ts=st.checkpoint_ts)  # only the snapshot / rebuild, checked at the checkpoint
+    log.info("planned window", **out.to_xcom())
     return out
 
 
-def _plan_mode(cfg: ChangefeedConfig, st: ChangefeedState, out: dict[str, Any]) -> None:
-    """Decide what a snapshot / rebuild window covers (validating ``tables``) and fill in ``out``."""
-    ckpt, mode, names = st.checkpoint_ts, out["mode"], out["tables"]
+def _plan_mode(cfg: ChangefeedConfig, st: ChangefeedState, out: WindowPlan) -> WindowPlan:
+    """Decide what a snapshot / rebuild window covers (validating ``tables``): ``out`` with its mode, snapshot
+    and rebuild."""
+    ckpt, mode, names = st.checkpoint_ts, out.mode, None if out.tables is None else list(out.tables)
     pending = rebuildmod.unfinished(st)
     if pending is not None and mode == "snapshot":
         raise ChangefeedError(
@@ -161,30 +148,29 @@ def _plan_mode(cfg: ChangefeedConfig, st: ChangefeedState, out: dict[str, Any]) 
     elif mode == "incremental" and cfg.initial_snapshot and not st.initial_snapshot_done:
         log.info("initial-snapshot: the changefeed's first window loads every table at its start", ts=ckpt)
         mode = "snapshot"
-    out["mode"] = mode
+    out = replace(out, mode=mode)
     if mode == "incremental":
-        return
+        return out
     storage = _schema_log(cfg, ckpt).storage()
     resolved = sorted(t.qualified_name for t in snapshotmod.resolve_tables(cfg, storage, ckpt, names))
     if mode == "snapshot":
         prev = st.snapshot
         same = (prev is not None and not prev.get("done") and prev.get("ts") == ckpt
                 and sorted(prev.get("tables") or []) == sorted(resolved))
-        out["snapshot"] = {
-            "id": prev["id"] if same and prev is not None else uuid.uuid4().hex[:12],
-            "ts": ckpt, "tables": resolved, "all_tables": names is None,
-            "initial": out["requested_mode"] == "incremental",
-        }
-        return
-    noop_reason = rebuildmod.already_rebuilt(st, out["run_tag"], resolved, ckpt) if pending is None else None
+        return replace(out, snapshot=SnapshotPlan(
+            id=prev["id"] if same and prev is not None else uuid.uuid4().hex[:12],
+            ts=ckpt, tables=tuple(resolved), all_tables=names is None,
+            initial=out.requested_mode == "incremental",
+        ))
+    noop_reason = rebuildmod.already_rebuilt(st, out.run_tag, resolved, ckpt) if pending is None else None
     if pending is not None:
-        resolved = sorted({*pending["tables"], *(resolved if out["requested_mode"] == "rebuild" else [])})
-    out["rebuild"] = {
-        "id": str((pending or {}).get("id") or uuid.uuid4().hex[:12]),  # a resumed rebuild keeps its id
-        "ts": ckpt, "tag": out["run_tag"] or (pending or {}).get("tag"), "tables": resolved,
-        "all_tables": names is None and pending is None,
-        "noop": noop_reason is not None, "reason": noop_reason or "", "resume": pending is not None,
-    }
+        resolved = sorted({*pending["tables"], *(resolved if out.requested_mode == "rebuild" else [])})
+    return replace(out, rebuild=RebuildPlan(
+        id=str((pending or {}).get("id") or uuid.uuid4().hex[:12]),  # a resumed rebuild keeps its id
+        ts=ckpt, tag=out.run_tag or (pending or {}).get("tag"), tables=tuple(resolved),
+        all_tables=names is None and pending is None,
+        noop=noop_reason is not None, reason=noop_reason or "", resume=pending is not None,
+    ))
 
 
 def _schema_log(cfg: ChangefeedConfig, checkpoint_ts: int) -> SchemaLog:
@@ -210,15 +196,15 @@ def _replicated_tables(cfg: ChangefeedConfig, ts: int) -> list[TableInfo]:
     return _replicated_at(cfg, slog.storage(), ts)
 
 
-def wait_spec(p: dict[str, Any]) -> dict[str, Any]:
+def wait_spec(p: WindowPlan) -> dict[str, Any]:
     """What the deferrable wait needs: the upstream, the spans the window pulls (hex keys) and the window end.
 
     ``already_resolved`` is true when a pull already saw every span's resolved ts at or past the window end
     (``state.resolved_ts``): nothing to wait for.
     """
-    cfg = load_config(p["changefeed_id"])
-    target = p["target_ts"]
-    tables = _replicated_tables(cfg, p["checkpoint_ts"])
+    cfg = load_config(p.changefeed_id)
+    target = p.target_ts
+    tables = _replicated_tables(cfg, p.checkpoint_ts)
     spans = [key.table_span(ddl_history.JOB_TABLE_ID), *(key.table_span(pid) for t in tables for pid in t.physical_ids)]
     return {
         "pd_addr": resolve_pd_addr(cfg.upstream),
@@ -240,30 +226,30 @@ def _guard(changefeed_id: str, step: str, fn: Any, *args: Any) -> Any:
 
 
 @metrics_history.records_duration("pull")
-def pull(p: dict[str, Any]) -> dict[str, Any]:
+def pull(p: WindowPlan) -> dict[str, Any]:
     """Pull every row change of the window into the bronze changelog (written whole, then renamed).
 
     A snapshot window first fetches its tables' snapshot bases at the checkpoint (``snapshot.fetch``).
     """
-    if p["skip"]:
-        log.info("pull skipped", reason=p["reason"])
-        return {"skipped": True, "reason": p["reason"]}
-    return _guard(p["changefeed_id"], "pull", _pull, p)  # type: ignore[no-any-return]
+    if p.skip:
+        log.info("pull skipped", reason=p.reason)
+        return {"skipped": True, "reason": p.reason}
+    return _guard(p.changefeed_id, "pull", _pull, p)  # type: ignore[no-any-return]
 
 
 @metrics_history.records_pull_memory
-def _pull(p: dict[str, Any]) -> dict[str, Any]:
-    cfg = load_config(p["changefeed_id"])
-    checkpoint, target = p["checkpoint_ts"], p["target_ts"]
+def _pull(p: WindowPlan) -> dict[str, Any]:
+    cfg = load_config(p.changefeed_id)
+    checkpoint, target = p.checkpoint_ts, p.target_ts
     started = time.monotonic()
     fetched = None
-    if checkpoint == cfg.start_ts or p.get("snapshot"):
+    if checkpoint == cfg.start_ts or p.snapshot:
         slog = _schema_log(cfg, checkpoint)
         if checkpoint == cfg.start_ts:  # a rebuild of a table without a snapshot base replays from start-ts
             snapshotmod.keep_schema(cfg, slog, checkpoint)
-        if p.get("snapshot"):
-            fetched = snapshotmod.fetch(cfg, p)
-    if not _has_window(p):
+        if p.snapshot:
+            fetched = snapshotmod.fetch(cfg, p.snapshot)
+    if not p.has_window:
         empty: dict[str, Any] = {"skipped": False, "bronze_path": None, "events": 0, "ddl_jobs": 0, "tables": [],
                                  "snapshot": fetched, "seconds": round(time.monotonic() - started, 3)}
         log.info("pulled no window (the plan only snapshots / rebuilds)", changefeed_id=cfg.changefeed_id, **empty)
@@ -375,51 +361,46 @@ def _record_mapped(cfg: ChangefeedConfig, ts: int, where: str, tables: dict[str,
                     where=where, mapped=mapped)
 
 
-def _has_window(p: dict[str, Any]) -> bool:
-    """Whether the plan's ``(checkpoint, T]`` is non-empty (plans from before modes always were)."""
-    return bool(p.get("has_window", p["target_ts"] > p["checkpoint_ts"]))
-
-
 def _last(storage: SchemaStorage, table_id: int) -> TableInfo | None:
     """A table's last known schema (for naming tables dropped within the window)."""
     return next((t for t in reversed(storage.versions(table_id)) if t is not None), None)
 
 
 @metrics_history.records_duration("apply")
-def apply(p: dict[str, Any]) -> dict[str, Any]:
+def apply(p: WindowPlan) -> dict[str, Any]:
     """Apply the bronze window to the silver Delta tables (exactly once per table and window).
 
     A snapshot window first replaces its tables from their bases (``snapshot.load``), a rebuild window first
     rebuilds its tables from the changelog (``rebuild.rebuild``); the window's steps follow.
     """
-    if p["skip"]:
-        log.info("apply skipped", reason=p["reason"])
-        return {"skipped": True, "reason": p["reason"], "tables": {}}
-    return _guard(p["changefeed_id"], "apply", _apply, p)  # type: ignore[no-any-return]
+    if p.skip:
+        log.info("apply skipped", reason=p.reason)
+        return {"skipped": True, "reason": p.reason, "tables": {}}
+    return _guard(p.changefeed_id, "apply", _apply, p)  # type: ignore[no-any-return]
 
 
-def _apply(p: dict[str, Any]) -> dict[str, Any]:
+def _apply(p: WindowPlan) -> dict[str, Any]:
     """The snapshot load or rebuild of the plan, then the window barrier by barrier: DML < b, checks at
     b - 1, the DDL at b, checkpoint := b."""
-    cfg = load_config(p["changefeed_id"])
-    checkpoint, target = p["checkpoint_ts"], p["target_ts"]
+    cfg = load_config(p.changefeed_id)
+    checkpoint, target = p.checkpoint_ts, p.target_ts
     totals: dict[str, dict[str, Any]] = {}
-    out: dict[str, Any] = {"skipped": False, "mode": p.get("mode", "incremental"), "tables": totals,
+    out: dict[str, Any] = {"skipped": False, "mode": p.mode, "tables": totals,
                            "barriers": [], "steps": 0}
-    if p.get("snapshot"):
-        out["snapshot"] = loaded = snapshotmod.load(cfg, p)
+    if p.snapshot:
+        out["snapshot"] = loaded = snapshotmod.load(cfg, p.snapshot)
         _record_mapped(cfg, int(loaded["ts"]), "snapshot", loaded["tables"], out)
         for name, r in loaded["tables"].items():
             if not r.get("skipped"):
                 totals[name] = {"rows_upserted": int(r.get("rows") or 0), "rows_deleted": 0, "skipped": False,
                                 "delta_version": r.get("delta_version"), "snapshot_rows": r.get("rows")}
-    if p.get("rebuild"):
-        out["rebuild"] = rebuilt = rebuildmod.rebuild(cfg, p)
+    if p.rebuild:
+        out["rebuild"] = rebuilt = rebuildmod.rebuild(cfg, p.rebuild, p.checkpoint_ts)
         for name, r in rebuilt["tables"].items():
             totals[name] = {"rows_upserted": int(r.get("rows_upserted") or 0) + int(r.get("base_rows") or 0),
                             "rows_deleted": int(r.get("rows_deleted") or 0), "skipped": False,
                             "delta_version": r.get("delta_version"), "rebuilt": True}
-    if not _has_window(p):
+    if not p.has_window:
         log.info("applied no window (the plan only snapshots / rebuilds)", changefeed_id=cfg.changefeed_id,
                  tables=totals)
         return out
@@ -469,13 +450,13 @@ def _apply(p: dict[str, Any]) -> dict[str, Any]:
 
 
 @metrics_history.records_duration("check")
-def check(p: dict[str, Any]) -> dict[str, Any]:
+def check(p: WindowPlan) -> dict[str, Any]:
     """Data-quality checks at the window end: the changed-key checks of every table the window changed, and the full
     reconciliation of the tables a snapshot or rebuild replaced (of every table with the plan's ``full_check``)."""
-    if p["skip"]:
-        log.info("check skipped", reason=p["reason"])
-        return {"skipped": True, "reason": p["reason"], "passed": True, "tables": {}}
-    return _guard(p["changefeed_id"], "check", _check, p)  # type: ignore[no-any-return]
+    if p.skip:
+        log.info("check skipped", reason=p.reason)
+        return {"skipped": True, "reason": p.reason, "passed": True, "tables": {}}
+    return _guard(p.changefeed_id, "check", _check, p)  # type: ignore[no-any-return]
 
 
 def _sub_windows(cuts: list[int], checkpoint: int, target: int) -> int:
@@ -483,15 +464,15 @@ def _sub_windows(cuts: list[int], checkpoint: int, target: int) -> int:
     return 1 + sum(1 for c in cuts if checkpoint < c < target)
 
 
-def _sub_window_start(p: dict[str, Any], cuts: list[int], ts: int) -> int:
+def _sub_window_start(p: WindowPlan, cuts: list[int], ts: int) -> int:
     """Where the sub-window holding ``ts`` starts: the last cut below it, or the window's checkpoint (the checks
     at a sub-window's end or barrier read the keys changed since; earlier sub-windows were checked at their ends)."""
-    return max([p["checkpoint_ts"], *(c for c in cuts if c < ts)])
+    return max([p.checkpoint_ts, *(c for c in cuts if c < ts)])
 
 
-def _check(p: dict[str, Any]) -> dict[str, Any]:
-    cfg = load_config(p["changefeed_id"])
-    ts = p["target_ts"]
+def _check(p: WindowPlan) -> dict[str, Any]:
+    cfg = load_config(p.changefeed_id)
+    ts = p.target_ts
     tables, checked, full, since = _window_end_tables(cfg, p)
     reports = _check_tables(cfg, checked, ts, where="window end", plan=p, full=full, after_ts=since)
     failpoint.hit("check.done")
@@ -499,20 +480,20 @@ def _check(p: dict[str, Any]) -> dict[str, Any]:
             "unchanged": sorted(t.qualified_name for t in tables if t not in checked)}
 
 
-def _window_end_tables(cfg: ChangefeedConfig, p: dict[str, Any]
+def _window_end_tables(cfg: ChangefeedConfig, p: WindowPlan
                        ) -> tuple[list[TableInfo], list[TableInfo], set[str], int]:
     """What the checks at the window end cover: the replicated tables, those checked (changed since the last
     sub-window's start, or reconciled whole), the names reconciled whole, and that start."""
-    ts = p["target_ts"]
+    ts = p.target_ts
     tables = _replicated_tables(cfg, ts)
     full = _fully_checked(p, tables)
-    cuts = window_cuts(cfg.sink_uri, cfg.changefeed_id, ts) if _has_window(p) else []
+    cuts = window_cuts(cfg.sink_uri, cfg.changefeed_id, ts) if p.has_window else []
     since = _sub_window_start(p, cuts, ts)
     touched = _changed_tables(cfg, p, tables, ts, since)
     return tables, [t for t in tables if t.qualified_name in full or t.qualified_name in touched], full, since
 
 
-def _read_checks_ahead(cfg: ChangefeedConfig, p: dict[str, Any]) -> None:
+def _read_checks_ahead(cfg: ChangefeedConfig, p: WindowPlan) -> None:
     """Start reading the upstream side of the window-end checks by changed keys while the window applies
     (``spark_jobs.checks.check_read_ahead``), when the checks' job will run in this process. Best effort: the checks
     read it themselves when this fails."""
@@ -520,33 +501,32 @@ def _read_checks_ahead(cfg: ChangefeedConfig, p: dict[str, Any]) -> None:
         return
     try:
         _, checked, full, since = _window_end_tables(cfg, p)
-        args = _window_checks_args(cfg, checked, p["target_ts"], plan=p, full=full, after_ts=since)
+        args = _window_checks_args(cfg, checked, p.target_ts, plan=p, full=full, after_ts=since)
         if args is not None:
-            spark_engine.run_job("window_checks_read_ahead", args)
+            spark_engine.run_job(ReadAheadArgs.ahead_of(args))
     except Exception:
         log.warning("could not read the checks' upstream side ahead; the checks will read it",
                     changefeed_id=cfg.changefeed_id, exc_info=True)
 
 
-def _fully_checked(p: dict[str, Any], tables: list[TableInfo]) -> set[str]:
+def _fully_checked(p: WindowPlan, tables: list[TableInfo]) -> set[str]:
     """The tables reconciled whole at the window end: those a snapshot or rebuild replaced (what they hold is new
     as a whole), or all of them when the plan asks."""
-    if p.get("full_check"):
+    if p.full_check:
         return {t.qualified_name for t in tables}
-    out: set[str] = set((p.get("snapshot") or {}).get("tables") or [])
-    rb = p.get("rebuild") or {}
-    if not rb.get("noop"):
-        out.update(rb.get("tables") or [])
+    out: set[str] = set(p.snapshot.tables if p.snapshot else ())
+    if p.rebuild is not None and not p.rebuild.noop:
+        out.update(p.rebuild.tables)
     return out
 
 
-def _changed_tables(cfg: ChangefeedConfig, p: dict[str, Any], tables: list[TableInfo], upto_ts: int,
+def _changed_tables(cfg: ChangefeedConfig, p: WindowPlan, tables: list[TableInfo], upto_ts: int,
                     after_ts: int) -> set[str]:
     """The tables with row events in ``(after_ts, upto_ts]`` of the window's bronze changelog, or touched by one of
     its DDL jobs."""
-    if not _has_window(p):
+    if not p.has_window:
         return set()
-    ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, p["target_ts"], after_ts, upto_ts)
+    ids = changelog.window_table_ids(cfg.sink_uri, cfg.changefeed_id, p.target_ts, after_ts, upto_ts)
     storage = SchemaLog.load(cfg.changefeed_id).storage()
     for j in storage.jobs_between(after_ts, upto_ts):
         ids.update(i for i in (j.table_info.id if j.table_info else None, j.partition_id, j.old_table_id)
@@ -554,7 +534,7 @@ def _changed_tables(cfg: ChangefeedConfig, p: dict[str, Any], tables: list[Table
     return {t.qualified_name for t in tables if t.id in ids or ids.intersection(t.physical_ids)}
 
 
-def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, where: str, plan: dict[str, Any],
+def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, where: str, plan: WindowPlan,
                   full: set[str], after_ts: int) -> dict[str, Any]:
     """Data-quality checks of ``tables`` against the upstream at ``ts``: whole (``data_quality``) for the names in
     ``full``, by the keys the window changed (``window_checks``) for the others. A failure puts the changefeed in
@@ -562,10 +542,12 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     reports: dict[str, Any] = {}
     whole = [table_entry(cfg, t) for t in tables if _whole(t, full, plan)]
     if whole:  # one job reconciles them; it reads the upstream at ts itself, chunk by chunk (never one list here)
-        reports.update(spark_engine.run_job("data_quality", {**_check_common(cfg, ts), "tables": whole})["tables"])
+        reports.update(spark_engine.run_job(ReconcileArgs(
+            sink_uri=cfg.sink_uri, pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb, mode=cfg.dq_mode, ts=ts,
+            tables=tuple(whole)))["tables"])
     by_keys = _window_checks_args(cfg, tables, ts, plan=plan, full=full, after_ts=after_ts)
     if by_keys is not None:  # one job for every table checked by its changed keys
-        reports.update(spark_engine.run_job("window_checks", by_keys)["tables"])
+        reports.update(spark_engine.run_job(by_keys)["tables"])
     reports = {t.qualified_name: reports[t.qualified_name] for t in tables}  # in the tables' order
     failed = {name: r for name, r in reports.items() if not r["passed"]}
     dq_results.append(cfg.sink_uri, cfg.changefeed_id, ts, where, cfg.dq_mode, reports)
@@ -584,23 +566,19 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     return reports
 
 
-def _whole(t: TableInfo, full: set[str], plan: dict[str, Any]) -> bool:
-    return t.qualified_name in full or not _has_window(plan)
+def _whole(t: TableInfo, full: set[str], plan: WindowPlan) -> bool:
+    return t.qualified_name in full or not plan.has_window
 
 
-def _check_common(cfg: ChangefeedConfig, ts: int) -> dict[str, Any]:
-    return {"sink_uri": cfg.sink_uri, "pd_addr": resolve_pd_addr(cfg.upstream), "tidb": cfg.tidb,
-            "mode": cfg.dq_mode, "ts": ts}
-
-
-def _window_checks_args(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, plan: dict[str, Any],
-                        full: set[str], after_ts: int) -> dict[str, Any] | None:
+def _window_checks_args(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, plan: WindowPlan,
+                        full: set[str], after_ts: int) -> WindowChecksArgs | None:
     """The ``window_checks`` job of ``tables`` at ``ts`` (those not reconciled whole), or None when there is none."""
     by_keys = [table_entry(cfg, t) for t in tables if not _whole(t, full, plan)]
     if not by_keys:
         return None
-    return {**_check_common(cfg, ts), "tables": by_keys, "changefeed_id": cfg.changefeed_id,
-            "window_end_ts": plan["target_ts"], "after_ts": after_ts}
+    return WindowChecksArgs(sink_uri=cfg.sink_uri, changefeed_id=cfg.changefeed_id, window_end_ts=plan.target_ts,
+                            tables=tuple(by_keys), after_ts=after_ts, ts=ts, mode=cfg.dq_mode,
+                            pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb)
 
 
 def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tuple[dict[str, Any], str]:
@@ -609,9 +587,8 @@ def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tupl
     after ``changefeed resume``. A failed rollback is reported, never raised over the check's failure."""
     checkpoint = load_state(cfg.changefeed_id).checkpoint_ts
     try:
-        out = spark_engine.run_job("rollback", {"sink_uri": cfg.sink_uri, "changefeed_id": cfg.changefeed_id,
-                                                "tables": [t.to_json() for t in tables], "ts": checkpoint,
-                                                "reason": why})["tables"]
+        out = spark_engine.run_job(RollbackArgs(cfg.sink_uri, cfg.changefeed_id, tuple(tables), checkpoint,
+                                                why))["tables"]
     except Exception as exc:
         log.exception("rollback after a failed check failed", changefeed_id=cfg.changefeed_id)
         return {"error": str(exc)}, (f"rolling the tables back to the checkpoint {checkpoint} FAILED ({exc}): the "
@@ -623,31 +600,32 @@ def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tupl
 
 
 @metrics_history.records_duration("publish")
-def publish(p: dict[str, Any], applied: dict[str, Any], checked: dict[str, Any]) -> dict[str, Any]:
+def publish(p: WindowPlan, applied: dict[str, Any], checked: dict[str, Any]) -> dict[str, Any]:
     """Advance the checkpoint to the window end and record the window's outcome."""
-    if p["skip"]:
-        log.info("publish skipped", reason=p["reason"])
-        return {"skipped": True, "reason": p["reason"], "checkpoint_ts": p["checkpoint_ts"]}
+    if p.skip:
+        log.info("publish skipped", reason=p.reason)
+        return {"skipped": True, "reason": p.reason, "checkpoint_ts": p.checkpoint_ts}
     if not checked.get("passed"):
         raise ChangefeedError("refusing to publish a window whose checks did not pass")
-    cid = p["changefeed_id"]
+    cid = p.changefeed_id
+    cfg = load_config(cid)
     failpoint.hit("publish.before_checkpoint")
-    advance_checkpoint(cid, p["target_ts"])
+    advance_checkpoint(cid, p.target_ts)
     slog = SchemaLog.load(cid)
-    slog.gc(p["target_ts"])  # schema versions below the checkpoint are no longer needed
+    slog.gc(p.target_ts)  # schema versions below the checkpoint are no longer needed
     slog.save()
     with locked_state(cid) as st:
         st.last_window = {
-            "mode": p.get("mode", "incremental"),
-            "checkpoint_ts": p["checkpoint_ts"],
-            "target_ts": p["target_ts"],
+            "mode": p.mode,
+            "checkpoint_ts": p.checkpoint_ts,
+            "target_ts": p.target_ts,
             "tables": applied.get("tables", {}),
             "published_at": time.time(),
         }
-        if load_config(cid).target_ts and st.checkpoint_ts >= (load_config(cid).target_ts or 0):
+        if cfg.target_ts and st.checkpoint_ts >= cfg.target_ts:
             st.state = "finished"
     metrics_history.record_publish(cid)
     # Holds the upstream's MVCC history at the checkpoint (the next window reads from it); never fails publish.
-    gc_safepoint.refresh_for_changefeed(cid, p["target_ts"])
-    log.info("published window", changefeed_id=cid, checkpoint_ts=p["target_ts"])
-    return {"skipped": False, "checkpoint_ts": p["target_ts"], "tables": applied.get("tables", {})}
+    gc_safepoint.refresh_for_changefeed(cid, p.target_ts, cfg=cfg)
+    log.info("published window", changefeed_id=cid, checkpoint_ts=p.target_ts)
+    return {"skipped": False, "checkpoint_ts": p.target_ts, "tables": applied.get("tables", {})}

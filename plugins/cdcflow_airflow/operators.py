@@ -25,6 +25,8 @@ from airflow.sdk.exceptions import AirflowException
 from cdcflow_airflow.triggers import ResolvedTsTrigger
 
 if TYPE_CHECKING:
+    from airflow.sdk.definitions.xcom_arg import XComArg
+
     from cdc_core.puller.resolved_wait import WaitResult
 
 # How long a window may stay open (its end ahead of the resolved ts) before the wait fails.
@@ -36,7 +38,8 @@ INLINE_WAIT = timedelta(seconds=10)
 class ResolvedTsSensor(BaseSensorOperator):
     """Waits until the upstream's resolved ts passes the planned window's end (see the module docstring).
 
-    ``plan``: the plan task's result (its XCom, rendered when the task runs); ``poll_s``: how often the wait looks
+    ``plan``: the plan task's result (its XCom, ``WindowPlan.to_xcom()``, rendered when the task runs and read back
+    into a ``WindowPlan`` by :meth:`poke` and :meth:`execute`); ``poll_s``: how often the wait looks
     (also the sensor's ``poke_interval``); ``inline_wait``: how far ahead a window end is waited for in the task
     rather than deferred; ``timeout``: how long a window may stay open before the wait fails (``WAIT_TIMEOUT``).
     :meth:`poke` is one look without waiting; :meth:`execute` returns at once, waits inline or defers to
@@ -46,7 +49,7 @@ class ResolvedTsSensor(BaseSensorOperator):
     template_fields = ("plan",)
     ui_color = "#e8f4fa"
 
-    def __init__(self, *, plan: Any, poll_s: float = 1.0, inline_wait: timedelta = INLINE_WAIT,
+    def __init__(self, *, plan: XComArg | Mapping[str, Any], poll_s: float = 1.0, inline_wait: timedelta = INLINE_WAIT,
                  timeout: timedelta = WAIT_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(poke_interval=poll_s, timeout=timeout, mode="poke", **kwargs)
         self.plan = plan
@@ -56,19 +59,20 @@ class ResolvedTsSensor(BaseSensorOperator):
     def poke(self, context: Mapping[str, Any]) -> bool:
         """One look, without waiting: whether the window needs no wait (it is skipped, or a pull already saw the
         resolved ts past its end) or PD's min resolved ts has passed its end (a PD without that API: not yet)."""
-        from cdcflow_airflow.window_tasks import skip_reason
+        from cdcflow_airflow.window_tasks import read_plan, skip_reason
 
-        if skip_reason(self.plan, context.get("params")) is not None:
+        plan = read_plan(self._rendered_plan())
+        if skip_reason(plan, context.get("params")) is not None:
             return True
         from cdc_core.changefeed import tasks
 
-        spec = tasks.wait_spec(self.plan)
+        spec = tasks.wait_spec(plan)
         return bool(spec["already_resolved"]) or asyncio.run(_pd_passed(spec["pd_addr"], spec["target_ts"]))
 
     def execute(self, context: Mapping[str, Any]) -> dict[str, Any]:
-        from cdcflow_airflow.window_tasks import skip_reason
+        from cdcflow_airflow.window_tasks import read_plan, skip_reason
 
-        plan = self.plan
+        plan = read_plan(self._rendered_plan())
         reason = skip_reason(plan, context.get("params"))
         if reason is not None:
             self.log.info("wait: %s; nothing to wait for", reason)
@@ -93,6 +97,12 @@ class ResolvedTsSensor(BaseSensorOperator):
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),
         )
+
+    def _rendered_plan(self) -> Mapping[str, Any]:
+        """``plan`` once Airflow rendered it: the plan task's XCom."""
+        if not isinstance(self.plan, Mapping):
+            raise TypeError(f"wait: the plan was not rendered (got {type(self.plan).__name__})")
+        return self.plan
 
     async def _wait_inline(self, spec: dict[str, Any]) -> WaitResult | None:
         """The wait's result when the window end passes within ``inline_wait``; None when it does not (or is

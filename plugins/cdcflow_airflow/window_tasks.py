@@ -3,6 +3,9 @@
 call with a fake context. Each calls the step of the same name in ``cdc_core.changefeed.tasks`` (imported when
 the task runs, never when a DAG file is parsed); around it: the run's window end and rebuild tag, its turn on the
 window lease, what a dry run or a skipped window returns, and the asset events ``publish`` emits.
+
+The plan crosses between the tasks as XCom (``WindowPlan.to_xcom()``, which ``run_plan`` returns); each task after
+``plan`` reads it back into a ``WindowPlan`` (``WindowPlan.from_xcom``) before anything else.
 """
 
 from __future__ import annotations
@@ -12,11 +15,14 @@ import json
 import logging
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, AssetAlias
 
 from cdcflow_airflow.names import dag_id_for
+
+if TYPE_CHECKING:
+    from cdc_core.changefeed.window_plan import WindowPlan
 
 log = logging.getLogger("cdcflow.airflow")
 
@@ -96,7 +102,8 @@ def airflow_run_finished(held: Any) -> bool:
     return finished
 
 
-def run_plan(changefeed_id: str, context: Mapping[str, Any]) -> dict:
+def run_plan(changefeed_id: str, context: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan task: the run's window planned under the window lease; returns the plan's XCom."""
     params = context.get("params") or {}
     target_ts = parse_target_ts(params.get("target_ts"))
     # A person who triggers a run with an explicit target_ts asks for exactly that window end; the
@@ -120,50 +127,55 @@ def run_plan(changefeed_id: str, context: Mapping[str, Any]) -> dict:
     except BaseException:
         lease.release(changefeed_id, owner)
         raise
-    plan["lease_owner"] = owner
+    plan = plan.held_by(owner)
     log.info(
         "planned changefeed %s: mode %s, checkpoint-ts %s, target-ts %s (interval end ts %s, params.target_ts %s)%s",
         changefeed_id,
         mode,
-        plan.get("checkpoint_ts"),
-        plan.get("target_ts"),
+        plan.checkpoint_ts,
+        plan.target_ts,
         interval_end_ts,
         target_ts,
-        f"; skip: {plan.get('reason')}" if plan.get("skip") else "",
+        f"; skip: {plan.reason}" if plan.skip else "",
     )
     if skip_reason(plan, params) is not None:  # nothing will run after plan: the window is not held
         lease.release(changefeed_id, owner)
-    return plan
+    return plan.to_xcom()
 
 
-def _ensure_lease(plan: Mapping[str, Any]) -> None:
+def read_plan(xcom: Mapping[str, Any]) -> WindowPlan:
+    """The plan task's XCom as a ``WindowPlan`` (a malformed one is refused, naming the field)."""
+    from cdc_core.changefeed.window_plan import WindowPlan
+
+    return WindowPlan.from_xcom(xcom)
+
+
+def _ensure_lease(plan: WindowPlan) -> None:
     """A task after plan runs only while its run still holds the window lease."""
-    owner = plan.get("lease_owner")
+    owner = plan.lease_owner
     if not owner:
         return
     from cdc_core.changefeed import lease
     from cdc_core.errors import ChangefeedError
 
-    held = lease.holder(plan["changefeed_id"])
+    held = lease.holder(plan.changefeed_id)
     if held is None or held.owner != owner:
         raise ChangefeedError(
-            f"this run no longer holds the window lease of changefeed {plan['changefeed_id']!r} "
+            f"this run no longer holds the window lease of changefeed {plan.changefeed_id!r} "
             f"({'held by ' + held.describe() if held else 'expired'}); re-run the DAG run from plan"
         )
 
 
-def skip_reason(plan: Mapping[str, Any], params: Mapping[str, Any] | None) -> str | None:
+def skip_reason(plan: WindowPlan, params: Mapping[str, Any] | None) -> str | None:
     """Why a task after plan has nothing to do, or None when it must run."""
-    if plan.get("skip"):
-        return plan.get("reason") or (
-            f"window already covered by checkpoint {plan.get('checkpoint_ts')} >= target {plan.get('target_ts')}"
-        )
+    if plan.skip:
+        return plan.reason or f"window already covered by checkpoint {plan.checkpoint_ts} >= target {plan.target_ts}"
     if params and params.get("dry_run"):
-        return f"dry run: window ({plan.get('checkpoint_ts')}, {plan.get('target_ts')}] was planned only"
+        return f"dry run: window ({plan.checkpoint_ts}, {plan.target_ts}] was planned only"
     return None
 
 
-def _skipped(task_id: str, plan: Mapping[str, Any], context: Mapping[str, Any]) -> dict | None:
+def _skipped(task_id: str, plan: WindowPlan, context: Mapping[str, Any]) -> dict | None:
     reason = skip_reason(plan, context.get("params"))
     if reason is None:
         _ensure_lease(plan)
@@ -172,7 +184,8 @@ def _skipped(task_id: str, plan: Mapping[str, Any], context: Mapping[str, Any]) 
     return {"skipped": True, "reason": reason}
 
 
-def run_pull(plan: dict, context: Mapping[str, Any]) -> dict:
+def run_pull(xcom: Mapping[str, Any], context: Mapping[str, Any]) -> dict:
+    plan = read_plan(xcom)
     if (done := _skipped("pull", plan, context)) is not None:
         return done
     from cdc_core.changefeed import tasks
@@ -180,11 +193,12 @@ def run_pull(plan: dict, context: Mapping[str, Any]) -> dict:
     return tasks.pull(plan)
 
 
-def run_apply_check(plan: dict, context: Mapping[str, Any]) -> dict:
+def run_apply_check(xcom: Mapping[str, Any], context: Mapping[str, Any]) -> dict:
     """``apply`` then ``check`` of the window, in one task: one process and one Spark session (under
     spark-submit, one application) for both (a task of its own for the checks cost a process start, a DAG parse
     and a Spark session per window, ~8 s here).
     Its XCom: ``{"skipped": False, "apply": ..., "check": ...}``."""
+    plan = read_plan(xcom)
     if (done := _skipped("apply_check", plan, context)) is not None:
         return done
     from cdc_core.changefeed import spark_engine, tasks
@@ -207,19 +221,19 @@ def table_asset(sink_uri: str, qualified_name: str) -> Asset:
     return Asset(name=uri, uri=uri, group="delta")
 
 
-def emit_asset_events(plan: Mapping[str, Any], published: Mapping[str, Any], context: Mapping[str, Any]) -> list:
+def emit_asset_events(plan: WindowPlan, published: Mapping[str, Any], context: Mapping[str, Any]) -> list:
     """One asset event per Delta table the window changed, with the checkpoint ts and row counts in ``extra``."""
     events = context.get("outlet_events")
     if events is None or published.get("skipped"):
         return []
-    alias = events[asset_alias_for(plan["changefeed_id"])]
+    alias = events[asset_alias_for(plan.changefeed_id)]
     emitted = []
     for name, st in sorted((published.get("tables") or {}).items()):
         if st.get("skipped"):  # nothing was written to it in this window
             continue
-        asset = table_asset(plan["sink_uri"], name)
-        extra = {"changefeed_id": plan["changefeed_id"], "table": name, "checkpoint_ts": published["checkpoint_ts"],
-                 "window_start_ts": plan["checkpoint_ts"], "rows_upserted": int(st.get("rows_upserted") or 0),
+        asset = table_asset(plan.sink_uri, name)
+        extra = {"changefeed_id": plan.changefeed_id, "table": name, "checkpoint_ts": published["checkpoint_ts"],
+                 "window_start_ts": plan.checkpoint_ts, "rows_upserted": int(st.get("rows_upserted") or 0),
                  "rows_deleted": int(st.get("rows_deleted") or 0), "delta_version": st.get("delta_version")}
         alias.add(asset, extra=extra)
         emitted.append(asset.uri)
@@ -227,7 +241,8 @@ def emit_asset_events(plan: Mapping[str, Any], published: Mapping[str, Any], con
     return emitted
 
 
-def run_publish(plan: dict, applied_checked: dict, context: Mapping[str, Any]) -> dict:
+def run_publish(xcom: Mapping[str, Any], applied_checked: dict, context: Mapping[str, Any]) -> dict:
+    plan = read_plan(xcom)
     if (done := _skipped("publish", plan, context)) is not None:
         return done
     from cdc_core.changefeed import tasks
@@ -235,8 +250,8 @@ def run_publish(plan: dict, applied_checked: dict, context: Mapping[str, Any]) -
     published = tasks.publish(plan, applied_checked["apply"], applied_checked["check"])
     from cdc_core.changefeed import lease
 
-    if plan.get("lease_owner"):
-        lease.release(plan["changefeed_id"], plan["lease_owner"])
+    if plan.lease_owner:
+        lease.release(plan.changefeed_id, plan.lease_owner)
     return {**published, "asset_events": emit_asset_events(plan, published, context)}
 
 

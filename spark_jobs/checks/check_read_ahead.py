@@ -7,7 +7,7 @@ applies (the apply waits on Delta, this on the upstream, which is otherwise idle
 the ``window_checks`` job of the same arguments, which reads it itself when nothing was read ahead (another
 process, an error here). Under spark-submit both jobs run in the task's one application
 (``cdc_core.changefeed.spark_engine.one_application``), whose driver process keeps the thread. The engine starts it
-through ``window_checks.read_ahead``, which parses the job's arguments; the reads are :mod:`spark_jobs.upstream_read`'s.
+as the job ``window_checks_read_ahead`` (:func:`start`); the reads are :mod:`spark_jobs.upstream_read`'s.
 
 A result waits in this process until its job takes it: at most ``KEEP`` of them (each what the window's checks
 would hold anyway), the oldest dropped first (one an apply that failed left behind).
@@ -22,13 +22,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cdc_core.changefeed.job_args.window_checks import ReadAheadArgs, WindowChecksArgs
 from cdc_core.schema.model import TableInfo
 from spark_jobs.upstream_read import checkable_on_driver, upstream_side
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-    from spark_jobs.checks.window_checks import WindowChecksArgs
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +50,9 @@ class UpstreamSide:
     rows: dict[str, pa.Table]
 
 
-def start(opts: WindowChecksArgs) -> dict[str, Any]:
-    """Start reading what the ``window_checks`` job of ``opts`` will compare Delta with, and return at once (what
-    ``window_checks.read_ahead``, the engine's entry point, returns)."""
+def start(opts: ReadAheadArgs) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point: start reading what the ``window_checks`` job of the
+    same arguments will compare Delta with, and return at once."""
     if opts.mode == "off":
         return {"reading_ahead": 0}
     future: Future[UpstreamSide] = Future()

@@ -39,18 +39,21 @@ import struct
 import threading
 import uuid
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from cdc_core.changefeed.config import DqMode
+from cdc_core.changefeed.job_args.base import check_mode
+from cdc_core.changefeed.job_args.data_quality import ReconcileArgs
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.errors import DataQualityError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
-from spark_jobs.job_io import check_names, read_args, table_entries, ts_arg, write_result
+from spark_jobs.job_io import read_job_args, write_result
 from spark_jobs.load.delta_writer import commit_ts
 from spark_jobs.normalize.mount import image_columns
 
@@ -65,8 +68,6 @@ if TYPE_CHECKING:
 # here, not where GX is first imported: any function of this module may be the first to import it.
 logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
-Mode = Literal["checksum", "count", "off"]
-MODES = ("checksum", "count", "off")
 SAMPLE_KEYS = 10
 _MOD = 1 << 64
 _TS_FORMAT_SPARK = "yyyy-MM-dd HH:mm:ss.SSSSSS"
@@ -656,7 +657,7 @@ class PushedDown:
 
 def _content_results(
     spark: SparkSession, df: DataFrame, table: TableInfo, upstream: Upstream, want_count: int, r_count: Any,
-    mode: str,
+    mode: DqMode,
 ) -> list[ExpectationResult]:
     """Row count (from the GX result) and, in "checksum" mode, the checksum against the upstream rows."""
     import great_expectations.expectations as gxe
@@ -825,7 +826,7 @@ def run_checks(
     *,
     expected_rows: list[dict[str, Any]] | None = None,
     upstream: DataFrame | None = None,
-    mode: Mode,
+    mode: DqMode,
     ts: int,
     spark: SparkSession | None = None,
     content: bool = True,
@@ -841,8 +842,7 @@ def run_checks(
     to raise. ``content=False`` (a table whose row changes event filters drop on purpose) keeps the key, NOT NULL
     and schema checks and leaves out count and checksum; the upstream rows are then not needed.
     """
-    if mode not in MODES:
-        raise ValueError(f"data-quality mode must be one of {MODES}, got {mode!r}")
+    check_mode(mode)
     report = CheckReport(table=table.qualified_name, ts=ts, mode=mode, passed=True)
     if mode == "off":
         return report
@@ -900,61 +900,6 @@ def run_checks(
 TABLE_THREADS = 4  # tables reconciled at once by one job
 
 
-@dataclass(frozen=True)
-class ReconcileArgs:
-    """The ``data_quality`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
-    ``cdc_core.changefeed.reconcile`` and ``tasks`` send; :func:`run_checks` says what each check does).
-
-    ``tables`` are reconciled whole at ``ts`` (a snapshot of the upstream), each with whether its content is
-    (False: event filters drop its rows on purpose, so only its structure is); ``as_of_ts`` reads the Delta tables as
-    of that ts instead of their latest version. The upstream is ``pd_addr`` (and ``tidb``, default: the SQL servers
-    registered in PD), read at ``ts``; or, for one table, ``expected_rows`` (``SELECT *`` rows a caller holds).
-    ``single``: the JSON named one ``table`` (the job returns its report) rather than ``tables``.
-
-    Raises ``ValueError`` naming the argument: a missing one, one the job does not know, ``table`` and ``tables``
-    both or neither, a ts that is not an integer, an unknown mode, ``expected_rows`` for more than one table.
-    """
-
-    sink_uri: str
-    ts: int
-    tables: tuple[tuple[TableInfo, bool], ...]
-    mode: Mode = "checksum"
-    as_of_ts: int | None = None
-    pd_addr: str | None = None
-    tidb: str | None = None
-    expected_rows: list[dict[str, Any]] | None = None
-    single: bool = False
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"data-quality mode must be one of {MODES}, got {self.mode!r}")
-        if self.expected_rows is not None and len(self.tables) != 1:
-            raise ValueError(f"{_JOB}: expected_rows are one table's rows, got {len(self.tables)} tables")
-
-    @classmethod
-    def from_dict(cls, args: Mapping[str, Any]) -> ReconcileArgs:
-        """``args`` as JSON gives them: ``table`` (TableInfo JSON or dict) with ``content``, or ``tables``
-        (``{"table", "content"}`` each); ``content`` defaults to true."""
-        check_names(_JOB, args, {f.name for f in fields(cls) if f.name != "single"} | {"table", "content"},
-                    ("sink_uri", "ts"))
-        single = "tables" not in args
-        if single == ("table" not in args):
-            got = "neither" if single else "both"
-            raise ValueError(f"{_JOB}: give either table (with content) or tables; got {got}")
-        if not single and "content" in args:
-            raise ValueError(f"{_JOB}: content goes with table; each of tables says its own")
-        entries = [{"table": args["table"], "content": args.get("content", True)}] if single else args["tables"]
-        as_of = args.get("as_of_ts")
-        return cls(sink_uri=str(args["sink_uri"]), ts=ts_arg(_JOB, "ts", args["ts"]),
-                   tables=table_entries(_JOB, entries), mode=args.get("mode", "checksum"),
-                   as_of_ts=None if as_of is None else ts_arg(_JOB, "as_of_ts", as_of),
-                   pd_addr=args.get("pd_addr"), tidb=args.get("tidb"), expected_rows=args.get("expected_rows"),
-                   single=single)
-
-
-_JOB = "data_quality"
-
-
 def _check_one(args: ReconcileArgs, table: TableInfo, content: bool) -> CheckReport:
     upstream, pushed = None, None
     if content and args.mode != "off" and args.pd_addr:
@@ -971,8 +916,8 @@ def _check_one(args: ReconcileArgs, table: TableInfo, content: bool) -> CheckRep
                       ts=args.ts, content=content, as_of_ts=args.as_of_ts, pushed=pushed)
 
 
-def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`ReconcileArgs` in. Returns
+def run_job(opts: ReconcileArgs) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point: ``ReconcileArgs`` in, JSON out. Returns
     the one table's :meth:`CheckReport.to_dict` (``passed``, ``results`` with ``expectation``, ``success``,
     ``details``, ``sample_keys``...) when given ``table``, else ``{"tables": {name: report}}``.
 
@@ -981,7 +926,6 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     where one table's jobs leave the cores idle, and one Spark application (under ``spark-submit``, one JVM)
     serves them all.
     """
-    opts = ReconcileArgs.from_dict(args)
     if opts.single:
         return _check_one(opts, *opts.tables[0]).to_dict()
     from concurrent.futures import ThreadPoolExecutor
@@ -1004,7 +948,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--args", required=True, help="JSON file with the run_job arguments")
     p.add_argument("--result", help="write the result JSON here (default: stdout)")
     ns = p.parse_args(argv)
-    write_result(run_job(read_args(ns.args)), ns.result)
+    write_result(run_job(read_job_args(ReconcileArgs, ns.args)), ns.result)
     return 0
 
 

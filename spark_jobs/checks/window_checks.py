@@ -29,23 +29,23 @@ exact SQL literal, or failing a check on the driver (Spark's report then names t
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from cdc_core.changefeed.config import DqMode
+from cdc_core.changefeed.job_args.window_checks import WindowChecksArgs, check_dq
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.schema.model import TableInfo
 from spark_jobs.checks import check_read_ahead
 from spark_jobs.checks import data_quality as dq
 from spark_jobs.checks.check_read_ahead import TABLE_THREADS, UpstreamSide, driver_keys
-from spark_jobs.job_io import args_file_main, check_names, table_entries, ts_arg
+from spark_jobs.job_io import args_file_main
 from spark_jobs.upstream_read import checkable_on_driver, resolved_tidb, upstream_at_keys, upstream_count, upstream_side
 
 if TYPE_CHECKING:
@@ -198,7 +198,7 @@ def _rows_equal(table: TableInfo, key: list[str], delta: DataFrame, upstream: Da
 
 
 def run_checks(
-    sink: str, changefeed_id: str, window_end_ts: int, table: TableInfo, *, after_ts: int, ts: int, mode: dq.Mode,
+    sink: str, changefeed_id: str, window_end_ts: int, table: TableInfo, *, after_ts: int, ts: int, mode: DqMode,
     pd_addr: str | None, tidb: str | None = None, content: bool = True, spark: SparkSession | None = None,
 ) -> dq.CheckReport:
     """The checks of the module docstring for ``table`` at ``ts``. ``content=False`` (event filters drop its
@@ -208,7 +208,7 @@ def run_checks(
 
     from spark_jobs.session import get_spark
 
-    _check_args(mode, content, pd_addr)
+    check_dq(mode, content, pd_addr)
     report = dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
     if mode == "off":
         return report
@@ -263,13 +263,6 @@ def run_checks(
     return report
 
 
-def _check_args(mode: str, content: bool, pd_addr: str | None) -> None:
-    if mode not in dq.MODES:
-        raise ValueError(f"data-quality mode must be one of {dq.MODES}, got {mode!r}")
-    if mode != "off" and content and pd_addr is None:
-        raise ValueError("the changed-key checks need the upstream (pd_addr)")
-
-
 def _frame_results(df: DataFrame, table: TableInfo) -> list[dq.ExpectationResult]:
     """Key uniqueness, NOT NULL and unique indexes of the Delta rows at the changed keys, in one GX run."""
     named = dq.structural_expectations(table)
@@ -312,7 +305,7 @@ def same_rows(a: pa.Table, b: pa.Table) -> bool:
 
 
 def _content_on_driver(
-    sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
+    sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: DqMode, pd_addr: str | None,
     tidb: str | None, content: bool, client: UpstreamClient | None, ahead: UpstreamSide | None = None,
 ) -> tuple[dq.CheckReport, pa.Table] | None:
     """:func:`check_on_driver` but the structural expectations: the report so far and the Delta rows at the keys
@@ -359,7 +352,7 @@ def _content_on_driver(
 
 
 def check_on_driver(
-    sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: dq.Mode, pd_addr: str | None,
+    sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: DqMode, pd_addr: str | None,
     tidb: str | None = None, content: bool = True, client: UpstreamClient | None = None,
 ) -> dq.CheckReport | None:
     """:func:`run_checks` for a table whose changed keys the driver holds (``keys``, from
@@ -371,7 +364,7 @@ def check_on_driver(
     window's checks that pass cost no Spark job)."""
     from spark_jobs.checks import structural_checks
 
-    _check_args(mode, content, pd_addr)
+    check_dq(mode, content, pd_addr)
     if mode == "off":
         return dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
     checked = _content_on_driver(sink, table, keys, after_ts=after_ts, ts=ts, mode=mode, pd_addr=pd_addr, tidb=tidb,
@@ -386,59 +379,6 @@ def check_on_driver(
 # --- the job ----------------------------------------------------------------------------------
 
 SLOW_TABLE_S = 1.0  # a table whose checks on the driver take longer is logged with where the time went
-JOB = "window_checks"
-
-
-@dataclass(frozen=True)
-class WindowChecksArgs:
-    """The ``window_checks`` job's arguments, checked when built (:meth:`from_dict` reads the JSON that
-    ``cdc_core.changefeed.tasks`` sends).
-
-    ``tables`` are the tables to check, each with whether its content is (False: event filters drop its rows on
-    purpose, so only its structure is); their changed keys are those of the bronze window ``window_end_ts`` with
-    ``after_ts < commit_ts <= ts``, checked at ``ts``. ``mode`` is one of ``data_quality.MODES``; ``pd_addr`` is
-    the upstream's PD, needed unless the mode is "off" or no table's content is checked; ``tidb`` its SQL
-    addresses (default: those registered in PD).
-
-    Raises ``ValueError`` naming the argument: a missing one, one the job does not know (a typo would otherwise be
-    ignored), a ts that is not an integer, an unknown mode, content to check without ``pd_addr``.
-    """
-
-    sink_uri: str
-    changefeed_id: str
-    window_end_ts: int
-    tables: tuple[tuple[TableInfo, bool], ...]
-    after_ts: int
-    ts: int
-    mode: dq.Mode = "checksum"
-    pd_addr: str | None = None
-    tidb: str | None = None
-
-    def __post_init__(self) -> None:
-        _check_args(self.mode, any(c for _, c in self.tables), self.pd_addr)
-
-    @classmethod
-    def from_dict(cls, args: Mapping[str, Any]) -> WindowChecksArgs:
-        """``args`` as JSON gives them: each of ``tables`` is ``{"table": <TableInfo JSON or dict>, "content":
-        <bool, default true>}``."""
-        check_names(JOB, args, [f.name for f in fields(cls)],
-                    ("sink_uri", "changefeed_id", "window_end_ts", "tables", "after_ts", "ts"))
-        return cls(sink_uri=str(args["sink_uri"]), changefeed_id=str(args["changefeed_id"]),
-                   window_end_ts=ts_arg(JOB, "window_end_ts", args["window_end_ts"]),
-                   tables=table_entries(JOB, args["tables"]),
-                   after_ts=ts_arg(JOB, "after_ts", args["after_ts"]), ts=ts_arg(JOB, "ts", args["ts"]),
-                   mode=args.get("mode", "checksum"), pd_addr=args.get("pd_addr"), tidb=args.get("tidb"))
-
-    @property
-    def reads_upstream(self) -> bool:
-        """Whether the checks read the upstream: a mode other than "off" and a table whose content is checked."""
-        return self.mode != "off" and self.pd_addr is not None and any(c for _, c in self.tables)
-
-    def key(self) -> str:
-        """The arguments as one string: what a read ahead for this job is found by
-        (:mod:`spark_jobs.checks.check_read_ahead`)."""
-        return json.dumps([self.sink_uri, self.changefeed_id, self.window_end_ts, self.after_ts, self.ts, self.mode,
-                           self.pd_addr, self.tidb, [(t.to_json(), c) for t, c in self.tables]])
 
 
 def _driver_checks(args: WindowChecksArgs, reports: dict[str, dict[str, Any]], client: UpstreamClient | None,
@@ -483,9 +423,9 @@ def _driver_checks(args: WindowChecksArgs, reports: dict[str, dict[str, Any]], c
              time.monotonic() - started - content_s, " (upstream side read ahead)" if ahead is not None else "")
 
 
-def run_job(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point (JSON in, JSON out): :class:`WindowChecksArgs` in.
-    Returns ``{"tables": {name: CheckReport.to_dict()}}``.
+def run_job(opts: WindowChecksArgs) -> dict[str, Any]:
+    """The ``cdc_core.changefeed.spark_engine`` entry point: ``WindowChecksArgs`` in, JSON out: ``{"tables":
+    {name: CheckReport.to_dict()}}``.
 
     One job checks every table a window touched. The window's changed keys of all of them are read in one pass over
     its bronze files (:mod:`spark_jobs.normalize.changed_keys`), and each table whose keys the driver holds is checked
@@ -496,7 +436,6 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     driver's checks share one upstream client: PD is asked for TiDB once, and each thread keeps its connection.
     What this process read ahead for the job while the window applied (:mod:`spark_jobs.checks.check_read_ahead`) is
     taken instead of reading it again."""
-    opts = WindowChecksArgs.from_dict(args)
     sink, after_ts, ts, mode, pd_addr, tidb = opts.sink_uri, opts.after_ts, opts.ts, opts.mode, opts.pd_addr, opts.tidb
     reports: dict[str, dict[str, Any]] = {}
     threads = max(1, min(TABLE_THREADS, len(opts.tables)))
@@ -527,17 +466,11 @@ def run_job(args: dict[str, Any]) -> dict[str, Any]:
     return {"tables": {t.qualified_name: reports[t.qualified_name] for t, _ in opts.tables}}
 
 
-def read_ahead(args: dict[str, Any]) -> dict[str, Any]:
-    """The ``cdc_core.changefeed.spark_engine`` entry point of the read ahead (job ``window_checks_read_ahead``): start
-    reading what this job of ``args`` (its JSON: :class:`WindowChecksArgs`, checked here) will compare Delta with
-    (:func:`spark_jobs.checks.check_read_ahead.start`), and return at once."""
-    return check_read_ahead.start(WindowChecksArgs.from_dict(args))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """spark-submit entry point: ``--args FILE [--result FILE]``; exit 0 even when checks fail (the result says
     so); exit 1 only when the job itself fails."""
-    return args_file_main("spark_jobs.checks.window_checks", "Changed-key checks of a silver table.", run_job, argv)
+    return args_file_main("spark_jobs.checks.window_checks", "Changed-key checks of a silver table.", run_job,
+                          WindowChecksArgs, argv)
 
 
 if __name__ == "__main__":

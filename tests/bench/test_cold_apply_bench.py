@@ -33,8 +33,9 @@ if spark_first:
     from spark_jobs.session import get_spark
     get_spark("cdcflow-apply-window")
 from pyspark import SparkContext
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs
 from spark_jobs.apply_window import run_job
-out = run_job(args)
+out = run_job(ApplyArgs.from_dict(args))
 print(json.dumps({"rows": out["rows_upserted"] + out["rows_deleted"],
                   "spark": SparkContext._active_spark_context is not None}))
 """

@@ -49,6 +49,7 @@ def upstream_home(tmp_path: Path) -> Iterator[Path]:
 
 def test_small_tables_fetched_on_the_driver_four_at_a_time(upstream_home: Path, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from cdc_core.changefeed.job_args.snapshot_load import SnapshotJobArgs
     from cdc_core.changefeed.reconcile import load_schema
     from cdc_core.client.upstream import UpstreamClient
     from spark_jobs import snapshot_load
@@ -67,8 +68,8 @@ def test_small_tables_fetched_on_the_driver_four_at_a_time(upstream_home: Path, 
         monkeypatch.setattr(snapshot_load, "FETCH_THREADS", snapshot_load.FETCH_THREADS if new else 1)
         monkeypatch.setenv(snapshot_load.ENV_DRIVER_ROWS, str(snapshot_load.DRIVER_ROWS if new else 0))
         started = time.perf_counter()
-        out = snapshot_load.run_job({"phase": "fetch", "sink_uri": f"file://{sink}", "changefeed_id": "bench",
-                                     "pd_addr": pd_addr, "ts": ts, "tables": [t.to_json() for t in tables]})
+        out = snapshot_load.run_job(SnapshotJobArgs(phase="fetch", sink_uri=f"file://{sink}", changefeed_id="bench",
+                                                    pd_addr=pd_addr, ts=ts, tables=tuple(tables)))
         took = time.perf_counter() - started
         assert [r["rows"] for r in out["tables"].values()] == [ROWS] * TABLES
         assert {r["chunks"] for r in out["tables"].values()} == {2}  # more than one chunk: Spark's, before

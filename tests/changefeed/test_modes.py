@@ -59,16 +59,16 @@ def test_a_table_that_is_not_replicated_is_named_with_what_is(home):
 
 def test_snapshot_and_rebuild_plans(home):
     p = tasks.plan("cf", interval_end_ts=None, target_ts=START + 5, mode="snapshot", tables=["SHOP.Orders"])
-    assert p["mode"] == "snapshot" and p["tables"] == ["SHOP.Orders"] and p["has_window"] and not p["skip"]
-    assert p["snapshot"]["tables"] == ["shop.orders"] and p["snapshot"]["ts"] == START
-    assert p["snapshot"]["all_tables"] is False and p["rebuild"] is None
+    assert p.mode == "snapshot" and p.tables == ("SHOP.Orders",) and p.has_window and not p.skip
+    assert p.snapshot.tables == ("shop.orders",) and p.snapshot.ts == START
+    assert p.snapshot.all_tables is False and p.rebuild is None
     # A window covered by the checkpoint still snapshots / rebuilds: target = checkpoint, no incremental part.
     p = tasks.plan("cf", interval_end_ts=None, target_ts=START - 1, mode="rebuild", run_tag="bf-1")
-    assert not p["skip"] and not p["has_window"] and p["target_ts"] == START
-    assert {k: v for k, v in p["rebuild"].items() if k != "id"} == {
+    assert not p.skip and not p.has_window and p.target_ts == START
+    assert {k: v for k, v in p.rebuild.to_xcom().items() if k != "id"} == {
         "ts": START, "tag": "bf-1", "tables": ["shop.items", "shop.orders"], "all_tables": True, "noop": False,
         "reason": "", "resume": False}
-    assert tasks.plan("cf", interval_end_ts=None, target_ts=START - 1)["skip"]  # incremental: nothing to do
+    assert tasks.plan("cf", interval_end_ts=None, target_ts=START - 1).skip  # incremental: nothing to do
 
 
 def test_backfill_runs_rebuild_once_and_unfinished_rebuilds_resume(home):
@@ -76,22 +76,22 @@ def test_backfill_runs_rebuild_once_and_unfinished_rebuilds_resume(home):
         st.rebuild = {"ts": START, "tag": "bf-1", "tables": ["shop.items", "shop.orders"], "trash": "x",
                       "moved": [], "done": True}
     p = tasks.plan("cf", interval_end_ts=None, target_ts=START - 1, mode="rebuild", run_tag="bf-1")
-    assert p["skip"] and p["reason"].startswith(f"already rebuilt by this backfill (tag bf-1) at checkpoint {START}")
+    assert p.skip and p.reason.startswith(f"already rebuilt by this backfill (tag bf-1) at checkpoint {START}")
     p = tasks.plan("cf", interval_end_ts=None, target_ts=START + 5, mode="rebuild", run_tag="bf-1")
-    assert not p["skip"] and p["rebuild"]["noop"] and p["has_window"]  # the incremental part still runs
-    assert not tasks.plan("cf", interval_end_ts=None, target_ts=START - 1, mode="rebuild", run_tag="bf-2")["skip"]
+    assert not p.skip and p.rebuild.noop and p.has_window  # the incremental part still runs
+    assert not tasks.plan("cf", interval_end_ts=None, target_ts=START - 1, mode="rebuild", run_tag="bf-2").skip
     # The same tag at another checkpoint (a later backfill with the same conf, or windows applied since): rebuilds.
     with locked_state("cf") as st:
         st.rebuild = {**(st.rebuild or {}), "ts": START - 7}
     p = tasks.plan("cf", interval_end_ts=None, target_ts=START - 1, mode="rebuild", run_tag="bf-1")
-    assert not p["skip"] and not p["rebuild"]["noop"]
+    assert not p.skip and not p.rebuild.noop
     # An unfinished rebuild: the next window resumes it whatever it was asked to do; a snapshot must wait.
     with locked_state("cf") as st:
         st.rebuild = {"id": "r1", "ts": START, "tag": None, "tables": ["shop.orders"], "trash": "x", "moved": [],
                       "done": False}
     p = tasks.plan("cf", interval_end_ts=None, target_ts=START + 5)
-    assert p["mode"] == "rebuild" and p["requested_mode"] == "incremental"
-    assert p["rebuild"]["tables"] == ["shop.orders"] and p["rebuild"]["resume"] and p["rebuild"]["id"] == "r1"
+    assert p.mode == "rebuild" and p.requested_mode == "incremental"
+    assert p.rebuild.tables == ("shop.orders",) and p.rebuild.resume and p.rebuild.id == "r1"
     with pytest.raises(ChangefeedError, match="unfinished rebuild"):
         tasks.plan("cf", interval_end_ts=None, target_ts=START + 5, mode="snapshot")
 
@@ -100,13 +100,13 @@ def test_initial_snapshot_makes_the_first_window_a_snapshot(tmp_path, monkeypatc
     monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path))
     _create(tmp_path, initial=True)
     p = tasks.plan("cf", interval_end_ts=None, target_ts=START + 5)
-    assert p["mode"] == "snapshot" and p["requested_mode"] == "incremental"
-    assert p["snapshot"]["initial"] and p["snapshot"]["all_tables"]
-    assert p["snapshot"]["tables"] == ["shop.items", "shop.orders"]
+    assert p.mode == "snapshot" and p.requested_mode == "incremental"
+    assert p.snapshot.initial and p.snapshot.all_tables
+    assert p.snapshot.tables == ("shop.items", "shop.orders")
     # A re-plan at the same checkpoint resumes the same (unfinished) snapshot id.
     with locked_state("cf") as st:
-        st.snapshot = {"id": p["snapshot"]["id"], "ts": START, "tables": p["snapshot"]["tables"], "done": False}
-    assert tasks.plan("cf", interval_end_ts=None, target_ts=START + 5)["snapshot"]["id"] == p["snapshot"]["id"]
+        st.snapshot = {"id": p.snapshot.id, "ts": START, "tables": list(p.snapshot.tables), "done": False}
+    assert tasks.plan("cf", interval_end_ts=None, target_ts=START + 5).snapshot.id == p.snapshot.id
     with locked_state("cf") as st:
         st.initial_snapshot_done = True
-    assert tasks.plan("cf", interval_end_ts=None, target_ts=START + 5)["mode"] == "incremental"
+    assert tasks.plan("cf", interval_end_ts=None, target_ts=START + 5).mode == "incremental"

@@ -3,10 +3,14 @@ the command line) writes Delta through delta-spark, and its failures come back w
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 from deltalake import DeltaTable
 
 from cdc_core.changefeed import spark_engine
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs
+from cdc_core.changefeed.job_args.rollback import RollbackArgs
 from cdc_core.errors import ChangefeedError
 from testkit.builders import Bronze, clustered_table
 
@@ -14,12 +18,15 @@ pytestmark = pytest.mark.spark
 
 
 def test_unknown_jobs_and_engines_are_refused(monkeypatch):
+    rollback = RollbackArgs("file:///lake", "cf", (), 1)
     monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "submit")
-    with pytest.raises(ChangefeedError, match="unknown Spark job"):
-        spark_engine.run_job("drop_everything", {})
+    monkeypatch.delitem(spark_engine.JOBS, "rollback")
+    with pytest.raises(ChangefeedError, match="unknown Spark job 'rollback'"):
+        spark_engine.run_job(rollback)
+    monkeypatch.undo()
     monkeypatch.setenv("CDCFLOW_SPARK_ENGINE", "yarn")
     with pytest.raises(ChangefeedError, match="must be 'local' or 'submit'"):
-        spark_engine.run_job("apply_window", {})
+        spark_engine.run_job(rollback)
 
 
 def test_a_killed_submission_is_transient_and_leaves_the_changefeed_normal(tmp_path, monkeypatch):
@@ -39,8 +46,8 @@ def test_a_killed_submission_is_transient_and_leaves_the_changefeed_normal(tmp_p
     create_state("cf", 7)
     c = clustered_table()
     sink = f"file://{tmp_path}/lake"
-    args = {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": 10, "after_ts": 0, "tables": [c.to_dict()],
-            "writer": "delta-spark"}
+    args = ApplyArgs(sink_uri=sink, changefeed_id="cf", window_end_ts=10, after_ts=0, tables=(c,),
+                     writer="delta-spark")
     me, killed = psutil.Process(), threading.Event()
     # this process's own Spark JVM (a SparkSubmit too, when an earlier test started a session) is not the submission
     before = {child.pid for child in me.children(recursive=True)}
@@ -60,7 +67,7 @@ def test_a_killed_submission_is_transient_and_leaves_the_changefeed_normal(tmp_p
     killer = threading.Thread(target=kill_the_submission, daemon=True)
     killer.start()
     with pytest.raises(TransientError, match=r"spark-submit of apply_window failed \(exit (-9|137)\)"):
-        _guard("cf", "apply", spark_engine.run_job, "apply_window", args)
+        _guard("cf", "apply", spark_engine.run_job, args)
     killed.set()
     st = load_state("cf")
     assert (st.state, st.checkpoint_ts, st.error) == ("normal", 7, None)
@@ -142,16 +149,16 @@ def test_a_tasks_jobs_share_one_application(tmp_path, monkeypatch):
     write_bronze(sink, "cf", 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).arrow())
     write_bronze(sink, "cf", 20, Bronze().put(c, 3, 15, {1: 3, 2: 3}).arrow())
 
-    def window(end: int, after: int) -> dict:
-        return {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": end, "after_ts": after,
-                "tables": [c.to_dict()], "writer": "delta-spark"}
+    def window(end: int, after: int) -> ApplyArgs:
+        return ApplyArgs(sink_uri=sink, changefeed_id="cf", window_end_ts=end, after_ts=after, tables=(c,),
+                         writer="delta-spark")
 
     with spark_engine.one_application():
-        assert spark_engine.run_job("apply_window", window(10, 0))["tables"]["test.c"]["applied_version"] == 10
+        assert spark_engine.run_job(window(10, 0))["tables"]["test.c"]["applied_version"] == 10
         with pytest.raises(ChangefeedError, match=r"(?s)spark-submit of apply_window failed.*no longer takes"):
-            spark_engine.run_job("apply_window", {**window(20, 10), "barrier_ts": 15})
+            spark_engine.run_job(_Refused(window(20, 10)))
         with spark_engine.one_application():  # nested: the outer application
-            assert spark_engine.run_job("apply_window", window(20, 10))["rows_upserted"] == 1
+            assert spark_engine.run_job(window(20, 10))["rows_upserted"] == 1
     assert len(started) == 1 and started[0][-3].endswith("job_server.py"), started
     dt = DeltaTable(table_path(sink, c))
     assert sorted(r["a"] for r in dt.to_pyarrow_table().to_pylist()) == [1, 3]
@@ -160,8 +167,19 @@ def test_a_tasks_jobs_share_one_application(tmp_path, monkeypatch):
     # Outside a block a job is an application of its own (a job refused before it starts Spark says so as well
     # as a MERGE would, without a second Spark session's cost).
     with pytest.raises(ChangefeedError, match="no longer takes barrier_ts"):
-        spark_engine.run_job("apply_window", {**window(20, 10), "barrier_ts": 15})
+        spark_engine.run_job(_Refused(window(20, 10)))
     assert len(started) == 2
+
+
+class _Refused(ApplyArgs):
+    """Arguments whose JSON the job refuses when the application reads it (a name it no longer takes): a job's own
+    failure, before it starts Spark."""
+
+    def __init__(self, args: ApplyArgs) -> None:
+        super().__init__(**{f.name: getattr(args, f.name) for f in fields(args)})
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "barrier_ts": 15}
 
 
 def _application_processes() -> tuple:
@@ -183,14 +201,14 @@ def _application_processes() -> tuple:
     return jvms[0], drivers[0]
 
 
-def _one_window(tmp_path) -> dict:
+def _one_window(tmp_path) -> ApplyArgs:
     from spark_jobs.normalize.bronze import write_bronze
 
     c = clustered_table()
     sink = f"file://{tmp_path}/lake"
     write_bronze(sink, "cf", 10, Bronze().put(c, 1, 5, {1: 1, 2: 1}).arrow())
-    return {"sink_uri": sink, "changefeed_id": "cf", "window_end_ts": 10, "after_ts": 0, "tables": [c.to_dict()],
-            "writer": "delta-spark"}
+    return ApplyArgs(sink_uri=sink, changefeed_id="cf", window_end_ts=10, after_ts=0, tables=(c,),
+                     writer="delta-spark")
 
 
 @pytest.mark.parametrize("victim", ["driver", "jvm"])
@@ -207,14 +225,14 @@ def test_an_application_killed_between_jobs_fails_the_next_job_as_transient(tmp_
         # A job's own error first: the application reports it and waits for the next job, as after any job (a
         # successful MERGE here would only add a delta-spark job's cost).
         with pytest.raises(ChangefeedError, match="no longer takes barrier_ts"):
-            spark_engine.run_job("apply_window", {**window, "barrier_ts": 5})
+            spark_engine.run_job(_Refused(window))
         jvm, driver = _application_processes()
         killed = driver if victim == "driver" else jvm
         killed.kill()  # not psutil's wait: it would reap the JVM, our child, before the engine reads its exit code
         _until(lambda: _dead(killed))
         code = "137" if victim == "driver" else "-9"
         with pytest.raises(TransientError, match=rf"spark-submit of apply_window failed \(exit {code}") as failed:
-            spark_engine.run_job("apply_window", window)
+            spark_engine.run_job(window)
         assert "no longer takes barrier_ts" not in str(failed.value)
     _until(lambda: _dead(driver) and _dead(jvm))  # a driver whose JVM was killed is killed when the block ends
 

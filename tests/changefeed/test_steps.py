@@ -12,6 +12,8 @@ import pytest
 from cdc_core.changefeed import steps as steps_module
 from cdc_core.changefeed.barriers import DdlStep, DmlStep, plan_steps
 from cdc_core.changefeed.config import ChangefeedConfig
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs
+from cdc_core.changefeed.job_args.base import JobArgs
 from cdc_core.changefeed.steps import apply_steps, replicated_at
 from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
@@ -33,10 +35,10 @@ def test_dml_at_a_ddls_commit_ts_is_applied_before_it_with_the_schema_before_it(
     cfg = ChangefeedConfig(changefeed_id="cf", sink_uri=f"file://{tmp_path}/lake", start_ts=1)
     add = _job(2, "add column", 20, AFTER)
     storage = SchemaStorage.from_jobs([_job(1, "create table", 10, BEFORE), add])
-    calls: list[tuple[str, dict[str, Any]]] = []
+    calls: list[JobArgs] = []
 
-    def run_job(job: str, args: dict[str, Any]) -> dict[str, Any]:
-        calls.append((job, args))
+    def run_job(args: JobArgs) -> dict[str, Any]:
+        calls.append(args)
         return {"tables": {}}
 
     monkeypatch.setattr(steps_module.spark_engine, "run_job", run_job)
@@ -44,9 +46,8 @@ def test_dml_at_a_ddls_commit_ts_is_applied_before_it_with_the_schema_before_it(
     plan = plan_steps(10, 30, [add], shared={20})
     assert [type(s) for s in plan] == [DmlStep, DmlStep, DdlStep, DmlStep]
     apply_steps(cfg, storage, plan, window_end_ts=30, tables_at=lambda ts: replicated_at(cfg, storage, ts))
-    dml = [(a["after_ts"], a["upto_ts"], a["version"], a["at_barrier"],
-            [TableInfo.from_json(t) for t in a["tables"]]) for job, a in calls if job == "apply_window"]
-    assert [job for job, _ in calls] == ["apply_window", "apply_window", "ddl_apply", "apply_window"]
+    dml = [(a.after_ts, a.upto_ts, a.version, a.at_barrier, list(a.tables)) for a in calls if isinstance(a, ApplyArgs)]
+    assert [a.JOB for a in calls] == ["apply_window", "apply_window", "ddl_apply", "apply_window"]
     assert dml == [(10, 19, 19, False, [BEFORE]),
                    (19, 20, 20, True, [BEFORE]),  # the rows committed at 20: the schema before the ADD COLUMN
                    (20, 30, 30, False, [AFTER])]

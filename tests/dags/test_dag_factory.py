@@ -26,6 +26,7 @@ from airflow.sdk.exceptions import (  # noqa: E402
 )
 from cdcflow_airflow import bundle, dag_factory, window_tasks  # noqa: E402
 
+from cdc_core.changefeed.window_plan import WindowPlan  # noqa: E402
 from cdc_core.codec import tso  # noqa: E402
 from cdc_core.errors import ConfigError  # noqa: E402
 
@@ -299,13 +300,8 @@ class FakeTasks(types.ModuleType):
         t = min(b for b in (interval_end_ts, target_ts) if b)
         skip = t <= self.checkpoint_ts
         reason = f"window already covered by checkpoint {self.checkpoint_ts} >= target {t}" if skip else ""
-        return {
-            "changefeed_id": changefeed_id,
-            "checkpoint_ts": self.checkpoint_ts,
-            "target_ts": t,
-            "skip": skip,
-            "reason": reason,
-        }
+        return WindowPlan(changefeed_id=changefeed_id, sink_uri="file:///lake", checkpoint_ts=self.checkpoint_ts,
+                          target_ts=t, skip=skip, reason=reason)
 
     def pull(self, plan):
         self.calls.append(("pull",))
@@ -321,7 +317,7 @@ class FakeTasks(types.ModuleType):
 
     def publish(self, plan, applied, checked):
         self.calls.append(("publish", applied, checked))
-        return {"checkpoint_ts": plan["target_ts"]}
+        return {"checkpoint_ts": plan.target_ts}
 
 
 @pytest.fixture
@@ -479,7 +475,7 @@ def test_publish_emits_an_asset_event_per_changed_table(dag):
         def __getitem__(self, key):
             return events.setdefault(key, _AliasEvents())
 
-    plan = {"changefeed_id": "orders", "sink_uri": "file:///lake/orders", "checkpoint_ts": 100, "target_ts": 200}
+    plan = WindowPlan(changefeed_id="orders", sink_uri="file:///lake/orders", checkpoint_ts=100, target_ts=200)
     published = {"skipped": False, "checkpoint_ts": 200, "tables": {
         "shop.orders": {"rows_upserted": 3, "rows_deleted": 1, "skipped": False, "delta_version": 7},
         "shop.users": {"rows_upserted": 0, "rows_deleted": 0, "skipped": True},

@@ -85,7 +85,7 @@ def feed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream_cluster: Any,
 
 def test_operator_defers_while_the_window_is_open_and_resumes_with_the_event(feed: str, upstream_client: Any) -> None:
     ahead = tso.compose(tso.physical_ms(upstream_client.get_ts()) + 60_000)
-    plan = tasks.plan(feed, interval_end_ts=None, target_ts=ahead)
+    plan = tasks.plan(feed, interval_end_ts=None, target_ts=ahead).to_xcom()
     op = ResolvedTsSensor(task_id="wait", plan=plan, poll_s=0.1)
     with pytest.raises(TaskDeferred) as ei:
         op.execute({"params": {}})
@@ -103,7 +103,7 @@ def test_operator_defers_while_the_window_is_open_and_resumes_with_the_event(fee
 def test_operator_waits_in_the_task_for_a_window_end_seconds_away(feed: str, upstream_client: Any) -> None:
     """Deferring would cost more than the wait (and races Airflow 3.3's scheduler, apache/airflow#72716)."""
     soon = tso.compose(tso.physical_ms(upstream_client.get_ts()) + 1500)
-    plan = tasks.plan(feed, interval_end_ts=None, target_ts=soon)
+    plan = tasks.plan(feed, interval_end_ts=None, target_ts=soon).to_xcom()
     t0 = time.monotonic()
     out = ResolvedTsSensor(task_id="wait", plan=plan, poll_s=0.1).execute({"params": {}})
     assert out["deferred"] is False and out["how"] == "pd" and out["resolved_ts"] >= soon, out
@@ -111,7 +111,7 @@ def test_operator_waits_in_the_task_for_a_window_end_seconds_away(feed: str, ups
     assert upstream_client.get_ts() > soon
     # Without the inline wait, the same kind of window defers.
     later = tso.compose(tso.physical_ms(upstream_client.get_ts()) + 1500)
-    plan = tasks.plan(feed, interval_end_ts=None, target_ts=later)
+    plan = tasks.plan(feed, interval_end_ts=None, target_ts=later).to_xcom()
     with pytest.raises(TaskDeferred):
         ResolvedTsSensor(task_id="wait", plan=plan, inline_wait=timedelta(0)).execute({"params": {}})
 
@@ -121,12 +121,12 @@ def test_operator_does_not_defer_without_anything_to_wait_for(feed: str, upstrea
     # The window is already covered by a pull that saw the resolved ts past it.
     with locked_state(feed) as st:
         st.resolved_ts = now + 10
-    plan = tasks.plan(feed, interval_end_ts=None, target_ts=now)
+    plan = tasks.plan(feed, interval_end_ts=None, target_ts=now).to_xcom()
     assert ResolvedTsSensor(task_id="wait", plan=plan).execute({"params": {}})["deferred"] is False
     # A skipped window (paused changefeed) does not wait either.
     with locked_state(feed) as st:
         st.state = "paused"
-    plan = tasks.plan(feed, interval_end_ts=None, target_ts=now + 10**12)
+    plan = tasks.plan(feed, interval_end_ts=None, target_ts=now + 10**12).to_xcom()
     assert ResolvedTsSensor(task_id="wait", plan=plan).execute({"params": {}})["skipped"] is True
 
 
@@ -135,14 +135,15 @@ def test_the_wait_is_a_sensor_whose_poke_looks_once_without_waiting(feed: str, u
     from cdcflow_airflow.operators import WAIT_TIMEOUT
 
     ahead = tso.compose(tso.physical_ms(upstream_client.get_ts()) + 60_000)
-    op = ResolvedTsSensor(task_id="wait", plan=tasks.plan(feed, interval_end_ts=None, target_ts=ahead), poll_s=0.5)
+    plan = tasks.plan(feed, interval_end_ts=None, target_ts=ahead).to_xcom()
+    op = ResolvedTsSensor(task_id="wait", plan=plan, poll_s=0.5)
     assert isinstance(op, BaseSensorOperator) and op.timeout == WAIT_TIMEOUT.total_seconds() and op.poke_interval == 0.5
     t0 = time.monotonic()
     assert op.poke({"params": {}}) is False  # a window a minute ahead: not passed, and no waiting for it
     assert time.monotonic() - t0 < 5
     # A window end in the past: PD's min resolved ts passes it once the stores report past it.
     past = upstream_client.get_ts()
-    op = ResolvedTsSensor(task_id="wait", plan=tasks.plan(feed, interval_end_ts=None, target_ts=past))
+    op = ResolvedTsSensor(task_id="wait", plan=tasks.plan(feed, interval_end_ts=None, target_ts=past).to_xcom())
     deadline = time.monotonic() + 10
     while not op.poke({"params": {}}):
         assert time.monotonic() < deadline, "PD's min resolved ts never passed a ts in the past"
@@ -150,5 +151,5 @@ def test_the_wait_is_a_sensor_whose_poke_looks_once_without_waiting(feed: str, u
     # A skipped window (paused changefeed) needs no wait at all.
     with locked_state(feed) as st:
         st.state = "paused"
-    assert ResolvedTsSensor(task_id="wait", plan=tasks.plan(feed, interval_end_ts=None, target_ts=ahead)).poke(
-        {"params": {}}) is True
+    plan = tasks.plan(feed, interval_end_ts=None, target_ts=ahead).to_xcom()
+    assert ResolvedTsSensor(task_id="wait", plan=plan).poke({"params": {}}) is True

@@ -263,11 +263,10 @@ def test_a_corrupt_row_value_stops_the_changefeed_naming_where(cdc_home: Path, u
 
 
 def test_the_scheduled_reconciliation_finds_what_no_window_changed(cdc_home: Path, upstream_cluster: Any) -> None:
-    """The maintenance DAG's reconcile: due once per interval, at the checkpoint, recorded; a row edited in the lake
-    that no window touches passes every window's checks and fails the reconciliation, which stops the changefeed."""
-    from cdcflow_airflow import maintenance
-
-    from testkit import airflow_import  # noqa: F401  (plugins on sys.path, as Airflow puts them)
+    """The maintenance DAG's reconcile (``upkeep.reconcile_changefeeds``): due once per interval, at the checkpoint,
+    recorded; a row edited in the lake that no window touches passes every window's checks and fails the
+    reconciliation, which stops the changefeed."""
+    from cdc_core.changefeed import upkeep
 
     db, sink = "e2e_reconcile", cdc_home / "lake"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
@@ -281,12 +280,12 @@ def test_the_scheduled_reconciliation_finds_what_no_window_changed(cdc_home: Pat
                        f'[filter]\nrules = ["{db}.*"]\n')
         _cli("changefeed", "create", "--config", str(cfg))
         runner.run_until("rc", c.get_ts())
-        mine = [cf for cf in maintenance.list_changefeeds() if cf["changefeed_id"] == "rc"]
-        out = maintenance.reconcile_changefeeds(mine, 24)
+        mine = [cf for cf in upkeep.list_changefeeds() if cf["changefeed_id"] == "rc"]
+        out = upkeep.reconcile_changefeeds(mine, 24)
         assert out["changefeeds"]["rc"]["failed"] == [] and out["changefeeds"]["rc"]["tables"] == 2  # one job
         last = load_state("rc").last_reconciliation
         assert last is not None and last["passed"] and last["ts"] == load_state("rc").checkpoint_ts
-        assert maintenance.reconcile_changefeeds(mine, 24)["changefeeds"]["rc"] == {
+        assert upkeep.reconcile_changefeeds(mine, 24)["changefeeds"]["rc"] == {
             "skipped": True, "reason": "reconciled less than 24 h ago"}
 
         path = str(sink / db / "acct")
@@ -298,12 +297,12 @@ def test_the_scheduled_reconciliation_finds_what_no_window_changed(cdc_home: Pat
         assert load_state("rc").state == "normal"
         with pytest.raises(DataQualityError, match=r"changefeed rc: reconciliation: .*e2e_reconcile.acct at ts \d+: "
                                                    r"checksum_equals failed .*'id': '7'"):
-            maintenance.reconcile_changefeeds(mine, 24, force=True)
+            upkeep.reconcile_changefeeds(mine, 24, force=True)
         st = load_state("rc")
         assert st.state == "error" and st.error["step"] == "reconciliation"
         assert st.last_reconciliation["failed"] == [f"{db}.acct"]
         kept = [r for r in DeltaTable(results_path(f"file://{sink}")).to_pyarrow_table().to_pylist()
                 if r["changefeed_id"] == "rc" and r["where"] == "reconciliation" and not r["success"]]
         assert [r["expectation"] for r in kept] == ["checksum_equals"]
-        assert maintenance.reconcile_changefeeds(
+        assert upkeep.reconcile_changefeeds(
             [{**mine[0], "state": "error"}], 24, force=True)["changefeeds"]["rc"]["reason"] == "changefeed is error"

@@ -10,6 +10,7 @@ from deltalake import DeltaTable
 
 from cdc_core.changefeed import runner, spark_engine, tasks
 from cdc_core.changefeed.state import load_state
+from cdc_core.changefeed.window_plan import WindowPlan
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.codec.changelog import list_windows
 from testkit.e2e import cli as _cli
@@ -87,8 +88,7 @@ def test_two_windows_match_the_upstream_snapshot(cdc_home, upstream_cluster, mon
 
         # Exactly once: re-applying an already applied window changes no Delta table.
         versions = {t: DeltaTable(str(sink / db / t)).version() for t in ("acct", "t", "nc")}
-        replay = {"changefeed_id": "skel", "sink_uri": f"file://{sink}", "checkpoint_ts": t1, "target_ts": t2,
-                  "skip": False, "reason": ""}
+        replay = WindowPlan(changefeed_id="skel", sink_uri=f"file://{sink}", checkpoint_ts=t1, target_ts=t2)
         res = tasks.apply(replay)
         assert all(s["skipped"] for s in res["tables"].values()), res
         assert {t: DeltaTable(str(sink / db / t)).version() for t in ("acct", "t", "nc")} == versions

@@ -6,6 +6,7 @@ belongs."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from cdc_core.changefeed import runner
 from cdc_core.changefeed.config import load_config
+from cdc_core.changefeed.job_args.window_checks import ReadAheadArgs, WindowChecksArgs
 from cdc_core.changefeed.reconcile import tables_at
 from cdc_core.client.upstream import UpstreamClient
 from spark_jobs import upstream_read
@@ -126,9 +128,10 @@ def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, u
         later = c.get_ts()
     plan = result["plan"]
     (table,) = tables_at(load_config(cid), plan["target_ts"])
-    args = {"sink_uri": f"file://{sink}", "changefeed_id": cid, "window_end_ts": plan["target_ts"],
-            "tables": [{"table": table.to_json(), "content": True}], "after_ts": plan["checkpoint_ts"], "ts": later,
-            "mode": "checksum", "pd_addr": upstream_cluster.pd_addr}
+    args = WindowChecksArgs(sink_uri=f"file://{sink}", changefeed_id=cid, window_end_ts=plan["target_ts"],
+                            tables=((table, True),), after_ts=plan["checkpoint_ts"], ts=later, mode="checksum",
+                            pd_addr=upstream_cluster.pd_addr)
+    earlier = replace(args, ts=later - 1)
     out = window_checks.run_job(args)
     rep = out["tables"][f"{db}.t"]
     failed = [r for r in rep["results"] if not r["success"]]
@@ -136,14 +139,13 @@ def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, u
     assert failed[0]["sample_keys"] == [{"id": "2", "_problem": "differs"}]
 
     # Read ahead, the job reports alike, and takes what was read (once); another job's read is not taken.
-    window_checks.read_ahead({**args, "ts": later - 1})
-    assert window_checks.read_ahead(args) == {"reading_ahead": 1}
-    opts = window_checks.WindowChecksArgs.from_dict
-    assert window_checks.run_job(args) == out and check_read_ahead.take(opts(args)) is None
-    assert check_read_ahead.take(opts({**args, "ts": later - 1})) is not None
+    check_read_ahead.start(ReadAheadArgs.ahead_of(earlier))
+    assert check_read_ahead.start(ReadAheadArgs.ahead_of(args)) == {"reading_ahead": 1}
+    assert window_checks.run_job(args) == out and check_read_ahead.take(args) is None
+    assert check_read_ahead.take(earlier) is not None
     # A read ahead that fails leaves the job to read for itself.
     monkeypatch.setattr(check_read_ahead, "read", lambda a: (_ for _ in ()).throw(RuntimeError("no upstream")))
     caplog.set_level("WARNING", logger="spark_jobs.checks.check_read_ahead")
-    window_checks.read_ahead(args)
+    check_read_ahead.start(ReadAheadArgs.ahead_of(args))
     assert window_checks.run_job(args) == out
     assert "the checks' upstream side read ahead failed" in caplog.text and "no upstream" in caplog.text

@@ -4,19 +4,22 @@ the submitter judges the job or the application (``cdc_core.changefeed.spark_eng
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from cdc_core.changefeed.job_args.rollback import RollbackArgs
 from spark_jobs import job_server
+from testkit.builders import clustered_table
 
 
-def _reply(entry: str) -> dict:
-    return json.loads(job_server.run_request({"entry": entry, "args": {}}))
+def _reply(job: str, args: dict | None = None) -> dict:
+    return json.loads(job_server.run_request({"job": job, "args": args or {}}))
 
 
 def test_a_job_that_raises_under_a_live_driver_is_the_jobs_failure() -> None:
-    reply = _reply("spark_jobs.no_such_module:run")
-    assert "No module named" in reply["error"] and reply["spark_alive"] is True
+    reply = _reply("rollback")
+    assert "rollback: missing argument(s)" in reply["error"] and reply["spark_alive"] is True
 
 
 def test_a_job_that_raises_after_the_jvm_went_is_the_applications_failure(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -24,9 +27,18 @@ def test_a_job_that_raises_after_the_jvm_went_is_the_applications_failure(monkey
     is then py4j's, which says nothing of the kill)."""
     # (raising=False: without the parent check the test fails on its assertion, not on a missing attribute)
     monkeypatch.setattr(job_server, "_JVM_PID", -1, raising=False)
-    reply = _reply("spark_jobs.no_such_module:run")
+    reply = _reply("rollback")
     assert reply["spark_alive"] is False
 
 
 def test_only_cdcflow_jobs_run() -> None:
-    assert "not a cdcflow Spark job entry" in _reply("os:system")["error"]
+    assert "unknown Spark job 'os:system'" in _reply("os:system")["error"]
+
+
+def test_a_jobs_json_is_read_into_its_arguments_and_run(tmp_path: Path) -> None:
+    """The request's job name picks its arguments' class, which reads the JSON the submitter sent (a rollback of a
+    table without a Delta table: a job that needs no Spark)."""
+    t = clustered_table()
+    args = RollbackArgs(f"file://{tmp_path}", "cf", (t,), 100)
+    reply = _reply(args.JOB, json.loads(json.dumps(args.to_dict())))
+    assert reply == {"result": {"tables": {"test.c": {"restored": False, "why": "no Delta table"}}}}

@@ -5,6 +5,7 @@
 - ``puller``: the subscription-client tests' recorder, MVCC ground truth and waits; ``mock_store``: a store's
   ``ChangeData`` service in the test's process, for the puller's workers and scheduler;
 - ``builders``: the Spark jobs' tests' table infos and bronze event builder;
+- ``small_lake``: small Delta tables stamped with cdcflow ts, for the tests of their upkeep;
 - ``random_workload``: the differential tests' seeded workload;
 - ``airflow_import``: Airflow imported with a temporary ``AIRFLOW_HOME``;
 - ``airflow_server``, ``airflow_feed``: a real Airflow and a changefeed driven through it;

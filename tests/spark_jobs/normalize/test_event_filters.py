@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
+from cdc_core.changefeed.job_args.apply_window import ApplyArgs
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import Column, Index, TableInfo
@@ -156,9 +157,10 @@ def test_run_job_passes_filters_and_txn_ts(spark, sink):
     _base(spark, sink, c)
     write_bronze(sink, CF, 200, _mixed(c).arrow())
     # The changefeed's form: filters in a dict keyed by table id (as a string, JSON keys are).
-    out = run_job({"sink_uri": sink, "changefeed_id": CF, "window_end_ts": 200, "after_ts": 100,
-                   "tables": [c.to_json()], "event_filters": {str(c.id): [{"ignore_event": ["delete"]}]},
-                   "ignore_txn_start_ts": [109]})  # fmt: skip
+    out = run_job(ApplyArgs.from_dict({"sink_uri": sink, "changefeed_id": CF, "window_end_ts": 200, "after_ts": 100,
+                                       "tables": [c.to_json()],
+                                       "event_filters": {str(c.id): [{"ignore_event": ["delete"]}]},
+                                       "ignore_txn_start_ts": [109]}))  # fmt: skip
     assert out["tables"]["test.c"]["rows_deleted"] == 0
     assert _rows(sink, c) == [{"a": 1, "b": 11}, {"a": 2, "b": 99}, {"a": 3, "b": 30}, {"a": 4, "b": 40},
                               {"a": 6, "b": 5}]  # fmt: skip
