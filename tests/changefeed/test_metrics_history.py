@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from cdc_core.changefeed import metrics_history as mh
+from cdc_core.changefeed.window_plan import WindowPlan
 from cdc_core.codec import tso
 
 
@@ -69,9 +70,14 @@ def test_sampler_sees_the_peak_quota_and_pause_of_the_event_stream() -> None:
     assert mem.paused and mem.samples >= 3 and mem.peak_ratio == peak / 10_000
 
 
+def _plan(changefeed_id: str) -> WindowPlan:
+    """The plan a pull step is called with: the decorators find the changefeed in it."""
+    return WindowPlan(changefeed_id=changefeed_id, sink_uri="file:///lake", checkpoint_ts=1, target_ts=2)
+
+
 def test_decorator_records_the_pull_even_when_it_fails() -> None:
     @mh.records_pull_memory
-    def pull(p: dict[str, Any]) -> dict[str, Any]:
+    def pull(p: WindowPlan, fail: bool = False) -> dict[str, Any]:
         from cdc_core.puller.event_stream import EventStream
 
         stream = EventStream()  # the default registry, as the puller's
@@ -79,16 +85,16 @@ def test_decorator_records_the_pull_even_when_it_fails() -> None:
         stream.add_path("default", "p")
         stream.push_entries("p", 1, object(), 4096)
         time.sleep(0.1)
-        if p.get("fail"):
+        if fail:
             raise RuntimeError("boom")
         return {"events": 1}
 
-    assert pull({"changefeed_id": "ok"}) == {"events": 1}
+    assert pull(_plan("ok")) == {"events": 1}
     mem = mh.last_pull_memory("ok")
     # >=: the default registry may still hold streams of earlier tests in the same session (1 GiB quotas).
     assert mem is not None and mem.max_pending_bytes >= 1 << 20 and mem.peak_pending_bytes >= 4096
     with pytest.raises(RuntimeError, match="boom"):
-        pull({"changefeed_id": "bad", "fail": True})
+        pull(_plan("bad"), fail=True)
     assert mh.last_pull_memory("bad") is not None
 
 
@@ -106,12 +112,12 @@ def test_a_real_pull_reports_the_configured_quota(pd_addr: str, upstream_client:
     opts = PullerOptions(max_pending_bytes=64 << 20)
 
     @mh.records_pull_memory
-    def pull(p: dict[str, Any]) -> int:
+    def pull(p: WindowPlan) -> int:
         table, _ = asyncio.run(collect_window(pd_addr, {entry.table_id: key.table_span(entry.table_id)}, start,
                                               target, options=opts))
         return table.num_rows
 
-    assert pull({"changefeed_id": "real"}) == 2000
+    assert pull(_plan("real")) == 2000
     mem = mh.last_pull_memory("real")
     # The gauges are process-wide: an earlier test's stream (up to 1 GiB quota) may still be registered.
     assert mem is not None and mem.max_pending_bytes >= 64 << 20 and mem.samples >= 2

@@ -115,9 +115,9 @@ def test_two_windows_match_the_upstream_snapshot(cdc_home, upstream_cluster, mon
         jobs: list[str] = []
         real = spark_engine.run_job
 
-        def recorded(name, args, *a, **kw):
-            jobs.append(name)
-            return real(name, args, *a, **kw)
+        def recorded(args, *a, **kw):
+            jobs.append(args.JOB)
+            return real(args, *a, **kw)
 
         monkeypatch.setattr(spark_engine, "run_job", recorded)
         t3 = c.get_ts()

@@ -52,12 +52,14 @@ def test_every_figure_of_a_changefeed(client: Any, fabricated_changefeed: dict, 
     bronze.mkdir(parents=True)
     (bronze / "part-0.parquet").write_bytes(b"x" * 1234)
 
+    from cdc_core.changefeed.window_plan import WindowPlan
+
     @metrics_history.records_duration("apply")
-    def apply(p: dict[str, Any]) -> None:
+    def apply(p: WindowPlan) -> None:
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        apply({"changefeed_id": cf})
+        apply(WindowPlan(changefeed_id=cf, sink_uri="file:///lake", checkpoint_ts=1, target_ts=2))
     r = client.get(URL, headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     got = _samples(r.text)
