@@ -65,6 +65,22 @@ class PreparedStatement:
         return replace(self.template, node=node)
 
 
+    def probe(self) -> ParsedStatement | None:
+        """For a query, the statement that describes its result columns at prepare, as TiDB sends them there: its
+        parameters NULL, ``LIMIT 0`` and no ``FOR UPDATE``, so it reads and locks no row. None for other statements
+        (they return no rows)."""
+        node = self.template.node
+        if not isinstance(node, exp.Query):
+            return None
+        node = node.copy()
+        for ph in list(node.find_all(exp.Placeholder)):
+            ph.replace(exp.Null())
+        node.set("limit", exp.Limit(expression=exp.Literal.number(0)))
+        node.set("offset", None)
+        node.set("locks", None)
+        return replace(self.template, node=node)
+
+
 def prepare(sql: str, *, no_backslash_escapes: bool = False) -> tuple[ParsedStatement, int]:
     """``(template, parameter count)`` of a statement to prepare. Raises ``SqlError`` for SQL that does not parse
     and ``PrepareError`` for what TiDB refuses to prepare."""

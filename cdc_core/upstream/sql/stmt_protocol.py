@@ -14,8 +14,8 @@ in place of mysql-mimic 3.0.5's (``mysql_mimic/connection.py``, ``packets.py``),
   types (no DECIMAL, DATE, TIME, BLOB-as-bytes).
 
 Parameter values are decoded as TiDB's ``parseBinaryParams`` and ``param.ExecArgs`` decode them. Parameters are
-described at prepare as TiDB describes them (``TypeBlob``, no name); result columns are described at execute (TiDB
-also describes them at prepare; the clients used here read them from the execute's result set).
+described at prepare as TiDB describes them (``TypeBlob``, no name), and so are a query's result columns (by the
+query run with NULL parameters and ``LIMIT 0``: ``PreparedStatement.probe``), then again at each execute.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, Protocol, cast
 from mysql_mimic.connection import Connection
 from mysql_mimic.errors import ErrorCode, MysqlError
 from mysql_mimic.packets import make_binary_resultrow, make_column_definition_41
-from mysql_mimic.results import AllowedResult, ensure_result_set
+from mysql_mimic.results import AllowedResult, ResultSet, ensure_result_set
 from mysql_mimic.types import Capabilities, ColumnDefinition, ColumnType, ServerStatus, uint_1, uint_2, uint_4, uint_len
 from mysql_mimic.utils import aiterate, cooperative_iterate, seq
 
@@ -225,17 +225,36 @@ class StatementConnection(Connection):
     async def handle_stmt_prepare(self, data: bytes) -> None:
         template, num_params = self._session.prepare_statement(self.client_charset.decode(data))
         stmt = PreparedStatement(next(self._stmt_ids), template, num_params)
+        # A client that binds its result columns by the prepare's count (libmariadb: sysbench) reads no rows of a
+        # statement described with none, and its next command is out of sync (2014): a query is described here.
+        probe = stmt.probe()
+        columns: list[bytes] = []
+        if probe is not None:
+            described = await ensure_result_set(await self._session.execute_statement(probe, {}))
+            columns = self._column_definitions(described) if described else []
         self.statements[stmt.stmt_id] = stmt
-        # status OK, statement id, columns (described at execute), parameters, filler, warnings
-        packets = [uint_1(0) + uint_4(stmt.stmt_id) + uint_2(0) + uint_2(num_params) + uint_1(0) + uint_2(0)]
+        # status OK, statement id, columns, parameters, filler, warnings
+        packets = [uint_1(0) + uint_4(stmt.stmt_id) + uint_2(len(columns)) + uint_2(num_params) + uint_1(0)
+                   + uint_2(0)]
         if num_params:
             param = make_column_definition_41(server_charset=self.server_charset, column_type=ColumnType.BLOB)
             packets += [param] * num_params
             if not self.deprecate_eof():
                 packets.append(self.eof())
+        if columns:
+            packets += columns
+            if not self.deprecate_eof():
+                packets.append(self.eof())
         for packet in packets:
             await self.stream.write(packet, drain=False)
         await self.stream.drain()
+
+    def _column_definitions(self, result_set: ResultSet) -> list[bytes]:
+        flags = self._session.result_flags
+        return [make_column_definition_41(server_charset=self.server_charset, name=column.name,
+                                          column_type=column.type, character_set=column.character_set,
+                                          flags=ColumnDefinition(flags[i] if i < len(flags) else 0))
+                for i, column in enumerate(result_set.columns)]
 
     async def handle_stmt_send_long_data(self, data: bytes) -> None:
         if len(data) < 6:
@@ -259,14 +278,7 @@ class StatementConnection(Connection):
         if not result_set:
             await self.stream.write(self.ok())
             return
-        flags = self._session.result_flags
-        header = [uint_len(len(result_set.columns))]
-        for i, column in enumerate(result_set.columns):
-            header.append(make_column_definition_41(
-                server_charset=self.server_charset, name=column.name, column_type=column.type,
-                character_set=column.character_set,
-                flags=ColumnDefinition(flags[i] if i < len(flags) else 0)))
-        for packet in header:
+        for packet in [uint_len(len(result_set.columns)), *self._column_definitions(result_set)]:
             await self.stream.write(packet, drain=False)
 
         async def rows() -> AsyncIterator[bytes]:
