@@ -138,7 +138,7 @@ def decode_params(data: bytes, stmt: PreparedStatement, capabilities: Capabiliti
         if long is not None:
             # sent by COM_STMT_SEND_LONG_DATA: text for a string type, else bytes (conn_stmt_params.go)
             tp = types_[2 * i] if 2 * i + 1 < len(types_) else 0xFC
-            values.append(decode(bytes(long)) if tp in _STRING_TYPES else bytes(long))
+            values.append(_text(decode, bytes(long)) if tp in _STRING_TYPES else bytes(long))
             continue
         if nulls[i >> 3] & (1 << (i & 7)):
             values.append(None)
@@ -172,8 +172,18 @@ def _value(r: _Reader, tp: int, unsigned: bool, decode: Callable[[bytes], str]) 
     if tp in _BLOB_TYPES:
         return r.lenenc_bytes()
     if tp in _STRING_TYPES:
-        return decode(r.lenenc_bytes())
+        return _text(decode, r.lenenc_bytes())
     raise _error(mysql_errors.TIDB_UNKNOWN_FIELD_TYPE, f"stmt unknown field type {tp}")
+
+
+def _text(decode: Callable[[bytes], str], raw: bytes) -> str | bytes:
+    """A string parameter in the connection's character set; bytes that are not text in it stay bytes (TiDB's
+    ``InputDecoder`` passes utf8 input through unchecked: drivers send ``[]byte`` / ``bytes`` as strings, and a
+    binary column takes them as they are)."""
+    try:
+        return decode(raw)
+    except UnicodeDecodeError:
+        return raw
 
 
 def _datetime_text(b: bytes, *, date_only: bool) -> str:
