@@ -10,8 +10,9 @@ and Python are checked by the bootstrap. What is left are Debian packages and a 
 ``test``    root: ``postgresql``; everyone: ``chromium`` (the browser test drives Debian's Chromium),
             ``mariadb-client`` (a test drives the embedded upstream's MySQL front with Debian's ``mariadb``),
             ``docker-compose`` (a test validates docker-compose.yml with it), ``redis-server`` (the Celery
-            broker of the distributed-topology test) and ``prometheus`` (promtool for the alert rules, and a
-            Prometheus that scrapes Airflow's metrics endpoint)
+            broker of the distributed-topology test), ``prometheus`` (promtool for the alert rules, and a
+            Prometheus that scrapes Airflow's metrics endpoint) and ``sysbench`` (stock sysbench against the
+            embedded upstream's MySQL front, prepared statements on)
 =========== =============================================================================================
 
 Missing packages are installed with apt-get when this is root (or ``sudo -n`` works); otherwise the check names
@@ -58,11 +59,13 @@ DOCKER_COMPOSE = Package("docker-compose", "a test validates docker-compose.yml 
                          lambda: shutil.which("docker-compose") is not None)
 REDIS = Package("redis-server", "the Celery broker of the distributed-topology test (tests/testkit/topology.py)",
                 lambda: shutil.which("redis-server") is not None)
+SYSBENCH = Package("sysbench", "a test runs stock sysbench (libmariadb, prepared statements) against the MySQL front",
+                   lambda: shutil.which("sysbench") is not None)
 PROMETHEUS = Package("prometheus", "promtool checks and tests the alert rules; a Prometheus scrapes a running "
                      "deployment in an end-to-end test", lambda: shutil.which("promtool") is not None)
 NEEDS: dict[str, list[Package]] = {"demo": [POSTGRESQL],
                                    "test": [POSTGRESQL, CHROMIUM_PKG, MARIADB_CLIENT, DOCKER_COMPOSE, REDIS,
-                                            PROMETHEUS]}
+                                            PROMETHEUS, SYSBENCH]}
 
 
 def ensure_packages(packages: list[Package], what: str) -> None:

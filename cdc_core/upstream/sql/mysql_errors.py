@@ -79,6 +79,15 @@ ER_PARTITION_MGMT_ON_NONPARTITIONED = MysqlCode(1505, b"HY000")
 ER_PARTITION_EXCHANGE_PART_TABLE = MysqlCode(1732, b"HY000")
 ER_TABLES_DIFFERENT_METADATA = MysqlCode(1736, b"HY000")
 ER_ROW_DOES_NOT_MATCH_PARTITION = MysqlCode(1737, b"HY000")
+# The binary protocol's (COM_STMT_*: pkg/server/conn_stmt.go, pkg/param/binary_params.go, pkg/executor/prepared.go)
+ER_EMPTY_QUERY = MysqlCode(1065, b"42000")
+ER_WRONG_ARGUMENTS = MysqlCode(1210, b"HY000")  # "Incorrect arguments to %s"
+ER_UNKNOWN_STMT_HANDLER = MysqlCode(1243, b"HY000")  # "Unknown prepared statement handler (%s) given to %s"
+ER_UNSUPPORTED_PS = MysqlCode(1295, b"HY000")
+ER_SP_CURSOR_NOT_OPEN = MysqlCode(1326, b"24000")
+ER_MALFORMED_PACKET = MysqlCode(1835, b"HY000")  # "Malformed communication packet."
+TIDB_UNKNOWN_FIELD_TYPE = MysqlCode(8051, b"HY000")  # ErrUnknownFieldType: "stmt unknown field type %d"
+TIDB_PREPARE_MULTI = MysqlCode(8115, b"HY000")  # ErrPrepareMulti: "Can not prepare multiple statements"
 # TiDB's ErrMemoryExceedForQuery (pkg/errno/errcode.go): a query over its memory quota; here a listing refused by
 # the upstream-catalog limiter.
 TIDB_MEM_QUOTA_EXCEEDED = MysqlCode(8175, b"HY000")

@@ -27,8 +27,10 @@ front (TiDB's ``CLUSTERED`` keywords included), then offered to mysql-mimic's ha
 
 Accounts (:class:`Accounts`): with no password configured, any user name without a password is accepted, as a
 fresh TiDB's ``root`` (the loopback default); with one, only the configured user with that password
-(``mysql_native_password``, as TiDB's default plugin), anyone else gets error 1045. Not yet: prepared statements
-run through mysql-mimic's text substitution. With an SSL context (the cluster's TLS), clients may switch to TLS
+(``mysql_native_password``, as TiDB's default plugin), anyone else gets error 1045. Prepared statements (the binary
+protocol's COM_STMT_* commands) are ``stmt_protocol``'s: parsed once, their parameters bound to the tree as values
+(``prepared_statement``), never pasted into SQL text; their rows go in the binary protocol's encodings. With an SSL
+context (the cluster's TLS), clients may switch to TLS
 (MySQL's SSL request, as TiDB with ``ssl-cert`` set). ``information_schema`` comes from ``info_schema`` (with
 ``TIDB_TABLE_ID``).
 """
@@ -74,7 +76,9 @@ from cdc_core.upstream.sql import mysql_errors
 from cdc_core.upstream.sql import sql_mode as sqlmode
 from cdc_core.upstream.sql.errors import SqlError
 from cdc_core.upstream.sql.info_schema import SCHEMA, TidbInfoSchema
+from cdc_core.upstream.sql.prepared_statement import PrepareError, prepare
 from cdc_core.upstream.sql.sql_front import ParsedStatement, SqlEngine, StatementResult, split_script
+from cdc_core.upstream.sql.stmt_protocol import StatementConnection
 from cdc_core.upstream.sql.table_listing import ListingPlan, TableListing, plan_listing
 from cdc_core.upstream.sql.txn import CommitMode
 from cdc_core.upstream.store.mvcc import GcSafePointPassedError
@@ -117,11 +121,39 @@ def _result_column(name: str, col: Column) -> ResultColumn:
         return ResultColumn(name=name, type=ColumnType(ft.tp), text_encoder=_fsp_text(col.fsp or 0),
                             binary_encoder=_time_binary)
     if ft.tp in _FSP_TYPES:  # before the binary test: TiDB flags time types BinaryFlag, but they print as text
-        return ResultColumn(name=name, type=ColumnType(ft.tp), text_encoder=_fsp_text(col.fsp or 0))
+        return ResultColumn(name=name, type=ColumnType(ft.tp), text_encoder=_fsp_text(col.fsp or 0),
+                            binary_encoder=_duration_binary)
     if ft.binary or ft.tp == mt.TypeBit:
         return ResultColumn(name=name, type=ColumnType(ft.tp), character_set=CharacterSet.binary,
-                            text_encoder=_bytes_text, binary_encoder=_bytes_text)
+                            text_encoder=_bytes_text, binary_encoder=_bytes_binary)
+    codes = _INT_CODES.get(ft.tp)
+    if codes is not None:
+        return ResultColumn(name=name, type=ColumnType(ft.tp), binary_encoder=_int_binary(codes[ft.unsigned]))
     return ResultColumn(name=name, type=ColumnType(ft.tp))
+
+
+# The binary protocol's integers (TiDB's dump.DumpBinaryRow): TINY 1 byte, SHORT/YEAR 2, INT24/LONG 4, LONGLONG 8,
+# unsigned when the column is (the column definition then carries UNSIGNED_FLAG, see ``result_flags``).
+_INT_CODES: dict[int, tuple[str, str]] = {
+    mt.TypeTiny: ("<b", "<B"), mt.TypeShort: ("<h", "<H"), mt.TypeYear: ("<h", "<H"), mt.TypeInt24: ("<i", "<I"),
+    mt.TypeLong: ("<i", "<I"), mt.TypeLonglong: ("<q", "<Q")}
+
+
+def _int_binary(code: str) -> Callable[[ResultColumn, Any], bytes]:
+    # mysql-mimic's own encoders send a TINYINT as 0 or 1 (``int(bool(v))``) and know no unsigned integers
+    def encode(column: ResultColumn, value: Any) -> bytes:
+        return struct.pack(code, int(value))
+
+    return encode
+
+
+def _column_flags(col: Column | None) -> int:
+    """A result column's definition flags as TiDB sends them, for what clients decode binary rows by: UNSIGNED
+    (integers read unsigned) and BINARY (strings kept as bytes)."""
+    if col is None:
+        return 0
+    ft = col.field_type()
+    return ft.flag & (mt.UnsignedFlag | mt.BinaryFlag) if ft.tp != mt.TypeTiDBVectorFloat32 else 0
 
 
 _FSP_TYPES = frozenset({mt.TypeDatetime, mt.TypeTimestamp, mt.TypeDuration})
@@ -163,6 +195,21 @@ def _time_binary(column: ResultColumn, value: Any) -> bytes:
     return struct.pack("<BHBBBBBI", 11, y, mo, d, h, mi, sec, us)
 
 
+def _duration_binary(column: ResultColumn, value: Any) -> bytes:
+    """A TIME in the binary protocol (TiDB's ``dump.BinaryTime``): 0 for zero, else length 8 (is_negative, days u32,
+    hours, minutes, seconds) or 12 (and microseconds u32), of the magnitude -- mysql-mimic's encoder takes a
+    negative ``timedelta``'s days as they are (-1 day + 22:00:00 for -02:00:00)."""
+    negative = value < timedelta(0)
+    days, rest = divmod(abs(value), timedelta(days=1))
+    h, rem = divmod(rest.seconds, 3600)
+    m, sec = divmod(rem, 60)
+    if not (days or rest):
+        return b"\x00"
+    if rest.microseconds:
+        return struct.pack("<BBIBBBI", 12, negative, days, h, m, sec, rest.microseconds)
+    return struct.pack("<BBIBBB", 8, negative, days, h, m, sec)
+
+
 def _vector_text(column: ResultColumn, value: Any) -> bytes:
     return str(value).encode()  # VectorFloat32.String
 
@@ -184,6 +231,10 @@ def _listing_column(i: int, name: str, sample: list[tuple[Any, ...]]) -> ResultC
 def _bytes_text(column: ResultColumn, value: Any) -> bytes:
     # mysql-mimic would encode with the column's charset, and Python has no "binary" codec: bytes go as they are.
     return value if isinstance(value, bytes) else str(value).encode()
+
+
+def _bytes_binary(column: ResultColumn, value: Any) -> bytes:
+    return str_len(_bytes_text(column, value))  # the binary protocol's length-encoded string
 
 
 def _wire_value(v: Any) -> Any:
@@ -262,6 +313,7 @@ class FrontSession(Session):
         self.sql = engine.session()
         self.sql.stream_rows = True  # a SELECT's rows go out as they are read (see _streamed)
         super().__init__(SessionVariables(_VARIABLES))
+        self.result_flags: list[int] = []  # the last result's column definition flags (``stmt_protocol``)
         self.variables.set("sql_mode", self.sql.sql_mode_text)  # the global value when the session started
         self.middlewares = [
             self._sql_mode_middleware,
@@ -348,11 +400,28 @@ class FrontSession(Session):
             raise MysqlError("Query was empty", ErrorCode.EMPTY_QUERY)
         result: AllowedResult = None
         for st in statements:
-            chain = self._plain_middlewares if st.plain else self.middlewares
-            q = Query(expression=st.node, sql=st.text, attrs=attrs, _middlewares=chain,
-                      _query=self._runner(st))
-            result = await q.start()
+            result = await self._statement(st, attrs)
         return result
+
+    def prepare_statement(self, sql: str) -> tuple[ParsedStatement, int]:
+        """COM_STMT_PREPARE's statement parsed with its parameter markers: ``(template, parameter count)``."""
+        try:
+            return prepare(sql, no_backslash_escapes=self.sql.no_backslash_escapes)
+        except SqlError as exc:
+            raise _mysql_error(exc) from exc
+        except PrepareError as exc:
+            raise MysqlError(exc.message, cast(ErrorCode, exc.code.code)) from exc
+
+    async def execute_statement(self, st: ParsedStatement, attrs: dict[str, str]) -> AllowedResult:
+        """A prepared statement's execute, its parameters bound in ``st``: one statement as a query runs it."""
+        self.timestamp = datetime.now(tz=self.timezone())
+        return await self._statement(st, attrs)
+
+    async def _statement(self, st: ParsedStatement, attrs: dict[str, str]) -> AllowedResult:
+        self.result_flags = []
+        chain = self._plain_middlewares if st.plain else self.middlewares
+        q = Query(expression=st.node, sql=st.text, attrs=attrs, _middlewares=chain, _query=self._runner(st))
+        return await q.start()
 
     def _runner(self, st: ParsedStatement) -> Callable[[exp.Expression, str, dict[str, str]], Awaitable[AllowedResult]]:
         async def run(expression: exp.Expression, sql: str, attrs: dict[str, str]) -> AllowedResult:
@@ -386,6 +455,7 @@ class FrontSession(Session):
             for i, col in enumerate(res.column_defs):
                 if col is not None:
                     columns[i] = _result_column(res.columns[i], col)
+            self.result_flags = [_column_flags(col) for col in res.column_defs]
             names = res.columns
             defs = list(res.column_defs) + [None] * (len(names) - len(res.column_defs))  # a computed column has none
             # The values _wire_value rewrites: a DECIMAL column's, or an expression's. Values of time columns go as
@@ -565,8 +635,10 @@ class TlsSafeStream:
         self.reader._transport = tls._app_transport  # type: ignore[attr-defined]
 
 
-# mysql-mimic's server builds each connection's stream by this module-level name (mysql_mimic/server.py).
+# mysql-mimic's server builds each connection's stream and connection by these module-level names
+# (mysql_mimic/server.py).
 mysql_mimic_server.MysqlStream = TlsSafeStream  # type: ignore[misc]
+mysql_mimic_server.Connection = StatementConnection  # type: ignore[misc]
 
 
 class Accounts(IdentityProvider):
