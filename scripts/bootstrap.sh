@@ -43,8 +43,9 @@ if [ -z "$PY" ]; then
 fi
 
 if current; then
-  # The Delta jars (jars.lock) are checked every time: a few milliseconds when they are there.
-  exec "$VENV/bin/python" scripts/fetch_jars.py
+  # The Delta jars (jars.lock) and the Go tests' modules (go.sum) are checked every time: milliseconds when there.
+  "$VENV/bin/python" scripts/fetch_jars.py
+  exec "$VENV/bin/python" scripts/fetch_go_modules.py
 fi
 
 echo "bootstrap: preparing $VENV from uv.lock (first run downloads ~1 GB of wheels)"
@@ -67,5 +68,7 @@ fi
 "$VENV/bin/python" -m compileall -q -j 0 cdc_core spark_jobs plugins dags >/dev/null
 # delta-spark's JVM side, pinned by jars.lock, into .cache/jars/ (from Maven Central, once; never at run time).
 "$VENV/bin/python" scripts/fetch_jars.py
+# The Go modules the Go client tests build with (tests/wire/go_mysql/go.sum), into .cache/go-mod (never at test time).
+"$VENV/bin/python" scripts/fetch_go_modules.py
 echo "$want" > "$STAMP"
 echo "bootstrap: $VENV is ready"

@@ -60,6 +60,12 @@ def _checkout(dest: Path, *, link_venv: bool) -> None:
     jars = ROOT / ".cache" / "jars"
     if jars.is_dir():  # what jars.lock pins, as this tree's bootstrap fetched it: a test run downloads nothing
         shutil.copytree(jars, dest / ".cache" / "jars")
+    go_mod = ROOT / ".cache" / "go-mod"
+    if go_mod.is_dir():  # likewise the Go modules the Go client test builds with (scripts/fetch_go_modules.py)
+        shutil.copytree(go_mod, dest / ".cache" / "go-mod", symlinks=True)
+        for d in (dest / ".cache" / "go-mod").rglob("*"):  # Go keeps its module cache read-only: let rmtree remove it
+            if d.is_dir() and not d.is_symlink():
+                d.chmod(0o755)
 
 
 def _venv_is_current() -> bool:

@@ -7,7 +7,6 @@ unescaped: issue 54)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from datetime import date, datetime, timedelta
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import mysql.connector
 import pytest
+from fetch_go_modules import go_env
 from wire.mysql_stmt import connect
 
 from cdc_core.upstream.embedded import EmbeddedCluster
@@ -89,8 +89,7 @@ def test_go_sql_driver_placeholders(ec: EmbeddedCluster, tmp_path: Path) -> None
     go = shutil.which("go")
     if go is None:
         pytest.skip("Go is not installed")
-    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOMODCACHE": str(_PROJECT / ".cache" / "go-mod"),
-           "GOCACHE": str(_PROJECT / ".cache" / "go-build")}
+    env = go_env(offline=True)  # the modules came with the bootstrap (scripts/fetch_go_modules.py), not now
     binary = tmp_path / "go_mysql"
     built = subprocess.run([go, "build", "-o", str(binary), "."], cwd=_GO_PROGRAM, env=env, capture_output=True,
                            text=True, timeout=300, check=False)
