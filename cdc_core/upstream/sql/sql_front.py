@@ -1012,6 +1012,13 @@ class Session:
         assert isinstance(node, exp.Select)
         return run_select(self, node, st.text, st.item_texts, txn)
 
+    def constant_select(self, node: exp.Select, text: str) -> StatementResult:
+        """A SELECT without FROM, as the MySQL front hands it over: evaluated in the open transaction, else at a
+        fresh ts (what ``TIDB_CURRENT_TSO()`` returns then, as TiDB's autocommit statement's start ts)."""
+        txn = self.txn or Transaction(self.engine.store, self.engine.tso, self.engine.tso.next(), read_only=True)
+        return cast(StatementResult, self._in_context(
+            lambda n, t: run_select(self, n, text, None, t), node, txn))
+
     def table_of(self, ref: exp.Expression | None, what: str) -> TableInfo:
         """A table a statement names, as the session sees it (at its snapshot ts when one is set)."""
         return self._table(ref, what)
