@@ -72,7 +72,7 @@ from cdc_core.log import get_logger
 from cdc_core.memory import MemoryLimitExceeded
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import Column, SchemaError, TableInfo
-from cdc_core.upstream.sql import mysql_errors
+from cdc_core.upstream.sql import mysql_errors, show_create
 from cdc_core.upstream.sql import sql_mode as sqlmode
 from cdc_core.upstream.sql.errors import SqlError
 from cdc_core.upstream.sql.info_schema import SCHEMA, TidbInfoSchema
@@ -81,6 +81,7 @@ from cdc_core.upstream.sql.session_defaults import session_variables
 from cdc_core.upstream.sql.sql_front import ParsedStatement, SqlEngine, StatementResult, split_script
 from cdc_core.upstream.sql.stmt_protocol import StatementConnection
 from cdc_core.upstream.sql.table_listing import ListingPlan, TableListing, plan_listing
+from cdc_core.upstream.sql.table_writer import AUTO_INCREMENT_KEY
 from cdc_core.upstream.sql.txn import CommitMode
 from cdc_core.upstream.store.mvcc import GcSafePointPassedError
 
@@ -546,6 +547,28 @@ class FrontSession(Session):
         """``USE db`` and COM_INIT_DB (``mysql -D db``)."""
         await self._run(split_script(f"USE `{database.replace('`', '``')}`")[0])
 
+    async def _show(self, expression: exp.Show) -> AllowedResult:
+        """``SHOW CREATE TABLE`` / ``SHOW CREATE DATABASE`` as TiDB answers them (``show_create``); any other SHOW
+        is mysql-mimic's (over ``information_schema``)."""
+        kind = expression.name.upper()
+        if kind not in ("CREATE TABLE", "CREATE DATABASE"):
+            return await super()._show(expression)
+        target = expression.text("target")
+        try:
+            if kind == "CREATE DATABASE":
+                if target.lower() not in {d.lower() for d in self.sql.databases()}:
+                    raise SqlError(f"Unknown database '{target}'")
+                return [(target, show_create.create_database(target))], list(show_create.DATABASE_COLUMNS)
+            db = expression.text("db") or self.database
+            if not db:
+                raise SqlError("No database selected")
+            info = self.sql.table_of(exp.table_(target, db=db), "SHOW CREATE TABLE")
+        except SqlError as exc:
+            raise _mysql_error(exc) from exc
+        text = show_create.create_table(info, auto_increment_column=info.extra.get(AUTO_INCREMENT_KEY),
+                                        next_auto_id=self.engine.catalog.next_row_id(info.id))
+        return [(info.name, text)], list(show_create.TABLE_COLUMNS)
+
     def timezone(self) -> tzinfo:  # type: ignore[override]
         """``@@time_zone``: ``SYSTEM`` (TiDB's default) is the machine's zone; else mysql-mimic's ``+hh:mm``/UTC."""
         tz = str(self.variables.get("time_zone") or "SYSTEM")
@@ -628,7 +651,7 @@ class FrontSession(Session):
         tables = self.sql.tables()
         try:
             async with self.listing.whole(tables, f"information_schema query `{expression.sql()[:160]}`"):
-                return await TidbInfoSchema(tables).query(expression)
+                return await TidbInfoSchema(tables, self.sql.databases()).query(expression)
         except MemoryLimitExceeded as exc:
             log.warning("information_schema query refused", reason=exc.message)
             raise MysqlError(exc.message, cast(ErrorCode, mysql_errors.TIDB_MEM_QUOTA_EXCEEDED.code)) from exc
@@ -642,7 +665,7 @@ class FrontSession(Session):
     async def schema(self) -> TidbInfoSchema:
         """``information_schema`` for SHOW and queries: the tables the session sees, at ``tidb_snapshot`` when one
         is set (TiDB answers with the snapshot's schema), with TiDB's ``TIDB_TABLE_ID``."""
-        return TidbInfoSchema(self.sql.tables())
+        return TidbInfoSchema(self.sql.tables(), self.sql.databases())
 
 
 class TlsSafeStream:

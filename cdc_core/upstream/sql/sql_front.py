@@ -426,6 +426,12 @@ class Session:
             return sorted(self._snapshot_schema().values(), key=lambda t: t.id)
         return self.catalog.tables()
 
+    def databases(self) -> list[str]:
+        """Every database the session sees (at its snapshot ts when one is set), those without tables too."""
+        if self.at_ts:
+            return [d.name for d in schema_meta.databases_at(self.engine.store, self.at_ts)]
+        return [d.name for d in self.catalog.databases()]
+
     @property
     def catalog(self) -> Catalog:
         return self.engine.catalog
