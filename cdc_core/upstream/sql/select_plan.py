@@ -127,6 +127,9 @@ class SelectPlan:
                 self.joins.append((j, self._add_source(j.this)))
         elif node.args.get("joins"):
             raise SqlError("unsupported in SELECT: JOIN without FROM")
+        for j, _ in self.joins:  # USING's columns are one column of the join: known before any name is resolved
+            for u in j.args.get("using") or []:
+                self.merged[str(u.name).lower()] = ""
         self.by_alias = {s.alias: s for s in self.sources}
         names = [n for s in self.sources for n in s.columns]
         self.unique = {n for n in names if names.count(n) == 1}
