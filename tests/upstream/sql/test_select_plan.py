@@ -3,6 +3,7 @@ TiDB's errors for them; NULLs as MySQL orders, groups and de-duplicates them."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -122,3 +123,89 @@ def test_a_quota_stops_a_query_that_holds_too_much(upstream_cluster: Any, t: str
     # a plain scan streams and holds nothing it is accounted for; a LIMIT keeps its heap of N
     assert len(upstream_cluster.run(session.run_script(f"SELECT c FROM {t}"))[-1].rows) == 6
     assert len(upstream_cluster.run(session.run_script(f"SELECT c FROM {t} ORDER BY c LIMIT 1"))[-1].rows) == 1
+
+
+# --- sysbench oltp_read_write's reads, through real drivers ----------------------------------------------------
+OLTP_READS = [  # sysbench's oltp_common.lua, as its prepared statements send them
+    ("SELECT c FROM sbtest1 WHERE id=?", (7,)),
+    ("SELECT c FROM sbtest1 WHERE id BETWEEN ? AND ?", (10, 19)),
+    ("SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN ? AND ?", (10, 19)),
+    ("SELECT c FROM sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c", (10, 19)),
+    ("SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c", (10, 19)),
+]
+
+
+@pytest.fixture
+def sbtest(upstream_cluster: Any, fresh_db: str) -> str:
+    rows = ", ".join(f"({i}, {i % 7}, 'c-{i % 5:03d}', 'pad')" for i in range(1, 101))
+    upstream_cluster.run(upstream_cluster.cluster.sql.execute(
+        f"CREATE TABLE {fresh_db}.sbtest1 (id INT NOT NULL AUTO_INCREMENT, k INT NOT NULL DEFAULT '0', "
+        "c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k));"
+        f"INSERT INTO {fresh_db}.sbtest1 VALUES {rows}"))
+    return fresh_db
+
+
+def _expected() -> list[list[tuple[Any, ...]]]:
+    ids = range(10, 20)
+    cs = [f"c-{i % 5:03d}" for i in ids]
+    return [[("c-002",)], [(c,) for c in cs], [(sum(i % 7 for i in ids),)], [(c,) for c in sorted(cs)],
+            [(c,) for c in sorted(set(cs))]]
+
+
+def test_oltp_read_write_reads_through_pymysql(upstream_cluster: Any, sbtest: str) -> None:
+    import pymysql
+
+    host, _, port = upstream_cluster.mysql_addr.rpartition(":")
+    conn = pymysql.connect(host=host, port=int(port), user="root", database=sbtest, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            got = []
+            for sql, args in OLTP_READS:
+                cur.execute(sql.replace("?", "%s"), args)
+                got.append([tuple(int(v) if isinstance(v, Decimal) else v for v in r) for r in cur.fetchall()])
+            assert got == _expected()
+            cur.execute("SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN 10 AND 19")
+            assert [d[0] for d in cur.description] == ["SUM(k)"]
+    finally:
+        conn.close()
+
+
+def test_oltp_read_write_reads_through_mysql_connector_s_prepared_cursor(upstream_cluster: Any, sbtest: str) -> None:
+    import mysql.connector
+
+    host, _, port = upstream_cluster.mysql_addr.rpartition(":")
+    conn = mysql.connector.connect(host=host, port=int(port), user="root", database=sbtest, autocommit=True,
+                                   use_pure=True)
+    try:
+        cur = conn.cursor(prepared=True)
+        for _ in range(2):  # each statement executed again, as sysbench re-executes its prepared statements
+            got = []
+            for sql, args in OLTP_READS:
+                cur.execute(sql, args)
+                got.append([tuple(int(v) if isinstance(v, Decimal) else v for v in r) for r in cur.fetchall()])
+            assert got == _expected()
+        cur.execute("SELECT ?, count(*) FROM sbtest1 WHERE id < ?", ("x", 5))
+        assert cur.fetchall() == [("x", 4)] and cur.column_names == ("?", "count(*)")
+        cur.close()
+    finally:
+        conn.close()
+
+
+def test_group_by_over_50000_rows_within_the_quota(upstream_cluster: Any, fresh_db: str) -> None:
+    import time
+
+    n = 50_000
+    engine = upstream_cluster.cluster.sql
+    upstream_cluster.run(engine.execute(f"CREATE TABLE {fresh_db}.big (id INT PRIMARY KEY, g INT, v INT)"))
+    for start in range(0, n, 10_000):
+        rows = ", ".join(f"({i}, {i % 5000}, {i})" for i in range(start, start + 10_000))
+        upstream_cluster.run(engine.execute(f"INSERT INTO {fresh_db}.big VALUES {rows}"))
+    began = time.perf_counter()
+    res = upstream_cluster.run(engine.execute(
+        f"SELECT g, COUNT(*), SUM(v) FROM {fresh_db}.big GROUP BY g ORDER BY g DESC LIMIT 3"))[-1]
+    took = time.perf_counter() - began
+    assert [tuple(r[c] for c in res.columns) for r in res.rows] == [
+        (4999, 10, sum(range(4999, n, 5000))), (4998, 10, sum(range(4998, n, 5000))),
+        (4997, 10, sum(range(4997, n, 5000)))]
+    print(f"GROUP BY over {n} rows into 5000 groups: {took:.2f} s")
+    assert took < 30
