@@ -340,21 +340,50 @@ class SelectPlan:
         if len(self.sources) == 1:
             return self.session.matching_rows(self.sources[0].info, self.txn,
                                               exp.Where(this=where) if where is not None else None)
-        rows: Iterable[Row] = self._keyed(self.sources[0])
+        pushed = self._pushed_down(where)
+        rows: Iterable[Row] = self._keyed(self.sources[0], pushed.get(self.sources[0].alias))
         left = [self.sources[0]]
         for join, src in self.joins:
-            rows = self._join(rows, left, join, src)
+            rows = self._join(rows, left, join, src, pushed.get(src.alias))
             left.append(src)
         if where is not None:
             check = compile_expr(where)
             rows = (r for r in rows if truthy(check(r)))
         return rows
 
-    def _keyed(self, src: Source) -> Iterator[Row]:
-        """A join source's rows keyed ``alias.name``, and bare where only this table has the name."""
+    def _pushed_down(self, where: exp.Expression | None) -> dict[str, exp.Where]:
+        """The WHERE's conjuncts on one table each, by the table's alias, for its access path (TiDB's predicate
+        push-down): only for a table no outer join NULL-extends, where filtering before the join is filtering after
+        it. The whole WHERE still filters the joined rows."""
+        if where is None:
+            return {}
+        nullable: set[str] = set()
+        before: list[str] = [self.sources[0].alias]
+        for join, src in self.joins:
+            side = str(join.args.get("side") or "").upper()
+            if side == "LEFT":
+                nullable.add(src.alias)
+            elif side == "RIGHT":
+                nullable.update(before)
+            before.append(src.alias)
+        found: dict[str, list[exp.Expression]] = {}
+        conjuncts = list(where.flatten()) if isinstance(where, exp.And) else [where]
+        for conj in cast(list[exp.Expression], conjuncts):
+            owners = {(src.alias if src is not None else None)
+                      for src, _ in (self.resolve(col, "where clause") for col in conj.find_all(exp.Column))}
+            if len(owners) != 1 or None in owners or contains_aggregate(conj):
+                continue
+            (owner,) = owners
+            if owner is not None and owner not in nullable:
+                found.setdefault(owner, []).append(conj)
+        return {alias: exp.Where(this=exp.and_(*conds)) for alias, conds in found.items()}
+
+    def _keyed(self, src: Source, where: exp.Where | None = None) -> Iterator[Row]:
+        """A join source's rows (those ``where`` matches) keyed ``alias.name``, and bare where only this table has
+        the name."""
         bare = [n for n in src.columns if n in self.unique]
         prefix = src.alias + "."
-        for row in self.session.matching_rows(src.info, self.txn, None):
+        for row in self.session.matching_rows(src.info, self.txn, where):
             out = {prefix + k: v for k, v in row.items()}
             for n in bare:
                 out[n] = row.get(n)
@@ -366,7 +395,8 @@ class SelectPlan:
         out.update({n: None for n in src.columns if n in self.unique})
         return out
 
-    def _join(self, rows: Iterable[Row], left: list[Source], join: exp.Join, src: Source) -> Iterable[Row]:
+    def _join(self, rows: Iterable[Row], left: list[Source], join: exp.Join, src: Source,
+              where: exp.Where | None = None) -> Iterable[Row]:
         side = str(join.args.get("side") or "").upper()
         kind = str(join.args.get("kind") or "").upper()
         if kind not in ("", "INNER", "CROSS", "OUTER") or side not in ("", "LEFT", "RIGHT"):
@@ -405,9 +435,9 @@ class SelectPlan:
             null_left: Row = {}
             for s in left:
                 null_left.update(self._null_row(s))
-            return hash_join(self._keyed(src), rows, JoinKeys(rk, lk), rest, outer=True, null_build=null_left,
+            return hash_join(self._keyed(src, where), rows, JoinKeys(rk, lk), rest, outer=True, null_build=null_left,
                              memory=self.memory, fix=fix)
-        return hash_join(rows, self._keyed(src), JoinKeys(lk, rk), rest, outer=side == "LEFT",
+        return hash_join(rows, self._keyed(src, where), JoinKeys(lk, rk), rest, outer=side == "LEFT",
                          null_build=self._null_row(src), memory=self.memory, fix=fix)
 
     def _equi(self, conj: exp.Expression, left: set[str], right: str

@@ -86,3 +86,18 @@ def test_the_build_side_is_held_under_the_quota(upstream_cluster: Any, db: str) 
     with pytest.raises(SqlError) as ei:
         upstream_cluster.run(session.run_script(f"SELECT a.id FROM {db}.a JOIN {db}.b ON a.id = b.id"))
     assert mysql_errors.code_of(ei.value).code == 8175
+
+
+def test_a_where_on_one_table_is_pushed_into_its_read(upstream_cluster: Any, db: str) -> None:
+    """A conjunct on one inner-joined table narrows that table's read (its access path), so the build side holds
+    the rows it matches, not the table: under a quota the whole table's build side exceeds, it runs."""
+    session = upstream_cluster.cluster.sql.session()
+    session.mem_quota_query = 500
+    sql = f"SELECT a.v, b.w FROM {db}.a JOIN {db}.b ON a.id = b.id"
+    with pytest.raises(SqlError):
+        upstream_cluster.run(session.run_script(sql))
+    res = upstream_cluster.run(session.run_script(f"{sql} WHERE b.id = 2 AND a.v LIKE 'a%'"))[-1]
+    assert [(r["v"], r["w"]) for r in res.rows] == [("a2", "b2")]
+    # not into the table a LEFT join NULL-extends: there the WHERE is on the joined rows
+    assert values(upstream_cluster, f"SELECT a.id, b.id FROM {db}.a LEFT JOIN {db}.b ON a.id = b.id "
+                                    f"WHERE b.id IS NULL OR b.id = 1 ORDER BY a.id") == [(1, 1), (4, None)]
