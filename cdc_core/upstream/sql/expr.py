@@ -69,7 +69,7 @@ def compile_expr(node: exp.Expression) -> Evaluator:
     ``SqlError`` here, before any row."""
     make = _COMPILERS.get(type(node))
     if make is None:
-        raise SqlError(f"unsupported expression {node.sql(dialect='mysql')!r} ({type(node).__name__})")
+        raise SqlError(f"unsupported expression {node.sql(dialect='mysql')!r}")
     return make(node)  # type: ignore[no-any-return]
 
 

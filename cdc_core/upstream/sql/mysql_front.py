@@ -343,6 +343,7 @@ class FrontSession(Session):
             self._sql_mode_middleware,
             self._set_var_middleware,
             self._snapshot_middleware,
+            self._isolation_alias_middleware,
             self._set_middleware,
             self._constant_select_middleware,
             self._static_select_middleware,
@@ -575,6 +576,20 @@ class FrontSession(Session):
         if tz.upper() == "SYSTEM":
             return datetime.now().astimezone().tzinfo or UTC
         return super().timezone()
+
+    async def _isolation_alias_middleware(self, q: Query) -> AllowedResult:
+        """``tx_isolation`` and ``transaction_isolation`` are one variable under two names (TiDB keeps them in step):
+        a SET of either, or ``SET TRANSACTION ISOLATION LEVEL``, sets both."""
+        if not (isinstance(q.expression, exp.Set) and "isolation" in q.sql.lower()):
+            return await q.next()
+        before = self.variables.get("transaction_isolation"), self.variables.get("tx_isolation")
+        result = await q.next()
+        now, alias = self.variables.get("transaction_isolation"), self.variables.get("tx_isolation")
+        if now != before[0]:
+            self.variables.set("tx_isolation", now)
+        elif alias != before[1]:
+            self.variables.set("transaction_isolation", alias)
+        return result
 
     async def _static_select_middleware(self, q: Query) -> AllowedResult:
         """A SELECT without FROM (``SELECT TIDB_CURRENT_TSO()``, ``SELECT 1+1``, ``SELECT ?``), once mysql-mimic's

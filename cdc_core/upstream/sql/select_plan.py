@@ -254,6 +254,8 @@ class SelectPlan:
         order_keys = [(self._by_item(o.this if isinstance(o, exp.Ordered) else o, items, "order clause"),
                        bool(o.args.get("desc")) if isinstance(o, exp.Ordered) else False)
                       for o in (order.expressions if order is not None else [])]
+        if node.args.get("distinct"):
+            self._check_distinct_order(items, order_keys)
         grouped = group is not None or any(contains_aggregate(it.expr) for it in items) or contains_aggregate(
             having_e) or any(contains_aggregate(k) for k, _ in order_keys)
         rows = self._source_rows(where.this if where is not None else None)
@@ -263,6 +265,24 @@ class SelectPlan:
             check = compile_expr(having_e)
             rows = (r for r in rows if truthy(check(r)))
         return self._output(rows, items, order_keys)
+
+    def _check_distinct_order(self, items: list[Item], order_keys: list[tuple[exp.Expression, bool]]) -> None:
+        """With DISTINCT, an ORDER BY key must be a selected expression or made of selected columns (TiDB's
+        ``ErrFieldInOrderNotSelect``, 3065): another column has no one value per distinct row."""
+        selected_sql = {it.expr.sql(dialect="mysql") for it in items}
+        selected_cols = {(s.alias if s is not None else None, n) for s, n in (
+            self.resolve(it.expr, "field list") for it in items if isinstance(it.expr, exp.Column))}
+        for i, (key, _) in enumerate(order_keys, 1):
+            if key.sql(dialect="mysql") in selected_sql or contains_aggregate(key):
+                continue
+            for col in key.find_all(exp.Column):
+                src, name = self.resolve(col, "order clause")
+                if (src.alias if src is not None else None, name) in selected_cols or src is None:
+                    continue
+                column = src.columns[name]
+                described = f"{src.described}.{column.name if column is not None else name}"
+                raise SqlError(f"Expression #{i} of ORDER BY clause is not in SELECT list, references column "
+                               f"'{described}' which is not in SELECT list; this is incompatible with DISTINCT")
 
     def _fast_aggregate(self) -> StatementResult | None:
         """One table, a SELECT list of aggregates only, no GROUP BY / ORDER BY / LIMIT: folded as rows are read,

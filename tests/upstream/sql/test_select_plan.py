@@ -109,6 +109,12 @@ def test_errors_name_what_is_wrong(upstream_cluster: Any, t: str) -> None:
     assert error(upstream_cluster, f"SELECT id FROM {t} a, {t} a")[0] == 1066
     assert error(upstream_cluster, f"SELECT id FROM {t} WHERE id IN (SELECT 1)")[0] == 1235
     assert error(upstream_cluster, f"SELECT GROUP_CONCAT(c ORDER BY c) FROM {t}")[0] == 1235
+    assert error(upstream_cluster, f"SELECT UPPER(c) FROM {t}") == (1235, "unsupported expression 'UPPER(c)'")
+    db = t.split(".")[0]
+    assert error(upstream_cluster, f"SELECT DISTINCT c FROM {t} ORDER BY k") == (
+        3065, f"Expression #1 of ORDER BY clause is not in SELECT list, references column '{db}.t.k' which is not "
+              "in SELECT list; this is incompatible with DISTINCT")
+    assert len(run(upstream_cluster, f"SELECT DISTINCT c, k FROM {t} ORDER BY k + 1, c")) == 6
 
 
 def test_a_quota_stops_a_query_that_holds_too_much(upstream_cluster: Any, t: str) -> None:

@@ -31,6 +31,16 @@ def test_what_clients_read_at_connect_is_tidb_s(conn: Any) -> None:
         assert cur.fetchall() == (("transaction_isolation", "REPEATABLE-READ"),)
 
 
+def test_tx_isolation_is_transaction_isolation_under_another_name(conn: Any) -> None:
+    with conn.cursor() as cur:
+        cur.execute("SET tx_isolation = 'READ-COMMITTED'")
+        cur.execute("SELECT @@transaction_isolation, @@tx_isolation")
+        assert cur.fetchone() == ("READ-COMMITTED", "READ-COMMITTED")
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        cur.execute("SELECT @@transaction_isolation, @@tx_isolation")
+        assert cur.fetchone() == ("REPEATABLE-READ", "REPEATABLE-READ")
+
+
 def test_the_transaction_mode_variables_are_left_to_the_pessimistic_work() -> None:
     # txn_mode.py (another branch) defines them; both tables must not
     assert "tidb_txn_mode" not in TIDB_SESSION_DEFAULTS and "innodb_lock_wait_timeout" not in TIDB_SESSION_DEFAULTS
