@@ -42,6 +42,8 @@ from cdc_core.upstream.sql.txn import Transaction
 
 Row = dict[str, Any]
 ONLY_FULL_GROUP_BY = "ONLY_FULL_GROUP_BY"
+# ORDER BY ... LIMIT n keeps a heap of n rows (TiDB's TopN) up to this many; a larger n sorts every row, accounted
+TOP_N_HEAP_ROWS = 10_000
 
 
 class SelectSession(Protocol):
@@ -624,7 +626,8 @@ class SelectPlan:
 
     def _sorted(self, rows: Iterable[tuple[tuple[Any, ...], tuple[Any, ...]]], desc: list[bool], top: int | None
                 ) -> Iterator[tuple[Any, ...]]:
-        """Rows in ORDER BY order; with ``top`` (LIMIT + OFFSET) a heap of that many, else all of them, accounted."""
+        """Rows in ORDER BY order; with ``top`` (LIMIT + OFFSET, up to ``TOP_N_HEAP_ROWS``) a heap of that many, else
+        all of them, accounted (the caller slices the LIMIT)."""
         def cmp(a: tuple[tuple[Any, ...], Any], b: tuple[tuple[Any, ...], Any]) -> int:
             for x, y, d in zip(a[0], b[0], desc, strict=True):
                 c = _nulls_first(x, y)
@@ -632,7 +635,7 @@ class SelectPlan:
                     return -c if d else c
             return 0
 
-        if top is not None:
+        if top is not None and top <= TOP_N_HEAP_ROWS:
             best = heapq.nsmallest(top, rows, key=functools.cmp_to_key(cmp))
             return (o for _, o in best)
         held: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []

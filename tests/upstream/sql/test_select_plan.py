@@ -129,6 +129,8 @@ def test_a_quota_stops_a_query_that_holds_too_much(upstream_cluster: Any, t: str
     # a plain scan streams and holds nothing it is accounted for; a LIMIT keeps its heap of N
     assert len(upstream_cluster.run(session.run_script(f"SELECT c FROM {t}"))[-1].rows) == 6
     assert len(upstream_cluster.run(session.run_script(f"SELECT c FROM {t} ORDER BY c LIMIT 1"))[-1].rows) == 1
+    with pytest.raises(SqlError):  # a LIMIT past the heap's bound sorts every row, accounted
+        upstream_cluster.run(session.run_script(f"SELECT c FROM {t} ORDER BY c LIMIT 1000000"))
 
 
 # --- sysbench oltp_read_write's reads, through real drivers ----------------------------------------------------
