@@ -12,7 +12,7 @@ Cost: ``step`` O(1) a row (O(distinct values) of memory for DISTINCT).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, Final
 
@@ -23,6 +23,7 @@ from cdc_core.upstream.sql.expr import Evaluator, compare, compile_expr, evaluat
 from cdc_core.upstream.sql.mem_quota import QueryMemory, value_bytes
 
 AGGREGATE_NODES: Final = (exp.Count, exp.Min, exp.Max, exp.Sum, exp.Avg, exp.BitwiseXorAgg, exp.GroupConcat)
+_UINT64: Final = 0xFFFFFFFFFFFFFFFF
 _DIV_PRECISION_INCREMENT: Final = 4  # MySQL's div_precision_increment default, TiDB's too
 
 
@@ -59,6 +60,7 @@ class Aggregate:
             if len(args) > 1 and not isinstance(node, exp.Count | exp.GroupConcat):
                 raise SqlError(f"Incorrect parameter count in the call to native function '{self.kind.__name__}'")
             self.args = [compile_expr(a) for a in args]
+        self.step: Callable[[list[Any], Any], None] = self._fast_step()  # (state, row): fold one row in
 
     def start(self) -> list[Any]:
         """A group's state: ``[accumulator, count, seen values (DISTINCT)]``."""
@@ -67,7 +69,49 @@ class Aggregate:
             initial = []
         return [initial, 0, set() if self.distinct else None]
 
-    def step(self, state: list[Any], row: Any) -> None:
+    def _fast_step(self) -> Callable[[list[Any], Any], None]:
+        """The step of the common aggregates of a scan (a chunk checksum's COUNT(*) and BIT_XOR, COUNT(x)) without
+        the general step's dispatch, else the general one."""
+        if self.star:
+            def count_rows(state: list[Any], row: Any) -> None:
+                state[0] += 1
+
+            return count_rows
+        if self.distinct or len(self.args) != 1 or self.kind not in (exp.Count, exp.BitwiseXorAgg, exp.Min, exp.Max):
+            return self._step
+        arg = self.args[0]
+        if self.kind is exp.Min or self.kind is exp.Max:
+            sign = 1 if self.kind is exp.Max else -1
+
+            def extreme(state: list[Any], row: Any) -> None:
+                v = arg(row)
+                if v is None:
+                    return
+                cur = state[0]
+                if cur is None:
+                    state[0] = v
+                elif type(v) is type(cur) and (type(v) is int or type(v) is str):  # a chunk's MIN/MAX(id)
+                    if (v > cur) if sign > 0 else (v < cur):
+                        state[0] = v
+                elif (compare(v, cur) or 0) * sign > 0:
+                    state[0] = v
+
+            return extreme
+        if self.kind is exp.Count:
+            def count(state: list[Any], row: Any) -> None:
+                if arg(row) is not None:
+                    state[0] += 1
+
+            return count
+
+        def bit_xor(state: list[Any], row: Any) -> None:
+            v = arg(row)
+            if v is not None:
+                state[0] ^= (v if type(v) is int else int(to_number(v))) & _UINT64
+
+        return bit_xor
+
+    def _step(self, state: list[Any], row: Any) -> None:
         if self.star:
             state[0] += 1
             return
@@ -94,7 +138,7 @@ class Aggregate:
             if self.memory is not None:
                 self.memory.consume(value_bytes(state[0][-1]))
         elif kind is exp.BitwiseXorAgg:
-            state[0] ^= int(to_number(v)) & 0xFFFFFFFFFFFFFFFF
+            state[0] ^= int(to_number(v)) & _UINT64
         elif kind is exp.Sum or kind is exp.Avg:
             n = v if type(v) is int else _summand(v)
             state[0] = n if state[0] is None else state[0] + n
