@@ -138,7 +138,7 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^Unsupported (modify column|operate same|reorganize partition|partition type of table|ADD PARTITION of "
          r"HASH/KEY|ADD List partition|REORGANIZE PARTITION of)", ER_UNSUPPORTED_DDL),
         (r"^invalid DEFAULT", ER_INVALID_DEFAULT),
-        (r"^unsupported (statement|SQL|in SELECT|in GROUP_CONCAT|expression)", ER_NOT_SUPPORTED_YET),
+        (r"^unsupported (statement|SQL|in SELECT|in GROUP_CONCAT|expression|IN form)", ER_NOT_SUPPORTED_YET),
         (r"^Data truncated for column", ER_WARN_DATA_TRUNCATED),
         (r"^Table has no partition for value", ER_NO_PARTITION_FOR_GIVEN_VALUE),
         (r"^A (PRIMARY KEY|UNIQUE INDEX|CLUSTERED INDEX) must include all columns in the table's partitioning "

@@ -41,6 +41,7 @@ import asyncio
 import json
 import secrets
 import struct
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta, tzinfo
@@ -291,6 +292,22 @@ def constant_select(e: exp.Expression) -> tuple[list[tuple[Any, ...]], list[str]
         columns.append(item.alias if isinstance(item, exp.Alias) else value.name)
         row.append(v)
     return [tuple(row)], columns
+
+
+# What a SELECT without FROM may have (``SELECT 1+1 LIMIT 1``, ``SELECT @@version WHERE 1``)
+_STATIC_SELECT_ARGS = frozenset({"expressions", "limit", "hint", "where", "offset"})
+_ZONE_REFRESH_S = 60.0
+_zone_cache: tuple[float, tzinfo] = (-_ZONE_REFRESH_S, UTC)
+
+
+def _system_zone() -> tzinfo:
+    """The machine's time zone (``time_zone = SYSTEM``), looked up once a minute (a DST change shows within it):
+    every query reads it, and ``astimezone`` asks the C library each time."""
+    global _zone_cache
+    now = time.monotonic()
+    if now - _zone_cache[0] >= _ZONE_REFRESH_S:
+        _zone_cache = (now, datetime.now().astimezone().tzinfo or UTC)
+    return _zone_cache[1]
 
 
 def written_names(st: ParsedStatement) -> list[str | None] | None:
@@ -574,7 +591,7 @@ class FrontSession(Session):
         """``@@time_zone``: ``SYSTEM`` (TiDB's default) is the machine's zone; else mysql-mimic's ``+hh:mm``/UTC."""
         tz = str(self.variables.get("time_zone") or "SYSTEM")
         if tz.upper() == "SYSTEM":
-            return datetime.now().astimezone().tzinfo or UTC
+            return _system_zone()
         return super().timezone()
 
     async def _isolation_alias_middleware(self, q: Query) -> AllowedResult:
@@ -597,8 +614,7 @@ class FrontSession(Session):
         by the SQL front, so TiDB's functions and its errors apply (an unknown function is 1305). What the front's
         evaluator does not implement goes to mysql-mimic's sqlglot executor, as before."""
         e = q.expression
-        if not isinstance(e, exp.Select) or any(e.args.get(a) for a in set(exp.Select.arg_types) - {
-                "expressions", "limit", "hint", "where", "offset"}):
+        if not isinstance(e, exp.Select) or any(v for k, v in e.args.items() if k not in _STATIC_SELECT_ARGS):
             return await q.next()
         self._sync_session()
         try:

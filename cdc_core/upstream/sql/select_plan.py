@@ -25,7 +25,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 from sqlglot import exp
 
@@ -73,13 +73,28 @@ class Source:
     @classmethod
     def of(cls, ref: exp.Table, info: TableInfo) -> Source:
         shown = str(ref.alias) if ref.alias else str(ref.name)
-        cols: dict[str, Column | None] = {c.name.lower(): c for c in info.columns}
-        cols.setdefault(ROWID_COLUMN, None)
-        return cls(shown.lower(), shown, info, cols)
+        return cls(shown.lower(), shown, info, _columns_of(info))
 
     @property
     def described(self) -> str:
         return f"{self.info.db_name}.{self.shown}"
+
+
+# A table's columns by lower-case name, per TableInfo object (a statement after statement on one table builds them
+# once); keyed by id() and checked by identity, as TableInfo (a frozen dataclass holding a dict) does not hash.
+_COLUMNS: dict[int, tuple[TableInfo, dict[str, Column | None]]] = {}
+
+
+def _columns_of(info: TableInfo) -> dict[str, Column | None]:
+    entry = _COLUMNS.get(id(info))
+    if entry is not None and entry[0] is info:
+        return entry[1]
+    if len(_COLUMNS) >= 4096:
+        _COLUMNS.clear()
+    cols: dict[str, Column | None] = {c.name.lower(): c for c in info.columns}
+    cols.setdefault(ROWID_COLUMN, None)
+    _COLUMNS[id(info)] = (info, cols)
+    return cols
 
 
 @dataclass
@@ -90,6 +105,7 @@ class Item:
     name: str
     expr: exp.Expression
     column: Column | None = None
+    aggregate: bool = False  # an aggregate is in ``expr``
 
 
 def _reject(node: exp.Expression, *args: str) -> None:
@@ -109,7 +125,78 @@ def _written(col: exp.Column) -> str:
 def run_select(session: SelectSession, node: exp.Select, text: str, item_texts: Sequence[str] | None,
                txn: Transaction) -> StatementResult:
     """``node`` (a SELECT) run in ``txn``: its result, the rows streamed when the session streams them."""
+    plain = _plain_read(session, node, text, txn)
+    if plain is not None:
+        return plain
     return SelectPlan(session, node, text, item_texts, txn).run()
+
+
+# What a plain read may have besides its columns, its table and its WHERE (``SELECT c FROM t WHERE id = ?``)
+_PLAIN_ARGS: Final = frozenset({"expressions", "from", "from_", "where", "hint", "locks", "kind"})
+
+
+def _plain_read(session: SelectSession, node: exp.Select, text: str, txn: Transaction) -> StatementResult | None:
+    """A SELECT of one table's columns (no join, aggregate, DISTINCT, GROUP BY, ORDER BY or LIMIT: sysbench's point
+    selects and BETWEEN reads, most of what a client sends), planned without the stages: its names resolved
+    against the table, its rows streamed as read. None for any other SELECT (:class:`SelectPlan`'s)."""
+    args = node.args
+    for key, value in args.items():
+        if value and key not in _PLAIN_ARGS:
+            return None
+    from_ = args.get("from_") or args.get("from")
+    if from_ is None or type(from_.this) is not exp.Table:
+        return None
+    items = node.expressions
+    for item in items:
+        if type(item) is not exp.Column or type(item.this) is exp.Star:
+            return None
+    ref = from_.this
+    info = session.table_of(ref, "SELECT ... FROM")
+    cols = _columns_of(info)
+    alias = str(ref.alias or ref.name).lower()
+    keys: list[str] = []
+    defs: list[Column | None] = []
+    for item in items:
+        name = str(item.name).lower()
+        if name not in cols or (item.table and str(item.table).lower() != alias):
+            raise _unknown(_written(item), "field list")
+        column = cols[name]
+        keys.append(column.name if column is not None else str(item.name))
+        defs.append(column)
+    if len(set(k.lower() for k in keys)) != len(keys):
+        return None  # a column twice: the stages key them apart
+    where = args.get("where")
+    if where is not None:
+        for n in _walk(where.this):
+            if type(n) is exp.Column and (str(n.name).lower() not in cols or (
+                    n.table and str(n.table).lower() != alias)):
+                raise _unknown(_written(n), "where clause")
+            if isinstance(n, exp.Subquery | exp.Select):
+                return None
+    names = [k.lower() for k in keys]
+    rows = session.matching_rows(info, txn, where)
+    result = ({k: row[n] for k, n in zip(keys, names, strict=True)} for row in rows)
+    defs = [None if c is not None and c.name.lower() == ROWID_COLUMN else c for c in defs]
+    if session.stream_rows:
+        batches = iter(lambda: list(islice(result, STREAM_BATCH_ROWS)), [])
+        first = next(batches, [])
+        return StatementResult(statement=text, columns=keys, rows=first, column_defs=defs,
+                               more=batches if len(first) == STREAM_BATCH_ROWS else None)
+    return StatementResult(statement=text, columns=keys, rows=list(result), column_defs=defs)
+
+
+def _walk(e: exp.Expression) -> Iterator[exp.Expression]:
+    """``e`` and every node under it (sqlglot's ``walk`` without its bookkeeping: a point read's WHERE is walked
+    once per statement)."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        yield n
+        for v in n.args.values():
+            if type(v) is list:
+                stack.extend(x for x in v if isinstance(x, exp.Expression))
+            elif isinstance(v, exp.Expression):
+                stack.append(v)
 
 
 class SelectPlan:
@@ -133,10 +220,12 @@ class SelectPlan:
             for u in j.args.get("using") or []:
                 self.merged[str(u.name).lower()] = ""
         self.by_alias = {s.alias: s for s in self.sources}
-        names = [n for s in self.sources for n in s.columns]
-        self.unique = {n for n in names if names.count(n) == 1}
-        for where in node.find_all(exp.Subquery, exp.Union, exp.Exists):
-            raise SqlError(f"unsupported in SELECT: subquery `{where.sql(dialect='mysql')[:60]}`")
+        if len(self.sources) > 1:
+            names = [n for s in self.sources for n in s.columns]
+            self.unique = {n for n in names if names.count(n) == 1}
+        else:
+            self.unique = set(self.sources[0].columns) if self.sources else set()
+        # A subquery anywhere is refused where it is compiled: the evaluator names it (1235)
 
     def _add_source(self, ref: exp.Expression) -> Source:
         if isinstance(ref, exp.Subquery):
@@ -164,15 +253,26 @@ class SelectPlan:
             raise SqlError(f"Column '{col.name}' in {clause} is ambiguous")  # ErrNonUniq 1052
         return (found[0] if found else None), name
 
-    def check_columns(self, e: exp.Expression | None, clause: str, aliases: frozenset[str] = frozenset()) -> None:
+    def check_columns(self, e: exp.Expression | None, clause: str) -> bool:
+        """Every column of ``e`` names one of the sources' (1054 / 1052 otherwise); whether ``e`` holds an
+        aggregate (one walk of the tree for both)."""
         if e is None:
-            return
-        for col in e.find_all(exp.Column):
-            if isinstance(col.this, exp.Star):
-                continue
-            src, name = self.resolve(col, clause)
-            if src is None and name not in aliases:
-                raise _unknown(_written(col), clause)
+            return False
+        if type(e) is exp.Column and not isinstance(e.this, exp.Star):  # most select items: no walk
+            if self.resolve(e, clause)[0] is None:
+                raise _unknown(_written(e), clause)
+            return False
+        aggregate = False
+        for n in e.walk():
+            if type(n) is exp.Column:
+                if isinstance(n.this, exp.Star):
+                    continue
+                src, _ = self.resolve(n, clause)
+                if src is None:
+                    raise _unknown(_written(n), clause)
+            elif is_aggregate(cast(exp.Expression, n)):
+                aggregate = True
+        return aggregate
 
     # --- the plan ---------------------------------------------------------------------------------
     def items(self) -> list[Item]:
@@ -183,7 +283,7 @@ class SelectPlan:
             if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
                 out.extend(self._star(inner))
                 continue
-            self.check_columns(inner, "field list")
+            aggregate = self.check_columns(inner, "field list")
             column: Column | None = None
             if isinstance(item, exp.Alias):
                 name = str(item.alias)
@@ -206,7 +306,7 @@ class SelectPlan:
                 column = src.columns[cname] if src is not None else None
             elif isinstance(inner, exp.Anonymous) and str(inner.this).upper() == "TIDB_PARSE_TSO":
                 column = tidb_functions.PARSE_TSO_COLUMN
-            out.append(Item(name, name, inner, column))
+            out.append(Item(name, name, inner, column, aggregate))
         keys: set[str] = set()
         for it in out:  # result rows are dicts: a name given twice gets a key of its own
             base, n = it.key, 1
@@ -258,7 +358,7 @@ class SelectPlan:
                       for o in (order.expressions if order is not None else [])]
         if node.args.get("distinct"):
             self._check_distinct_order(items, order_keys)
-        grouped = group is not None or any(contains_aggregate(it.expr) for it in items) or contains_aggregate(
+        grouped = group is not None or any(it.aggregate for it in items) or contains_aggregate(
             having_e) or any(contains_aggregate(k) for k, _ in order_keys)
         rows = self._source_rows(where.this if where is not None else None)
         if grouped:
@@ -300,8 +400,6 @@ class SelectPlan:
             return None
         items = self.items()
         info = self.sources[0].info
-        for it in items:
-            self.check_columns(it.expr, "field list")
         where = node.args.get("where")
         self.check_columns(where.this if where is not None else None, "where clause")
         if (where is None and len(items) == 1 and isinstance(items[0].expr, exp.Count)
@@ -580,15 +678,20 @@ class SelectPlan:
         def project(row: Row) -> tuple[Any, ...]:
             return tuple(f(row) for f in fns)
 
+        distinct = node.args.get("distinct")
         if order_fns:
             decorated: Iterable[tuple[tuple[Any, ...], tuple[Any, ...]]] = (
                 (tuple(f(r) for f, _ in order_fns), project(r)) for r in rows)
         else:
             decorated = (((), project(r)) for r in rows)
-        if node.args.get("distinct"):
+        if distinct:
             decorated = self._distinct(decorated)
         outs: Iterable[tuple[Any, ...]]
-        if order_fns:
+        if not order_fns and not distinct:  # a scan, a point read: rows as they are read
+            outs = (project(r) for r in rows)
+            if limit is not None or offset:
+                outs = islice(outs, offset, None if limit is None else offset + limit)
+        elif order_fns:
             outs = self._sorted(decorated, [d for _, d in order_fns], None if limit is None else offset + limit)
             outs = islice(outs, offset, None if limit is None else offset + limit)
         else:

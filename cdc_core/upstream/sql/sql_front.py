@@ -41,7 +41,7 @@ from cdc_core.codec.sql_literal import mysql_dialect
 from cdc_core.log import get_logger
 from cdc_core.schema import column_type as ct
 from cdc_core.schema import ddl_history
-from cdc_core.schema.model import ROWID_COLUMN, SchemaError, TableInfo
+from cdc_core.schema.model import SchemaError, TableInfo
 from cdc_core.schema.partition import HASH, KEY, PartitionInfo
 from cdc_core.upstream.pd.regions import split_values
 from cdc_core.upstream.pd.tso import TsoAllocator
@@ -70,7 +70,7 @@ from cdc_core.upstream.sql.table_writer import (
     convert_value,
     row_with_rowid,
 )
-from cdc_core.upstream.sql.tidb_functions import StatementContext, statement_context
+from cdc_core.upstream.sql.tidb_functions import StatementContext, enter_statement, leave_statement
 from cdc_core.upstream.sql.txn import CommitMode, CommitOptions, Transaction
 from cdc_core.upstream.store.mvcc import MvccStore
 
@@ -573,10 +573,11 @@ class Session:
 
     def _in_context(self, fn: Callable[[Any, Transaction], Any], arg: Any, txn: Transaction) -> Any:
         """``fn(arg, txn)`` with the statement's context set (what TiDB's functions read: ``tidb_functions``)."""
-        ctx = StatementContext(txn.start_ts, self.db) if self.time_zone is None else StatementContext(
-            txn.start_ts, self.db, self.time_zone)
-        with statement_context(ctx):
+        token = enter_statement(StatementContext(txn.start_ts, self.db, self.time_zone))
+        try:
             return fn(arg, txn)
+        finally:
+            leave_statement(token)
 
     async def _read(self, st: ParsedStatement, fn: Callable[[ParsedStatement, Transaction], StatementResult]
                     ) -> StatementResult:
@@ -1032,12 +1033,4 @@ class Session:
     def matching_rows(self, info: TableInfo, txn: Transaction, where: exp.Expression | None
                       ) -> Iterator[dict[str, Any]]:
         """The evaluation rows (lower-case name -> value, ``_tidb_rowid`` too) ``WHERE`` matches, one at a time."""
-        cond = where.this if where is not None else None
-        access = access_path.plan(info, cond)
-        # An exact point read matches every row it reads; any other read is filtered by the WHERE, compiled once.
-        check = compile_expr(cond) if cond is not None and not access.exact else None
-        for handle, _pid, value in access_path.read(txn, info, access):
-            ctx = {k.lower(): v for k, v in access_path.decoded(info, value).items()}
-            ctx[ROWID_COLUMN] = handle
-            if check is None or truthy(check(ctx)):
-                yield ctx
+        return (ctx for _row, ctx in self._iter_matching(info, txn, where))

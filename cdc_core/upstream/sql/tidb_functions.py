@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from decimal import Decimal, InvalidOperation
 from importlib import metadata
@@ -63,10 +63,24 @@ class StatementContext:
 
     start_ts: int = 0
     db: str | None = None
-    time_zone: tzinfo = field(default_factory=lambda: datetime.now().astimezone().tzinfo or UTC)
+    time_zone: tzinfo | None = None  # None: the system's, looked up when a function needs it
+
+    def zone(self) -> tzinfo:
+        return self.time_zone or datetime.now().astimezone().tzinfo or UTC
 
 
 _CONTEXT: ContextVar[StatementContext | None] = ContextVar("cdcflow_statement_context", default=None)
+
+
+def enter_statement(ctx: StatementContext) -> Token[StatementContext | None]:
+    """Expressions compiled from now read ``ctx`` (:func:`current_context`), until :func:`leave_statement` (a pair
+    of calls, not a context manager: a point read's statement costs tens of microseconds, a generator-based
+    ``with`` several of them)."""
+    return _CONTEXT.set(ctx)
+
+
+def leave_statement(token: Token[StatementContext | None]) -> None:
+    _CONTEXT.reset(token)
 
 
 @contextmanager
@@ -120,7 +134,7 @@ def compile_call(name: str, args: Sequence[Evaluator]) -> Evaluator | None:
     if upper == "TIDB_PARSE_TSO":
         _arity(upper, args, 1)
         (arg,) = args
-        tz = current_context().time_zone
+        tz = current_context().zone()
 
         def parse_tso(row: Row) -> Any:
             ts = _ts_arg(arg, row)
