@@ -16,8 +16,7 @@ evaluates against (its ts, database, time zone) is its :class:`StatementContext`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
@@ -82,15 +81,6 @@ def enter_statement(ctx: StatementContext) -> Token[StatementContext | None]:
 def leave_statement(token: Token[StatementContext | None]) -> None:
     _CONTEXT.reset(token)
 
-
-@contextmanager
-def statement_context(ctx: StatementContext) -> Iterator[StatementContext]:
-    """Expressions compiled inside read ``ctx`` (:func:`current_context`)."""
-    token = _CONTEXT.set(ctx)
-    try:
-        yield ctx
-    finally:
-        _CONTEXT.reset(token)
 
 
 def current_context() -> StatementContext:
