@@ -31,6 +31,7 @@ from sqlglot import exp
 from cdc_core.codec.rowcodec import MySQLTime
 from cdc_core.schema.column_type import STORED_DATES
 from cdc_core.schema.model import Column
+from cdc_core.upstream.sql import tidb_functions
 from cdc_core.upstream.sql.errors import SqlError
 
 Row = Mapping[str, Any]  # lower-case column name -> typed value
@@ -68,7 +69,7 @@ def compile_expr(node: exp.Expression) -> Evaluator:
     ``SqlError`` here, before any row."""
     make = _COMPILERS.get(type(node))
     if make is None:
-        raise SqlError(f"unsupported expression {node.sql(dialect='mysql')!r} ({type(node).__name__})")
+        raise SqlError(f"unsupported expression {node.sql(dialect='mysql')!r}")
     return make(node)  # type: ignore[no-any-return]
 
 
@@ -153,8 +154,29 @@ def _bit_string(node: exp.Expression) -> Evaluator:
     return _constant(node, value)
 
 
+_MISSING = object()
+
+
 def _column(node: exp.Expression) -> Evaluator:
     name = column_name(node).lower()
+    table = str(node.table).lower() if isinstance(node, exp.Column) and node.table else ""
+    if table:
+        # A join's rows hold each column as ``alias.name`` (and the unambiguous ones bare as well); one table's rows
+        # hold bare names only (the qualifier was checked against the table when the statement was planned).
+        qualified = f"{table}.{name}"
+
+        def qualified_run(row: Row | None) -> Any:
+            if row is None:
+                raise SqlError(f"column {qualified!r} is not allowed here (a constant is expected)")
+            v = row.get(qualified, _MISSING)
+            if v is _MISSING:
+                try:
+                    return row[name]
+                except KeyError:
+                    raise SqlError(f"Unknown column '{qualified}' in 'field list'") from None
+            return v
+
+        return qualified_run
 
     def run(row: Row | None) -> Any:
         if row is None:
@@ -183,6 +205,9 @@ def _to_number(v: Any) -> int | Decimal:
             raise SqlError(f"{v!r} is not a number") from exc
         return int(d) if d == d.to_integral_value() and "." not in v and "e" not in v.lower() else d
     raise SqlError(f"{v!r} is not a number")
+
+
+to_number = _to_number  # a value in a numeric context (SUM, AVG): int or Decimal
 
 
 def _time_fields(v: date | MySQLTime) -> tuple[int, ...]:
@@ -586,7 +611,10 @@ def _anonymous(node: exp.Expression) -> Evaluator:
     if name == "ISNULL" and len(args) == 1:
         arg = compile_expr(args[0])
         return lambda row: 1 if arg(row) is None else 0
-    raise SqlError(f"unsupported function {node.sql(dialect='mysql')!r}")
+    tidb = tidb_functions.compile_call(name, [compile_expr(a) for a in args])
+    if tidb is not None:
+        return tidb
+    raise tidb_functions.unknown_function(str(node.this))
 
 
 _INT_TYPES = (exp.DataType.Type.UBIGINT, exp.DataType.Type.BIGINT, exp.DataType.Type.INT)

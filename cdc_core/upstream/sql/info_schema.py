@@ -2,9 +2,10 @@
 
 mysql-mimic executes ``information_schema`` queries (and the SHOW statements it rewrites into them) with sqlglot
 over tables built from a schema; this module builds them from the SQL-front session's tables, at its
-``tidb_snapshot`` when one is set, as TiDB does. TiDB's additions that cdcflow and TiCDC's users rely on:
-``TABLES.TIDB_TABLE_ID`` (the table's physical id, the one in its row keys) and ``TIDB_PK_TYPE`` (CLUSTERED or
-NONCLUSTERED), and ``PARTITIONS`` with ``TIDB_PARTITION_ID`` (each partition's physical id). TiDB's engine
+``tidb_snapshot`` when one is set, as TiDB does. ``SCHEMATA`` lists every database, one without tables too (as
+TiDB; mysql-mimic would list the databases of the columns only). TiDB's additions that cdcflow and TiCDC's users
+rely on: ``TABLES.TIDB_TABLE_ID`` (the table's physical id, the one in its row keys) and ``TIDB_PK_TYPE`` (CLUSTERED
+or NONCLUSTERED), and ``PARTITIONS`` with ``TIDB_PARTITION_ID`` (each partition's physical id). TiDB's engine
 is reported as InnoDB and tables' collation as utf8mb4_bin, as TiDB reports them (``pkg/infoschema/tables.go``).
 
 Cost: the tables are built per query, O(columns of every table the session sees).
@@ -59,7 +60,7 @@ def partitions_rows(info: TableInfo) -> list[tuple[Any, ...]]:
 class TidbInfoSchema(BaseInfoSchema):
     """The ``information_schema`` of a list of tables."""
 
-    def __init__(self, tables: Sequence[TableInfo]) -> None:
+    def __init__(self, tables: Sequence[TableInfo], databases: Sequence[str] = ()) -> None:
         columns = [
             Column(name=c.name, type=c.sql_type, table=t.name, schema=t.db_name, is_nullable=c.nullable,
                    default=None if c.default is None else str(c.to_json_value(c.default)))
@@ -67,6 +68,12 @@ class TidbInfoSchema(BaseInfoSchema):
         ]
         data: dict[str, dict[str, Any]] = info_schema_tables(columns)
         data["information_schema"]["tables"] = Table(TABLES_COLUMNS, [*map(tables_row, tables), *system_tables_rows()])
+        # Every database, those without a table too: mysql-mimic's ``info_schema_tables`` lists the databases of the
+        # columns it is given, so an empty one (``CREATE DATABASE x`` alone) would be missing from SHOW DATABASES.
+        names = {db.lower(): db for db in [*INFO_SCHEMA, *databases, *(t.db_name for t in tables)]}
+        data["information_schema"]["schemata"] = Table(
+            tuple(SCHEMA["information_schema"]["schemata"]),
+            [("def", name, "utf8mb4", "utf8mb4_bin", None) for _, name in sorted(names.items())])
         data["information_schema"]["partitions"] = Table(tuple(SCHEMA["information_schema"]["partitions"]),
                                                          [r for t in tables for r in partitions_rows(t)])
         self.tables = data

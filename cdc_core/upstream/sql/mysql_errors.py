@@ -26,6 +26,15 @@ ER_BAD_DB_ERROR = MysqlCode(1049, b"42000")
 ER_TABLE_EXISTS_ERROR = MysqlCode(1050, b"42S01")
 ER_BAD_TABLE_ERROR = MysqlCode(1051, b"42S02")
 ER_BAD_FIELD_ERROR = MysqlCode(1054, b"42S22")
+ER_NON_UNIQ_ERROR = MysqlCode(1052, b"23000")  # "Column 'x' in field list is ambiguous"
+ER_WRONG_FIELD_WITH_GROUP = MysqlCode(1055, b"42000")  # ErrFieldNotInGroupBy (ONLY_FULL_GROUP_BY)
+ER_WRONG_GROUP_FIELD = MysqlCode(1056, b"42000")  # "Can't group on 'x'"
+ER_NONUNIQ_TABLE = MysqlCode(1066, b"42000")  # "Not unique table/alias: 'x'"
+ER_NO_TABLES_USED = MysqlCode(1096, b"HY000")
+ER_MIX_OF_GROUP_FUNC_AND_FIELDS = MysqlCode(1140, b"42000")
+ER_SP_DOES_NOT_EXIST = MysqlCode(1305, b"42000")  # "FUNCTION db.fn does not exist"
+ER_FIELD_IN_ORDER_NOT_SELECT = MysqlCode(3065, b"HY000")  # DISTINCT with ORDER BY on a column not selected
+ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT = MysqlCode(1582, b"42000")
 ER_DUP_FIELDNAME = MysqlCode(1060, b"42S21")
 ER_DUP_KEYNAME = MysqlCode(1061, b"42000")
 ER_DUP_ENTRY = MysqlCode(1062, b"23000")
@@ -107,6 +116,16 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^Duplicate entry ", ER_DUP_ENTRY),
         (r"^Column '.*' cannot be null", ER_BAD_NULL_ERROR),
         (r"^Unknown column ", ER_BAD_FIELD_ERROR),
+        (r"^Column '.*' in .* is ambiguous$", ER_NON_UNIQ_ERROR),
+        (r"^Expression #\d+ of .* is not in GROUP BY clause", ER_WRONG_FIELD_WITH_GROUP),
+        (r"^In aggregated query without GROUP BY, ", ER_MIX_OF_GROUP_FUNC_AND_FIELDS),
+        (r"^Expression #\d+ of ORDER BY clause is not in SELECT list", ER_FIELD_IN_ORDER_NOT_SELECT),
+        (r"^Can't group on '", ER_WRONG_GROUP_FIELD),
+        (r"^Not unique table/alias: '", ER_NONUNIQ_TABLE),
+        (r"^No tables used$", ER_NO_TABLES_USED),
+        (r"^FUNCTION .* does not exist$", ER_SP_DOES_NOT_EXIST),
+        (r"^Incorrect parameter count in the call to native function ", ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT),
+        (r"^Your query has been cancelled due to exceeding the allowed memory limit", TIDB_MEM_QUOTA_EXCEEDED),
         (r"unknown column ", ER_BAD_FIELD_ERROR),
         (r"^Duplicate column name ", ER_DUP_FIELDNAME),
         (r"^Duplicate key name ", ER_DUP_KEYNAME),
@@ -119,7 +138,7 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
         (r"^Unsupported (modify column|operate same|reorganize partition|partition type of table|ADD PARTITION of "
          r"HASH/KEY|ADD List partition|REORGANIZE PARTITION of)", ER_UNSUPPORTED_DDL),
         (r"^invalid DEFAULT", ER_INVALID_DEFAULT),
-        (r"^unsupported (statement|SQL)", ER_NOT_SUPPORTED_YET),
+        (r"^unsupported (statement|SQL|in SELECT|in GROUP_CONCAT|expression|IN form)", ER_NOT_SUPPORTED_YET),
         (r"^Data truncated for column", ER_WARN_DATA_TRUNCATED),
         (r"^Table has no partition for value", ER_NO_PARTITION_FOR_GIVEN_VALUE),
         (r"^A (PRIMARY KEY|UNIQUE INDEX|CLUSTERED INDEX) must include all columns in the table's partitioning "

@@ -41,9 +41,10 @@ import asyncio
 import json
 import secrets
 import struct
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from decimal import Decimal
 from ssl import SSLContext
 from typing import Any, cast
@@ -61,7 +62,7 @@ from mysql_mimic.session import Query
 from mysql_mimic.stream import MysqlStream
 from mysql_mimic.types import ColumnType, ServerStatus, str_len
 from mysql_mimic.utils import find_dbs
-from mysql_mimic.variables import SYSTEM_VARIABLES, GlobalVariables, SessionVariables
+from mysql_mimic.variables import GlobalVariables, SessionVariables
 from sqlglot import exp
 
 from cdc_core.codec import mysql_type as mt
@@ -72,33 +73,22 @@ from cdc_core.log import get_logger
 from cdc_core.memory import MemoryLimitExceeded
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import Column, SchemaError, TableInfo
-from cdc_core.upstream.sql import mysql_errors
+from cdc_core.upstream.sql import mysql_errors, show_create
 from cdc_core.upstream.sql import sql_mode as sqlmode
 from cdc_core.upstream.sql.errors import SqlError
 from cdc_core.upstream.sql.info_schema import SCHEMA, TidbInfoSchema
 from cdc_core.upstream.sql.prepared_statement import PrepareError, prepare
+from cdc_core.upstream.sql.session_defaults import session_variables
 from cdc_core.upstream.sql.sql_front import ParsedStatement, SqlEngine, StatementResult, split_script
 from cdc_core.upstream.sql.stmt_protocol import StatementConnection
 from cdc_core.upstream.sql.table_listing import ListingPlan, TableListing, plan_listing
+from cdc_core.upstream.sql.table_writer import AUTO_INCREMENT_KEY
 from cdc_core.upstream.sql.txn import CommitMode
 from cdc_core.upstream.store.mvcc import GcSafePointPassedError
 
 log = get_logger("cdcflow.upstream.mysql")
 
-TIDB_VERSION = "8.0.11-TiDB-v8.5.0-cdcflow"
-_VARIABLES = GlobalVariables({
-    **SYSTEM_VARIABLES,
-    "version": (str, TIDB_VERSION, False),
-    "version_comment": (str, "TiDB Server (cdcflow's embedded upstream)", False),
-    "tidb_snapshot": (str, "", True),
-    "tidb_current_ts": (int, 0, False),
-    "tidb_last_txn_info": (str, "", False),
-    "sql_mode": (str, sqlmode.DEFAULT_SQL_MODE, True),  # a session's own value: FrontSession keeps it in step
-    # How transactions commit (TiDB's defaults since v5.0: both on; sql_front / txn.CommitOptions)
-    "tidb_enable_async_commit": (bool, True, True),
-    "tidb_enable_1pc": (bool, True, True),
-    "tidb_guarantee_linearizability": (bool, True, True),
-})
+_VARIABLES = GlobalVariables(session_variables())
 
 # mysql-mimic names SQLSTATEs for its own few codes; a client shows the state of the others too.
 for _c in vars(mysql_errors).values():
@@ -304,6 +294,57 @@ def constant_select(e: exp.Expression) -> tuple[list[tuple[Any, ...]], list[str]
     return [tuple(row)], columns
 
 
+# What a SELECT without FROM may have (``SELECT 1+1 LIMIT 1``, ``SELECT @@version WHERE 1``)
+_STATIC_SELECT_ARGS = frozenset({"expressions", "limit", "hint", "where", "offset"})
+_ZONE_REFRESH_S = 60.0
+_zone_cache: tuple[float, tzinfo] = (-_ZONE_REFRESH_S, UTC)
+
+
+def _system_zone() -> tzinfo:
+    """The machine's time zone (``time_zone = SYSTEM``), looked up once a minute (a DST change shows within it):
+    every query reads it, and ``astimezone`` asks the C library each time."""
+    global _zone_cache
+    now = time.monotonic()
+    if now - _zone_cache[0] >= _ZONE_REFRESH_S:
+        _zone_cache = (now, datetime.now().astimezone().tzinfo or UTC)
+    return _zone_cache[1]
+
+
+def written_names(st: ParsedStatement) -> list[str | None] | None:
+    """The names TiDB gives a SELECT's result columns where they differ from what the engine or mysql-mimic would:
+    an item without an alias by its text as written (``version()``, ``count(*)``, ``1+1``, ``?``), not as
+    mysql-mimic's variable processor or sqlglot regenerate it (``CURRENT_VERSION()``, ``COUNT(*)``); None for an
+    item named otherwise (an alias, a column by its name, a string literal by its value). Read before the statement
+    runs: the variable processor rewrites the tree in place."""
+    texts, node = st.item_texts, st.node
+    if not texts or not isinstance(node, exp.Select) or len(texts) != len(node.expressions):
+        return None
+    out: list[str | None] = []
+    for item, text in zip(node.expressions, texts, strict=True):
+        plain = isinstance(item, exp.Alias) or isinstance(item, exp.Column | exp.Star) or text[:1] in ("'", '"')
+        out.append(None if plain else text)
+    return out if any(n is not None for n in out) else None
+
+
+def named_as_written(names: list[str | None] | None, result: AllowedResult) -> AllowedResult:
+    """``result`` with its columns renamed to ``names`` (:func:`written_names`) where one is given."""
+    if names is None or not isinstance(result, tuple) or len(result) != 2:
+        return result
+    rows, columns = result
+    if not isinstance(columns, list) or len(columns) != len(names):
+        return result
+    renamed: list[Any] = list(columns)
+    for i, name in enumerate(names):
+        if name is None:
+            continue
+        col = renamed[i]
+        if isinstance(col, ResultColumn):
+            col.name = name
+        else:
+            renamed[i] = name
+    return rows, renamed
+
+
 class FrontSession(Session):
     """One MySQL connection: a SQL-front session behind mysql-mimic's protocol handlers."""
 
@@ -319,9 +360,10 @@ class FrontSession(Session):
             self._sql_mode_middleware,
             self._set_var_middleware,
             self._snapshot_middleware,
+            self._isolation_alias_middleware,
             self._set_middleware,
             self._constant_select_middleware,
-            self._static_query_middleware,
+            self._static_select_middleware,
             self._use_middleware,
             self._kill_middleware,
             self._show_middleware,
@@ -420,8 +462,9 @@ class FrontSession(Session):
     async def _statement(self, st: ParsedStatement, attrs: dict[str, str]) -> AllowedResult:
         self.result_flags = []
         chain = self._plain_middlewares if st.plain else self.middlewares
+        names = written_names(st)
         q = Query(expression=st.node, sql=st.text, attrs=attrs, _middlewares=chain, _query=self._runner(st))
-        return await q.start()
+        return named_as_written(names, await q.start())
 
     def _runner(self, st: ParsedStatement) -> Callable[[exp.Expression, str, dict[str, str]], Awaitable[AllowedResult]]:
         async def run(expression: exp.Expression, sql: str, attrs: dict[str, str]) -> AllowedResult:
@@ -430,10 +473,7 @@ class FrontSession(Session):
         return run
 
     async def _run(self, st: ParsedStatement) -> AllowedResult:
-        switches = (bool(self.variables.get("tidb_enable_async_commit")), bool(self.variables.get("tidb_enable_1pc")))
-        if switches != (self.sql.commit_options.async_commit, self.sql.commit_options.one_pc):
-            self.sql.commit_options = replace(self.engine.commit_options, async_commit=switches[0], one_pc=switches[1])
-        self.sql.guarantee_linearizability = bool(self.variables.get("tidb_guarantee_linearizability"))
+        self._sync_session()
         try:
             res = await self.sql.run(st)
         except (SqlError, SchemaError, GcSafePointPassedError) as exc:
@@ -449,12 +489,23 @@ class FrontSession(Session):
         await asyncio.sleep(0)  # let the change feed and other sessions run between statements
         return self._result(res)
 
+    def _sync_session(self) -> None:
+        """The SQL-front session takes the variables a statement runs under (mysql-mimic keeps them)."""
+        switches = (bool(self.variables.get("tidb_enable_async_commit")), bool(self.variables.get("tidb_enable_1pc")))
+        if switches != (self.sql.commit_options.async_commit, self.sql.commit_options.one_pc):
+            self.sql.commit_options = replace(self.engine.commit_options, async_commit=switches[0], one_pc=switches[1])
+        self.sql.guarantee_linearizability = bool(self.variables.get("tidb_guarantee_linearizability"))
+        self.sql.mem_quota_query = int(self.variables.get("tidb_mem_quota_query") or 0)
+        self.sql.conn_id = self.connection.connection_id
+        self.sql.time_zone = self.timezone()
+
     def _result(self, res: StatementResult) -> AllowedResult:
         if res.columns:
-            columns: list[ResultColumn | str] = list(res.columns)
+            shown = res.display_names
+            columns: list[ResultColumn | str] = list(shown)
             for i, col in enumerate(res.column_defs):
                 if col is not None:
-                    columns[i] = _result_column(res.columns[i], col)
+                    columns[i] = _result_column(shown[i], col)
             self.result_flags = [_column_flags(col) for col in res.column_defs]
             names = res.columns
             defs = list(res.column_defs) + [None] * (len(names) - len(res.column_defs))  # a computed column has none
@@ -514,6 +565,65 @@ class FrontSession(Session):
         """``USE db`` and COM_INIT_DB (``mysql -D db``)."""
         await self._run(split_script(f"USE `{database.replace('`', '``')}`")[0])
 
+    async def _show(self, expression: exp.Show) -> AllowedResult:
+        """``SHOW CREATE TABLE`` / ``SHOW CREATE DATABASE`` as TiDB answers them (``show_create``); any other SHOW
+        is mysql-mimic's (over ``information_schema``)."""
+        kind = expression.name.upper()
+        if kind not in ("CREATE TABLE", "CREATE DATABASE"):
+            return await super()._show(expression)
+        target = expression.text("target")
+        try:
+            if kind == "CREATE DATABASE":
+                if target.lower() not in {d.lower() for d in self.sql.databases()}:
+                    raise SqlError(f"Unknown database '{target}'")
+                return [(target, show_create.create_database(target))], list(show_create.DATABASE_COLUMNS)
+            db = expression.text("db") or self.database
+            if not db:
+                raise SqlError("No database selected")
+            info = self.sql.table_of(exp.table_(target, db=db), "SHOW CREATE TABLE")
+        except SqlError as exc:
+            raise _mysql_error(exc) from exc
+        text = show_create.create_table(info, auto_increment_column=info.extra.get(AUTO_INCREMENT_KEY),
+                                        next_auto_id=self.engine.catalog.next_row_id(info.id))
+        return [(info.name, text)], list(show_create.TABLE_COLUMNS)
+
+    def timezone(self) -> tzinfo:  # type: ignore[override]
+        """``@@time_zone``: ``SYSTEM`` (TiDB's default) is the machine's zone; else mysql-mimic's ``+hh:mm``/UTC."""
+        tz = str(self.variables.get("time_zone") or "SYSTEM")
+        if tz.upper() == "SYSTEM":
+            return _system_zone()
+        return super().timezone()
+
+    async def _isolation_alias_middleware(self, q: Query) -> AllowedResult:
+        """``tx_isolation`` and ``transaction_isolation`` are one variable under two names (TiDB keeps them in step):
+        a SET of either, or ``SET TRANSACTION ISOLATION LEVEL``, sets both."""
+        if not (isinstance(q.expression, exp.Set) and "isolation" in q.sql.lower()):
+            return await q.next()
+        before = self.variables.get("transaction_isolation"), self.variables.get("tx_isolation")
+        result = await q.next()
+        now, alias = self.variables.get("transaction_isolation"), self.variables.get("tx_isolation")
+        if now != before[0]:
+            self.variables.set("tx_isolation", now)
+        elif alias != before[1]:
+            self.variables.set("transaction_isolation", alias)
+        return result
+
+    async def _static_select_middleware(self, q: Query) -> AllowedResult:
+        """A SELECT without FROM (``SELECT TIDB_CURRENT_TSO()``, ``SELECT 1+1``, ``SELECT ?``), once mysql-mimic's
+        variable processor put in the values of ``@@`` variables and of ``DATABASE()``-like functions: evaluated
+        by the SQL front, so TiDB's functions and its errors apply (an unknown function is 1305). What the front's
+        evaluator does not implement goes to mysql-mimic's sqlglot executor, as before."""
+        e = q.expression
+        if not isinstance(e, exp.Select) or any(v for k, v in e.args.items() if k not in _STATIC_SELECT_ARGS):
+            return await q.next()
+        self._sync_session()
+        try:
+            return self._result(self.sql.constant_select(e, q.sql))
+        except SqlError as exc:
+            if exc.message.startswith("unsupported expression"):
+                return await self._static_query_middleware(q)
+            raise _statement_error(exc) from exc
+
     async def _constant_select_middleware(self, q: Query) -> AllowedResult:
         """A SELECT of constants -- what ``SELECT @@tidb_last_txn_info`` is once ``_set_var_middleware`` put the
         values in -- answered here. mysql-mimic's static-query middleware runs sqlglot's executor, optimizer
@@ -572,7 +682,7 @@ class FrontSession(Session):
         tables = self.sql.tables()
         try:
             async with self.listing.whole(tables, f"information_schema query `{expression.sql()[:160]}`"):
-                return await TidbInfoSchema(tables).query(expression)
+                return await TidbInfoSchema(tables, self.sql.databases()).query(expression)
         except MemoryLimitExceeded as exc:
             log.warning("information_schema query refused", reason=exc.message)
             raise MysqlError(exc.message, cast(ErrorCode, mysql_errors.TIDB_MEM_QUOTA_EXCEEDED.code)) from exc
@@ -586,7 +696,7 @@ class FrontSession(Session):
     async def schema(self) -> TidbInfoSchema:
         """``information_schema`` for SHOW and queries: the tables the session sees, at ``tidb_snapshot`` when one
         is set (TiDB answers with the snapshot's schema), with TiDB's ``TIDB_TABLE_ID``."""
-        return TidbInfoSchema(self.sql.tables())
+        return TidbInfoSchema(self.sql.tables(), self.sql.databases())
 
 
 class TlsSafeStream:

@@ -15,6 +15,7 @@ the text TiDB formats them to before parsing them, NULL.
 from __future__ import annotations
 
 import math
+import re
 import struct
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
@@ -33,6 +34,7 @@ from cdc_core.upstream.sql.sql_front import ParsedStatement, split_script
 # What a ``?`` becomes in the text sqlglot parses: a named placeholder, so that each marker's position in the text
 # is known after parsing (sqlglot's tree puts ``LIMIT ?, ?``'s offset after its count).
 _MARK: Final = "_cdcflow_param_"
+_MARK_RE: Final = re.compile(rf":{_MARK}\d+")
 
 
 class PrepareError(Exception):
@@ -107,7 +109,10 @@ def prepare(sql: str, *, no_backslash_escapes: bool = False) -> tuple[ParsedStat
     if marks and isinstance(st.node, exp.Command):  # kept as text (SPLIT, IMPORT INTO, ...): nothing to bind into
         raise PrepareError("This command is not supported in the prepared statement protocol yet",
                            mysql_errors.ER_UNSUPPORTED_PS)
-    return replace(st, text=sql.strip().rstrip(";").strip() if marks else st.text), len(marks)
+    texts = st.item_texts
+    if marks and texts is not None:  # a result column is named by its text as the client wrote it: ``?``
+        texts = tuple(_MARK_RE.sub("?", t) for t in texts)
+    return replace(st, text=sql.strip().rstrip(";").strip() if marks else st.text, item_texts=texts), len(marks)
 
 
 def literal(value: Any) -> exp.Expression:

@@ -22,12 +22,11 @@ comments). A primary key of any type is clustered unless NONCLUSTERED is given, 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from itertools import islice
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import tzinfo
 from typing import Any, Final, cast
 
 import sqlglot
@@ -42,7 +41,7 @@ from cdc_core.codec.sql_literal import mysql_dialect
 from cdc_core.log import get_logger
 from cdc_core.schema import column_type as ct
 from cdc_core.schema import ddl_history
-from cdc_core.schema.model import ROWID_COLUMN, Column, SchemaError, TableInfo
+from cdc_core.schema.model import SchemaError, TableInfo
 from cdc_core.schema.partition import HASH, KEY, PartitionInfo
 from cdc_core.upstream.pd.regions import split_values
 from cdc_core.upstream.pd.tso import TsoAllocator
@@ -59,7 +58,11 @@ from cdc_core.upstream.sql.ddl.partition_clause import (
     parse_partition_clause,
 )
 from cdc_core.upstream.sql.errors import ErrorKind, SqlError
-from cdc_core.upstream.sql.expr import column_name, compare, compile_expr, evaluate, literal_value, truthy
+from cdc_core.upstream.sql.expr import column_name, compile_expr, literal_value, truthy
+from cdc_core.upstream.sql.mem_quota import DEFAULT_MEM_QUOTA_QUERY
+from cdc_core.upstream.sql.select_plan import run_select
+from cdc_core.upstream.sql.statement_result import STREAM_BATCH_ROWS as STREAM_BATCH_ROWS  # re-exported
+from cdc_core.upstream.sql.statement_result import StatementResult
 from cdc_core.upstream.sql.table_writer import (
     AUTO_INCREMENT_KEY,
     StoredRow,
@@ -67,6 +70,7 @@ from cdc_core.upstream.sql.table_writer import (
     convert_value,
     row_with_rowid,
 )
+from cdc_core.upstream.sql.tidb_functions import StatementContext, enter_statement, leave_statement
 from cdc_core.upstream.sql.txn import CommitMode, CommitOptions, Transaction
 from cdc_core.upstream.store.mvcc import MvccStore
 
@@ -74,9 +78,6 @@ logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns when it falls b
 log = get_logger("cdcflow.upstream.sql")
 _DIALECT = MySQL()
 _CLUSTER_WORDS = {"CLUSTERED": True, "NONCLUSTERED": False}
-_AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Sum, exp.BitwiseXorAgg)
-# Rows a streamed SELECT decodes at a time (one batch per trip off the event loop; what a result holds at once).
-STREAM_BATCH_ROWS: Final = 1024
 # ALTER TABLE t ADD PARTITION (<definitions>) / DROP PARTITION p[, q] / TRUNCATE PARTITION p[, q]; the ADD body is read
 # as the definitions of the table's partitioning method (group 3, prefixed with the method by the caller).
 _PARTITION_OP_RE = re.compile(r"^\s*ALTER\s+TABLE\s+([`\w.]+)\s+(ADD|DROP|TRUNCATE)\s+PARTITION\b\s*(.*)$",
@@ -100,21 +101,6 @@ _SPLIT_RE = re.compile(
 )
 
 
-@dataclass
-class StatementResult:
-    statement: str
-    columns: list[str] = field(default_factory=list)
-    # Typed values (``Column.convert``'s Python values); ``value_text.json_value`` gives their JSON form.
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    # The table column each output column is (None: an expression), for clients that want column types.
-    column_defs: list[Column | None] = field(default_factory=list)
-    affected_rows: int = 0
-    commit_ts: int = 0  # the commit ts of the transaction this statement committed (0: none)
-    # A streamed SELECT's rows after ``rows`` (its first batch), decoded a batch per ``next`` as the client reads
-    # them (sessions with ``stream_rows``): a region's million rows never make one list, as TiDB streams them.
-    more: Iterator[list[dict[str, Any]]] | None = None
-
-
 @dataclass(frozen=True)
 class ParsedStatement:
     text: str
@@ -124,6 +110,8 @@ class ParsedStatement:
     # No session variable, hint or function call in it (see :func:`plain_tokens`): the MySQL front skips
     # mysql-mimic's variable processor, a walk of the whole tree (a 1,000-key point read's: 1,503 nodes).
     plain: bool = False
+    # A SELECT's items as written (the source text of each, ``?`` for a parameter): the result columns' names.
+    item_texts: tuple[str, ...] | None = None
 
 def _short(text: str, n: int = 80) -> str:
     one = " ".join(text.split())
@@ -303,10 +291,58 @@ def _split_script(sql: str, held: dict[str, str], dialect: Dialect = _DIALECT) -
             _put_back(node, held, put)
             for name in put:
                 original = original.replace(name, held[name])
-        out.append(ParsedStatement(original, node, clustered, partition, plain))
+        texts = select_item_texts(g, sql) if isinstance(node, exp.Select) else None
+        if texts is not None and held:
+            texts = tuple(_held_back(t, held) for t in texts)
+        out.append(ParsedStatement(original, node, clustered, partition, plain, texts))
     if put != held.keys():
         raise _NotHeld(sorted(held.keys() - put))
     return out
+
+
+def _held_back(text: str, held: dict[str, str]) -> str:
+    for name, run in held.items():
+        text = text.replace(name, run)
+    return text
+
+
+# Words that end a SELECT list (at parenthesis depth 0)
+_AFTER_ITEMS: Final = frozenset({TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.HAVING,
+                                 TokenType.ORDER_BY, TokenType.LIMIT, TokenType.UNION, TokenType.INTO,
+                                 TokenType.FOR, TokenType.LOCK, TokenType.WINDOW})
+_BEFORE_ITEMS: Final = frozenset({TokenType.DISTINCT, TokenType.ALL, TokenType.HINT})
+
+
+def select_item_texts(tokens: Sequence[Any], sql: str) -> tuple[str, ...] | None:
+    """The source text of each item of a SELECT's list, from the statement's tokens (TiDB names a result column
+    by its item's text, ``SelectField.Text()``; sqlglot would regenerate it normalised: ``COUNT(*)`` for
+    ``count(*)``). None when the tokens do not start a SELECT."""
+    if not tokens or tokens[0].token_type != TokenType.SELECT:
+        return None
+    i = 1
+    while i < len(tokens) and (tokens[i].token_type in _BEFORE_ITEMS or (
+            tokens[i].token_type == TokenType.VAR and tokens[i].text.upper() in (
+                "SQL_CALC_FOUND_ROWS", "SQL_NO_CACHE", "SQL_CACHE", "STRAIGHT_JOIN", "HIGH_PRIORITY"))):
+        i += 1
+    items: list[str] = []
+    depth, start = 0, i
+    for j in range(i, len(tokens) + 1):
+        t = tokens[j] if j < len(tokens) else None
+        if t is not None:
+            if t.token_type == TokenType.L_PAREN:
+                depth += 1
+                continue
+            if t.token_type == TokenType.R_PAREN:
+                depth -= 1
+                continue
+            if depth or (t.token_type != TokenType.COMMA and t.token_type not in _AFTER_ITEMS):
+                continue
+        if j > start:
+            items.append(sql[tokens[start].start:tokens[j - 1].end + 1].strip())
+        if t is None or t.token_type != TokenType.COMMA:
+            break
+        start = j + 1
+    return tuple(items)
 
 
 def _table_ref(node: exp.Expression | None, what: str) -> exp.Table:
@@ -320,38 +356,6 @@ def _reject(node: exp.Expression, what: str, *args: str) -> None:
     for a in args:
         if node.args.get(a):
             raise SqlError(f"unsupported in {what}: {a.rstrip('_').upper()} clause")
-
-
-def fold_aggregates(items: list[tuple[str, exp.Expression]], rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """A SELECT list of aggregates (``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``BIT_XOR``) and constants, folded over
-    ``rows`` as they come (none is kept): ``{name: value}``. As MySQL: COUNT and BIT_XOR (on the 64-bit values) are
-    0 over no rows, SUM / MIN / MAX NULL; NULLs are skipped."""
-    aggs = [(name, e) for name, e in items if isinstance(e, _AGGREGATES)]
-    acc: dict[str, Any] = {name: (0 if isinstance(e, exp.Count | exp.BitwiseXorAgg) else None) for name, e in aggs}
-    # COUNT(*) counts rows; any other aggregate's argument is compiled (SUM(*) is an unsupported expression '*')
-    args = {name: None if isinstance(e, exp.Count) and isinstance(e.this, exp.Star) else compile_expr(e.this)
-            for name, e in aggs}
-    for ctx in rows:
-        for name, e in aggs:
-            arg = args[name]
-            if arg is None:  # COUNT(*)
-                acc[name] += 1
-                continue
-            v = arg(ctx)
-            if v is None:
-                continue
-            if isinstance(e, exp.Count):
-                acc[name] += 1
-            elif isinstance(e, exp.BitwiseXorAgg):
-                acc[name] ^= int(v) & 0xFFFFFFFFFFFFFFFF
-            elif acc[name] is None:
-                acc[name] = v
-            elif isinstance(e, exp.Sum):
-                acc[name] += v
-            elif (compare(v, acc[name]) or 0) * (1 if isinstance(e, exp.Max) else -1) > 0:
-                acc[name] = v  # a new MIN / MAX
-    acc.update({name: evaluate(e, {}) for name, e in items if not isinstance(e, _AGGREGATES)})
-    return acc
 
 
 class SqlEngine:
@@ -403,6 +407,9 @@ class Session:
         # A plain SELECT (no ORDER BY, LIMIT or aggregate) returns its first batch of rows and the rest as
         # ``StatementResult.more``, read by the caller while it sends them (the MySQL front): else every row at once.
         self.stream_rows = False
+        self.mem_quota_query = DEFAULT_MEM_QUOTA_QUERY  # tidb_mem_quota_query: what one statement may hold
+        self.conn_id = 0  # the MySQL connection's id, for TiDB's messages that name it
+        self.time_zone: tzinfo | None = None  # @@time_zone (None: the system's), for TIDB_PARSE_TSO
 
     @property
     def at_ts(self) -> int:
@@ -418,6 +425,12 @@ class Session:
         if self.at_ts:
             return sorted(self._snapshot_schema().values(), key=lambda t: t.id)
         return self.catalog.tables()
+
+    def databases(self) -> list[str]:
+        """Every database the session sees (at its snapshot ts when one is set), those without tables too."""
+        if self.at_ts:
+            return [d.name for d in schema_meta.databases_at(self.engine.store, self.at_ts)]
+        return [d.name for d in self.catalog.databases()]
 
     @property
     def catalog(self) -> Catalog:
@@ -558,25 +571,34 @@ class Session:
 
         return validate
 
+    def _in_context(self, fn: Callable[[Any, Transaction], Any], arg: Any, txn: Transaction) -> Any:
+        """``fn(arg, txn)`` with the statement's context set (what TiDB's functions read: ``tidb_functions``)."""
+        token = enter_statement(StatementContext(txn.start_ts, self.db, self.time_zone))
+        try:
+            return fn(arg, txn)
+        finally:
+            leave_statement(token)
+
     async def _read(self, st: ParsedStatement, fn: Callable[[ParsedStatement, Transaction], StatementResult]
                     ) -> StatementResult:
         if self.txn is not None:
-            return fn(st, self.txn)
+            return cast(StatementResult, self._in_context(fn, st, self.txn))
         if self.at_ts:
             # A read at a ts reads the MVCC store alone (the table's schema too, from the DDL history at that ts),
             # a page at a time under the store's lock: it runs off the event loop, which meanwhile serves PD, the
             # change feeds and the other sessions (a snapshot chunk or a check's read decodes many rows).
             snapshot = Transaction(self.engine.store, self.engine.tso, self.at_ts, read_only=True)
-            return await asyncio.to_thread(fn, st, snapshot)
+            return cast(StatementResult, await asyncio.to_thread(self._in_context, fn, st, snapshot))
         ts = self.engine.tso.next()
-        return fn(st, Transaction(self.engine.store, self.engine.tso, ts, read_only=True))
+        return cast(StatementResult, self._in_context(fn, st, Transaction(self.engine.store, self.engine.tso, ts,
+                                                                          read_only=True)))
 
     async def _write(self, st: ParsedStatement, fn: Callable[[exp.Expression, Transaction], int]
                      ) -> StatementResult:
         if self.txn is not None:
             self.txn.begin_statement()
             try:
-                n = fn(st.node, self.txn)
+                n = self._in_context(fn, st.node, self.txn)
             except BaseException:
                 self.txn.rollback_statement()
                 raise
@@ -585,7 +607,7 @@ class Session:
         retries = self.engine.AUTOCOMMIT_RETRIES
         for attempt in range(retries):
             txn = Transaction(self.engine.store, self.engine.tso, options=self.commit_options)
-            n = fn(st.node, txn)
+            n = self._in_context(fn, st.node, txn)
             try:
                 commit_ts = await txn.commit(self._validator(txn))
             except SqlError as exc:
@@ -995,166 +1017,20 @@ class Session:
     def _select(self, st: ParsedStatement, txn: Transaction) -> StatementResult:
         node = st.node
         assert isinstance(node, exp.Select)
-        _reject(node, "SELECT", "distinct", "group", "having", "joins", "laterals", "with", "windows", "qualify")
-        from_ = node.args.get("from_") or node.args.get("from")
-        info: TableInfo | None = None
-        if from_ is not None:
-            info = self._table(from_.this, "SELECT ... FROM")
-            counted = self._count_star(node, info, txn)
-            if counted is not None:
-                return StatementResult(statement=st.text, columns=[counted[0]], rows=[{counted[0]: counted[1]}])
-            folded = self._fold_aggregates(node, info, txn)
-            if folded is not None:
-                return StatementResult(statement=st.text, columns=list(folded), rows=[folded])
-            contexts: Iterable[tuple[dict[str, Any], StoredRow | None]] = (
-                (ctx, row) for row, ctx in self._iter_matching(info, txn, node.args.get("where")))
-        else:
-            if node.args.get("where") and not truthy(evaluate(node.args["where"].this, {})):
-                contexts = []
-            else:
-                contexts = [({}, None)]
-        # Output columns: (name, expression or None for a table column, table column name)
-        out: list[tuple[str, exp.Expression | None, str | None]] = []
-        for item in node.expressions:
-            inner = cast(exp.Expression, item.unalias() if isinstance(item, exp.Alias) else item)
-            if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
-                if info is None:
-                    raise SqlError("SELECT * needs a FROM clause")
-                out.extend((c.name, None, c.name) for c in info.columns)
-                continue
-            name: str = item.alias if isinstance(item, exp.Alias) else (
-                column_name(inner) if isinstance(inner, exp.Column) else inner.sql(dialect="mysql"))
-            colname = None
-            if isinstance(inner, exp.Column) and info is not None:
-                cname = column_name(inner)
-                if cname.lower() == ROWID_COLUMN:
-                    colname = ROWID_COLUMN
-                else:
-                    colname = info.column(cname).name
-                    if not isinstance(item, exp.Alias):
-                        name = colname
-            out.append((name, inner, colname))
-        is_agg = [e is not None and any(isinstance(n, _AGGREGATES) for n in e.walk()) for _, e, _ in out]
-        if any(is_agg):
-            def constant(e: exp.Expression | None) -> bool:
-                return e is not None and not list(e.find_all(exp.Column))
+        return run_select(self, node, st.text, st.item_texts, txn)
 
-            if not all(agg or constant(e) for agg, (_, e, _) in zip(is_agg, out, strict=True)):
-                raise SqlError("mixing aggregates and columns needs GROUP BY, which is not supported")
-            folded = fold_aggregates([(name, e) for name, e, _ in out if e is not None], (c for c, _ in contexts))
-            row = {name: folded.get(name) for name, _, _ in out}
-            return StatementResult(statement=st.text, columns=[n for n, _, _ in out], rows=[row])
-        order = node.args.get("order")
-        limited = node.args.get("limit") is not None or node.args.get("offset") is not None
-        if order is not None:
-            contexts = self._order(list(contexts), order.expressions, out)
-        if limited:
-            contexts = self._limit(node, list(contexts))
+    def constant_select(self, node: exp.Select, text: str) -> StatementResult:
+        """A SELECT without FROM, as the MySQL front hands it over: evaluated in the open transaction, else at a
+        fresh ts (what ``TIDB_CURRENT_TSO()`` returns then, as TiDB's autocommit statement's start ts)."""
+        txn = self.txn or Transaction(self.engine.store, self.engine.tso, self.engine.tso.next(), read_only=True)
+        return cast(StatementResult, self._in_context(
+            lambda n, t: run_select(self, n, text, None, t), node, txn))
 
-        compiled = [None if colname is not None and info is not None else compile_expr(cast(exp.Expression, e))
-                    for _, e, colname in out]
+    def table_of(self, ref: exp.Expression | None, what: str) -> TableInfo:
+        """A table a statement names, as the session sees it (at its snapshot ts when one is set)."""
+        return self._table(ref, what)
 
-        def output(ctx: dict[str, Any]) -> dict[str, Any]:
-            r: dict[str, Any] = {}
-            for (name, _, colname), f in zip(out, compiled, strict=True):
-                r[name] = ctx[cast(str, colname).lower()] if f is None else f(ctx)
-            return r
-
-        defs = [info.column(c) if info is not None and c is not None and c != ROWID_COLUMN else None
-                for _, _, c in out]
-        columns = [n for n, _, _ in out]
-        rows = (output(ctx) for ctx, _stored in contexts)
-        if self.stream_rows and order is None and not limited:
-            batches = iter(lambda: list(islice(rows, STREAM_BATCH_ROWS)), [])
-            # The first batch now, where the statement runs: an error in WHERE is the statement's, before any row.
-            first = next(batches, [])
-            # A short first batch is the whole result (a point read's): no ``more``, so the front sends it as a list.
-            return StatementResult(statement=st.text, columns=columns, rows=first, column_defs=defs,
-                                   more=batches if len(first) == STREAM_BATCH_ROWS else None)
-        return StatementResult(statement=st.text, columns=columns, rows=list(rows), column_defs=defs)
-
-    @staticmethod
-    def _count_star(node: exp.Select, info: TableInfo, txn: Transaction) -> tuple[str, int] | None:
-        """``SELECT COUNT(*) FROM t`` (no WHERE): the live row keys counted, no row decoded or kept (TiDB pushes
-        it down to TiKV's coprocessor, which walks the keys; the store answers from its order statistics,
-        :meth:`MvccStore.count`)."""
-        if node.args.get("where") or len(node.expressions) != 1 or node.args.get("limit") or node.args.get("offset"):
-            return None
-        item = node.expressions[0]
-        inner = item.unalias() if isinstance(item, exp.Alias) else item
-        if not (isinstance(inner, exp.Count) and isinstance(inner.this, exp.Star)):
-            return None
-        name = item.alias if isinstance(item, exp.Alias) else inner.sql(dialect="mysql")
-        return name, sum(txn.count(*keycodec.table_span(pid)) for pid in info.physical_ids)
-
-    def _fold_aggregates(self, node: exp.Select, info: TableInfo, txn: Transaction) -> dict[str, Any] | None:
-        """A SELECT list of aggregates only (``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``BIT_XOR`` over any expression;
-        no ORDER BY, LIMIT or GROUP BY) folded over the matching rows as they are read, holding none of them: the
-        checksum of a chunk of millions of rows costs the upstream its scan, not its memory (TiDB pushes such
-        aggregates down to TiKV's coprocessor). None: another kind of SELECT."""
-        if node.args.get("order") or node.args.get("limit") or node.args.get("offset"):
-            return None
-        items: list[tuple[str, exp.Expression]] = []
-        for item in node.expressions:
-            inner = item.unalias() if isinstance(item, exp.Alias) else item
-            if not isinstance(inner, _AGGREGATES):
-                return None
-            name = item.alias if isinstance(item, exp.Alias) else inner.sql(dialect="mysql")
-            items.append((name, inner))
-        return fold_aggregates(items, (ctx for _row, ctx in self._iter_matching(info, txn, node.args.get("where"))))
-
-    @staticmethod
-    def _order(contexts: list[tuple[dict[str, Any], StoredRow | None]], keys: list[exp.Expression],
-               out: list[tuple[str, exp.Expression | None, str | None]]
-               ) -> list[tuple[dict[str, Any], StoredRow | None]]:
-        aliases = {name.lower(): e for name, e, _ in out if e is not None}
-
-        def key_expr(o: exp.Expression) -> exp.Expression:
-            inner = o.this if isinstance(o, exp.Ordered) else o
-            if isinstance(inner, exp.Literal) and not inner.is_string:
-                pos = int(str(inner.this))
-                if not 1 <= pos <= len(out):
-                    raise SqlError(f"ORDER BY position {pos} is out of range")
-                name, e, colname = out[pos - 1]
-                return e if e is not None else exp.column(colname or name)
-            if isinstance(inner, exp.Column) and not inner.table:
-                alias = aliases.get(column_name(inner).lower())
-                if alias is not None and not isinstance(alias, exp.Column):
-                    return alias
-            return inner
-
-        def nulls_first_cmp(a: Any, b: Any) -> int:
-            if a is None or b is None:
-                return (b is None) - (a is None)  # NULL sorts first ascending (MySQL)
-            return compare(a, b) or 0
-
-        def pair_cmp(x: tuple[Any, Any], y: tuple[Any, Any]) -> int:
-            return nulls_first_cmp(x[0], y[0])
-
-        result = list(contexts)
-        for o in reversed(keys):  # stable sorts, last key first
-            e = key_expr(o)
-            desc = bool(o.args.get("desc")) if isinstance(o, exp.Ordered) else False
-            key = compile_expr(e)
-            decorated = [(key(item[0]), item) for item in result]
-            decorated.sort(key=functools.cmp_to_key(pair_cmp), reverse=desc)
-            result = [item for _, item in decorated]
-        return result
-
-    @staticmethod
-    def _limit(node: exp.Select, contexts: list[Any]) -> list[Any]:
-        limit = node.args.get("limit")
-        offset = node.args.get("offset")
-
-        def num(n: exp.Expression | None) -> int | None:
-            if n is None:
-                return None
-            v = literal_value(n.args.get("expression") or n.this)
-            if not isinstance(v, int) or v < 0:
-                raise SqlError(f"LIMIT/OFFSET must be a non-negative integer, got {v!r}")
-            return v
-
-        lim, off = num(limit), num(offset) or 0
-        if lim is None:
-            return contexts[off:]
-        return contexts[off : off + lim]
+    def matching_rows(self, info: TableInfo, txn: Transaction, where: exp.Expression | None
+                      ) -> Iterator[dict[str, Any]]:
+        """The evaluation rows (lower-case name -> value, ``_tidb_rowid`` too) ``WHERE`` matches, one at a time."""
+        return (ctx for _row, ctx in self._iter_matching(info, txn, where))

@@ -40,7 +40,8 @@ def test_one_compiled_expression_evaluates_each_row_as_evaluating_it_alone(text:
 
 
 def test_an_unsupported_construct_fails_when_compiled_before_any_row() -> None:
-    with pytest.raises(SqlError, match=r"unsupported function 'FOOBAR\(v\)'"):
+    # TiDB's error for a function it does not have (1305 in a database; 1046 with none selected)
+    with pytest.raises(SqlError, match="No database selected"):
         compile_expr(_parse("id = 1 OR FOOBAR(v) = 'x'"))  # even where a row would never reach it
     with pytest.raises(SqlError, match="unsupported expression"):
         compile_expr(_parse("id = ANY (SELECT 1)"))
@@ -82,6 +83,6 @@ def test_count_star_counts_and_other_aggregates_of_star_are_unsupported(upstream
 def test_a_where_the_engine_cannot_evaluate_fails_on_an_empty_table(upstream_cluster: Any, fresh_db: str) -> None:
     """The WHERE is compiled before the scan: an unsupported construct is reported though no row is read."""
     upstream_cluster.run(upstream_cluster.cluster.sql.execute(f"CREATE TABLE {fresh_db}.e (id INT PRIMARY KEY)"))
-    with pytest.raises(SqlError, match="unsupported function"):
+    with pytest.raises(SqlError, match=f"FUNCTION {fresh_db}.foobar does not exist"):
         upstream_cluster.run(upstream_cluster.cluster.sql.execute(
-            f"SELECT * FROM {fresh_db}.e WHERE FOOBAR(id) = 'x'"))
+            f"USE {fresh_db}; SELECT * FROM {fresh_db}.e WHERE FOOBAR(id) = 'x'"))

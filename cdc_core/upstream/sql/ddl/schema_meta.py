@@ -219,6 +219,12 @@ def table_at(store: MvccStore, ts: int, db_name: str, name: str, current: _Curre
     return None
 
 
+def databases_at(store: MvccStore, ts: int) -> list[DatabaseMeta]:
+    """Every database the meta holds at ``ts``, those without tables too (TiDB's ``SHOW DATABASES`` at a snapshot)."""
+    return [database_of(meta_key.decode_hash_field_key(key)[1], value)
+            for key, value in store.iter_scan(*meta_key.hash_range(meta_key.DBS), ts)]
+
+
 def tables_at(store: MvccStore, ts: int) -> Iterator[TableInfo]:
     """Every table the meta holds at ``ts``, database by database; the system tables are the catalog's own."""
     version = schema_version_at(store, ts)
