@@ -14,6 +14,8 @@ class ErrorKind(enum.Enum):
     CONSTRAINT = "constraint"  # duplicate key, NOT NULL -> FAILED_PRECONDITION
     CONFLICT = "conflict"  # write conflict / concurrent DDL, transaction rolled back -> ABORTED
     GC = "gc"  # a read below the GC safe point -> FAILED_PRECONDITION
+    LOCK_WAIT_TIMEOUT = "lock_wait_timeout"  # a pessimistic lock wait timed out, the statement undone -> ABORTED
+    DEADLOCK = "deadlock"  # a lock wait would close a cycle, the transaction rolled back -> ABORTED
 
 
 class SqlError(EmbeddedUpstreamError):

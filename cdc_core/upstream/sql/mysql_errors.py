@@ -91,6 +91,9 @@ TIDB_PREPARE_MULTI = MysqlCode(8115, b"HY000")  # ErrPrepareMulti: "Can not prep
 # TiDB's ErrMemoryExceedForQuery (pkg/errno/errcode.go): a query over its memory quota; here a listing refused by
 # the upstream-catalog limiter.
 TIDB_MEM_QUOTA_EXCEEDED = MysqlCode(8175, b"HY000")
+# A pessimistic lock wait (pkg/errno/errcode.go ErrLockWaitTimeout, ErrLockDeadlock; MySQL's codes and states)
+ER_LOCK_WAIT_TIMEOUT = MysqlCode(1205, b"HY000")
+ER_LOCK_DEADLOCK = MysqlCode(1213, b"40001")
 TIDB_GC_TOO_EARLY = MysqlCode(9006, b"HY000")
 TIDB_WRITE_CONFLICT = MysqlCode(9007, b"HY000")
 
@@ -180,6 +183,10 @@ def code_of(exc: SqlError) -> MysqlCode:
         return TIDB_WRITE_CONFLICT
     if exc.kind is ErrorKind.GC:
         return TIDB_GC_TOO_EARLY
+    if exc.kind is ErrorKind.LOCK_WAIT_TIMEOUT:
+        return ER_LOCK_WAIT_TIMEOUT
+    if exc.kind is ErrorKind.DEADLOCK:
+        return ER_LOCK_DEADLOCK
     message = strip_context(exc.message)
     for pattern, code in _BY_MESSAGE:
         if pattern.search(message):

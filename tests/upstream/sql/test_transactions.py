@@ -86,7 +86,7 @@ def test_write_conflict_between_explicit_transactions(upstream_cluster: Any, fre
             await setup.run(st)
         s1, s2 = c.sql.session(), c.sql.session()
         for s in (s1, s2):
-            for st in split_script(f"USE {fresh_db}; BEGIN"):
+            for st in split_script(f"USE {fresh_db}; BEGIN OPTIMISTIC"):  # pessimistic: s2 would wait for s1
                 await s.run(st)
         await s1.run(split_script("UPDATE t SET b = 1 WHERE a = 1")[0])
         await s2.run(split_script("UPDATE t SET b = 2 WHERE a = 1")[0])
@@ -98,7 +98,7 @@ def test_write_conflict_between_explicit_transactions(upstream_cluster: Any, fre
         raise AssertionError("the second commit should conflict")
 
     err = upstream_cluster.run(scenario())
-    assert err.kind is ErrorKind.CONFLICT and "write conflict" in err.message
+    assert err.kind is ErrorKind.CONFLICT and "Write conflict, txnStartTS=" in err.message
     assert upstream_cluster.run(c.sql.execute(f"SELECT b FROM {fresh_db}.t"))[0].rows == [{"b": 1}]
 
 
