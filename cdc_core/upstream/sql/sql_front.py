@@ -636,14 +636,16 @@ class Session:
         raise AssertionError("unreachable")
 
     async def _back_off(self, exc: SqlError, txn: Transaction, attempt: int) -> None:
-        """Before an autocommit statement runs again: a key another transaction locked is waited for until it is
-        released (client-go backs off on the lock until its transaction ends; bounded here by
-        ``innodb_lock_wait_timeout``), a write conflict is given a short pause."""
+        """Before an autocommit statement runs again: a key a pessimistic transaction locks is waited for until it
+        is released (client-go backs off on the lock until its transaction ends; bounded here by
+        ``innodb_lock_wait_timeout``); a write conflict, or a prewrite lock (a commit in flight, or one stuck: with
+        no lock TTL to resolve it by, it is retried a few times and then a 9007), is given a short pause."""
         locked = exc.__cause__
-        if isinstance(locked, KeyLockedError):
+        lm = self.engine.store.lock_manager
+        if isinstance(locked, KeyLockedError) and (held := lm.holder(locked.key)) is not None \
+                and held.start_ts == locked.lock_ts:
             try:
-                await self.engine.store.lock_manager.wait(locked.key, txn.start_ts, locked.lock_ts,
-                                                          self.txn_settings.lock_wait_timeout)
+                await lm.wait(locked.key, txn.start_ts, locked.lock_ts, self.txn_settings.lock_wait_timeout)
                 return
             except LockWaitTimeoutError:
                 raise exc from None
