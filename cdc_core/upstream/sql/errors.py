@@ -26,3 +26,12 @@ class SqlError(EmbeddedUpstreamError):
 
     def with_context(self, prefix: str) -> SqlError:
         return SqlError(f"{prefix}: {self.message}", self.kind)
+
+
+class DuplicateKeyError(SqlError):
+    """A duplicate entry (1062); ``key``: the row or unique-index key already there. A pessimistic statement waits
+    for that key when another transaction locks it, and checks again (``sql_front``)."""
+
+    def __init__(self, message: str, key: bytes) -> None:
+        super().__init__(message, ErrorKind.CONSTRAINT)
+        self.key = key

@@ -64,7 +64,7 @@ from cdc_core.upstream.sql.ddl.partition_clause import (
     parse_added_partitions,
     parse_partition_clause,
 )
-from cdc_core.upstream.sql.errors import ErrorKind, SqlError
+from cdc_core.upstream.sql.errors import DuplicateKeyError, ErrorKind, SqlError
 from cdc_core.upstream.sql.expr import column_name, compare, compile_expr, evaluate, literal_value, truthy
 from cdc_core.upstream.sql.table_writer import (
     AUTO_INCREMENT_KEY,
@@ -654,11 +654,21 @@ class Session:
     async def _pessimistic_statement(self, txn: Transaction, run: Callable[[], StatementResult], *,
                                      for_update: bool = False) -> StatementResult:
         """Run a statement of a pessimistic transaction: at a new ``for_update_ts`` each time, its keys locked before
-        it returns, run again when a key was written after that ts (TiDB's pessimistic retry, ``txn_mode``)."""
+        it returns, run again when a key was written after that ts (TiDB's pessimistic retry, ``txn_mode``). A
+        duplicate entry on a key another transaction locks (its uncommitted DELETE, say) waits for that key and
+        checks again, as TiDB checks a pessimistic INSERT's keys once it holds their locks."""
         for _attempt in range(txn_mode.MAX_PESSIMISTIC_RETRIES):
             txn.begin_pessimistic_statement(for_update=for_update)
             try:
-                res = run()
+                try:
+                    res = run()
+                except DuplicateKeyError as dup:
+                    holder = self._lock_holder(dup.key, txn.start_ts)
+                    if holder is None:
+                        raise
+                    txn.rollback_statement()
+                    await self.engine.store.lock_manager.wait(dup.key, txn.start_ts, holder, txn.lock_wait_timeout)
+                    continue
                 await txn.lock_statement_keys()
             except WriteConflictError as exc:
                 txn.rollback_statement()
@@ -682,6 +692,12 @@ class Session:
             txn.end_statement()
             return res
         raise SqlError("pessimistic lock retry limit reached")  # TiDB's pkg/executor/adapter.go, a plain error
+
+    def _lock_holder(self, key: bytes, start_ts: int) -> int | None:
+        """The start ts of another transaction that locks ``key`` (pessimistically or by a prewrite), else None."""
+        store = self.engine.store
+        held = store.lock_manager.holder(key) or store.lock_of(key)
+        return held.start_ts if held is not None and held.start_ts != start_ts else None
 
     # --- DDL ----------------------------------------------------------------------------------
     def _current_db(self, table: exp.Table | None = None) -> str:

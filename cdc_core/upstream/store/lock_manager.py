@@ -105,6 +105,16 @@ class LockManager:
         newest = max(for_update_ts, held.for_update_ts if held else 0)
         self._locks[key] = PessimisticLock(key, start_ts, primary, newest)
         self._by_txn.setdefault(start_ts, set()).add(key)
+        self.holder_changed(key, start_ts)
+
+    def holder_changed(self, key: bytes, start_ts: int) -> None:
+        """``key`` is locked by ``start_ts`` now (a pessimistic lock or a prewrite): the transactions still queued
+        for it wait for this one, and the wait-for graph says so (TiKV updates the detector's wait-for entries of a
+        queue's remaining waiters, ``update_wait_for``), or a cycle through the new holder would go unseen."""
+        for w in self._queues.get(key, ()):
+            edge = self._wait_for.get(w.start_ts)
+            if edge is not None and edge[1] == key and w.start_ts != start_ts and not w.future.done():
+                self._wait_for[w.start_ts] = (start_ts, key)
 
     def unlock(self, keys: Iterable[bytes], start_ts: int) -> list[bytes]:
         """Drop the transaction's pessimistic locks on ``keys`` (others' are left); returns the keys released. The

@@ -424,6 +424,7 @@ class MvccStore:
             lk = Lock(m.key, start_ts, primary, m.op, m.value if m.op is Op.PUT else None, old)
             self._locks[m.key] = lk
             locks.append(lk)
+            self.lock_manager.holder_changed(m.key, start_ts)
         if for_update_ts:
             self.lock_manager.unlock([lk.key for lk in locks], start_ts)  # still locked: by the prewrite now
         for lk in locks:

@@ -170,6 +170,33 @@ def test_a_deadlock_of_two_is_1213_for_the_one_that_closes_it(ec: EmbeddedCluste
     b.close()
 
 
+def test_an_insert_waits_for_a_locked_duplicate_and_checks_it_again(ec: EmbeddedCluster, table: str) -> None:
+    a, b = _connect(ec, database="pess"), _connect(ec, database="pess")
+    with a.cursor() as ca, b.cursor() as cb, ThreadPoolExecutor(1) as pool:
+        ca.execute("BEGIN")
+        ca.execute(f"DELETE FROM {table} WHERE id = 1")  # uncommitted: row 1 is still there for everyone else
+        cb.execute("BEGIN")
+        waiting = pool.submit(cb.execute, f"INSERT INTO {table} VALUES (1, 77)")
+        _wait_for_waiter(ec, table, 1)
+        ca.execute("COMMIT")
+        assert waiting.result(10) == 1  # the delete committed: no duplicate any more
+        cb.execute("COMMIT")
+        ca.execute("BEGIN")
+        ca.execute(f"UPDATE {table} SET k = 5 WHERE id = 2")  # the row stays
+        cb.execute("BEGIN")
+        waiting = pool.submit(cb.execute, f"INSERT INTO {table} VALUES (2, 88)")
+        _wait_for_waiter(ec, table, 2)
+        ca.execute("COMMIT")
+        with pytest.raises(pymysql.MySQLError) as ei:
+            waiting.result(10)
+        assert ei.value.args == (1062, f"Duplicate entry '2' for key '{table}.PRIMARY'")
+        cb.execute("COMMIT")
+        ca.execute(f"SELECT id, k FROM {table} WHERE id IN (1, 2) ORDER BY id")
+        assert ca.fetchall() == ((1, 77), (2, 5))
+    a.close()
+    b.close()
+
+
 def test_select_for_update_blocks_writers_until_commit(ec: EmbeddedCluster, table: str) -> None:
     a, b, c = (_connect(ec, database="pess") for _ in range(3))
     with a.cursor() as ca, b.cursor() as cb, c.cursor() as cc, ThreadPoolExecutor(2) as pool:

@@ -148,6 +148,27 @@ def test_a_release_wakes_exactly_the_first_waiter_by_start_ts() -> None:
     run(scenario())
 
 
+def test_waiters_left_in_the_queue_wait_for_the_new_holder_and_its_cycles_are_found() -> None:
+    async def scenario() -> None:
+        s = MvccStore()
+        await lock(s, b"k", 10)
+        await lock(s, b"m", 30)
+        t20 = lock(s, b"k", 20)
+        t30 = lock(s, b"k", 30)  # 30 holds m and waits for k
+        await settle()
+        s.pessimistic_rollback([b"k"], 10)
+        await t20  # 20 holds k now: 30 waits for 20, no longer for 10
+        assert s.lock_manager.waits_for(30) == 20
+        with pytest.raises(DeadlockError) as ei:
+            await lock(s, b"m", 20)  # 20 -> 30 -> 20
+        assert ei.value.cycle == [20, 30, 20]
+        s.pessimistic_rollback([b"k"], 20)
+        await t30
+        s.lock_manager._check()
+
+    run(scenario())
+
+
 def test_a_woken_waiter_that_leaves_without_the_lock_passes_the_turn_on() -> None:
     async def scenario() -> None:
         s = MvccStore()
