@@ -657,6 +657,7 @@ class Session:
         it returns, run again when a key was written after that ts (TiDB's pessimistic retry, ``txn_mode``). A
         duplicate entry on a key another transaction locks (its uncommitted DELETE, say) waits for that key and
         checks again, as TiDB checks a pessimistic INSERT's keys once it holds their locks."""
+        txn.lock_wait_timeout = self.txn_settings.lock_wait_timeout  # TiDB reads it for each statement
         for _attempt in range(txn_mode.MAX_PESSIMISTIC_RETRIES):
             txn.begin_pessimistic_statement(for_update=for_update)
             try:
@@ -1082,6 +1083,8 @@ class Session:
                 ctx[col.name.lower()] = v
             if writer.update(row, new):
                 changed += 1
+            else:
+                txn.lock_too(keycodec.record_key(row.physical_id or info.id, row.handle))
         return changed
 
     def _delete(self, node: exp.Expression, txn: Transaction) -> int:

@@ -107,6 +107,7 @@ class Transaction:
         self.primary: bytes | None = None  # the first key it locked: its primary (TiDB's choice too)
         self._current_read = False  # a pessimistic statement runs: reads are at for_update_ts
         self._read_keys: dict[bytes, None] | None = None  # keys a SELECT ... FOR UPDATE read (to lock), in order
+        self._also_lock: dict[bytes, None] = {}  # keys the statement locks without writing (rows UPDATE matched)
 
     @property
     def read_ts(self) -> int:
@@ -177,6 +178,13 @@ class Transaction:
         self._undo = None
         self._current_read = False
         self._read_keys = None
+        self._also_lock = {}
+
+    def lock_too(self, key: bytes) -> None:
+        """In a pessimistic statement: lock ``key`` with the statement's writes though it is not written (a row an
+        UPDATE matched and left as it was: TiDB locks every row an UPDATE or DELETE matches)."""
+        if self._current_read:
+            self._also_lock[key] = None
 
     def rollback_statement(self) -> None:
         """Undo every write of the current statement (its pessimistic locks stay until the transaction ends)."""
@@ -199,6 +207,7 @@ class Transaction:
     def statement_keys(self) -> list[bytes]:
         """The keys the current statement wrote, then those it read for update, in order, each once."""
         keys = dict.fromkeys(k for k, _ in self._undo or [])
+        keys.update(self._also_lock)
         keys.update(self._read_keys or {})
         return list(keys)
 

@@ -119,7 +119,7 @@ def test_a_second_writer_waits_then_sees_the_first_ones_value(ec: EmbeddedCluste
     with a.cursor() as ca, b.cursor() as cb, ThreadPoolExecutor(1) as pool:
         ca.execute("BEGIN")
         assert ca.execute(f"UPDATE {table} SET k = k + 1 WHERE id = 1") == 1
-        cb.execute("BEGIN")
+        cb.execute("START TRANSACTION")  # takes the session's mode, as BEGIN does
         waiting: Future[int] = pool.submit(cb.execute, f"UPDATE {table} SET k = k + 10 WHERE id = 1")
         _wait_for_waiter(ec, table, 1)
         assert not waiting.done()
@@ -137,8 +137,8 @@ def test_a_lock_wait_timeout_is_1205_and_the_transaction_goes_on(ec: EmbeddedClu
     with a.cursor() as ca, b.cursor() as cb:
         ca.execute("BEGIN")
         ca.execute(f"UPDATE {table} SET k = 1 WHERE id = 2")
-        cb.execute("SET innodb_lock_wait_timeout = 1")
         cb.execute("BEGIN")
+        cb.execute("SET innodb_lock_wait_timeout = 1")  # in force from the next statement on, as TiDB reads it
         cb.execute(f"UPDATE {table} SET k = 7 WHERE id = 3")
         started = time.monotonic()
         assert _codes(lambda: cb.execute(f"UPDATE {table} SET k = 2 WHERE id = 2")) == (
@@ -149,6 +149,22 @@ def test_a_lock_wait_timeout_is_1205_and_the_transaction_goes_on(ec: EmbeddedClu
         ca.execute(f"SELECT id, k FROM {table} WHERE id IN (2, 3) ORDER BY id")
         assert ca.fetchall() == ((2, 1), (3, 7))
     a.close()
+    b.close()
+
+
+def test_locks_go_with_a_disconnect_and_an_unchanged_row_is_locked_too(ec: EmbeddedCluster, table: str) -> None:
+    a, b = _connect(ec, database="pess"), _connect(ec, database="pess")
+    with b.cursor() as cb, ThreadPoolExecutor(1) as pool:
+        with a.cursor() as ca:
+            ca.execute("BEGIN")
+            assert ca.execute(f"UPDATE {table} SET k = 0 WHERE id = 5") == 0  # matched, unchanged: locked all the same
+            cb.execute("BEGIN")
+            waiting = pool.submit(cb.execute, f"DELETE FROM {table} WHERE id = 5")
+            _wait_for_waiter(ec, table, 5)
+        a.close()  # the client goes away: its transaction is rolled back and its locks released
+        assert waiting.result(10) == 1
+        cb.execute("COMMIT")
+        assert _one(cb, f"SELECT COUNT(*) FROM {table} WHERE id = 5") == 0
     b.close()
 
 
