@@ -267,7 +267,7 @@ def test_pessimistic_locks_are_no_rows_and_do_not_hold_resolved_ts(ec: EmbeddedC
     tid = table_id(ec, "pess", table)
     regions = [r for r in table_regions(ec.pd_addr, tid) if r.start_key <= keycodec.row_key(tid, 1)
                and (not r.end_key or keycodec.row_key(tid, 1) < r.end_key)]
-    key = keycodec.row_key(tid, 1)
+    key, key2 = keycodec.row_key(tid, 1), keycodec.row_key(tid, 2)
     a = _connect(ec, database="pess")
     with a.cursor() as ca:
         ca.execute("SET tidb_enable_1pc = OFF")
@@ -276,15 +276,18 @@ def test_pessimistic_locks_are_no_rows_and_do_not_hold_resolved_ts(ec: EmbeddedC
         ca.execute(f"UPDATE {table} SET k = 42 WHERE id = 1")  # a pessimistic lock, held
         start_ts = _one(ca, "SELECT @@tidb_current_ts")
         ids = register_all(feed, regions, 0, 1)  # the initial scan sees the lock CF: no PREWRITE for it
-        wait_until(lambda: feed.resolved(ids[0], regions[0].id) > start_ts, what="resolved ts past the held lock")
-        assert [r for r in feed.rows(ids[0]) if r.key == key and r.start_ts == start_ts] == []
+        ca.execute(f"UPDATE {table} SET k = 43 WHERE id = 2")  # a pessimistic lock taken while the feed is live
+        after = ec.call(lambda: ec.cluster.tso.next())
+        wait_until(lambda: feed.resolved(ids[0], regions[0].id) > after, what="resolved ts past the held locks")
+        assert [r for r in feed.rows(ids[0]) if r.start_ts == start_ts] == []
         ca.execute("COMMIT")
         info = json.loads(_one(ca, "SELECT @@tidb_last_txn_info"))
         assert info["start_ts"] == start_ts and info["txn_commit_mode"] == "2pc"
     a.close()
     wait_until(lambda: feed.resolved(ids[0], regions[0].id) >= info["commit_ts"], what="resolved ts past the commit")
-    mine = [(r.type, r.op_type) for r in feed.rows(ids[0]) if r.key == key and r.start_ts == start_ts]
-    assert mine == [(T.PREWRITE, T.Row.PUT), (T.COMMIT, T.Row.PUT)]
+    for k in (key, key2):  # at commit, and only then: each key's PREWRITE, then its COMMIT
+        mine = [(r.type, r.op_type) for r in feed.rows(ids[0]) if r.key == k and r.start_ts == start_ts]
+        assert mine == [(T.PREWRITE, T.Row.PUT), (T.COMMIT, T.Row.PUT)]
 
 
 # --- stress -------------------------------------------------------------------------------------------------------
