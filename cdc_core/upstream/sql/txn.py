@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from sortedcontainers import SortedDict
 
 from cdc_core.codec import key as keycodec
+from cdc_core.codec import memcomparable, rowcodec
 from cdc_core.upstream.pd.tso import TsoAllocator
 from cdc_core.upstream.sql.errors import ErrorKind, SqlError
 from cdc_core.upstream.store.mvcc import KeyLockedError, Mutation, MvccError, MvccStore, Op, WriteConflictError
@@ -347,9 +348,33 @@ class Transaction:
         self.release_locks()
 
 
+def _index_values(data: bytes) -> str | None:
+    """An index key's datums as TiDB's message lists them (``{v1, v2, }``), for the integer, unsigned, string and
+    NULL datums; None for any other (the key is then shown without them)."""
+    out, pos = [], 0
+    while pos < len(data):
+        flag, pos = data[pos], pos + 1
+        if flag in (rowcodec.INT_FLAG, rowcodec.UINT_FLAG) and pos + 8 <= len(data):
+            n = int.from_bytes(data[pos:pos + 8], "big")
+            out.append(str(n - (1 << 63) if flag == rowcodec.INT_FLAG else n))
+            pos += 8
+        elif flag == rowcodec.BYTES_FLAG:
+            try:
+                raw, used = memcomparable.decode_bytes(data[pos:])
+            except memcomparable.KeyDecodeError:
+                return None
+            out.append(raw.decode("utf-8", "replace"))
+            pos += used
+        elif flag == rowcodec.NIL_FLAG:
+            out.append("NULL")
+        else:
+            return None
+    return "{" + "".join(f"{v}, " for v in out) + "}"
+
+
 def key_text(key: bytes) -> str:
-    """A key as TiDB's write-conflict message shows it (``pkg/store/driver/txn/error.go`` ``extractKeyErr``'s
-    ``{tableID=.., handle=..}`` / ``{tableID=.., indexID=..}``; the rest, undecoded, only as ``originalKey``)."""
+    """A key as TiDB's write-conflict message shows it (``pkg/store/driver/txn/error.go`` ``extractKeyErr``:
+    ``{tableID=.., handle=..}`` / ``{tableID=.., indexID=.., indexValues={.., }}``; the raw key is ``originalKey``)."""
     if len(key) >= 11 and key[:1] == b"t":
         table_id = keycodec.table_id_of(key)
         kind = key[9:11]
@@ -358,7 +383,10 @@ def key_text(key: bytes) -> str:
         if kind == b"_r":
             return f"{{tableID={table_id}, handle={key[11:].hex()}}}"
         if kind == b"_i" and len(key) >= 19:
-            return f"{{tableID={table_id}, indexID={keycodec.decode_int(key[11:19])}}}"
+            index_id = keycodec.decode_int(key[11:19])
+            values = _index_values(key[19:])
+            shown = f", indexValues={values}" if values is not None else ""
+            return f"{{tableID={table_id}, indexID={index_id}{shown}}}"
     return key.hex()
 
 
