@@ -9,6 +9,13 @@ for the change feed, every version newer than a checkpoint with the previous ver
 Observers (the CDC service) are called synchronously right after each state change, so an
 observer sees prewrites, commits and rollbacks in exactly the order they happened.
 
+Pessimistic locks (TiKV's ``AcquirePessimisticLock`` / ``PessimisticRollback``: ``try_pessimistic_lock``,
+``acquire_pessimistic_locks``, ``pessimistic_rollback``) are kept by the store's ``lock_manager``, apart from the
+prewrite locks: reads, observers and ``locks_in`` never see them, as TiKV's readers, change feed and resolved-ts
+resolver skip ``LockType::Pessimistic``. A prewrite must not pass another transaction's pessimistic lock, and a
+pessimistic prewrite (``for_update_ts``) turns its own into prewrite locks; every commit and rollback wakes the
+first waiter of each key it frees.
+
 Threads: every writer (prewrite, commit, rollback, GC, ingest) runs on the one event loop, one at a time, so a
 prewrite's conflict checks and its locks, and a commit's lock lookups, need no lock of their own: nothing else
 writes between them. ``_mutex`` is for the readers that run in worker threads (the SQL front's big SELECTs, a

@@ -4,11 +4,14 @@ the SET forms read, and ``@@global`` reads."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import sqlglot
 from sqlglot import exp
 
 from cdc_core.upstream.sql import txn_mode
+from cdc_core.upstream.sql.sql_front import split_script
 from cdc_core.upstream.sql.txn_mode import TxnModeError, TxnSettings
 
 
@@ -76,3 +79,25 @@ def test_global_reads_are_the_global_values() -> None:
     out = txn_mode.with_global_values(node, TxnSettings("optimistic", 9))
     assert out.sql(dialect="mysql") == ("SELECT 'optimistic' AS `@@global.tidb_txn_mode`, @@tidb_txn_mode, "
                                         "9 AS `@@global.innodb_lock_wait_timeout`")
+
+
+def test_a_sql_front_session_sets_and_takes_them(upstream_cluster: Any) -> None:
+    """The SQL front's own sessions (what ``cdcflow upstream sql`` runs) read the same SETs as the MySQL front."""
+    engine = upstream_cluster.cluster.sql
+
+    async def scenario() -> tuple[bool, bool, int, str]:
+        s = engine.session()
+        for st in split_script("SET tidb_txn_mode = 'optimistic'; SET GLOBAL innodb_lock_wait_timeout = 7; BEGIN"):
+            await s.run(st)
+        optimistic_txn = s.txn is not None and not s.txn.pessimistic
+        s.close()
+        later = engine.session()
+        await later.run(split_script("BEGIN")[0])
+        pessimistic_txn = later.txn is not None and later.txn.pessimistic
+        timeout = later.txn.lock_wait_timeout if later.txn is not None else 0
+        later.close()
+        await later.run(split_script("SET GLOBAL innodb_lock_wait_timeout = DEFAULT")[0])
+        return optimistic_txn, pessimistic_txn, int(timeout), s.txn_settings.txn_mode
+
+    assert upstream_cluster.run(scenario()) == (True, True, 7, "optimistic")
+    assert engine.global_txn == TxnSettings()
