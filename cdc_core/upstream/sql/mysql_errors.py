@@ -94,6 +94,7 @@ TIDB_MEM_QUOTA_EXCEEDED = MysqlCode(8175, b"HY000")
 # A pessimistic lock wait (pkg/errno/errcode.go ErrLockWaitTimeout, ErrLockDeadlock; MySQL's codes and states)
 ER_LOCK_WAIT_TIMEOUT = MysqlCode(1205, b"HY000")
 ER_LOCK_DEADLOCK = MysqlCode(1213, b"40001")
+ER_LOCK_NOWAIT = MysqlCode(3572, b"HY000")  # ErrLockAcquireFailAndNoWaitSet: FOR UPDATE NOWAIT met a lock
 TIDB_GC_TOO_EARLY = MysqlCode(9006, b"HY000")
 TIDB_WRITE_CONFLICT = MysqlCode(9007, b"HY000")
 
@@ -123,6 +124,7 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
          r"HASH/KEY|ADD List partition|REORGANIZE PARTITION of)", ER_UNSUPPORTED_DDL),
         (r"^invalid DEFAULT", ER_INVALID_DEFAULT),
         (r"^unsupported (statement|SQL)", ER_NOT_SUPPORTED_YET),
+        (r"^Statement aborted because lock\(s\) could not be acquired immediately and NOWAIT is set", ER_LOCK_NOWAIT),
         (r"^Data truncated for column", ER_WARN_DATA_TRUNCATED),
         (r"^Table has no partition for value", ER_NO_PARTITION_FOR_GIVEN_VALUE),
         (r"^A (PRIMARY KEY|UNIQUE INDEX|CLUSTERED INDEX) must include all columns in the table's partitioning "

@@ -583,7 +583,9 @@ class Session:
     async def _read(self, st: ParsedStatement, fn: Callable[[ParsedStatement, Transaction], StatementResult]
                     ) -> StatementResult:
         txn = self.txn
-        if txn is not None and txn.pessimistic and st.node.args.get("locks"):
+        lock = (st.node.args.get("locks") or [None])[0]
+        # FOR SHARE / LOCK IN SHARE MODE take no lock (TiDB's no-op implementation of them)
+        if txn is not None and txn.pessimistic and isinstance(lock, exp.Lock) and lock.args.get("update"):
             # SELECT ... FOR UPDATE: a current read whose rows are locked, so read whole before it returns
             def locked_read() -> StatementResult:
                 res = fn(st, txn)
@@ -592,7 +594,13 @@ class Session:
                     res.more = None
                 return res
 
-            return await self._pessimistic_statement(txn, locked_read, for_update=True)
+            wait = lock.args.get("wait")  # sqlglot: True for NOWAIT, False for SKIP LOCKED, WAIT n's n
+            if wait is False:
+                raise SqlError("unsupported in SELECT: SKIP LOCKED")
+            nowait = wait is True
+            timeout = 0.0 if nowait else float(literal_value(wait)) if isinstance(wait, exp.Expression) else None
+            return await self._pessimistic_statement(txn, locked_read, for_update=True, timeout=timeout,
+                                                     nowait=nowait)
         if txn is not None:
             return fn(st, txn)
         if self.at_ts:
@@ -652,12 +660,16 @@ class Session:
         await asyncio.sleep(0.005 * (attempt + 1))
 
     async def _pessimistic_statement(self, txn: Transaction, run: Callable[[], StatementResult], *,
-                                     for_update: bool = False) -> StatementResult:
+                                     for_update: bool = False, timeout: float | None = None,
+                                     nowait: bool = False) -> StatementResult:
         """Run a statement of a pessimistic transaction: at a new ``for_update_ts`` each time, its keys locked before
         it returns, run again when a key was written after that ts (TiDB's pessimistic retry, ``txn_mode``). A
         duplicate entry on a key another transaction locks (its uncommitted DELETE, say) waits for that key and
-        checks again, as TiDB checks a pessimistic INSERT's keys once it holds their locks."""
-        txn.lock_wait_timeout = self.txn_settings.lock_wait_timeout  # TiDB reads it for each statement
+        checks again, as TiDB checks a pessimistic INSERT's keys once it holds their locks. ``timeout``: this
+        statement's bound on a wait (``FOR UPDATE WAIT n``); ``nowait``: ``FOR UPDATE NOWAIT``, a locked row is 3572
+        at once (TiDB's ErrLockAcquireFailAndNoWaitSet)."""
+        # TiDB reads innodb_lock_wait_timeout for each statement
+        txn.lock_wait_timeout = self.txn_settings.lock_wait_timeout if timeout is None else timeout
         for _attempt in range(txn_mode.MAX_PESSIMISTIC_RETRIES):
             txn.begin_pessimistic_statement(for_update=for_update)
             try:
@@ -685,6 +697,9 @@ class Session:
                                ErrorKind.DEADLOCK) from exc
             except LockWaitTimeoutError as exc:
                 txn.rollback_statement()
+                if nowait:
+                    raise SqlError("Statement aborted because lock(s) could not be acquired immediately and NOWAIT "
+                                   "is set.") from exc
                 raise SqlError("Lock wait timeout exceeded; try restarting transaction",
                                ErrorKind.LOCK_WAIT_TIMEOUT) from exc
             except BaseException:

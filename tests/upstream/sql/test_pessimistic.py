@@ -237,6 +237,28 @@ def test_select_for_update_blocks_writers_until_commit(ec: EmbeddedCluster, tabl
     c.close()
 
 
+def test_for_update_nowait_and_wait_n_and_for_share(ec: EmbeddedCluster, table: str) -> None:
+    a, b = _connect(ec, database="pess"), _connect(ec, database="pess")
+    with a.cursor() as ca, b.cursor() as cb:
+        ca.execute("BEGIN")
+        ca.execute(f"SELECT k FROM {table} WHERE id = 1 FOR UPDATE")
+        cb.execute("BEGIN")
+        started = time.monotonic()
+        assert _codes(lambda: cb.execute(f"SELECT k FROM {table} WHERE id = 1 FOR UPDATE NOWAIT")) == (
+            3572, "Statement aborted because lock(s) could not be acquired immediately and NOWAIT is set.")
+        assert time.monotonic() - started < 1
+        started = time.monotonic()
+        assert _codes(lambda: cb.execute(f"SELECT k FROM {table} WHERE id = 1 FOR UPDATE WAIT 1"))[0] == 1205
+        assert 0.9 < time.monotonic() - started < 5  # WAIT n bounds this statement, not innodb_lock_wait_timeout
+        cb.execute(f"SELECT k FROM {table} WHERE id = 1 FOR SHARE")  # a no-op lock in TiDB: a plain read
+        assert cb.fetchall() == ((0,),)
+        cb.execute(f"SELECT k FROM {table} WHERE id = 2 FOR UPDATE NOWAIT")  # a free row: locked at once
+        cb.execute("COMMIT")
+        ca.execute("COMMIT")
+    a.close()
+    b.close()
+
+
 def test_optimistic_mode_still_fails_at_commit_with_9007(ec: EmbeddedCluster, table: str) -> None:
     a, b = _connect(ec, database="pess"), _connect(ec, database="pess")
     with a.cursor() as ca, b.cursor() as cb, ThreadPoolExecutor(1) as pool:
