@@ -106,8 +106,10 @@ class WorkloadSummary:
 def error_kind(exc: BaseException) -> str:
     """Classify a failed transaction by the server's message."""
     msg = str(exc).lower()
+    # a pessimistic transaction's deadlock (1213) is a conflict too; its lock wait timeout (1205) a timeout
     for needle, kind in (("duplicate entry", "duplicate"), ("conflict", "conflict"), ("locked", "conflict"),
-                         ("concurrent ddl", "conflict"), ("doesn't exist", "not_found"),
+                         ("concurrent ddl", "conflict"), ("deadlock found", "conflict"),
+                         ("lock wait timeout", "timeout"), ("doesn't exist", "not_found"),
                          ("cannot reach", "unavailable"), ("timed out", "timeout")):
         if needle in msg:
             return kind

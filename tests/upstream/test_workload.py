@@ -64,6 +64,9 @@ def test_config_and_error_kinds() -> None:
         WorkloadConfig(txns=1, pk_update_share=0.8, uk_update_share=0.8).validate()
     assert error_kind(Exception("Duplicate entry '3' for key 't.PRIMARY'")) == "duplicate"
     assert error_kind(Exception("write conflict on key 01")) == "conflict"
+    assert error_kind(Exception("(1213, 'Deadlock found when trying to get lock; try restarting transaction')")) == (
+        "conflict")
+    assert error_kind(Exception("Lock wait timeout exceeded; try restarting transaction")) == "timeout"
     assert error_kind(Exception("boom")) == "other"
 
 

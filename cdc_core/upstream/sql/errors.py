@@ -14,6 +14,8 @@ class ErrorKind(enum.Enum):
     CONSTRAINT = "constraint"  # duplicate key, NOT NULL -> FAILED_PRECONDITION
     CONFLICT = "conflict"  # write conflict / concurrent DDL, transaction rolled back -> ABORTED
     GC = "gc"  # a read below the GC safe point -> FAILED_PRECONDITION
+    LOCK_WAIT_TIMEOUT = "lock_wait_timeout"  # a pessimistic lock wait timed out, the statement undone -> ABORTED
+    DEADLOCK = "deadlock"  # a lock wait would close a cycle, the transaction rolled back -> ABORTED
 
 
 class SqlError(EmbeddedUpstreamError):
@@ -24,3 +26,12 @@ class SqlError(EmbeddedUpstreamError):
 
     def with_context(self, prefix: str) -> SqlError:
         return SqlError(f"{prefix}: {self.message}", self.kind)
+
+
+class DuplicateKeyError(SqlError):
+    """A duplicate entry (1062); ``key``: the row or unique-index key already there. A pessimistic statement waits
+    for that key when another transaction locks it, and checks again (``sql_front``)."""
+
+    def __init__(self, message: str, key: bytes) -> None:
+        super().__init__(message, ErrorKind.CONSTRAINT)
+        self.key = key

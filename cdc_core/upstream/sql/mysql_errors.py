@@ -100,6 +100,10 @@ TIDB_PREPARE_MULTI = MysqlCode(8115, b"HY000")  # ErrPrepareMulti: "Can not prep
 # TiDB's ErrMemoryExceedForQuery (pkg/errno/errcode.go): a query over its memory quota; here a listing refused by
 # the upstream-catalog limiter.
 TIDB_MEM_QUOTA_EXCEEDED = MysqlCode(8175, b"HY000")
+# A pessimistic lock wait (pkg/errno/errcode.go ErrLockWaitTimeout, ErrLockDeadlock; MySQL's codes and states)
+ER_LOCK_WAIT_TIMEOUT = MysqlCode(1205, b"HY000")
+ER_LOCK_DEADLOCK = MysqlCode(1213, b"40001")
+ER_LOCK_NOWAIT = MysqlCode(3572, b"HY000")  # ErrLockAcquireFailAndNoWaitSet: FOR UPDATE NOWAIT met a lock
 TIDB_GC_TOO_EARLY = MysqlCode(9006, b"HY000")
 TIDB_WRITE_CONFLICT = MysqlCode(9007, b"HY000")
 
@@ -139,6 +143,7 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], MysqlCode], ...] = tuple(
          r"HASH/KEY|ADD List partition|REORGANIZE PARTITION of)", ER_UNSUPPORTED_DDL),
         (r"^invalid DEFAULT", ER_INVALID_DEFAULT),
         (r"^unsupported (statement|SQL|in SELECT|in GROUP_CONCAT|expression|IN form)", ER_NOT_SUPPORTED_YET),
+        (r"^Statement aborted because lock\(s\) could not be acquired immediately and NOWAIT is set", ER_LOCK_NOWAIT),
         (r"^Data truncated for column", ER_WARN_DATA_TRUNCATED),
         (r"^Table has no partition for value", ER_NO_PARTITION_FOR_GIVEN_VALUE),
         (r"^A (PRIMARY KEY|UNIQUE INDEX|CLUSTERED INDEX) must include all columns in the table's partitioning "
@@ -199,6 +204,10 @@ def code_of(exc: SqlError) -> MysqlCode:
         return TIDB_WRITE_CONFLICT
     if exc.kind is ErrorKind.GC:
         return TIDB_GC_TOO_EARLY
+    if exc.kind is ErrorKind.LOCK_WAIT_TIMEOUT:
+        return ER_LOCK_WAIT_TIMEOUT
+    if exc.kind is ErrorKind.DEADLOCK:
+        return ER_LOCK_DEADLOCK
     message = strip_context(exc.message)
     for pattern, code in _BY_MESSAGE:
         if pattern.search(message):

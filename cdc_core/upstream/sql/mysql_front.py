@@ -73,7 +73,7 @@ from cdc_core.log import get_logger
 from cdc_core.memory import MemoryLimitExceeded
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import Column, SchemaError, TableInfo
-from cdc_core.upstream.sql import mysql_errors, show_create
+from cdc_core.upstream.sql import mysql_errors, show_create, txn_mode
 from cdc_core.upstream.sql import sql_mode as sqlmode
 from cdc_core.upstream.sql.errors import SqlError
 from cdc_core.upstream.sql.info_schema import SCHEMA, TidbInfoSchema
@@ -88,7 +88,12 @@ from cdc_core.upstream.store.mvcc import GcSafePointPassedError
 
 log = get_logger("cdcflow.upstream.mysql")
 
-_VARIABLES = GlobalVariables(session_variables())
+_VARIABLES = GlobalVariables({
+    **session_variables(),
+    # The SQL-front session's (txn_mode.TxnSettings), kept in step by _txn_mode_middleware
+    txn_mode.TXN_MODE: (str, txn_mode.DEFAULT_TXN_MODE, True),
+    txn_mode.LOCK_WAIT_TIMEOUT: (int, txn_mode.DEFAULT_LOCK_WAIT_TIMEOUT, True),
+})
 
 # mysql-mimic names SQLSTATEs for its own few codes; a client shows the state of the others too.
 for _c in vars(mysql_errors).values():
@@ -358,6 +363,7 @@ class FrontSession(Session):
         self.variables.set("sql_mode", self.sql.sql_mode_text)  # the global value when the session started
         self.middlewares = [
             self._sql_mode_middleware,
+            self._txn_mode_middleware,
             self._set_var_middleware,
             self._snapshot_middleware,
             self._isolation_alias_middleware,
@@ -393,6 +399,7 @@ class FrontSession(Session):
     async def init(self, connection: Connection) -> None:
         await super().init(connection)
         self._sync_sql_mode()
+        self._sync_txn_mode()
 
     async def close(self) -> None:
         self.sql.close()  # an open transaction is rolled back, as when a MySQL client disconnects
@@ -430,6 +437,35 @@ class FrontSession(Session):
             return await q.next()
         if "@@" in q.sql and "sql_mode" in q.sql.lower():
             sqlmode.with_global_values(e, self.engine.global_sql_mode)
+        return await q.next()
+
+    def _sync_txn_mode(self) -> None:
+        for name in txn_mode.VARIABLES:
+            self.variables.set(name, self.sql.txn_settings.get(name), force=True)
+
+    async def _txn_mode_middleware(self, q: Query) -> AllowedResult:
+        """``SET ... tidb_txn_mode / innodb_lock_wait_timeout`` into the SQL-front session (either scope), and
+        ``@@global.`` reads of them as the engine's global values; as ``_sql_mode_middleware`` does for sql_mode."""
+        e = q.expression
+        if not isinstance(e, exp.Set):
+            if "@@" in q.sql and any(v in q.sql.lower() for v in txn_mode.VARIABLES):
+                txn_mode.with_global_values(e, self.engine.global_txn)
+            return await q.next()
+        ours, others = txn_mode.assignments(e)
+        if not ours:
+            return await q.next()
+        try:
+            for scope, name, value in ours:
+                self.sql.set_txn_variable(scope, name, value)
+        except txn_mode.TxnModeError as exc:
+            raise MysqlError(exc.message, cast(ErrorCode, exc.code)) from exc
+        except SqlError as exc:
+            raise _mysql_error(exc) from exc
+        finally:
+            self._sync_txn_mode()
+        if not others:
+            return [], []
+        q.expression = exp.Set(expressions=others)
         return await q.next()
 
     async def handle_query(self, sql: str, attrs: dict[str, str]) -> AllowedResult:

@@ -8,6 +8,12 @@ TABLE, ALTER TABLE ... RENAME TO, INSERT, UPDATE, DELETE, SELECT (one table, WHE
 LIMIT, COUNT/MIN/MAX/SUM), USE, TiDB's ``SPLIT TABLE t BETWEEN (lo) AND (hi) REGIONS n`` /
 ``SPLIT TABLE t BY (v1), (v2)``. Anything else is an error naming the statement.
 
+Transactions (``txn_mode``): an explicit one is pessimistic unless the session's ``tidb_txn_mode`` (or ``BEGIN
+OPTIMISTIC``) says optimistic, as TiDB's default; an autocommit statement is optimistic. A pessimistic DML statement
+or ``SELECT ... FOR UPDATE`` locks its keys before it returns (``txn.Transaction.lock_statement_keys``), runs again
+on a write newer than its ``for_update_ts``, and fails with 1205 (the statement undone) or 1213 (the transaction
+rolled back, as TiDB does) when its lock wait times out or closes a deadlock.
+
 Errors follow MySQL: a failing statement is undone and the transaction stays usable. Because a
 script stops at its first error and a session lives as long as its script, a transaction still
 open when a script ends (by an error or without COMMIT) is rolled back, as when a MySQL client
@@ -45,7 +51,7 @@ from cdc_core.schema.model import SchemaError, TableInfo
 from cdc_core.schema.partition import HASH, KEY, PartitionInfo
 from cdc_core.upstream.pd.regions import split_values
 from cdc_core.upstream.pd.tso import TsoAllocator
-from cdc_core.upstream.sql import access_path, bulk_import
+from cdc_core.upstream.sql import access_path, bulk_import, txn_mode
 from cdc_core.upstream.sql import sql_mode as sqlmode
 from cdc_core.upstream.sql.ddl import partition_ddl, schema_meta
 from cdc_core.upstream.sql.ddl.catalog import Catalog
@@ -57,7 +63,7 @@ from cdc_core.upstream.sql.ddl.partition_clause import (
     parse_added_partitions,
     parse_partition_clause,
 )
-from cdc_core.upstream.sql.errors import ErrorKind, SqlError
+from cdc_core.upstream.sql.errors import DuplicateKeyError, ErrorKind, SqlError
 from cdc_core.upstream.sql.expr import column_name, compile_expr, literal_value, truthy
 from cdc_core.upstream.sql.mem_quota import DEFAULT_MEM_QUOTA_QUERY
 from cdc_core.upstream.sql.select_plan import run_select
@@ -72,7 +78,8 @@ from cdc_core.upstream.sql.table_writer import (
 )
 from cdc_core.upstream.sql.tidb_functions import StatementContext, enter_statement, leave_statement
 from cdc_core.upstream.sql.txn import CommitMode, CommitOptions, Transaction
-from cdc_core.upstream.store.mvcc import MvccStore
+from cdc_core.upstream.store.lock_manager import DeadlockError, LockWaitTimeoutError
+from cdc_core.upstream.store.mvcc import KeyLockedError, MvccStore, WriteConflictError
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns when it falls back to a Command
 log = get_logger("cdcflow.upstream.sql")
@@ -361,7 +368,7 @@ def _reject(node: exp.Expression, what: str, *args: str) -> None:
 class SqlEngine:
     """Shared state of all sessions: the store, the TSO, the catalog and the DDL executor."""
 
-    AUTOCOMMIT_RETRIES = 5
+    AUTOCOMMIT_RETRIES = txn_mode.RETRY_LIMIT
 
     def __init__(self, store: MvccStore, tso: TsoAllocator, catalog: Catalog, ddl: DdlExecutor, *,
                  import_region_keys: int = bulk_import.DEFAULT_REGION_KEYS) -> None:
@@ -371,6 +378,7 @@ class SqlEngine:
         self.ddl = ddl
         self.import_region_keys = import_region_keys  # IMPORT INTO splits the table into regions of this many keys
         self.global_sql_mode = sqlmode.DEFAULT_SQL_MODE  # SET GLOBAL sql_mode: what sessions started later take
+        self.global_txn = txn_mode.TxnSettings()  # SET GLOBAL tidb_txn_mode / innodb_lock_wait_timeout
         # How user transactions commit: TiDB's defaults (async commit and 1PC on), 1PC when one region holds the keys
         self.commit_options = CommitOptions(single_region=self._single_region)
 
@@ -398,6 +406,7 @@ class Session:
         self.txn: Transaction | None = None
         self.last_start_ts = 0  # start ts of the last transaction committed here (0: a DDL, or none yet)
         self.sql_mode_text = engine.global_sql_mode  # the session's sql_mode, normalized (sql_mode.normalize)
+        self.txn_settings = engine.global_txn.copy()  # the session's tidb_txn_mode and innodb_lock_wait_timeout
         self.last_commit_mode: CommitMode | None = None  # how it committed
         # How this session's transactions commit (TiDB's tidb_enable_async_commit / tidb_enable_1pc)
         self.commit_options = engine.commit_options
@@ -461,6 +470,13 @@ class Session:
         else:
             self.sql_mode_text = text
 
+    def set_txn_variable(self, scope: txn_mode.Scope, name: str, value: exp.Expression) -> None:
+        """``SET [GLOBAL|SESSION] tidb_txn_mode | innodb_lock_wait_timeout = value``, validated as TiDB does
+        (``TxnModeError``). A global value is what sessions started later take; this session keeps its own."""
+        v = txn_mode.evaluate(value, name=name, scope=scope, session=self.txn_settings,
+                              global_=self.engine.global_txn)
+        (self.engine.global_txn if scope == "GLOBAL" else self.txn_settings).set(name, v)
+
     # --- scripts ------------------------------------------------------------------------------
     async def execute(self, sql: str) -> list[StatementResult]:
         """Run every statement of ``sql`` in order; the first error stops the script, and the session ends with
@@ -516,7 +532,10 @@ class Session:
         if isinstance(node, exp.Transaction):
             res.commit_ts = await self._commit_open()
             options = replace(self.commit_options, linearizable=self.guarantee_linearizability)
-            self.txn = Transaction(self.engine.store, self.engine.tso, options=options)
+            pessimistic = txn_mode.begin_pessimistic(self.txn_settings.txn_mode,
+                                                     [str(m) for m in node.args.get("modes") or ()])
+            self.txn = Transaction(self.engine.store, self.engine.tso, options=options, pessimistic=pessimistic,
+                                   lock_wait_timeout=self.txn_settings.lock_wait_timeout)
         elif isinstance(node, exp.Commit):
             res.commit_ts = await self._commit_open()
         elif isinstance(node, exp.Rollback):
@@ -528,6 +547,9 @@ class Session:
         elif isinstance(node, exp.Set) and (sets := sqlmode.assignments(node))[0] and not sets[1]:
             for scope, value in sets[0]:
                 self.set_sql_mode(scope, value)
+        elif isinstance(node, exp.Set) and (tsets := txn_mode.assignments(node))[0] and not tsets[1]:
+            for scope, name, value in tsets[0]:
+                self.set_txn_variable(scope, name, value)
         elif isinstance(node, exp.Use):
             name = str(node.this.name) if node.this is not None else ""
             if self.catalog.database(name) is None:
@@ -581,8 +603,27 @@ class Session:
 
     async def _read(self, st: ParsedStatement, fn: Callable[[ParsedStatement, Transaction], StatementResult]
                     ) -> StatementResult:
-        if self.txn is not None:
-            return cast(StatementResult, self._in_context(fn, st, self.txn))
+        txn = self.txn
+        lock = (st.node.args.get("locks") or [None])[0]
+        # FOR SHARE / LOCK IN SHARE MODE take no lock (TiDB's no-op implementation of them)
+        if txn is not None and txn.pessimistic and isinstance(lock, exp.Lock) and lock.args.get("update"):
+            # SELECT ... FOR UPDATE: a current read whose rows are locked, so read whole before it returns
+            def locked_read() -> StatementResult:
+                res = cast(StatementResult, self._in_context(fn, st, txn))
+                if res.more is not None:
+                    res.rows = res.rows + [r for batch in res.more for r in batch]
+                    res.more = None
+                return res
+
+            wait = lock.args.get("wait")  # sqlglot: True for NOWAIT, False for SKIP LOCKED, WAIT n's n
+            if wait is False:
+                raise SqlError("unsupported in SELECT: SKIP LOCKED")
+            nowait = wait is True
+            timeout = 0.0 if nowait else float(literal_value(wait)) if isinstance(wait, exp.Expression) else None
+            return await self._pessimistic_statement(txn, locked_read, for_update=True, timeout=timeout,
+                                                     nowait=nowait)
+        if txn is not None:
+            return cast(StatementResult, self._in_context(fn, st, txn))
         if self.at_ts:
             # A read at a ts reads the MVCC store alone (the table's schema too, from the DDL history at that ts),
             # a page at a time under the store's lock: it runs off the event loop, which meanwhile serves PD, the
@@ -595,15 +636,21 @@ class Session:
 
     async def _write(self, st: ParsedStatement, fn: Callable[[exp.Expression, Transaction], int]
                      ) -> StatementResult:
-        if self.txn is not None:
-            self.txn.begin_statement()
+        open_txn = self.txn
+        if open_txn is not None and open_txn.pessimistic:
+            return await self._pessimistic_statement(
+                open_txn, lambda: StatementResult(statement=st.text,
+                                                  affected_rows=self._in_context(fn, st.node, open_txn)))
+        if open_txn is not None:
+            open_txn.begin_statement()
             try:
-                n = self._in_context(fn, st.node, self.txn)
+                n = self._in_context(fn, st.node, open_txn)
             except BaseException:
-                self.txn.rollback_statement()
+                open_txn.rollback_statement()
                 raise
-            self.txn.end_statement()
+            open_txn.end_statement()
             return StatementResult(statement=st.text, affected_rows=n)
+        # An autocommit statement: optimistic (txn_mode), retried on a write conflict as TiDB retries it
         retries = self.engine.AUTOCOMMIT_RETRIES
         for attempt in range(retries):
             txn = Transaction(self.engine.store, self.engine.tso, options=self.commit_options)
@@ -612,12 +659,84 @@ class Session:
                 commit_ts = await txn.commit(self._validator(txn))
             except SqlError as exc:
                 if exc.kind is ErrorKind.CONFLICT and attempt + 1 < retries:
-                    await asyncio.sleep(0.005 * (attempt + 1))
+                    await self._back_off(exc, txn, attempt)
                     continue
                 raise
             self.last_start_ts, self.last_commit_mode = txn.start_ts, txn.commit_mode
             return StatementResult(statement=st.text, affected_rows=n, commit_ts=commit_ts)
         raise AssertionError("unreachable")
+
+    async def _back_off(self, exc: SqlError, txn: Transaction, attempt: int) -> None:
+        """Before an autocommit statement runs again: a key a pessimistic transaction locks is waited for until it
+        is released (client-go backs off on the lock until its transaction ends; bounded here by
+        ``innodb_lock_wait_timeout``); a write conflict, or a prewrite lock (a commit in flight, or one stuck: with
+        no lock TTL to resolve it by, it is retried a few times and then a 9007), is given a short pause."""
+        locked = exc.__cause__
+        lm = self.engine.store.lock_manager
+        if isinstance(locked, KeyLockedError) and (held := lm.holder(locked.key)) is not None \
+                and held.start_ts == locked.lock_ts:
+            try:
+                await lm.wait(locked.key, txn.start_ts, locked.lock_ts, self.txn_settings.lock_wait_timeout)
+                return
+            except LockWaitTimeoutError:
+                raise exc from None
+        await asyncio.sleep(0.005 * (attempt + 1))
+
+    async def _pessimistic_statement(self, txn: Transaction, run: Callable[[], StatementResult], *,
+                                     for_update: bool = False, timeout: float | None = None,
+                                     nowait: bool = False) -> StatementResult:
+        """Run a statement of a pessimistic transaction: at a new ``for_update_ts`` each time, its keys locked before
+        it returns, run again when a key was written after that ts (TiDB's pessimistic retry, ``txn_mode``). A
+        duplicate entry on a key another transaction locks (its uncommitted DELETE, say) waits for that key and
+        checks again, as TiDB checks a pessimistic INSERT's keys once it holds their locks. ``timeout``: this
+        statement's bound on a wait (``FOR UPDATE WAIT n``); ``nowait``: ``FOR UPDATE NOWAIT``, a locked row is 3572
+        at once (TiDB's ErrLockAcquireFailAndNoWaitSet)."""
+        # TiDB reads innodb_lock_wait_timeout for each statement
+        txn.lock_wait_timeout = self.txn_settings.lock_wait_timeout if timeout is None else timeout
+        for _attempt in range(txn_mode.MAX_PESSIMISTIC_RETRIES):
+            txn.begin_pessimistic_statement(for_update=for_update)
+            try:
+                try:
+                    res = run()
+                except DuplicateKeyError as dup:
+                    holder = self._lock_holder(dup.key, txn.start_ts)
+                    if holder is None:
+                        raise
+                    txn.rollback_statement()
+                    await self.engine.store.lock_manager.wait(dup.key, txn.start_ts, holder, txn.lock_wait_timeout)
+                    continue
+                await txn.lock_statement_keys()
+            except WriteConflictError as exc:
+                txn.rollback_statement()
+                log.debug("pessimistic write conflict, retry statement", start_ts=txn.start_ts,
+                          for_update_ts=txn.for_update_ts, conflict_commit_ts=exc.conflict_commit_ts)
+                continue
+            except DeadlockError as exc:
+                # TiDB rolls the whole transaction back on a deadlock (its docs, "Handle Transaction Errors")
+                txn.rollback_statement()
+                txn.rollback()
+                self.txn = None
+                raise SqlError("Deadlock found when trying to get lock; try restarting transaction",
+                               ErrorKind.DEADLOCK) from exc
+            except LockWaitTimeoutError as exc:
+                txn.rollback_statement()
+                if nowait:
+                    raise SqlError("Statement aborted because lock(s) could not be acquired immediately and NOWAIT "
+                                   "is set.") from exc
+                raise SqlError("Lock wait timeout exceeded; try restarting transaction",
+                               ErrorKind.LOCK_WAIT_TIMEOUT) from exc
+            except BaseException:
+                txn.rollback_statement()
+                raise
+            txn.end_statement()
+            return res
+        raise SqlError("pessimistic lock retry limit reached")  # TiDB's pkg/executor/adapter.go, a plain error
+
+    def _lock_holder(self, key: bytes, start_ts: int) -> int | None:
+        """The start ts of another transaction that locks ``key`` (pessimistically or by a prewrite), else None."""
+        store = self.engine.store
+        held = store.lock_manager.holder(key) or store.lock_of(key)
+        return held.start_ts if held is not None and held.start_ts != start_ts else None
 
     # --- DDL ----------------------------------------------------------------------------------
     def _current_db(self, table: exp.Table | None = None) -> str:
@@ -1002,6 +1121,8 @@ class Session:
                 ctx[col.name.lower()] = v
             if writer.update(row, new):
                 changed += 1
+            else:
+                txn.lock_too(keycodec.record_key(row.physical_id or info.id, row.handle))
         return changed
 
     def _delete(self, node: exp.Expression, txn: Transaction) -> int:

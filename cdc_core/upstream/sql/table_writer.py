@@ -27,7 +27,7 @@ from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Index, SchemaError, TableInfo
 from cdc_core.schema.partition import PartitionError
 from cdc_core.schema.partition_rule import rule_of
-from cdc_core.upstream.sql.errors import ErrorKind, SqlError
+from cdc_core.upstream.sql.errors import DuplicateKeyError, ErrorKind, SqlError
 from cdc_core.upstream.sql.txn import Transaction
 
 AUTO_INCREMENT_KEY = "auto_increment"  # TableInfo.extra: the name of the AUTO_INCREMENT column
@@ -78,10 +78,10 @@ class TableWriter:
         return read_rows(self.txn, self.info)
 
     # --- checks -------------------------------------------------------------------------------
-    def _dup(self, ix: Index, values: Mapping[str, Any]) -> SqlError:
+    def _dup(self, ix: Index, values: Mapping[str, Any], key: bytes) -> SqlError:
         shown = "-".join(str(self.info.column(c).to_json_value(values.get(self.info.column(c).name)))
                          for c in ix.columns)
-        return SqlError(f"Duplicate entry '{shown}' for key '{self.info.name}.{ix.name}'", ErrorKind.CONSTRAINT)
+        return DuplicateKeyError(f"Duplicate entry '{shown}' for key '{self.info.name}.{ix.name}'", key)
 
     def check_not_null(self, values: Mapping[str, Any]) -> None:
         for c in self.info.columns:
@@ -114,7 +114,7 @@ class TableWriter:
             if k is None:
                 continue
             if self.txn.get(k) is not None:
-                raise self._dup(ix, values)
+                raise self._dup(ix, values, k)
             self.txn.put(k, index_value(handle))
 
     def _delete_index_entries(self, values: Mapping[str, Any], physical_id: int) -> None:
@@ -144,7 +144,7 @@ class TableWriter:
             rk = self._key(handle, pid)
             if self.txn.get(rk) is not None:
                 pk = next(ix for ix in self.info.indexes if ix.primary)
-                raise self._dup(pk, values)
+                raise self._dup(pk, values, rk)
         else:
             handle = self.row_ids.alloc_row_ids(self.info.id)
             rk = self._key(handle, pid)
@@ -174,7 +174,7 @@ class TableWriter:
             new_handle = self._handle_of(new_values) if self.info.clustered else row.handle
             if self.txn.get(self._key(new_handle, new_pid)) is not None:
                 pk = next(ix for ix in self.info.indexes if ix.primary)
-                raise self._dup(pk, new_values)
+                raise self._dup(pk, new_values, self._key(new_handle, new_pid))
             self._put_index_entries(new_values, new_handle, new_pid)
             self.txn.put(self._key(new_handle, new_pid), encode_values(self.info, new_values))
             return True
@@ -192,7 +192,7 @@ class TableWriter:
             if k is None:
                 continue
             if self.txn.get(k) is not None:
-                raise self._dup(ix, new_values)
+                raise self._dup(ix, new_values, k)
             self.txn.put(k, index_value(row.handle))
         self.txn.put(self._key(row.handle, pid), encode_values(self.info, new_values))
         return True

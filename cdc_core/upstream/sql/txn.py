@@ -1,4 +1,4 @@
-"""Optimistic transactions over the MVCC store (TiDB's transaction layer).
+"""Optimistic and pessimistic transactions over the MVCC store (TiDB's transaction layer).
 
 A ``Transaction`` reads a snapshot at its start ts overlaid with its own buffered writes, and commits the way TiDB
 v5.0+ does by default (``tidb_enable_async_commit`` and ``tidb_enable_1pc`` on; client-go
@@ -25,6 +25,15 @@ client's reads and its commit request the event loop runs other work (a request 
 
 Statement-level atomicity (MySQL's "the statement fails, the transaction continues") is an undo
 log: ``begin_statement`` / ``rollback_statement``.
+
+A **pessimistic** transaction (TiDB's default for explicit transactions, ``txn_mode``) runs each DML statement at
+a fresh ``for_update_ts`` from PD: its reads are current reads at that ts (``begin_pessimistic_statement``), and
+before the statement returns it locks the keys it wrote, and the rows a ``SELECT ... FOR UPDATE`` read, with TiKV's
+``AcquirePessimisticLock`` (``lock_statement_keys``: a key another transaction holds is waited for, bounded by
+``innodb_lock_wait_timeout``; a newer write than ``for_update_ts`` is a ``WriteConflictError`` on which the caller runs
+the statement again). Its commit prewrites with the lock flags and ``for_update_ts`` (no write-conflict check on the
+locked keys, TiKV's ``is_pessimistic_lock``), commits in the same three modes, and then releases the locks that
+only guarded reads; a rollback releases them all.
 """
 
 from __future__ import annotations
@@ -36,9 +45,11 @@ from dataclasses import dataclass
 
 from sortedcontainers import SortedDict
 
+from cdc_core.codec import key as keycodec
+from cdc_core.codec import memcomparable, rowcodec
 from cdc_core.upstream.pd.tso import TsoAllocator
 from cdc_core.upstream.sql.errors import ErrorKind, SqlError
-from cdc_core.upstream.store.mvcc import Mutation, MvccError, MvccStore, Op, WriteConflictError
+from cdc_core.upstream.store.mvcc import KeyLockedError, Mutation, MvccError, MvccStore, Op, WriteConflictError
 
 _MISSING = object()
 # client-go config/client.go AsyncCommit: KeysLimit 256, TotalKeySizeLimit 4 KiB (beyond them: 2PC)
@@ -78,7 +89,7 @@ TWO_PC_ONLY = CommitOptions(async_commit=False, one_pc=False)
 
 class Transaction:
     def __init__(self, store: MvccStore, tso: TsoAllocator, start_ts: int | None = None, *, read_only: bool = False,
-                 options: CommitOptions = TWO_PC_ONLY):
+                 options: CommitOptions = TWO_PC_ONLY, pessimistic: bool = False, lock_wait_timeout: float = 50.0):
         self.store = store
         self.tso = tso
         self.start_ts = start_ts if start_ts is not None else tso.next()
@@ -91,33 +102,55 @@ class Transaction:
         # table id -> schema version the writes were made under (checked at commit)
         self.tables_written: dict[int, int] = {}
         self.done = False
+        self.pessimistic = pessimistic
+        self.lock_wait_timeout = lock_wait_timeout  # seconds a lock wait may take (innodb_lock_wait_timeout)
+        self.for_update_ts = 0  # the current (or last) statement's, in a pessimistic transaction
+        self.primary: bytes | None = None  # the first key it locked: its primary (TiDB's choice too)
+        self._current_read = False  # a pessimistic statement runs: reads are at for_update_ts
+        self._read_keys: dict[bytes, None] | None = None  # keys a SELECT ... FOR UPDATE read (to lock), in order
+        self._also_lock: dict[bytes, None] = {}  # keys the statement locks without writing (rows UPDATE matched)
+
+    @property
+    def read_ts(self) -> int:
+        """The ts reads are at: ``for_update_ts`` in a pessimistic statement (a current read), else ``start_ts``."""
+        return self.for_update_ts if self._current_read else self.start_ts
+
+    def _noted(self, pairs: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+        for k, v in pairs:
+            if self._read_keys is not None:
+                self._read_keys[k] = None
+            yield k, v
 
     # --- reads --------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
         if key in self._buffer:
             return self._buffer[key]  # type: ignore[no-any-return]
-        return self.store.get(key, self.start_ts)
+        value = self.store.get(key, self.read_ts)
+        if value is not None and self._read_keys is not None:
+            self._read_keys[key] = None
+        return value
 
     def scan(self, start: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
         """Live ``(key, value)`` pairs in ``[start, end)`` as this transaction sees them."""
-        merged: dict[bytes, bytes | None] = dict(self.store.scan(start, end, self.start_ts))
+        merged: dict[bytes, bytes | None] = dict(self.store.scan(start, end, self.read_ts))
         for k in self._buffer.irange(start, end, inclusive=(True, False)):
             merged[k] = self._buffer[k]
-        return [(k, v) for k, v in sorted(merged.items()) if v is not None]
+        return list(self._noted(iter([(k, v) for k, v in sorted(merged.items()) if v is not None])))
 
     def iter_scan(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
         """:meth:`scan` as it goes: the store's pages streamed when this transaction wrote nothing in the range (a
         read at a ts, a big SELECT), else the merged list."""
         if next(iter(self._buffer.irange(start, end or None, inclusive=(True, False))), None) is None:
-            return self.store.iter_scan(start, end, self.start_ts)
+            pairs = self.store.iter_scan(start, end, self.read_ts)
+            return pairs if self._read_keys is None else self._noted(pairs)
         return iter(self.scan(start, end))
 
     def count(self, start: bytes, end: bytes) -> int:
         """How many live keys ``[start, end)`` holds as this transaction sees them, without keeping any."""
         mine = list(self._buffer.irange(start, end or None, inclusive=(True, False)))
         if not mine:
-            return self.store.count(start, end, self.start_ts)
-        n = sum(1 for k, _ in self.store.iter_scan(start, end, self.start_ts) if k not in self._buffer)
+            return self.store.count(start, end, self.read_ts)
+        n = sum(1 for k, _ in self.store.iter_scan(start, end, self.read_ts) if k not in self._buffer)
         return n + sum(1 for k in mine if self._buffer[k] is not None)
 
     # --- writes -------------------------------------------------------------------------------
@@ -144,35 +177,90 @@ class Transaction:
 
     def end_statement(self) -> None:
         self._undo = None
+        self._current_read = False
+        self._read_keys = None
+        self._also_lock = {}
+
+    def lock_too(self, key: bytes) -> None:
+        """In a pessimistic statement: lock ``key`` with the statement's writes though it is not written (a row an
+        UPDATE matched and left as it was: TiDB locks every row an UPDATE or DELETE matches)."""
+        if self._current_read:
+            self._also_lock[key] = None
 
     def rollback_statement(self) -> None:
-        """Undo every write of the current statement."""
+        """Undo every write of the current statement (its pessimistic locks stay until the transaction ends)."""
         for key, prev in reversed(self._undo or []):
             if prev is _MISSING:
                 self._buffer.pop(key, None)
             else:
                 self._buffer[key] = prev
-        self._undo = None
+        self.end_statement()
+
+    # --- pessimistic statements ---------------------------------------------------------------
+    def begin_pessimistic_statement(self, *, for_update: bool = False) -> None:
+        """A statement of a pessimistic transaction starts (or runs again): a new ``for_update_ts`` from PD, current
+        reads at it, its writes undoable; ``for_update``: the rows it reads are to be locked too."""
+        self.for_update_ts = self.tso.next()
+        self.begin_statement()
+        self._current_read = True
+        self._read_keys = {} if for_update else None
+
+    def statement_keys(self) -> list[bytes]:
+        """The keys the current statement wrote, then those it read for update, in order, each once."""
+        keys = dict.fromkeys(k for k, _ in self._undo or [])
+        keys.update(self._also_lock)
+        keys.update(self._read_keys or {})
+        return list(keys)
+
+    async def lock_statement_keys(self) -> None:
+        """Lock the current statement's keys at its ``for_update_ts`` (module docstring); raises as
+        ``MvccStore.acquire_pessimistic_locks`` does."""
+        keys = self.statement_keys()
+        if not keys:
+            return
+        if self.primary is None:
+            self.primary = keys[0]
+        await self.store.acquire_pessimistic_locks(keys, self.primary, self.start_ts, self.for_update_ts,
+                                                   self.lock_wait_timeout)
+
+    def release_locks(self) -> None:
+        """Drop every pessimistic lock the transaction still holds (its end: commit, rollback, disconnect)."""
+        if self.pessimistic:
+            self.store.pessimistic_rollback(self.store.lock_manager.locks_of(self.start_ts), self.start_ts)
 
     # --- commit -------------------------------------------------------------------------------
     def mutations(self) -> list[Mutation]:
         """The buffer as mutations; a delete of a key absent at the snapshot only checks conflicts."""
         out = []
+        # A pessimistic transaction's writes were made over current reads: a key is "there" if its latest read saw it
+        seen_at = self.for_update_ts if self.pessimistic and self.for_update_ts else self.start_ts
         for key, value in self._buffer.items():
             if value is not None:
                 out.append(Mutation(key, Op.PUT, value))
-            elif self.store.get(key, self.start_ts) is not None:
+            elif self.store.get(key, seen_at) is not None:
                 out.append(Mutation(key, Op.DELETE))
             else:
                 out.append(Mutation(key, Op.CHECK))
         return out
 
+    @property
+    def _lock_for_update_ts(self) -> int:
+        """The ``for_update_ts`` the prewrite carries (0: optimistic)."""
+        return max(self.for_update_ts, self.start_ts) if self.pessimistic else 0
+
+    def _ordered(self, muts: list[Mutation]) -> list[Mutation]:
+        """The primary first (a pessimistic transaction's is the first key it locked)."""
+        if self.primary is None:
+            return muts
+        return sorted(muts, key=lambda m: m.key != self.primary)
+
     def _prewrite(self, muts: list[Mutation], keys: list[bytes]) -> None:
         try:
-            self.store.prewrite(muts, keys[0], self.start_ts)
+            self.store.prewrite(muts, keys[0], self.start_ts, self._lock_for_update_ts)
         except MvccError as exc:
             self.done = True
-            raise _conflict(exc) from exc
+            self.release_locks()
+            raise _conflict(exc, self.start_ts) from exc
 
     def _validate(self, keys: list[bytes], validate: Callable[[], None] | None) -> None:
         try:
@@ -181,16 +269,18 @@ class Transaction:
         except SqlError:
             self.store.rollback(keys, self.start_ts)
             self.done = True
+            self.release_locks()
             raise
 
     def _commit_locked(self, keys: list[bytes], validate: Callable[[], None] | None, commit_ts: int | None) -> int:
         self._validate(keys, validate)
         if self.commit_mode is CommitMode.ASYNC_COMMIT:
-            ts = self.store.commit_async(keys, self.start_ts, self._min_commit_ts)
+            ts = self.store.commit_async(keys, self.start_ts, self._min_commit_ts, self._lock_for_update_ts)
         else:
             ts = commit_ts if commit_ts is not None else self.tso.next()
             self.store.commit(keys, self.start_ts, ts)
         self.done = True
+        self.release_locks()  # those that guarded reads only: the written keys' were prewrite locks, now versions
         return ts
 
     async def commit(self, validate: Callable[[], None] | None = None) -> int:
@@ -201,10 +291,11 @@ class Transaction:
         change feed sends their PREWRITE rows); ``validate`` runs right before the commit ts is taken and may raise
         ``SqlError`` to roll back (e.g. a table changed by a concurrent DDL).
         """
-        muts = self.mutations()
+        muts = self._ordered(self.mutations())
         keys = [m.key for m in muts if m.op is not Op.CHECK]
         if not keys:
             self.done = True
+            self.release_locks()
             return 0
         self.commit_mode = self.options.mode(keys)
         if self.options.linearizable and self.commit_mode is not CommitMode.TWO_PC:
@@ -214,14 +305,16 @@ class Transaction:
                 await asyncio.sleep(0)  # the 1PC request on its way to the store
             except BaseException:
                 self.done = True
+                self.release_locks()
                 raise
             self._validate([], validate)
             try:
-                ts = self.store.commit_one_pc(muts, self.start_ts, self._min_commit_ts)
+                ts = self.store.commit_one_pc(muts, self.start_ts, self._min_commit_ts, self._lock_for_update_ts)
             except MvccError as exc:
-                raise _conflict(exc) from exc
+                raise _conflict(exc, self.start_ts) from exc
             finally:
                 self.done = True
+                self.release_locks()
             return ts
         self._prewrite(muts, keys)
         try:
@@ -229,6 +322,7 @@ class Transaction:
         except BaseException:  # cancelled (the client went away): never leave locks behind
             self.store.rollback(keys, self.start_ts)
             self.done = True
+            self.release_locks()
             raise
         return self._commit_locked(keys, validate, None)
 
@@ -251,8 +345,69 @@ class Transaction:
     def rollback(self) -> None:
         self._buffer.clear()
         self.done = True
+        self.release_locks()
 
 
-def _conflict(exc: MvccError) -> SqlError:
-    what = str(exc) if isinstance(exc, WriteConflictError) else f"write conflict: {exc}"
-    return SqlError(f"{what}; the transaction was rolled back", ErrorKind.CONFLICT)
+def _index_values(data: bytes) -> str | None:
+    """An index key's datums as TiDB's message lists them (``{v1, v2, }``), for the integer, unsigned, string and
+    NULL datums; None for any other (the key is then shown without them)."""
+    out, pos = [], 0
+    while pos < len(data):
+        flag, pos = data[pos], pos + 1
+        if flag in (rowcodec.INT_FLAG, rowcodec.UINT_FLAG) and pos + 8 <= len(data):
+            n = int.from_bytes(data[pos:pos + 8], "big")
+            out.append(str(n - (1 << 63) if flag == rowcodec.INT_FLAG else n))
+            pos += 8
+        elif flag == rowcodec.BYTES_FLAG:
+            try:
+                raw, used = memcomparable.decode_bytes(data[pos:])
+            except memcomparable.KeyDecodeError:
+                return None
+            out.append(raw.decode("utf-8", "replace"))
+            pos += used
+        elif flag == rowcodec.NIL_FLAG:
+            out.append("NULL")
+        else:
+            return None
+    return "{" + "".join(f"{v}, " for v in out) + "}"
+
+
+def key_text(key: bytes) -> str:
+    """A key as TiDB's write-conflict message shows it (``pkg/store/driver/txn/error.go`` ``extractKeyErr``:
+    ``{tableID=.., handle=..}`` / ``{tableID=.., indexID=.., indexValues={.., }}``; the raw key is ``originalKey``)."""
+    if len(key) >= 11 and key[:1] == b"t":
+        table_id = keycodec.table_id_of(key)
+        kind = key[9:11]
+        if kind == b"_r" and len(key) == 19:
+            return f"{{tableID={table_id}, handle={keycodec.decode_int(key[11:19])}}}"
+        if kind == b"_r":
+            return f"{{tableID={table_id}, handle={key[11:].hex()}}}"
+        if kind == b"_i" and len(key) >= 19:
+            index_id = keycodec.decode_int(key[11:19])
+            values = _index_values(key[19:])
+            shown = f", indexValues={values}" if values is not None else ""
+            return f"{{tableID={table_id}, indexID={index_id}{shown}}}"
+    return key.hex()
+
+
+def write_conflict_message(start_ts: int, conflict_start_ts: int, conflict_commit_ts: int, key: bytes,
+                           primary: bytes, reason: str) -> str:
+    """TiDB's ErrWriteConflict (9007) text (``pkg/kv/error.go``, ``pkg/store/driver/error/error.go``
+    ``newWriteConflictError``, with ``kv.TxnRetryableMark``)."""
+    return (f"Write conflict, txnStartTS={start_ts}, conflictStartTS={conflict_start_ts}, "
+            f"conflictCommitTS={conflict_commit_ts}, key={key_text(key)}, originalKey={key.hex()}, "
+            f"primary={key_text(primary) if primary else '[]byte(nil)'}, originalPrimaryKey={primary.hex()}, "
+            f"reason={reason} [try again later]")
+
+
+def _conflict(exc: MvccError, start_ts: int) -> SqlError:
+    """A commit's failure as TiDB's 9007: a newer write (``WriteConflictError``) or, in an optimistic commit, a key
+    another transaction locks (client-go resolves or waits for it; a live one's commit then conflicts)."""
+    if isinstance(exc, WriteConflictError):
+        text = write_conflict_message(start_ts, exc.conflict_start_ts, exc.conflict_commit_ts, exc.key, exc.primary,
+                                      "Optimistic")
+    elif isinstance(exc, KeyLockedError):
+        text = write_conflict_message(start_ts, exc.lock_ts, 0, exc.key, b"", "Optimistic")
+    else:
+        text = f"Write conflict: {exc} [try again later]"
+    return SqlError(text, ErrorKind.CONFLICT)

@@ -9,6 +9,13 @@ for the change feed, every version newer than a checkpoint with the previous ver
 Observers (the CDC service) are called synchronously right after each state change, so an
 observer sees prewrites, commits and rollbacks in exactly the order they happened.
 
+Pessimistic locks (TiKV's ``AcquirePessimisticLock`` / ``PessimisticRollback``: ``try_pessimistic_lock``,
+``acquire_pessimistic_locks``, ``pessimistic_rollback``) are kept by the store's ``lock_manager``, apart from the
+prewrite locks: reads, observers and ``locks_in`` never see them, as TiKV's readers, change feed and resolved-ts
+resolver skip ``LockType::Pessimistic``. A prewrite must not pass another transaction's pessimistic lock, and a
+pessimistic prewrite (``for_update_ts``) turns its own into prewrite locks; every commit and rollback wakes the
+first waiter of each key it frees.
+
 Threads: every writer (prewrite, commit, rollback, GC, ingest) runs on the one event loop, one at a time, so a
 prewrite's conflict checks and its locks, and a commit's lock lookups, need no lock of their own: nothing else
 writes between them. ``_mutex`` is for the readers that run in worker threads (the SQL front's big SELECTs, a
@@ -57,6 +64,7 @@ from sortedcontainers import SortedDict, SortedList, SortedSet
 
 from cdc_core.errors import EmbeddedUpstreamError
 from cdc_core.upstream.store.concurrency_manager import ConcurrencyManager
+from cdc_core.upstream.store.lock_manager import LockManager
 
 
 class Op(enum.IntEnum):
@@ -121,13 +129,21 @@ class KeyLockedError(MvccError):
 
 
 class WriteConflictError(MvccError):
-    def __init__(self, key: bytes, start_ts: int, conflict_commit_ts: int) -> None:
+    """A key committed after the ts a transaction checks it at (TiKV's ``WriteConflict``: ``start_ts`` the
+    transaction's, ``conflict_start_ts`` / ``conflict_commit_ts`` the newer write's, ``primary`` the transaction's
+    primary key)."""
+
+    def __init__(self, key: bytes, start_ts: int, conflict_commit_ts: int, conflict_start_ts: int = 0,
+                 primary: bytes = b"") -> None:
         super().__init__(
             f"write conflict on key {key.hex()}: the transaction started at ts {start_ts} but the key "
             f"was committed at ts {conflict_commit_ts}"
         )
         self.key = key
+        self.start_ts = start_ts
         self.conflict_commit_ts = conflict_commit_ts
+        self.conflict_start_ts = conflict_start_ts
+        self.primary = primary
 
 
 class LockNotFoundError(MvccError):
@@ -205,6 +221,9 @@ class MvccStore:
         self._after: dict[int, SortedSet] = {}
         # The largest ts read at: where async-commit and 1PC commit ts come from (under ``_mutex``).
         self._cm = ConcurrencyManager()
+        # Pessimistic locks and the transactions waiting for keys (TiKV's lock manager; not in ``_locks``: no read,
+        # change feed or resolved ts sees them, as TiKV's skip ``LockType::Pessimistic``)
+        self.lock_manager = LockManager()
 
     # --- observers ----------------------------------------------------------------------------
     def add_observer(self, obs: MvccObserver) -> None:
@@ -393,13 +412,17 @@ class MvccStore:
         return self._locks.get(key)
 
     # --- two-phase commit ---------------------------------------------------------------------
-    def prewrite(self, mutations: Sequence[Mutation], primary: bytes, start_ts: int) -> list[Lock]:
+    def prewrite(self, mutations: Sequence[Mutation], primary: bytes, start_ts: int, for_update_ts: int = 0
+                 ) -> list[Lock]:
         """Lock every key of ``mutations`` for the transaction ``start_ts``; all or nothing.
 
-        Raises ``KeyLockedError`` when another transaction holds a lock on a key and
-        ``WriteConflictError`` when a key was committed after ``start_ts``.
+        Raises ``KeyLockedError`` when another transaction holds a lock on a key (a prewrite or a pessimistic one)
+        and ``WriteConflictError`` when a key was committed after ``start_ts``. A pessimistic transaction
+        (``for_update_ts`` set) prewrites the keys it holds pessimistic locks on without that check, which the lock
+        made at its ``for_update_ts`` (TiKV's prewrite with ``is_pessimistic_lock``, ``DoPessimisticCheck``); the
+        pessimistic locks become prewrite locks.
         """
-        self._check_prewrite(mutations, start_ts)
+        self._check_prewrite(mutations, start_ts, for_update_ts)
         locks = []
         for m in mutations:
             if m.op is Op.CHECK:
@@ -408,6 +431,9 @@ class MvccStore:
             lk = Lock(m.key, start_ts, primary, m.op, m.value if m.op is Op.PUT else None, old)
             self._locks[m.key] = lk
             locks.append(lk)
+            self.lock_manager.holder_changed(m.key, start_ts)
+        if for_update_ts:
+            self.lock_manager.unlock([lk.key for lk in locks], start_ts)  # still locked: by the prewrite now
         for lk in locks:
             for obs in self._observers:
                 obs.on_prewrite(lk)
@@ -424,20 +450,74 @@ class MvccStore:
         with self._mutex:
             self._cm.update_max_ts(ts)
 
-    def _check_prewrite(self, mutations: Sequence[Mutation], start_ts: int) -> None:
+    def _check_prewrite(self, mutations: Sequence[Mutation], start_ts: int, for_update_ts: int = 0) -> None:
+        primary = mutations[0].key if mutations else b""
         for m in mutations:
             lk = self._locks.get(m.key)
             if lk is not None and lk.start_ts != start_ts:
                 raise KeyLockedError(m.key, lk.start_ts)
+            pl = self.lock_manager.holder(m.key)
+            if pl is not None and pl.start_ts != start_ts:
+                raise KeyLockedError(m.key, pl.start_ts)
+            if pl is not None and for_update_ts:
+                continue  # checked when the pessimistic lock was taken, at its for_update_ts
             latest = self.latest_version(m.key)
             if latest is not None and latest.commit_ts > start_ts:
-                raise WriteConflictError(m.key, start_ts, latest.commit_ts)
+                raise WriteConflictError(m.key, start_ts, latest.commit_ts, latest.start_ts, primary)
+
+    # --- pessimistic locks --------------------------------------------------------------------
+    def try_pessimistic_lock(self, key: bytes, primary: bytes, start_ts: int, for_update_ts: int) -> None:
+        """One key of TiKV's ``AcquirePessimisticLock`` (``src/storage/txn/actions/acquire_pessimistic_lock.rs``):
+        ``KeyLockedError`` when another transaction holds a lock on it (prewrite or pessimistic: wait and try
+        again), ``WriteConflictError`` when it was committed after ``for_update_ts`` (TiDB then runs the statement
+        again at a newer one), else the lock is the transaction's (again, if it held it)."""
+        lk = self._locks.get(key)
+        if lk is not None and lk.start_ts != start_ts:
+            raise KeyLockedError(key, lk.start_ts)
+        pl = self.lock_manager.holder(key)
+        if pl is not None and pl.start_ts != start_ts:
+            raise KeyLockedError(key, pl.start_ts)
+        latest = self.latest_version(key)
+        if latest is not None and latest.commit_ts > for_update_ts:
+            raise WriteConflictError(key, start_ts, latest.commit_ts, latest.start_ts, primary)
+        if lk is None:
+            self.lock_manager.lock(key, start_ts, primary, for_update_ts)
+
+    async def acquire_pessimistic_locks(self, keys: Iterable[bytes], primary: bytes, start_ts: int,
+                                        for_update_ts: int, timeout: float) -> None:
+        """Lock each of ``keys`` for the transaction, waiting for a key another one holds until it is released or
+        ``timeout`` seconds pass (``LockWaitTimeoutError``); a wait that would close a cycle of waits raises
+        ``DeadlockError`` (``lock_manager``). Keys locked before an error stay locked (TiDB rolls them back with the
+        statement or the transaction)."""
+        lm = self.lock_manager
+        for key in keys:
+            woken = False
+            try:
+                while True:
+                    try:
+                        self.try_pessimistic_lock(key, primary, start_ts, for_update_ts)
+                        break
+                    except KeyLockedError as exc:
+                        await lm.wait(key, start_ts, exc.lock_ts, timeout)
+                        woken = True
+            except BaseException:
+                if woken and self._locks.get(key) is None and lm.holder(key) is None:
+                    lm.wake_up(key)  # the wake-up was ours and we leave without the lock: the next waiter's turn
+                raise
+
+    def pessimistic_rollback(self, keys: Iterable[bytes], start_ts: int) -> list[bytes]:
+        """Drop the transaction's pessimistic locks on ``keys`` (TiKV's ``PessimisticRollback``: no write record, no
+        change event), waking each key's first waiter."""
+        released = self.lock_manager.unlock(keys, start_ts)
+        self.lock_manager.wake_up_all(released)
+        return released
 
     def commit(self, keys: Iterable[bytes], start_ts: int, commit_ts: int) -> list[VersionRecord]:
         """Turn the transaction's locks on ``keys`` into versions at ``commit_ts`` (a 2PC commit, its ts from PD)."""
         return self._commit(list(keys), start_ts, commit_ts)[1]
 
-    def commit_async(self, keys: Iterable[bytes], start_ts: int, min_commit_ts: int = 0) -> int:
+    def commit_async(self, keys: Iterable[bytes], start_ts: int, min_commit_ts: int = 0, for_update_ts: int = 0
+                     ) -> int:
         """Commit the transaction's locks on ``keys`` as an async-commit transaction: at ``max(max_ts, start_ts) +
         1``, taken in the same critical section as the writes. Returns the commit ts.
 
@@ -445,10 +525,10 @@ class MvccStore:
         it that meets the lock waits for the commit. Here readers do not wait on locks, so the ts is taken when the
         locks turn into versions instead: every read before then raised ``max_ts`` and stays below the commit, every
         read after sees it. The change feed sees the same PREWRITE then COMMIT."""
-        return self._commit(list(keys), start_ts, None, min_commit_ts)[0]
+        return self._commit(list(keys), start_ts, None, min_commit_ts, for_update_ts)[0]
 
-    def _commit(self, keys: list[bytes], start_ts: int, commit_ts: int | None, min_commit_ts: int = 0
-                ) -> tuple[int, list[VersionRecord]]:
+    def _commit(self, keys: list[bytes], start_ts: int, commit_ts: int | None, min_commit_ts: int = 0,
+                for_update_ts: int = 0) -> tuple[int, list[VersionRecord]]:
         for key in keys:
             lk = self._locks.get(key)
             if lk is None or lk.start_ts != start_ts:
@@ -456,7 +536,8 @@ class MvccStore:
                     continue  # already committed: commit is idempotent
                 raise LockNotFoundError(f"no lock of the transaction {start_ts} on key {key.hex()}")
         with self._mutex:
-            ts = self._cm.async_commit_ts(start_ts, min_commit_ts=min_commit_ts) if commit_ts is None else commit_ts
+            ts = (self._cm.async_commit_ts(start_ts, for_update_ts, min_commit_ts) if commit_ts is None
+                  else commit_ts)
             if ts <= start_ts:
                 raise MvccError(f"commit ts {ts} must be greater than start ts {start_ts}")
             records = []
@@ -469,21 +550,25 @@ class MvccStore:
         for rec in records:
             for obs in self._observers:
                 obs.on_commit(rec)
+        self.lock_manager.wake_up_all(rec.key for rec in records)
         return ts, records
 
-    def commit_one_pc(self, mutations: Sequence[Mutation], start_ts: int, min_commit_ts: int = 0) -> int:
+    def commit_one_pc(self, mutations: Sequence[Mutation], start_ts: int, min_commit_ts: int = 0,
+                      for_update_ts: int = 0) -> int:
         """Write ``mutations`` as a 1PC transaction (TiKV's one-phase commit: prewrite and commit in one request,
         no lock left behind): the conflict checks of :meth:`prewrite`, then every version at ``max(max_ts,
         start_ts) + 1`` in one critical section. Observers see only the commits, marked ``one_pc``. Returns the
         commit ts; raises as :meth:`prewrite` does and writes nothing then."""
-        self._check_prewrite(mutations, start_ts)
+        self._check_prewrite(mutations, start_ts, for_update_ts)
         with self._mutex:
-            ts = self._cm.async_commit_ts(start_ts, min_commit_ts=min_commit_ts)
+            ts = self._cm.async_commit_ts(start_ts, for_update_ts, min_commit_ts)
             records = [self._put_version(m.key, start_ts, ts, m.op, m.value if m.op is Op.PUT else None, one_pc=True)
                        for m in mutations if m.op is not Op.CHECK]
         for rec in records:
             for obs in self._observers:
                 obs.on_commit(rec)
+        if for_update_ts:
+            self.pessimistic_rollback([m.key for m in mutations], start_ts)  # written: the locks' work is done
         return ts
 
     def _put_version(self, key: bytes, start_ts: int, commit_ts: int, op: Op, value: bytes | None, *,
@@ -546,6 +631,7 @@ class MvccStore:
         for lk in dropped:
             for obs in self._observers:
                 obs.on_rollback(lk)
+        self.lock_manager.wake_up_all(lk.key for lk in dropped)
         return dropped
 
     # --- GC -----------------------------------------------------------------------------------

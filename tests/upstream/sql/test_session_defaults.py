@@ -41,9 +41,12 @@ def test_tx_isolation_is_transaction_isolation_under_another_name(conn: Any) -> 
         assert cur.fetchone() == ("REPEATABLE-READ", "REPEATABLE-READ")
 
 
-def test_the_transaction_mode_variables_are_left_to_the_pessimistic_work() -> None:
-    # txn_mode.py (another branch) defines them; both tables must not
+def test_the_transaction_mode_variables_have_tidb_defaults(conn: Any) -> None:
+    # txn_mode.py owns them (its rules and validation), not this table; a session reads TiDB's defaults
     assert "tidb_txn_mode" not in TIDB_SESSION_DEFAULTS and "innodb_lock_wait_timeout" not in TIDB_SESSION_DEFAULTS
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@tidb_txn_mode, @@innodb_lock_wait_timeout, @@transaction_isolation")
+        assert cur.fetchone() == ("pessimistic", 50, "REPEATABLE-READ")
 
 
 def test_tidb_mem_quota_query_bounds_a_query(conn: Any, fresh_db: str) -> None:

@@ -8,9 +8,11 @@ import pytest
 from wire.eventfeed import FeedClient, T, changes_by_commit, register_all, table_id, table_regions, wait_resolved
 
 from cdc_core.codec import key as keycodec
+from cdc_core.codec import memcomparable
 from cdc_core.codec.row import decode_row, encode_row
 from cdc_core.errors import UpstreamError
 from cdc_core.upstream.sql.errors import ErrorKind, SqlError
+from cdc_core.upstream.sql.txn import write_conflict_message
 
 SWAP = "BEGIN; UPDATE t SET a=3 WHERE a=1; UPDATE t SET a=1 WHERE a=2; UPDATE t SET a=2 WHERE a=3; COMMIT"
 
@@ -86,7 +88,7 @@ def test_write_conflict_between_explicit_transactions(upstream_cluster: Any, fre
             await setup.run(st)
         s1, s2 = c.sql.session(), c.sql.session()
         for s in (s1, s2):
-            for st in split_script(f"USE {fresh_db}; BEGIN"):
+            for st in split_script(f"USE {fresh_db}; BEGIN OPTIMISTIC"):  # pessimistic: s2 would wait for s1
                 await s.run(st)
         await s1.run(split_script("UPDATE t SET b = 1 WHERE a = 1")[0])
         await s2.run(split_script("UPDATE t SET b = 2 WHERE a = 1")[0])
@@ -98,7 +100,7 @@ def test_write_conflict_between_explicit_transactions(upstream_cluster: Any, fre
         raise AssertionError("the second commit should conflict")
 
     err = upstream_cluster.run(scenario())
-    assert err.kind is ErrorKind.CONFLICT and "write conflict" in err.message
+    assert err.kind is ErrorKind.CONFLICT and "Write conflict, txnStartTS=" in err.message
     assert upstream_cluster.run(c.sql.execute(f"SELECT b FROM {fresh_db}.t"))[0].rows == [{"b": 1}]
 
 
@@ -143,3 +145,17 @@ def test_seed_002_swap_transaction(upstream_cluster: Any, upstream_client: Any, 
     else:
         assert [(keycodec.decode_row_key(k)[1], op, v, ov) for k, op, v, ov in rows] == [
             (2, put, encode_row(info, {1: 5, 2: 20}), encode_row(info, {1: 1, 2: 20}))]
+
+
+def test_write_conflict_text_is_tidbs() -> None:
+    """TiDB's 9007 text, keys shown as its extractKeyErr shows them (pkg/store/driver/txn/error.go), here for the
+    keys of TiDB's own documented samples: a row handle and a unique index on a string."""
+    row = keycodec.row_key(47, 1)
+    uk = keycodec.index_key(74, 1, b"\x01" + memcomparable.encode_bytes(b"bill"))
+    assert write_conflict_message(30, 10, 20, row, row, "Optimistic") == (
+        "Write conflict, txnStartTS=30, conflictStartTS=10, conflictCommitTS=20, key={tableID=47, handle=1}, "
+        f"originalKey={row.hex()}, primary={{tableID=47, handle=1}}, originalPrimaryKey={row.hex()}, "
+        "reason=Optimistic [try again later]")
+    assert "key={tableID=74, indexID=1, indexValues={bill, }}, " in write_conflict_message(3, 1, 2, uk, uk, "x")
+    int_uk = keycodec.index_key(9, 2, b"\x03" + keycodec.encode_int(-5) + b"\x03" + keycodec.encode_int(1000))
+    assert "key={tableID=9, indexID=2, indexValues={-5, 1000, }}" in write_conflict_message(3, 1, 2, int_uk, b"", "x")
