@@ -44,7 +44,7 @@ def test_bench_sysbench_with_and_without_a_changefeed(tmp_path: Path, monkeypatc
         cfg = tmp_path / "feed.toml"
         # the snapshot of the prepared tables loads in the first window, before any round
         cfg.write_text(f'changefeed-id = "{CID}"\nsink-uri = "file://{tmp_path / "lake"}"\nstart-ts = {start}\n'
-                       f'[filter]\nrules = ["{DB}.*"]\n[data-quality]\nmode = "count"\n')
+                       f'initial-snapshot = true\n[filter]\nrules = ["{DB}.*"]\n[data-quality]\nmode = "count"\n')
         cli("changefeed", "create", "--config", str(cfg))
         cli("changefeed", "run", CID, "--until-ts", "now")
         best: dict[tuple[str, bool], float] = {}
