@@ -20,6 +20,12 @@ from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec.tso import parse_ts_or_datetime
 from cdc_core.errors import ConfigError, UpstreamError
 from cdc_core.memory import MIB, MemoryLimitConfig
+from cdc_core.upstream.store.incremental_scan import (
+    INCREMENTAL_SCAN_CONCURRENCY,
+    INCREMENTAL_SCAN_SPEED_LIMIT,
+    INCREMENTAL_SCAN_TS_FILTER_RATIO,
+    ScanCosts,
+)
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run and drive the embedded upstream cluster.")
 SQL_PASSWORD_ENV = "CDCFLOW_UPSTREAM_SQL_PASSWORD"
@@ -77,6 +83,17 @@ def start(
     scan_limit: int = typer.Option(
         10_000, "--incremental-scan-concurrency-limit",
         help="Running incremental scans past which region requests get 'too many pending incremental scans'."),
+    scan_concurrency: int = typer.Option(
+        INCREMENTAL_SCAN_CONCURRENCY, "--incremental-scan-concurrency",
+        help="Incremental scans a store runs at once (TiKV's cdc.incremental-scan-concurrency); the others queue."),
+    scan_speed_limit: int = typer.Option(
+        INCREMENTAL_SCAN_SPEED_LIMIT, "--incremental-scan-speed-limit-bytes",
+        help="Bytes per second a store's incremental scans read (TiKV's cdc.incremental-scan-speed-limit, "
+             "128 MiB; 0: unlimited)."),
+    scan_ts_filter_ratio: float = typer.Option(
+        INCREMENTAL_SCAN_TS_FILTER_RATIO, "--incremental-scan-ts-filter-ratio",
+        help="A scan reads only the newer versions when they are at most this share of the region's "
+             "(TiKV's cdc.incremental-scan-ts-filter-ratio; 0: it reads every region whole)."),
     catalog_heap_limit_bytes: int = typer.Option(
         100 * MIB, "--catalog-heap-limit-bytes",
         help="Heap memory for information_schema.TABLES listings being assembled; 0 disables."),
@@ -111,6 +128,11 @@ def start(
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
     try:
+        scan_costs = ScanCosts(concurrency=scan_concurrency, speed_limit_bytes=scan_speed_limit,
+                               ts_filter_ratio=scan_ts_filter_ratio)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    try:
         tls = TlsConfig.from_paths(tls_ca, tls_cert, tls_key, "cdcflow upstream start --tls-*")
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -120,7 +142,7 @@ def start(
                            split_region_bytes=split_region_bytes, gc_life_time_s=gc_life_time_s,
                            gc_interval_s=gc_interval_s, catalog_memory=catalog_memory,
                            txn_heartbeat_interval_ms=txn_heartbeat_ms, incremental_scan_concurrency_limit=scan_limit,
-                           sink_memory_quota_bytes=sink_memory_quota,
+                           scan_costs=scan_costs, sink_memory_quota_bytes=sink_memory_quota,
                            store_hosts=tuple(h.strip() for h in store_hosts.split(",") if h.strip()),
                            advertise_host=advertise_host.strip(), control_addr=control_addr.strip(),
                            sql_user=sql_user, sql_password=sql_password, tls=tls)
@@ -136,6 +158,9 @@ def start(
                 "--split-region-bytes", str(split_region_bytes), "--gc-life-time-s", str(gc_life_time_s),
                 "--gc-interval-s", str(gc_interval_s), "--txn-heartbeat-ms", str(txn_heartbeat_ms),
                 "--incremental-scan-concurrency-limit", str(scan_limit),
+                "--incremental-scan-concurrency", str(scan_concurrency),
+                "--incremental-scan-speed-limit-bytes", str(scan_speed_limit),
+                "--incremental-scan-ts-filter-ratio", str(scan_ts_filter_ratio),
                 "--sink-memory-quota-bytes", str(sink_memory_quota), "--store-hosts", store_hosts,
                 "--advertise-host", advertise_host, "--control-addr", control_addr, "--sql-user", sql_user]
         if sql_password:  # to the child through its environment, never its arguments
@@ -170,7 +195,7 @@ def stop() -> None:
 
 @app.command()
 def status(as_json: bool = typer.Option(False, "--json",
-                                        help="One JSON object: pd, pd_members, mysql, stores, pid.")) -> None:
+                                        help="One JSON object: pd, pd_members, mysql, stores, pid, cdc.")) -> None:
     """Where the running embedded upstream serves: PD, its MySQL front, its stores, and its pid (exit 1: none)."""
     from cdc_core.cli import upstream_control
 
@@ -184,6 +209,10 @@ def status(as_json: bool = typer.Option(False, "--json",
     typer.echo(f"MySQL   {info['mysql'] or '(not served)'}")
     for s in info["stores"]:
         typer.echo(f"store {s['id']} {s['address']} ({s['state']})")
+        if "cdc" in s:
+            c = s["cdc"]
+            typer.echo(f"      change feed: {c['registered_regions']} regions registered, {c['incremental_scans']} "
+                       f"incremental scans since start ({c['ongoing_scans']} running)")
     typer.echo(f"pid     {info['pid']}")
 
 

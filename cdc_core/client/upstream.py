@@ -55,6 +55,7 @@ class StoreInfo:
     id: int
     address: str
     state: str  # "Up" | "Offline" | "Tombstone"
+    status_address: str = ""  # the store's status server (TiKV's status-addr: /metrics); "" when it has none
 
 
 def listing_sql(schema: str = "", like: str = "%", *, literal: Callable[[str], str]) -> str:
@@ -258,7 +259,7 @@ class UpstreamClient:
         request = pdpb_pb2.GetAllStoresRequest(header=pd_protocol.header(self.cluster_id()))
         resp = self._call("GetAllStores", pdpb_pb2_grpc.PDStub, lambda stub, t: stub.GetAllStores(request, timeout=t))
         pd_protocol.check(resp, self.pd_addr, "GetAllStores")
-        return [StoreInfo(s.id, s.address, _STATE.get(s.state, str(s.state))) for s in resp.stores]
+        return [StoreInfo(s.id, s.address, _STATE.get(s.state, str(s.state)), s.status_address) for s in resp.stores]
 
     def ping(self) -> bool:
         """Whether some PD member answers (a GetMembers within a short timeout)."""

@@ -60,10 +60,12 @@ from cdc_core.upstream.sql.sql_front import SqlEngine
 from cdc_core.upstream.sql.table_listing import TableListing
 from cdc_core.upstream.store.cdc_service import CdcService
 from cdc_core.upstream.store.gc_worker import GcWorker
+from cdc_core.upstream.store.incremental_scan import ScanCosts
 from cdc_core.upstream.store.kv_service import KvService
 from cdc_core.upstream.store.mvcc import MvccStore
 from cdc_core.upstream.store.resolved_ts_reporter import Reporter
 from cdc_core.upstream.store.split_checker import SplitChecker
+from cdc_core.upstream.store.status_server import StatusServer
 from cdc_core.upstream.store.store_node import StoreNode
 
 log = get_logger("cdcflow.upstream")
@@ -108,6 +110,9 @@ class ClusterConfig:
     # Region registrations past this many running incremental scans get server_is_busy (TiKV's
     # cdc.incremental-scan-concurrency-limit).
     incremental_scan_concurrency_limit: int = 10_000
+    # What each store's incremental scans cost (TiKV's cdc.incremental-scan-concurrency, -speed-limit and
+    # -ts-filter-ratio; store/incremental_scan.py).
+    scan_costs: ScanCosts = field(default_factory=ScanCosts)
     # Bytes of live rows an EventFeed connection may queue before its regions get `congested` (TiKV's
     # cdc.sink-memory-quota); 0: unbounded.
     sink_memory_quota_bytes: int = 512 * 1024 * 1024
@@ -236,7 +241,7 @@ class Cluster:
             sid, self.store, self.regions, self.tso, min_ts_interval=self.config.min_ts_interval_ms / 1000.0,
             cluster_id=self.cluster_id, scan_limit=self.config.incremental_scan_concurrency_limit,
             txn_heartbeat_interval=self.config.txn_heartbeat_interval_ms / 1000.0,
-            sink_memory_quota=self.config.sink_memory_quota_bytes)
+            sink_memory_quota=self.config.sink_memory_quota_bytes, scan_costs=self.config.scan_costs)
         # A stopped store refuses its KV reads as it refuses its feeds (faults.stop_store stops its CdcService).
         kv = KvService(sid, self.store, self.regions, cluster_id=self.cluster_id, up=lambda: cdc.up)
         return StoreNode(sid, cdc, kv)
@@ -265,7 +270,8 @@ class Cluster:
         return self.stores[store_id].addr
 
     def _store_list(self) -> list[metapb_pb2.Store]:
-        return [metapb_pb2.Store(id=n.id, address=n.addr, state=metapb_pb2.Up if n.up else metapb_pb2.Offline)
+        return [metapb_pb2.Store(id=n.id, address=n.addr, status_address=n.status_addr,
+                                 state=metapb_pb2.Up if n.up else metapb_pb2.Offline)
                 for n in self.stores.values() if n.addr]
 
     def _add_port(self, server: grpc.aio.Server, addr: str) -> int:
@@ -311,6 +317,13 @@ class Cluster:
             if port == 0:
                 raise ClusterError(f"cannot bind a server for store {node.id} on {store_host}")
             node.server, node.addr = srv, f"{self.config.published(store_host)}:{port}"
+            node.status = StatusServer(node.cdc.metrics)
+            status_tls = self.config.tls.server_context(require_client_cert=False) if self.config.tls else None
+            try:
+                status_port = await node.status.start(store_host, 0, ssl_context=status_tls)
+            except OSError as exc:
+                raise ClusterError(f"cannot bind the status server of store {node.id} on {store_host}: {exc}") from exc
+            node.status_addr = f"{self.config.published(store_host)}:{status_port}"
         for (server, port), service in zip(servers, self.pd_services, strict=True):
             scheme = "https" if self.config.tls else "http"
             service.client_url = f"{scheme}://{self.config.published(host)}:{port}"
@@ -355,6 +368,9 @@ class Cluster:
             if node.server is not None:
                 await node.server.stop(grace)
                 node.server = None
+            if node.status is not None:
+                await node.status.stop()
+                node.status, node.status_addr = None, ""
         if self._control_server is not None:
             await self._control_server.stop(grace)
             self._control_server, self.control_addr = None, ""

@@ -51,8 +51,13 @@ def test_start_sql_tso_stop(home: Path) -> None:
         (1, info["pd_members"][0], True), (2, info["pd_members"][1], False)]
     assert [(s["id"], s["address"], s["state"]) for s in st["stores"]] == [
         (i + 1, a, "Up") for i, a in enumerate(info["store_addrs"])]
+    # each store's status server (TiKV's status-addr, in PD's store list) gives its change feed's counters
+    assert all(s["status_address"].startswith("127.0.0.1:") and s["cdc"]["incremental_scans"] == 0
+               for s in st["stores"])
+    assert st["cdc"] == {"incremental_scans": 0, "registered_regions": 0}  # nothing has subscribed yet
     human = cdcflow(home, "upstream", "status").stdout
     assert f"PD      {info['pd_addr']}" in human and f"store 2 {info['store_addrs'][1]} (Up)" in human
+    assert "0 regions registered, 0 incremental scans since start" in human
 
     again = cdcflow(home, "upstream", "start", "--detach", check=False)
     assert again.returncode == 1 and "already running" in again.stderr

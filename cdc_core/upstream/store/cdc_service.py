@@ -18,7 +18,8 @@ epoch, ``checkpoint_ts``, key range). For each registration (a ``_Subscription``
    simply absent, which is why clients check PD's GC safe point themselves;
 2. in the same event-loop step, register the live listener (live rows are buffered) and
    snapshot the locks held in the range;
-3. incremental scan, in chunks that yield the loop: every version with ``commit_ts >
+3. incremental scan (once one of the store's ``incremental-scan-concurrency`` permits is free, its reads paid for
+   through the scan speed limit: ``incremental_scan``), in chunks that yield the loop: every version with ``commit_ts >
    checkpoint_ts`` as COMMITTED rows, then the snapshotted locks as PREWRITE rows, then one
    INITIALIZED row, then the buffered live rows minus those the scan already covered (same key
    and start ts) - nothing is lost or duplicated between the scan and the live phase;
@@ -69,6 +70,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import grpc
+from prometheus_client import CollectorRegistry, Gauge
 
 from cdc_core.codec.key import min_end
 from cdc_core.codec.memcomparable import KeyDecodeError, decode_key
@@ -76,6 +78,7 @@ from cdc_core.log import get_logger
 from cdc_core.proto import cdcpb_pb2, cdcpb_pb2_grpc, errorpb_pb2, kvrpcpb_pb2
 from cdc_core.upstream.pd.regions import ChangeKind, RegionChange, RegionManager
 from cdc_core.upstream.pd.tso import TsoAllocator
+from cdc_core.upstream.store.incremental_scan import ScanCosts, ScanGate
 from cdc_core.upstream.store.mvcc import Lock, MvccStore, Op, VersionRecord
 
 log = get_logger("cdcflow.upstream.cdc")
@@ -160,7 +163,7 @@ class _Subscription:
     initialized: bool = False
     pending: list[Row] = field(default_factory=list)
     locks_at_register: list[Lock] = field(default_factory=list)
-    scan_task: asyncio.Task[None] | None = None
+    scan_task: asyncio.Task[bool] | None = None
 
     def covers(self, key: bytes) -> bool:
         return self.start_key <= key and (not self.end_key or key < self.end_key)
@@ -251,7 +254,8 @@ class _Connection:
 class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
     def __init__(self, store_id: int, store: MvccStore, regions: RegionManager, tso: TsoAllocator,
                  min_ts_interval: float = 0.2, *, cluster_id: int = 0, scan_limit: int = SCAN_LIMIT,
-                 txn_heartbeat_interval: float = 0.0, sink_memory_quota: int = SINK_MEMORY_QUOTA) -> None:
+                 txn_heartbeat_interval: float = 0.0, sink_memory_quota: int = SINK_MEMORY_QUOTA,
+                 scan_costs: ScanCosts | None = None) -> None:
         self.store_id = store_id
         self.store = store
         self.regions = regions
@@ -265,7 +269,12 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         self.required_version: str | None = None
         # False: answer EventFeedV2 with UNIMPLEMENTED, as a TiKV from before it did (tests of the client's fallback).
         self.serves_v2 = True
-        self._scans = 0
+        self._scans = 0  # scan tasks pending or running (what scan_limit bounds, as TiKV's scan task counter)
+        # The store's metrics (its status server's /metrics): the scans' and the captured regions', TiKV's names
+        self.metrics = CollectorRegistry()
+        self.scan_gate = ScanGate(scan_costs or ScanCosts(), self.metrics)
+        Gauge("tikv_cdc_captured_region_total", "Total number of CDC captured regions",
+              registry=self.metrics).set_function(self.captured_regions)
         self._lock_born: dict[tuple[bytes, int], float] = {}  # (key, start ts) -> when its prewrite was seen
         self._heartbeat_task: asyncio.Task[None] | None = None
         self.fake_prewrites_sent = 0
@@ -309,6 +318,10 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
 
     def subscription_count(self) -> int:
         return sum(len(g) for g in self._by_region.values())
+
+    def captured_regions(self) -> int:
+        """Regions with at least one registration now (TiKV's ``tikv_cdc_captured_region_total``)."""
+        return len(self._by_region)
 
     # --- MVCC observer (synchronous, in commit order) -----------------------------------------
     def _subs_for(self, key: bytes) -> list[_Subscription]:
@@ -485,6 +498,7 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
         self._by_region.setdefault(region.id, set()).add(s)
         s.locks_at_register = self.store.locks_in(start, end)
         self._scans += 1
+        self.scan_gate.spawned()
         s.scan_task = asyncio.create_task(self._scan(s), name=f"cdc-scan-{region.id}-{req.request_id}")
         s.scan_task.add_done_callback(self._scan_done)
         log.info("region registered", conn=conn.id, region_id=region.id, request_id=req.request_id,
@@ -495,17 +509,27 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
             if rid == req.request_id and (not req.region_id or region_id == req.region_id):
                 self._drop(s)
 
-    def _scan_done(self, _task: asyncio.Task[None]) -> None:
+    def _scan_done(self, task: asyncio.Task[bool]) -> None:
         self._scans -= 1  # a callback, not a finally: a scan cancelled before it ran counts too
+        self.scan_gate.ended(ok=not task.cancelled() and task.result())
 
-    async def _scan(self, s: _Subscription) -> None:
+    async def _scan(self, s: _Subscription) -> bool:
+        """The registration's incremental scan; False when it failed (the region got ``server_is_busy``)."""
+        async with self.scan_gate.permit():
+            return await self._scan_permitted(s)
+
+    async def _scan_permitted(self, s: _Subscription) -> bool:
+        gate = self.scan_gate
         try:
             rows: list[Row] = []
             covered: set[tuple[bytes, int]] = set()
             cursor: bytes | None = None
+            _keys, region_bytes = self.store.approximate_range_size(s.start_key, s.end_key)
+            newer = 0
             while True:
                 records, cursor = self.store.versions_after(
                     s.start_key, s.end_key, s.checkpoint_ts, from_key=cursor, key_limit=SCAN_KEYS_PER_STEP)
+                step = 0
                 for r in records:
                     row = Row(start_ts=r.start_ts, commit_ts=r.commit_ts, type=LogType.COMMITTED,
                               op_type=_op(r.op), key=r.key, value=r.value or b"")
@@ -513,9 +537,14 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
                         row.old_value = r.old_value
                     rows.append(row)
                     covered.add((r.key, r.start_ts))
+                    step += len(r.key) + 8 + len(r.value or b"")
+                newer += step
+                await gate.charge(step)
                 if cursor is None:
                     break
                 await asyncio.sleep(0)
+            # Without the ts filter TiKV reads the whole range, not only the versions it sends: pay for the rest.
+            await gate.charge(gate.disk_read(region_bytes, newer) - newer)
             # From here on, one step: emit the scan, INITIALIZED, then the buffered live rows.
             for lk in s.locks_at_register:
                 if (lk.key, lk.start_ts) in covered:
@@ -532,6 +561,7 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
             s.push_rows(rows)
             s.initialized = True
             log.info("region initialized", region_id=s.region_id, request_id=s.request_id, scanned=len(rows) - 1)
+            return True
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -539,6 +569,7 @@ class CdcService(cdcpb_pb2_grpc.ChangeDataServicer):
             self._drop(s)
             s.conn.push(cdcpb_pb2.Event(region_id=s.region_id, request_id=s.request_id, error=cdcpb_pb2.Error(
                 server_is_busy=errorpb_pb2.ServerIsBusy(reason="incremental scan failed", backoff_ms=1000))))
+            return False
 
     # --- resolved ts --------------------------------------------------------------------------
     def resolved_batches(self, conn: _Connection) -> list[cdcpb_pb2.ResolvedTs | cdcpb_pb2.Event]:
