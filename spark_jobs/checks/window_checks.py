@@ -11,11 +11,7 @@ At ``ts``, for a table whose rows the window ``(after_ts, ts]`` changed:
 3. ``delta_key_unique``, ``not_null:<column>``, ``unique:<index>`` (Great Expectations) on the Delta rows at those
    keys;
 4. ``row_count_equals``: the row count in the Delta log's statistics (``numRecords`` of the live files, no data
-   read) against the upstream's count at ``ts`` without counting its table (``upstream_read.upstream_count_since``):
-   the count checked at ``after_ts`` (Delta's then, :func:`~spark_jobs.checks.data_quality.count_as_of`) plus the
-   changed keys the upstream holds at ``ts`` minus those it held at ``after_ts`` -- O(changed keys); a
-   ``SELECT COUNT(*)`` (TiKV's coprocessor walking the table) only for a table's first checks and keys of a type
-   written as no exact literal. The full reconciliation counts every row (``cdcflow verify``, the maintenance DAG);
+   read) against ``SELECT COUNT(*)`` at ``ts``, which the upstream answers itself (TiKV's coprocessor);
 5. ``schema_equals``: the Delta log's schema against the schema version's.
 
 The Delta side reads only the files committed since the table's version at ``after_ts`` (every row written in the
@@ -50,13 +46,7 @@ from spark_jobs.checks import check_read_ahead
 from spark_jobs.checks import data_quality as dq
 from spark_jobs.checks.check_read_ahead import TABLE_THREADS, UpstreamSide, driver_keys
 from spark_jobs.job_io import args_file_main
-from spark_jobs.upstream_read import (
-    checkable_on_driver,
-    resolved_tidb,
-    upstream_at_keys,
-    upstream_count_since,
-    upstream_side,
-)
+from spark_jobs.upstream_read import checkable_on_driver, resolved_tidb, upstream_at_keys, upstream_count, upstream_side
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -235,21 +225,19 @@ def run_checks(
         mark = now
 
     keys = changed_keys(spark, sink, changefeed_id, window_end_ts, table, after_ts, ts).cache()
-    keys_arrow = keys.toArrow()  # O(changed keys): the Delta side keeps only the rows at them, file batch by batch
     if not DeltaTable.is_deltatable(path):
         delta = spark.createDataFrame([], dq.spark_schema_ddl(table))
         report.delta_version, report.row_count = None, 0
     else:
-        delta, report.delta_version = delta_written_since(spark, path, table, after_ts, keys_arrow)
+        # The keys in Arrow (O(changed keys)): the Delta side keeps only the rows at them, file batch by batch.
+        delta, report.delta_version = delta_written_since(spark, path, table, after_ts, keys.toArrow())
         report.row_count = delta_count(path)
     at_keys = delta.cache()
     lap("keys_and_delta")
     try:
         if content:
             assert pd_addr is not None
-            want = upstream_count_since(pd_addr, tidb, table, after_ts=after_ts, ts=ts, keys=keys_arrow,
-                                        base=dq.count_as_of(path, after_ts))
-            report.results.append(_count_result(report.row_count, want))
+            report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table)))
             lap("upstream_count")
             if mode == "checksum":
                 up = upstream_at_keys(spark, pd_addr, tidb, ts, table, keys).cache()
@@ -346,8 +334,7 @@ def _content_on_driver(
             counted, rows = ahead.counts[name], ahead.rows.get(name)
             upstream = "read ahead"
         else:
-            counted, rows = upstream_side(pd_addr, tidb, ts, table, keys, mode, client, after_ts=after_ts,
-                                          base=dq.count_as_of(path, after_ts))
+            counted, rows = upstream_side(pd_addr, tidb, ts, table, keys, mode, client)
             upstream = f"{time.monotonic() - started - delta_s:.3f} s"
         report.results.append(_count_result(report.row_count, counted))
         if mode == "checksum":
