@@ -310,6 +310,7 @@ def _pull(p: WindowPlan) -> dict[str, Any]:
         "sub_windows": _sub_windows(window_cuts(cfg.sink_uri, cfg.changefeed_id, target), checkpoint,
                                     target),
         "ddl_jobs": len(jobs),
+        "source": "capture" if from_capture else "pull",
         "tables": names,
         "snapshot": fetched,
         "seconds": round(time.monotonic() - started, 3),
