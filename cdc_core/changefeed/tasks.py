@@ -28,6 +28,7 @@ from typing import Any, cast
 import pyarrow as pa
 
 from cdc_core import failpoint
+from cdc_core.capture import lease as capture_lease
 from cdc_core.capture import parts as capture_parts
 from cdc_core.capture.window_source import wait_for_capture
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
@@ -204,17 +205,26 @@ def wait_spec(p: WindowPlan) -> dict[str, Any]:
     """What the deferrable wait needs: the upstream, the spans the window pulls (hex keys) and the window end.
 
     ``already_resolved`` is true when a pull already saw every span's resolved ts at or past the window end
-    (``state.resolved_ts``): nothing to wait for.
+    (``state.resolved_ts``), or a running capture's parts already cover it: nothing to wait for. With a capture
+    running (``capture_resolved_ts``: how far its parts cover the window), ``spans`` is empty: the capture holds the
+    streams, so the wait only waits for the TSO to pass the window end and the pull waits on the capture's parts.
     """
     cfg = load_config(p.changefeed_id)
     target = p.target_ts
-    tables = _replicated_tables(cfg, p.checkpoint_ts)
-    spans = [key.table_span(ddl_history.JOB_TABLE_ID), *(key.table_span(pid) for t in tables for pid in t.physical_ids)]
+    captured = (capture_parts.covered_upto(cfg.sink_uri, cfg.changefeed_id, p.checkpoint_ts)
+                if capture_lease.live_holder(cfg.changefeed_id) is not None else None)
+    spans: list[tuple[bytes, bytes]] = []
+    if captured is None:
+        tables = _replicated_tables(cfg, p.checkpoint_ts)
+        spans = [key.table_span(ddl_history.JOB_TABLE_ID),
+                 *(key.table_span(pid) for t in tables for pid in t.physical_ids)]
     return {
         "pd_addr": resolve_pd_addr(cfg.upstream),
         "spans": [[s.hex(), e.hex()] for s, e in spans],
         "target_ts": target,
-        "already_resolved": load_state(cfg.changefeed_id).resolved_ts >= target,
+        "already_resolved": (load_state(cfg.changefeed_id).resolved_ts >= target
+                             or (captured is not None and captured >= target)),
+        "capture_resolved_ts": captured,
     }
 
 

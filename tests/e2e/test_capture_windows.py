@@ -15,7 +15,7 @@ import pytest
 
 from cdc_core.capture import lease as capture_lease
 from cdc_core.capture import parts
-from cdc_core.changefeed import runner
+from cdc_core.changefeed import runner, tasks
 from cdc_core.client.upstream import UpstreamClient
 from testkit.e2e import cli, typed_rows_match
 
@@ -58,6 +58,9 @@ def test_windows_read_the_capture(cdc_home: Path, upstream_cluster: Any) -> None
             (first,) = window(cid, c.get_ts())
             assert first["pull"]["source"] == "capture"
             assert typed_rows_match(c, sink, DB, "acct", first["publish"]["checkpoint_ts"]) == 3
+            # The DAG's wait opens no stream either: the capture holds them.
+            spec = tasks.wait_spec(tasks.plan(cid, interval_end_ts=c.get_ts()))
+            assert spec["spans"] == [] and spec["capture_resolved_ts"] is not None
 
             # Steady windows: the capture's streams stay open; no window registers a region.
             before = scans(upstream_cluster)
