@@ -120,7 +120,9 @@ class Capture:
             while not self._stop.is_set():
                 client.check()
                 wait = max(0.0, next_flush - time.monotonic())
-                if self._buffered_rows < self.part_rows and wait > 0:
+                if wait > 0:
+                    # Woken by a resolved ts moving (a full buffer may then seal early) or the flush interval;
+                    # a full buffer whose resolved ts does not move waits too, never spins.
                     client.progress.clear()
                     stop_wait = asyncio.ensure_future(self._stop.wait())
                     progress = asyncio.ensure_future(client.progress.wait())

@@ -34,8 +34,8 @@ def until(cond: Any, timeout: float = 60.0) -> None:
 class Running:
     """A capture run in a thread of its own (its own event loop), stopped as SIGTERM would."""
 
-    def __init__(self, cid: str) -> None:
-        self.capture = Capture(cid, flush_interval_s=0.3)
+    def __init__(self, cid: str, **kwargs: Any) -> None:
+        self.capture = Capture(cid, **{"flush_interval_s": 0.3, **kwargs})
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -122,5 +122,22 @@ def test_a_restart_resumes_at_the_last_part_with_no_gap(feed: tuple[str, str, Up
         assert any(p.from_ts == stopped_at for p in got)
         assert all(a.to_ts == b.from_ts for a, b in itertools.pairwise(got))
         assert sum(row_events(sink, cid, ts2).values()) == 4  # 2 + 1 inserts + 1 update, none twice
+    finally:
+        run.stop()
+
+
+def test_a_part_holds_at_most_part_rows_events(feed: tuple[str, str, UpstreamClient]) -> None:
+    cid, sink, c = feed
+    run = Running(cid, part_rows=10, flush_interval_s=3.0)  # the row bound seals first
+    try:
+        c.execute("; ".join(f"INSERT INTO cap_loop.a VALUES ({i}, {i})" for i in range(35)))  # 35 commit ts
+        ts = c.get_ts()
+        until(lambda: sum(row_events(sink, cid, parts.resolved_ts(sink, cid) or 0).values()) >= 30
+              if parts.list_parts(sink, cid) else False)
+        got = parts.list_parts(sink, cid)
+        assert max(p.rows for p in got) <= 10 and len(got) >= 3
+        assert all(a.to_ts == b.from_ts for a, b in itertools.pairwise(got))
+        until(lambda: (parts.resolved_ts(sink, cid) or 0) >= ts)  # the rest once the flush interval seals it
+        assert sum(row_events(sink, cid, ts).values()) == 35
     finally:
         run.stop()
