@@ -50,9 +50,8 @@ def test_windows_read_the_capture(cdc_home: Path, upstream_cluster: Any) -> None
         cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{sink}"\nstart-ts = {start_ts}\n'
                        f'[filter]\nrules = ["{DB}.*"]\n')
         cli("changefeed", "create", "--config", str(cfg))
-        up = as_json(cli("capture", "start", cid, "--detach", "--flush-interval", "0.3"))
-        pid = int(up["pid"])
-        try:
+        try:  # stopped in the finally whatever fails (a capture left running would outlive the test)
+            pid = int(as_json(cli("capture", "start", cid, "--detach", "--flush-interval", "0.3"))["pid"])
             assert as_json(cli("capture", "status", cid, "--json"))["state"] == "up"
             c.execute(f"INSERT INTO {DB}.acct VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c')")
             (first,) = window(cid, c.get_ts())
