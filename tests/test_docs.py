@@ -191,7 +191,7 @@ def test_the_command_check_catches_what_the_cli_lacks() -> None:
     assert command_errors("cdcflow upstream fault (split | merge) ...") == []
     assert command_errors("cdcflow upstream start --catalog-* --tls-ca/--tls-key") == []
     assert command_errors("cdcflow tso now | xargs cdcflow tso decode") == []
-    assert command_errors("cdcflow capture start ID") == ["no command 'capture' in cdcflow"]
+    assert command_errors("cdcflow replay start ID") == ["no command 'replay' in cdcflow"]
     assert command_errors("cdcflow upstream fault (split | melt)") == ["no command 'melt' in fault"]
     assert command_errors("cdcflow changefeed run ID --until") == ["run has no option --until"]
 

@@ -36,6 +36,18 @@ def replicated_at(cfg: ChangefeedConfig, storage: SchemaStorage, ts: int) -> lis
     return [t for t in storage.tables_at(ts) if flt.match(t.db_name, t.name)]
 
 
+def window_tables(cfg: ChangefeedConfig, storage: SchemaStorage, after_ts: int, upto_ts: int) -> list[TableInfo]:
+    """Every table replicated at some point of ``(after_ts, upto_ts]``: those replicated at ``after_ts``, then each
+    table as a job of the interval leaves it, from the schema storage (which names an exchanged partitioned table,
+    and holds the normal table under the partition's id: neither is a job's own TableInfo). Their physical ids are
+    the spans a pull (or the capture) reads."""
+    flt = cfg.table_filter
+    touched = (storage.table_at(tid, j.finished_ts) for j in storage.jobs_between(after_ts, upto_ts)
+               for tid in (j.table_info.id if j.table_info else None, j.partition_id) if tid is not None)
+    return [*replicated_at(cfg, storage, after_ts),
+            *(t for t in touched if t is not None and flt.match(t.db_name, t.name))]
+
+
 def shared_commit_ts(cfg: ChangefeedConfig, storage: SchemaStorage, window_end_ts: int, jobs: list[DDLJob]
                      ) -> set[int]:
     """The commit ts of ``jobs`` at which row events of tables replicated just before them committed too (in the

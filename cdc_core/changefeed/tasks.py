@@ -25,7 +25,12 @@ import uuid
 from dataclasses import replace
 from typing import Any, cast
 
+import pyarrow as pa
+
 from cdc_core import failpoint
+from cdc_core.capture import lease as capture_lease
+from cdc_core.capture import parts as capture_parts
+from cdc_core.capture.window_source import wait_for_capture
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec import changelog, key, tso
 from cdc_core.errors import ChangefeedError, ConfigError, DataQualityError
@@ -48,7 +53,7 @@ from .job_args.window_checks import ReadAheadArgs, WindowChecksArgs
 from .reconcile import table_entry
 from .schema_loader import load_schema_jobs
 from .state import ChangefeedState, advance_checkpoint, load_state, locked_state, set_error
-from .steps import apply_steps, changed, replicated_at, shared_commit_ts
+from .steps import apply_steps, changed, replicated_at, shared_commit_ts, window_tables
 from .sub_windows import cut_window, window_cuts
 from .window_plan import MODES, RebuildPlan, SnapshotPlan, WindowMode, WindowPlan
 
@@ -200,17 +205,26 @@ def wait_spec(p: WindowPlan) -> dict[str, Any]:
     """What the deferrable wait needs: the upstream, the spans the window pulls (hex keys) and the window end.
 
     ``already_resolved`` is true when a pull already saw every span's resolved ts at or past the window end
-    (``state.resolved_ts``): nothing to wait for.
+    (``state.resolved_ts``), or a running capture's parts already cover it: nothing to wait for. With a capture
+    running (``capture_resolved_ts``: how far its parts cover the window), ``spans`` is empty: the capture holds the
+    streams, so the wait only waits for the TSO to pass the window end and the pull waits on the capture's parts.
     """
     cfg = load_config(p.changefeed_id)
     target = p.target_ts
-    tables = _replicated_tables(cfg, p.checkpoint_ts)
-    spans = [key.table_span(ddl_history.JOB_TABLE_ID), *(key.table_span(pid) for t in tables for pid in t.physical_ids)]
+    captured = (capture_parts.covered_upto(cfg.sink_uri, cfg.changefeed_id, p.checkpoint_ts)
+                if capture_lease.live_holder(cfg.changefeed_id) is not None else None)
+    spans: list[tuple[bytes, bytes]] = []
+    if captured is None:
+        tables = _replicated_tables(cfg, p.checkpoint_ts)
+        spans = [key.table_span(ddl_history.JOB_TABLE_ID),
+                 *(key.table_span(pid) for t in tables for pid in t.physical_ids)]
     return {
         "pd_addr": resolve_pd_addr(cfg.upstream),
         "spans": [[s.hex(), e.hex()] for s, e in spans],
         "target_ts": target,
-        "already_resolved": load_state(cfg.changefeed_id).resolved_ts >= target,
+        "already_resolved": (load_state(cfg.changefeed_id).resolved_ts >= target
+                             or (captured is not None and captured >= target)),
+        "capture_resolved_ts": captured,
     }
 
 
@@ -265,20 +279,19 @@ def _pull(p: WindowPlan) -> dict[str, Any]:
     # 1. The DDL puller: the DDL job table's span first, so that the schema storage knows every
     #    table that exists at any moment of the window (tables created in it included).
     ddl_span = {ddl_history.JOB_TABLE_ID: key.table_span(ddl_history.JOB_TABLE_ID)}
-    ddl_events, _ = asyncio.run(collect_window(pd_addr, ddl_span, checkpoint, target, options=cfg.puller))
+    from_capture = wait_for_capture(cfg, checkpoint, target)
+    if from_capture:  # the capture's subscriptions already hold the window: no stream opened here
+        ddl_events = pa.Table.from_batches(list(capture_parts.read_events(
+            cfg.sink_uri, cfg.changefeed_id, checkpoint, target, ddl_span)), schema=changelog.SCHEMA)
+    else:
+        ddl_events, _ = asyncio.run(collect_window(pd_addr, ddl_span, checkpoint, target, options=cfg.puller))
     slog = _schema_log(cfg, checkpoint)
     known = {i for t in _replicated_at(cfg, slog.storage(), checkpoint) for i in (t.id, *t.physical_ids)}
     jobs = decode_jobs(ddl_events, cfg.table_filter.match, known)
     slog.advance(jobs, target)
     slog.save()
     storage = slog.storage()
-    flt = cfg.table_filter
-    # Each table as the window's jobs leave it, from the schema storage (which names an exchanged partitioned table,
-    # and holds the normal table under the partition's id: neither is a job's own TableInfo).
-    touched = (storage.table_at(tid, j.finished_ts) for j in storage.jobs_between(checkpoint, target)
-               for tid in (j.table_info.id if j.table_info else None, j.partition_id) if tid is not None)
-    versions = [*_replicated_at(cfg, storage, checkpoint),
-                *(t for t in touched if t is not None and flt.match(t.db_name, t.name))]
+    versions = window_tables(cfg, storage, checkpoint, target)
     ids = {t.id for t in versions}
     # 2. The row changes of every table replicated at some point of the window, a partitioned table's under the id
     #    of every partition it had in the window (TiKV keys its rows by them; ADD / DROP PARTITION change them).
@@ -286,8 +299,13 @@ def _pull(p: WindowPlan) -> dict[str, Any]:
     #    They go to the bronze window as they arrive, a part at a time: the pull holds a part, not the window.
     with changelog.WindowWriter(cfg.sink_uri, cfg.changefeed_id, target, after_ts=checkpoint) as writer:
         writer.add(ddl_events)
-        resolved = asyncio.run(stream_window(pd_addr, spans, checkpoint, target, writer.add, writer=writer,
-                                             options=cfg.puller))
+        if from_capture:
+            for batch in capture_parts.read_events(cfg.sink_uri, cfg.changefeed_id, checkpoint, target, spans):
+                writer.write(batch)
+            resolved = {sid: target for sid in spans}
+        else:
+            resolved = asyncio.run(stream_window(pd_addr, spans, checkpoint, target, writer.add, writer=writer,
+                                                 options=cfg.puller))
         path = writer.commit(cuts=cut_window(writer, cfg.window_max_events))
         events_pulled = writer.rows
     failpoint.hit("pull.bronze_written")
@@ -302,12 +320,27 @@ def _pull(p: WindowPlan) -> dict[str, Any]:
         "sub_windows": _sub_windows(window_cuts(cfg.sink_uri, cfg.changefeed_id, target), checkpoint,
                                     target),
         "ddl_jobs": len(jobs),
+        "source": "capture" if from_capture else "pull",
         "tables": names,
         "snapshot": fetched,
         "seconds": round(time.monotonic() - started, 3),
     }
     log.info("pulled window", changefeed_id=cfg.changefeed_id, target_ts=target, **out)
     return out
+
+
+def _prune_capture(cfg: ChangefeedConfig, checkpoint_ts: int) -> None:
+    """Remove the capture's parts wholly at or below the checkpoint: no window reads below it, and the bronze
+    windows cut from them hold their events. Never fails publish."""
+    try:
+        gone = capture_parts.remove_upto(cfg.sink_uri, cfg.changefeed_id, checkpoint_ts)
+    except OSError:
+        log.warning("could not remove the capture's parts below the checkpoint", changefeed_id=cfg.changefeed_id,
+                    exc_info=True)
+        return
+    if gone:
+        log.info("removed the capture's parts below the checkpoint", changefeed_id=cfg.changefeed_id,
+                 checkpoint_ts=checkpoint_ts, parts=len(gone))
 
 
 def _reusable_window(cfg: ChangefeedConfig, checkpoint: int, target: int) -> dict[str, Any] | None:
@@ -625,6 +658,7 @@ def publish(p: WindowPlan, applied: dict[str, Any], checked: dict[str, Any]) -> 
         if cfg.target_ts and st.checkpoint_ts >= cfg.target_ts:
             st.state = "finished"
     metrics_history.record_publish(cid)
+    _prune_capture(cfg, p.target_ts)
     # Holds the upstream's MVCC history at the checkpoint (the next window reads from it); never fails publish.
     gc_safepoint.refresh_for_changefeed(cid, p.target_ts, cfg=cfg)
     log.info("published window", changefeed_id=cid, checkpoint_ts=p.target_ts)

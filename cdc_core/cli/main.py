@@ -18,6 +18,7 @@ err_console = Console(stderr=True)
 _GROUPS: dict[str, tuple[str, str, str]] = {
     "upstream": ("upstream_cmd", "app", "Run and drive the embedded upstream cluster."),
     "changefeed": ("changefeed_cmd", "app", "Create, run and inspect changefeeds."),
+    "capture": ("capture_cmd", "app", "Run a changefeed's continuous capture (its long-lived subscriptions)."),
     "tso": ("tso_cmd", "app", "TSO timestamps."),
     "verify": ("verify_cmd", "verify",
                "Compare every replicated table at a ts with its Delta table; exit 1 on any difference."),

@@ -1,0 +1,1 @@
+"""Continuous capture: one long-lived subscription per changefeed writing the bronze changelog in parts."""
