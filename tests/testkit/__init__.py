@@ -13,4 +13,6 @@
 - ``listing_load``: issue 5's table-listing load scenario;
 - ``suite_schedule``: the pytest plugin that spreads ``make test`` over its two workers;
 - ``import_graph``: the project's import graph and its circles (``tests/test_import_graph.py``).
+- ``sysbench``: Debian's stock sysbench against the MySQL front, and a changefeed running beside it;
+- ``sql_engine``: statements on an embedded cluster's SQL engine, their rows and their MySQL errors.
 """

@@ -9,21 +9,7 @@ import pytest
 
 from cdc_core.upstream.sql import mysql_errors
 from cdc_core.upstream.sql.errors import SqlError
-
-
-def result(cluster: Any, sql: str) -> Any:
-    return cluster.run(cluster.cluster.sql.execute(sql))[-1]
-
-
-def values(cluster: Any, sql: str) -> list[tuple[Any, ...]]:
-    res = result(cluster, sql)
-    return [tuple(r[c] for c in res.columns) for r in res.rows]
-
-
-def error(cluster: Any, sql: str) -> tuple[int, str]:
-    with pytest.raises(SqlError) as ei:
-        cluster.run(cluster.cluster.sql.execute(sql))
-    return mysql_errors.code_of(ei.value).code, mysql_errors.strip_context(ei.value.message)
+from testkit.sql_engine import error, result, values
 
 
 @pytest.fixture

@@ -10,21 +10,11 @@ import pytest
 
 from cdc_core.upstream.sql import mysql_errors
 from cdc_core.upstream.sql.errors import SqlError
+from testkit.sql_engine import error, values
 
 
 def run(cluster: Any, sql: str) -> list[dict[str, Any]]:
     return list(cluster.run(cluster.cluster.sql.execute(sql))[-1].rows)
-
-
-def values(cluster: Any, sql: str) -> list[tuple[Any, ...]]:
-    res = cluster.run(cluster.cluster.sql.execute(sql))[-1]
-    return [tuple(r[c] for c in res.columns) for r in res.rows]
-
-
-def error(cluster: Any, sql: str) -> tuple[int, str]:
-    with pytest.raises(SqlError) as ei:
-        cluster.run(cluster.cluster.sql.execute(sql))
-    return mysql_errors.code_of(ei.value).code, mysql_errors.strip_context(ei.value.message)
 
 
 @pytest.fixture

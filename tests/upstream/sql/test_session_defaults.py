@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pymysql
 import pytest
 
 from cdc_core.upstream.sql.session_defaults import TIDB_SESSION_DEFAULTS
-
-
-@pytest.fixture
-def conn(upstream_cluster: Any) -> Iterator[Any]:
-    host, _, port = upstream_cluster.mysql_addr.rpartition(":")
-    c = pymysql.connect(host=host, port=int(port), user="root", autocommit=True)
-    yield c
-    c.close()
 
 
 def test_what_clients_read_at_connect_is_tidb_s(conn: Any) -> None:

@@ -3,19 +3,10 @@ and ``information_schema.schemata`` (now and under ``@@tidb_snapshot``), through
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pymysql
 import pytest
-
-
-@pytest.fixture
-def conn(upstream_cluster: Any) -> Iterator[Any]:
-    host, _, port = upstream_cluster.mysql_addr.rpartition(":")
-    c = pymysql.connect(host=host, port=int(port), user="root", autocommit=True)
-    yield c
-    c.close()
 
 
 def query(conn: Any, sql: str) -> tuple[tuple[Any, ...], list[str]]:

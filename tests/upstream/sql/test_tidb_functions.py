@@ -3,7 +3,6 @@ anywhere an expression stands; an unknown function is TiDB's 1305; result column
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -11,14 +10,6 @@ import pymysql
 import pytest
 
 from cdc_core.codec.tso import compose
-
-
-@pytest.fixture
-def conn(upstream_cluster: Any) -> Iterator[Any]:
-    host, _, port = upstream_cluster.mysql_addr.rpartition(":")
-    c = pymysql.connect(host=host, port=int(port), user="root", autocommit=True)
-    yield c
-    c.close()
 
 
 def one(conn: Any, sql: str, args: Any = None) -> tuple[Any, ...]:
