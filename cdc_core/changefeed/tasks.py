@@ -611,7 +611,16 @@ def _window_checks_args(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int,
         return None
     return WindowChecksArgs(sink_uri=cfg.sink_uri, changefeed_id=cfg.changefeed_id, window_end_ts=plan.target_ts,
                             tables=tuple(by_keys), after_ts=after_ts, ts=ts, mode=cfg.dq_mode,
-                            pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb)
+                            pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb,
+                            derive_counts=_untouched_by_ddl(cfg, [t for t, _ in by_keys], after_ts, ts))
+
+
+def _untouched_by_ddl(cfg: ChangefeedConfig, tables: list[TableInfo], after_ts: int, ts: int) -> tuple[str, ...]:
+    """The names of ``tables`` no DDL job in ``(after_ts, ts]`` touched (:meth:`DDLJob.touches`): their row count at
+    ``ts`` is the count checked at ``after_ts`` plus what their changed keys gained and lost
+    (``WindowChecksArgs.derive_counts``); the others are counted."""
+    jobs = SchemaLog.load(cfg.changefeed_id).storage().jobs_between(after_ts, ts)
+    return tuple(t.qualified_name for t in tables if not any(j.touches(t) for j in jobs))
 
 
 def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tuple[dict[str, Any], str]:

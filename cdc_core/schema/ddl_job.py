@@ -80,6 +80,20 @@ class DDLJob:
         """What identifies the job (or the one table's part of a multi-table job)."""
         return (self.job_id, self.sub_index)
 
+    def touches(self, table: TableInfo) -> bool:
+        """Whether the job names ``table`` -- by its table id or a physical id (a partition's, one exchanged or
+        left behind), before or after the job, or by ``(schema, name)`` before or after it: whether rows may have
+        come or gone under ``table`` without a row event naming them (a RENAME, TRUNCATE, partition DDL, EXCHANGE
+        PARTITION, a table created or dropped under its name). O(the job's ids + the table's partitions)."""
+        ti = self.table_info
+        ids = {self.table_id, self.old_table_id, self.partition_id, *self.old_physical_ids}
+        if ti is not None:
+            ids.update((ti.id, *ti.physical_ids))
+        if table.id in ids or not ids.isdisjoint(table.physical_ids):
+            return True
+        return (table.db_name, table.name) in {(self.schema_name, self.table_name),
+                                               (self.old_schema_name, self.old_table_name)}
+
     def to_row(self) -> dict[str, Any]:
         """``{field: value}`` of cdcflow's own state files (schema logs, snapshots, step arguments)."""
         return {

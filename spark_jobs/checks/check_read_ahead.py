@@ -1,7 +1,8 @@
 """The upstream side of a window's checks, read while the window applies.
 
 What the window checks on the driver compare Delta with -- the window's changed keys (from its bronze changelog),
-the upstream's ``COUNT(*)`` and its rows at those keys, all at the window's end ts -- is fixed once the window is
+the upstream's row count (from the count checked at the previous barrier and those keys) and its rows at those
+keys, all at the window's end ts -- is fixed once the window is
 pulled: applying it changes none of it. :func:`start` reads it in a thread of this process while the window
 applies (the apply waits on Delta, this on the upstream, which is otherwise idle then); :func:`take` hands it to
 the ``window_checks`` job of the same arguments, which reads it itself when nothing was read ahead (another
@@ -23,7 +24,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cdc_core.changefeed.job_args.window_checks import ReadAheadArgs, WindowChecksArgs
+from cdc_core.codec.sink_uri import table_path
 from cdc_core.schema.model import TableInfo
+from spark_jobs.checks import data_quality as dq
 from spark_jobs.upstream_read import checkable_on_driver, upstream_side
 
 if TYPE_CHECKING:
@@ -101,7 +104,10 @@ def read(args: WindowChecksArgs) -> UpstreamSide:
             def one(table: TableInfo) -> None:
                 at = keys[table.qualified_name]
                 assert at is not None
-                count, got = upstream_side(pd_addr, tidb, ts, table, at, mode, client)
+                base = (dq.count_as_of(table_path(args.sink_uri, table), args.after_ts) if args.derives_count(table)
+                        else None)
+                count, got = upstream_side(pd_addr, tidb, ts, table, at, mode, client, after_ts=args.after_ts,
+                                           base=base)
                 if got is not None:
                     rows[table.qualified_name] = got
                 counts[table.qualified_name] = count  # last: a count means the table was read whole

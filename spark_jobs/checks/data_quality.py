@@ -253,6 +253,18 @@ def version_as_of(path: str | DeltaTable, ts: int) -> int | None:
 DRIVER_READ_ROWS = 100_000
 
 
+def count_as_of(path: str, ts: int) -> int | None:
+    """Rows of the Delta table at ``path`` as the changefeed had it at ``ts`` (:func:`version_as_of`), from its log's
+    statistics; None when there is no such version or a file lacks its row count. The window checks' base count:
+    the table at the previous barrier, which that barrier's checks compared with the upstream."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        return None
+    version = version_as_of(path, ts)
+    return None if version is None else log_row_count(DeltaTable(path, version=version))
+
+
 def log_row_count(dt: DeltaTable) -> int | None:
     """Rows of a Delta table version from its log's file statistics, deletion vectors counted (no data read); None
     when a file lacks them (:func:`spark_jobs.load.silver_read.log_row_count`)."""

@@ -11,7 +11,11 @@ At ``ts``, for a table whose rows the window ``(after_ts, ts]`` changed:
 3. ``delta_key_unique``, ``not_null:<column>``, ``unique:<index>`` (Great Expectations) on the Delta rows at those
    keys;
 4. ``row_count_equals``: the row count in the Delta log's statistics (``numRecords`` of the live files, no data
-   read) against ``SELECT COUNT(*)`` at ``ts``, which the upstream answers itself (TiKV's coprocessor);
+   read) against the upstream's count at ``ts`` without counting its table (``upstream_read.upstream_count_since``):
+   the count checked at ``after_ts`` (Delta's then, :func:`~spark_jobs.checks.data_quality.count_as_of`) plus the
+   changed keys the upstream holds at ``ts`` minus those it held at ``after_ts`` -- O(changed keys); a
+   ``SELECT COUNT(*)`` (TiKV's coprocessor walking the table) only for a table's first checks and keys of a type
+   written as no exact literal. The full reconciliation counts every row (``cdcflow verify``, the maintenance DAG);
 5. ``schema_equals``: the Delta log's schema against the schema version's.
 
 The Delta side reads only the files committed since the table's version at ``after_ts`` (every row written in the
@@ -46,7 +50,13 @@ from spark_jobs.checks import check_read_ahead
 from spark_jobs.checks import data_quality as dq
 from spark_jobs.checks.check_read_ahead import TABLE_THREADS, UpstreamSide, driver_keys
 from spark_jobs.job_io import args_file_main
-from spark_jobs.upstream_read import checkable_on_driver, resolved_tidb, upstream_at_keys, upstream_count, upstream_side
+from spark_jobs.upstream_read import (
+    checkable_on_driver,
+    resolved_tidb,
+    upstream_at_keys,
+    upstream_count_since,
+    upstream_side,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -200,10 +210,12 @@ def _rows_equal(table: TableInfo, key: list[str], delta: DataFrame, upstream: Da
 def run_checks(
     sink: str, changefeed_id: str, window_end_ts: int, table: TableInfo, *, after_ts: int, ts: int, mode: DqMode,
     pd_addr: str | None, tidb: str | None = None, content: bool = True, spark: SparkSession | None = None,
+    derive_count: bool = False,
 ) -> dq.CheckReport:
     """The checks of the module docstring for ``table`` at ``ts``. ``content=False`` (event filters drop its
     rows on purpose) leaves out ``rows_equal`` and ``row_count_equals``; mode "count" leaves out ``rows_equal``.
-    The report is returned, never raised."""
+    ``derive_count``: the upstream's count is derived from the count at ``after_ts`` (no DDL job touched the table
+    since, ``WindowChecksArgs.derive_counts``), else it is a ``COUNT(*)``. The report is returned, never raised."""
     from deltalake import DeltaTable
 
     from spark_jobs.session import get_spark
@@ -225,19 +237,21 @@ def run_checks(
         mark = now
 
     keys = changed_keys(spark, sink, changefeed_id, window_end_ts, table, after_ts, ts).cache()
+    keys_arrow = keys.toArrow()  # O(changed keys): the Delta side keeps only the rows at them, file batch by batch
     if not DeltaTable.is_deltatable(path):
         delta = spark.createDataFrame([], dq.spark_schema_ddl(table))
         report.delta_version, report.row_count = None, 0
     else:
-        # The keys in Arrow (O(changed keys)): the Delta side keeps only the rows at them, file batch by batch.
-        delta, report.delta_version = delta_written_since(spark, path, table, after_ts, keys.toArrow())
+        delta, report.delta_version = delta_written_since(spark, path, table, after_ts, keys_arrow)
         report.row_count = delta_count(path)
     at_keys = delta.cache()
     lap("keys_and_delta")
     try:
         if content:
             assert pd_addr is not None
-            report.results.append(_count_result(report.row_count, upstream_count(pd_addr, tidb, ts, table)))
+            want = upstream_count_since(pd_addr, tidb, table, after_ts=after_ts, ts=ts, keys=keys_arrow,
+                                        base=dq.count_as_of(path, after_ts) if derive_count else None)
+            report.results.append(_count_result(report.row_count, want))
             lap("upstream_count")
             if mode == "checksum":
                 up = upstream_at_keys(spark, pd_addr, tidb, ts, table, keys).cache()
@@ -307,6 +321,7 @@ def same_rows(a: pa.Table, b: pa.Table) -> bool:
 def _content_on_driver(
     sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: DqMode, pd_addr: str | None,
     tidb: str | None, content: bool, client: UpstreamClient | None, ahead: UpstreamSide | None = None,
+    derive_count: bool = False,
 ) -> tuple[dq.CheckReport, pa.Table] | None:
     """:func:`check_on_driver` but the structural expectations: the report so far and the Delta rows at the keys
     (:func:`spark_jobs.checks.data_quality.structural_columns`), or None when a check failed. The upstream's count and
@@ -334,7 +349,8 @@ def _content_on_driver(
             counted, rows = ahead.counts[name], ahead.rows.get(name)
             upstream = "read ahead"
         else:
-            counted, rows = upstream_side(pd_addr, tidb, ts, table, keys, mode, client)
+            counted, rows = upstream_side(pd_addr, tidb, ts, table, keys, mode, client, after_ts=after_ts,
+                                          base=dq.count_as_of(path, after_ts) if derive_count else None)
             upstream = f"{time.monotonic() - started - delta_s:.3f} s"
         report.results.append(_count_result(report.row_count, counted))
         if mode == "checksum":
@@ -353,7 +369,7 @@ def _content_on_driver(
 
 def check_on_driver(
     sink: str, table: TableInfo, keys: pa.Table, *, after_ts: int, ts: int, mode: DqMode, pd_addr: str | None,
-    tidb: str | None = None, content: bool = True, client: UpstreamClient | None = None,
+    tidb: str | None = None, content: bool = True, client: UpstreamClient | None = None, derive_count: bool = False,
 ) -> dq.CheckReport | None:
     """:func:`run_checks` for a table whose changed keys the driver holds (``keys``, from
     :mod:`spark_jobs.normalize.changed_keys`), every step on the driver in Arrow and no Spark job: the Delta rows at the
@@ -368,7 +384,7 @@ def check_on_driver(
     if mode == "off":
         return dq.CheckReport(table=table.qualified_name, ts=ts, mode=_mode_text(mode, content), passed=True)
     checked = _content_on_driver(sink, table, keys, after_ts=after_ts, ts=ts, mode=mode, pd_addr=pd_addr, tidb=tidb,
-                                 content=content, client=client)
+                                 content=content, client=client, derive_count=derive_count)
     if checked is None or structural_checks.failing({table.qualified_name: (table, checked[1])}):
         return None
     report, _ = checked
@@ -404,7 +420,8 @@ def _driver_checks(args: WindowChecksArgs, reports: dict[str, dict[str, Any]], c
             return table, None
         try:
             return table, _content_on_driver(sink, table, k, after_ts=after_ts, ts=ts, mode=mode, pd_addr=pd_addr,
-                                             tidb=tidb, content=content, client=client, ahead=ahead)
+                                             tidb=tidb, content=content, client=client, ahead=ahead,
+                                             derive_count=args.derives_count(table))
         except Exception:  # the Spark checks then run, and raise what the table's checks cannot get past
             log.warning("window checks of %s on the driver failed; checking it in Spark", table.qualified_name,
                         exc_info=True)
@@ -459,7 +476,8 @@ def run_job(opts: WindowChecksArgs) -> dict[str, Any]:
             table, content = entry
             return table.qualified_name, run_checks(
                 sink, opts.changefeed_id, opts.window_end_ts, table, after_ts=after_ts, ts=ts, mode=mode,
-                pd_addr=pd_addr, tidb=tidb, content=content, spark=spark).to_dict()
+                pd_addr=pd_addr, tidb=tidb, content=content, spark=spark,
+                derive_count=opts.derives_count(table)).to_dict()
 
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
             reports.update(pool.map(one, in_spark))

@@ -68,7 +68,8 @@ def _create_job(t: Any) -> DDLJob:
 def _one_of_each() -> list[JobArgs]:
     t, r = clustered_table(), rowid_table()
     checks = WindowChecksArgs(sink_uri="s", changefeed_id="cf", window_end_ts=2**64 - 1, tables=((t, True), (r, False)),
-                              after_ts=5, ts=9, mode="count", pd_addr="p:2379", tidb="t:4000")
+                              after_ts=5, ts=9, mode="count", pd_addr="p:2379", tidb="t:4000",
+                              derive_counts=(r.qualified_name,))
     return [
         ApplyArgs(sink_uri="s", changefeed_id="cf", window_end_ts=30, tables=(t, {"table": r, "event_filters": []}),
                   after_ts=10, upto_ts=19, version=19, at_barrier=True,
@@ -136,6 +137,14 @@ def test_window_checks_arguments_are_checked_when_built_and_name_what_is_wrong()
     assert not WindowChecksArgs.from_dict({**args, "pd_addr": None, "mode": "off"}).reads_upstream
     only_structure = {**args, "pd_addr": None, "tables": [{"table": table.to_json(), "content": False}]}
     assert not WindowChecksArgs.from_dict(only_structure).reads_upstream
+    # a count derived from the previous check's names a table the job checks; by default every table is counted
+    assert not opts.derives_count(table) and opts.derive_counts == ()
+    derived = WindowChecksArgs.from_dict({**args, "derive_counts": [table.qualified_name]})
+    assert derived.derives_count(table) and derived.key() != opts.key()
+    with pytest.raises(ValueError, match=r"window_checks: derive_counts names tables it does not check: \['db.nope'\]"):
+        WindowChecksArgs.from_dict({**args, "derive_counts": ["db.nope"]})
+    with pytest.raises(ValueError, match="window_checks: derive_counts must be a list of table names"):
+        WindowChecksArgs.from_dict({**args, "derive_counts": "t"})
 
 
 

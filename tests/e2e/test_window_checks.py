@@ -149,3 +149,60 @@ def test_a_row_the_driver_finds_differing_is_reported_by_spark(cdc_home: Path, u
     check_read_ahead.start(ReadAheadArgs.ahead_of(args))
     assert window_checks.run_job(args) == out
     assert "the checks' upstream side read ahead failed" in caplog.text and "no upstream" in caplog.text
+
+
+def test_the_count_check_counts_the_changed_keys_not_the_table(cdc_home: Path, upstream_cluster: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 55: a window's ``row_count_equals`` costs the upstream O(changed keys): the count checked at the
+    previous barrier plus the changed keys held now minus those held then, never a ``SELECT COUNT(*)`` -- and it
+    still sees a row Delta holds and the upstream does not, on the driver and in Spark."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    sink = cdc_home / "lake"
+    db, cid = "e2e_wchecks_count", "wcheckscount"
+    counted: list[str] = []
+    full_count = upstream_read.upstream_count
+
+    def recorded(pd_addr: str, tidb: str | None, ts: int, table: Any, client: Any = None) -> int:
+        counted.append(table.qualified_name)
+        return full_count(pd_addr, tidb, ts, table, client)
+
+    monkeypatch.setattr(upstream_read, "upstream_count", recorded)
+    with UpstreamClient(upstream_cluster.pd_addr) as c:
+        c.execute(f"CREATE DATABASE {db}; CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)")
+        start = c.get_ts()
+        c.execute(f"INSERT INTO {db}.t VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 101)))
+        cfg = cdc_home / f"{cid}.toml"
+        cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
+                       f'[filter]\nrules = ["{db}.*"]\n[data-quality]\nmode = "count"\n')
+        _cli("changefeed", "create", "--config", str(cfg))
+        runner.run_until(cid, c.get_ts())
+        counted.clear()
+        # net: +2 inserted, -3 deleted, one of them inserted again, a key moved (-1 +1): 100 rows still
+        c.execute(f"INSERT INTO {db}.t VALUES (101, 0), (102, 0); DELETE FROM {db}.t WHERE id IN (5, 6, 7); "
+                  f"INSERT INTO {db}.t VALUES (7, 70); UPDATE {db}.t SET id = 1000 WHERE id = 50; "
+                  f"UPDATE {db}.t SET v = -1 WHERE id < 4")
+        result = runner.run_until(cid, c.get_ts())[-1]
+        assert result["check"]["passed"], result["check"]
+        assert counted == [], "a window's checks counted the upstream's table"
+        assert DeltaTable(str(sink / db / "t")).to_pyarrow_table().num_rows == 100
+
+        # A row Delta holds that the upstream does not, at a key no window changed (written outside cdcflow)
+        path = str(sink / db / "t")
+        extra = pa.table({"id": pa.array([5000], pa.int32()), "v": pa.array([1], pa.int32())})
+        write_deltalake(path, extra.cast(pa.schema(DeltaTable(path).schema().to_arrow())), mode="append")
+        c.execute(f"UPDATE {db}.t SET v = 2 WHERE id = 1")
+        ts = c.get_ts()
+    plan = result["plan"]
+    (table,) = tables_at(load_config(cid), ts)
+    after = plan["target_ts"]
+    keys = changed_keys_arrow(f"file://{sink}", cid, after, [table], plan["checkpoint_ts"], after, limit=100)
+    common = {"after_ts": plan["checkpoint_ts"], "ts": after, "mode": "count", "pd_addr": upstream_cluster.pd_addr,
+              "derive_count": True}
+    driver = window_checks.check_on_driver(f"file://{sink}", table, keys[f"{db}.t"], **common)
+    spark = window_checks.run_checks(f"file://{sink}", cid, after, table, **common)
+    assert driver is None  # a check failed on the driver: the job hands the table to Spark
+    failed = [r for r in spark.results if not r.success]
+    assert [(r.expectation, r.observed, r.expected) for r in failed] == [("row_count_equals", 101, 100)]
+    assert counted == []

@@ -53,3 +53,32 @@ def test_jobs_sort_in_commit_order_then_by_job_and_part() -> None:
     random.Random(7).shuffle(shuffled)
     assert sorted(shuffled, key=sort_key) == ordered
     assert [j.key for j in ordered] == [(1, 0), (3, 0), (3, 1), (3, 2), (4, 0), (2, 0)]
+
+
+def test_a_job_touches_the_tables_it_names_by_id_partition_or_name() -> None:
+    """What decides whether a window's count check may derive the upstream's count (``tasks._untouched_by_ddl``):
+    a job touches a table it names by table id, a partition's id (exchanged or left behind) or its name, before or
+    after the job; any other table it leaves alone."""
+    from dataclasses import replace
+
+    from cdc_core.schema.partition import RANGE, PartitionDef, PartitionInfo
+
+    t, u = _t(100), _t(400, "u")
+    pt = replace(_t(300, "p"), partition=PartitionInfo(RANGE, "id", (PartitionDef(301, "p0", 10),
+                                                                       PartitionDef(302, "p1", None))))
+    alter = DDLJob(2, "add column", 2, 100, "db", "t", "ALTER TABLE t ADD c INT", 8, t, 510)
+    assert alter.touches(t) and not alter.touches(u) and not alter.touches(pt)
+    # EXCHANGE PARTITION p0 of p with db.u: the normal table is the job's old table, the partition its id
+    exchange = DDLJob(3, "exchange partition", 2, 300, "db", "p", "ALTER TABLE p EXCHANGE PARTITION p0 WITH TABLE u",
+                      9, pt, 520, old_table_id=999, old_schema_name="db", old_table_name="u", partition_id=400)
+    assert exchange.touches(pt) and exchange.touches(u) and not exchange.touches(t)
+    # a partition left behind by a REORGANIZE names the table that held it, even under another id now
+    reorganized = DDLJob(4, "reorganize partition", 2, 777, "x", "y", "ALTER TABLE ... REORGANIZE", 10, None, 530,
+                         old_physical_ids=(302,))
+    assert reorganized.touches(pt) and not reorganized.touches(t)
+    # RENAME TABLE db.t TO db.t2, and a table created where it was: both touched by name
+    renamed = DDLJob(5, "rename table", 2, 100, "db", "t2", "RENAME TABLE db.t TO db.t2", 11, _t(100, "t2"), 540,
+                     old_table_id=100, old_schema_name="db", old_table_name="t")
+    assert renamed.touches(replace(t, id=500)) and renamed.touches(_t(100, "t2")) and not renamed.touches(u)
+    # a schema job names no table
+    assert not DDLJob(6, "drop schema", 3, None, "other", None, "DROP DATABASE other", 12, None, 550).touches(u)

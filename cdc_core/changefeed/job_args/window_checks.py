@@ -29,6 +29,11 @@ class WindowChecksArgs(JobArgs):
     purpose, so only its structure is); their changed keys are those of the bronze window ``window_end_ts`` with
     ``after_ts < commit_ts <= ts``, checked at ``ts``. ``pd_addr`` is the upstream's PD, needed unless the mode is
     "off" or no table's content is checked; ``tidb`` its SQL addresses (default: those registered in PD).
+    ``derive_counts`` names the tables whose upstream count may be derived from the count checked at ``after_ts``
+    and the changed keys (``spark_jobs.upstream_read.upstream_count_since``): those no DDL job touched in
+    ``(after_ts, ts]``, which the runner knows from its schema log. A RENAME, TRUNCATE, partition DDL or EXCHANGE
+    PARTITION between the two moves rows no event names, so the others (and every table, by default) are counted
+    with ``SELECT COUNT(*)``.
 
     Raises ``ValueError`` naming the argument: a missing one, one the job does not know (a typo would otherwise be
     ignored), a ts that is not an integer, an unknown mode, content to check without ``pd_addr``.
@@ -45,9 +50,18 @@ class WindowChecksArgs(JobArgs):
     mode: DqMode = "checksum"
     pd_addr: str | None = None
     tidb: str | None = None
+    derive_counts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_dq(self.mode, any(c for _, c in self.tables), self.pd_addr)
+        known = {t.qualified_name for t, _ in self.tables}
+        unknown = [n for n in self.derive_counts if n not in known]
+        if unknown:
+            raise ValueError(f"{self.JOB}: derive_counts names tables it does not check: {unknown}")
+
+    def derives_count(self, table: TableInfo) -> bool:
+        """Whether ``table``'s upstream count is derived from the count at ``after_ts`` (else ``COUNT(*)``)."""
+        return table.qualified_name in self.derive_counts
 
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> WindowChecksArgs:
@@ -60,12 +74,13 @@ class WindowChecksArgs(JobArgs):
                    window_end_ts=ts_arg(job, "window_end_ts", args["window_end_ts"]),
                    tables=table_entries(job, args["tables"]),
                    after_ts=ts_arg(job, "after_ts", args["after_ts"]), ts=ts_arg(job, "ts", args["ts"]),
-                   mode=args.get("mode", "checksum"), pd_addr=args.get("pd_addr"), tidb=args.get("tidb"))
+                   mode=args.get("mode", "checksum"), pd_addr=args.get("pd_addr"), tidb=args.get("tidb"),
+                   derive_counts=_names(job, args.get("derive_counts", ())))
 
     def to_dict(self) -> dict[str, Any]:
         return {"sink_uri": self.sink_uri, "changefeed_id": self.changefeed_id, "window_end_ts": self.window_end_ts,
                 "tables": entries_json(self.tables), "after_ts": self.after_ts, "ts": self.ts, "mode": self.mode,
-                "pd_addr": self.pd_addr, "tidb": self.tidb}
+                "pd_addr": self.pd_addr, "tidb": self.tidb, "derive_counts": list(self.derive_counts)}
 
     @property
     def reads_upstream(self) -> bool:
@@ -76,7 +91,14 @@ class WindowChecksArgs(JobArgs):
         """The arguments as one string: what a read ahead for this job is found by
         (``spark_jobs.checks.check_read_ahead``)."""
         return json.dumps([self.sink_uri, self.changefeed_id, self.window_end_ts, self.after_ts, self.ts, self.mode,
-                           self.pd_addr, self.tidb, [(t.to_json(), c) for t, c in self.tables]])
+                           self.pd_addr, self.tidb, [(t.to_json(), c) for t, c in self.tables],
+                           list(self.derive_counts)])
+
+
+def _names(job: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) for n in value):
+        raise ValueError(f"{job}: derive_counts must be a list of table names, got {value!r}")
+    return tuple(value)
 
 
 @dataclass(frozen=True)
