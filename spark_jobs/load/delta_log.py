@@ -32,7 +32,10 @@ def log_dir(table_dir: str) -> str:
     return os.path.join(table_dir, "_delta_log")
 
 
-def file_key(add: dict[str, Any]) -> tuple[str, str | None]:
+FileKey = tuple[str, str | None]  # (path, deletion vector uniqueId): what an add or remove names
+
+
+def file_key(add: dict[str, Any]) -> FileKey:
     dv = add.get("deletionVector")
     return add["path"], None if not dv else Descriptor.from_json(dv).unique_id
 
@@ -55,23 +58,32 @@ def _checkpoint(table_dir: str, version: int) -> tuple[int, list[str]]:
     return v, [os.path.join(log_dir(table_dir), n) for n in names]
 
 
-def _checkpoint_adds(paths: Sequence[str]) -> Iterator[dict[str, Any]]:
+def _checkpoint_actions(paths: Sequence[str], kind: str) -> Iterator[dict[str, Any]]:
+    """The ``kind`` actions (``add`` or ``remove``, a tombstone) of a checkpoint's parts, as a JSON commit has them."""
     import pyarrow.parquet as pq
 
     for path in paths:
-        for batch in pq.ParquetFile(path).iter_batches(columns=["add"]):
-            for add in batch.column(0).to_pylist():
-                if add is not None:
-                    add["partitionValues"] = dict(add.get("partitionValues") or [])
-                    if add.get("tags") is not None:
-                        add["tags"] = dict(add["tags"])
-                    yield {k: v for k, v in add.items() if v is not None}
+        part = pq.ParquetFile(path)
+        if kind not in part.schema_arrow.names:  # a writer may leave out a column no action of its fills
+            continue
+        for batch in part.iter_batches(columns=[kind]):
+            for action in batch.column(0).to_pylist():
+                if action is not None:
+                    if "partitionValues" in action:
+                        action["partitionValues"] = dict(action.get("partitionValues") or [])
+                    if action.get("tags") is not None:
+                        action["tags"] = dict(action["tags"])
+                    yield {k: v for k, v in action.items() if v is not None}
 
 
-def live_adds(table_dir: str, version: int) -> dict[tuple[str, str | None], dict[str, Any]]:
-    """The ``add`` actions live at ``version``, by file key; each as the log has it (stats a JSON string)."""
+def replay(table_dir: str, version: int) -> tuple[dict[FileKey, dict[str, Any]], dict[FileKey, dict[str, Any]]]:
+    """The ``add`` actions live at ``version`` and the tombstones the log still holds (``remove`` actions of files
+    not added again since, each with its ``deletionTimestamp``), by file key; each as the log has it (stats a JSON
+    string). A checkpoint keeps the tombstones younger than ``delta.deletedFileRetentionDuration`` (PROTOCOL.md,
+    "Checkpoints"): older ones are gone from both."""
     start, parts = _checkpoint(table_dir, version)
-    live = {file_key(a): a for a in _checkpoint_adds(parts)}
+    live = {file_key(a): a for a in _checkpoint_actions(parts, "add")}
+    removed = {file_key(r): r for r in _checkpoint_actions(parts, "remove")}
     for v in range(start + 1, version + 1):
         path = os.path.join(log_dir(table_dir), f"{v:020}.json")
         with open(path) as f:
@@ -80,10 +92,19 @@ def live_adds(table_dir: str, version: int) -> dict[tuple[str, str | None], dict
                     continue
                 action = json.loads(line)
                 if "add" in action:
-                    live[file_key(action["add"])] = action["add"]
+                    key = file_key(action["add"])
+                    live[key] = action["add"]
+                    removed.pop(key, None)
                 elif "remove" in action:
-                    live.pop(file_key(action["remove"]), None)
-    return live
+                    key = file_key(action["remove"])
+                    live.pop(key, None)
+                    removed[key] = action["remove"]
+    return live, removed
+
+
+def live_adds(table_dir: str, version: int) -> dict[FileKey, dict[str, Any]]:
+    """The ``add`` actions live at ``version``, by file key (:func:`replay`)."""
+    return replay(table_dir, version)[0]
 
 
 def commit(table_dir: str, version: int, actions: Sequence[dict[str, Any]]) -> None:

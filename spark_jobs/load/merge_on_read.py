@@ -205,20 +205,30 @@ def _merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def unreferenced_vector_files(path: str, retention_hours: float, now: float | None = None) -> list[str]:
-    """The deletion-vector files of the table no live file names that are older than ``retention_hours`` (a vector
-    a window replaced, or one a compaction or a copy-on-write MERGE dropped): ``vacuum`` leaves them, not knowing
-    them; time travel within the retention still finds the vectors of its versions."""
+    """The deletion-vector files of the table that no version inside the retention names, to delete: ``vacuum``
+    (delta-rs's) leaves them, not knowing them. A vector stays while a live file names it or a tombstone
+    (``remove``) younger than ``retention_hours`` does -- the versions before that remove, which time travel and
+    RESTORE within the retention reach, read it -- whatever its file's age. A vector file the log does not name at
+    all (its tombstone expired, or a writer died before its commit) goes once its file is older than the retention,
+    as Delta's vacuum treats untracked files (delta-spark ``VacuumCommand``: valid files are those of the snapshot's
+    adds and unexpired tombstones, their deletion vectors included)."""
     from deltalake import DeltaTable as _DeltaTable
 
     dt = _DeltaTable(path)
-    live = {deletion_vector.Descriptor.from_json(a["deletionVector"]).file_path(path)
-            for a in delta_log.live_adds(path, dt.version()).values() if a.get("deletionVector")}
-    cutoff = (time.time() if now is None else now) - retention_hours * 3600
+    cutoff_ms = ((time.time() if now is None else now) - retention_hours * 3600) * 1000
+    live, removed = delta_log.replay(path, dt.version())
+    named: set[str] = set()
+    for action in [*live.values(), *(r for r in removed.values() if r.get("deletionTimestamp", 0) >= cutoff_ms)]:
+        dv = action.get("deletionVector")
+        if dv:
+            d = deletion_vector.Descriptor.from_json(dv)
+            if d.storage_type != "i":  # an inline vector has no file
+                named.add(d.file_path(path))
     out = []
     for name in sorted(os.listdir(path)):
         full = os.path.join(path, name)
-        if name.startswith("deletion_vector_") and name.endswith(".bin") and full not in live \
-                and os.path.getmtime(full) < cutoff:
+        if name.startswith("deletion_vector_") and name.endswith(".bin") and full not in named \
+                and os.path.getmtime(full) * 1000 < cutoff_ms:
             out.append(full)
     return out
 

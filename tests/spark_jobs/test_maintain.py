@@ -97,3 +97,46 @@ def test_vacuum_enforces_the_tables_retention_unless_told_not_to(sink: Path) -> 
         maintain.vacuum_table(path, 0)
     assert maintain.vacuum_table(path, 168)["files_deleted"] == 0  # tombstones younger than a week stay
     assert maintain.last_cdcflow_ts(path) == "104"
+
+
+def test_a_vector_stays_while_a_version_inside_the_retention_names_it(sink: Path) -> None:
+    """A vector file is deleted by when the version that dropped it was committed, not by its file's age: a vector
+    written a month ago and replaced now stays (time travel to the versions before still reads it) until its
+    tombstone is older than the retention; a vector file no action names goes once the file is that old."""
+    import time
+
+    from cdc_core.schema.model import Column, Index, TableInfo
+    from spark_jobs.load.delta_writer import DeltaRsWriter
+    from spark_jobs.load.merge_on_read import unreferenced_vector_files
+    from spark_jobs.load.silver_read import read_table
+
+    info = TableInfo(id=9, db_name="shop", name="aged",
+                     columns=(Column(1, "id", "bigint", nullable=False), Column(2, "v", "int")),
+                     indexes=(Index("PRIMARY", ("id",), unique=True, primary=True),))
+    path = sink / "shop" / "aged"
+    writer = DeltaRsWriter(deletion_vectors=True)
+    schema = pa.schema([*info.arrow_schema(), pa.field("_cdc_op", pa.string())])
+
+    def window(n: int, rows: dict[str, list]) -> None:
+        writer.merge(str(path), info, pa.table(rows, schema=schema), app_id="cdcflow/aged", version=n)
+
+    window(1, {"id": list(range(10)), "v": [0] * 10, "_cdc_op": ["upsert"] * 10})
+    window(2, {"id": [3], "v": [0], "_cdc_op": ["delete"]})
+    (old,) = path.glob("deletion_vector_*.bin")
+    month_ago = time.time() - 30 * 86400
+    os.utime(old, (month_ago, month_ago))
+    before = DeltaTable(str(path)).version()
+    window(3, {"id": [4], "v": [0], "_cdc_op": ["delete"]})  # marks the file anew: the old vector is replaced now
+    DeltaTable(str(path)).create_checkpoint()  # the tombstone is then read from the checkpoint
+    stray = path / "deletion_vector_00000000-0000-0000-0000-000000000000.bin"  # a writer died before its commit
+    stray.write_bytes(b"x")
+    os.utime(stray, (month_ago, month_ago))
+
+    out = maintain.vacuum_table(str(path), 168)
+    assert out["deleted"] == [stray.name] and old.exists()
+    rows = read_table(DeltaTable(str(path), version=before), ["id"])["id"].to_pylist()
+    assert sorted(rows) == [0, 1, 2, 4, 5, 6, 7, 8, 9]  # time travel inside the retention reads the old vector
+    # once the window that replaced it is older than the retention, the old vector goes, the live one stays
+    (live,) = set(path.glob("deletion_vector_*.bin")) - {old}
+    assert unreferenced_vector_files(str(path), 168, now=time.time() + 8 * 86400) == [str(old)]
+    assert live.exists()
