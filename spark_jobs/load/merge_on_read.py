@@ -14,6 +14,7 @@ file system (``delta_log.commit``); sinks are local (``sink_uri.local_path``).
 from __future__ import annotations
 
 import datetime
+import decimal
 import json
 import os
 import time
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from spark_jobs.load import deletion_vector, delta_log
+from spark_jobs.load import deletion_vector, delta_log, file_pruning
 from spark_jobs.normalize.net_effect import OP_COL
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ STATS_COLUMNS = 32
 # Longer strings get no min/max statistics: exact bounds of long values would bloat the log, truncated ones need
 # care to stay bounds; a reader without them reads the file.
 STATS_STRING_CHARS = 64
+# A decimal's min and max are JSON numbers, which readers parse as doubles: only decimals of at most 15 digits, which
+# a double round-trips exactly, get them (a rounded bound would let delta-spark's data skipping skip a file).
+DECIMAL_STATS_DIGITS = 15
 CHECKPOINT_INTERVAL = 100  # Delta's default ``delta.checkpointInterval``
 # Each window adds one small file to each table it changed. Once WINDOW_FILES_TO_COMPACT files under
 # WINDOW_FILE_BYTES have piled up, the files under COMPACT_TARGET_BYTES are bin-packed (delta-rs's
@@ -79,7 +83,7 @@ def merge(dt: DeltaTable, path: str, table: TableInfo, source: pa.Table, *, app_
     marks: list[tuple[dict[str, Any], Any]] = []
     deleted = files_read = 0
     for add in live.values():
-        if not _may_hold(add, changed, key[0]):
+        if not file_pruning.may_hold(add, changed, key[0]):
             continue
         files_read += 1
         found = _matched(path, add, changed, key)
@@ -233,25 +237,6 @@ def unreferenced_vector_files(path: str, retention_hours: float, now: float | No
     return out
 
 
-def _may_hold(add: dict[str, Any], changed: pa.Table, first_key: str) -> bool:
-    """Whether the file's statistics admit one of the changed keys (its first column's min and max)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not add.get("stats"):
-        return True
-    stats = json.loads(add["stats"])
-    if stats.get("numRecords") == 0:
-        return False
-    lo, hi = (stats.get("minValues") or {}).get(first_key), (stats.get("maxValues") or {}).get(first_key)
-    col = changed.column(first_key)
-    if lo is None or hi is None:
-        return True
-    if pa.types.is_integer(col.type) and isinstance(lo, int) and isinstance(hi, int):
-        return bool(pc.any(pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi))).as_py())
-    return True  # other types are not compared: a wrong bound would lose a delete
-
-
 def _matched(path: str, add: dict[str, Any], changed: pa.Table, key: list[str]) -> tuple[Any, pa.Array] | None:
     """The file's deletion vector with the live rows at changed keys added, and the ops that matched them (None:
     no live row of the file is at a changed key)."""
@@ -292,7 +277,8 @@ def _write_file(path: str, rows: pa.Table, now: int) -> dict[str, Any]:
 
 def file_stats(rows: pa.Table) -> dict[str, Any]:
     """Delta's per-file statistics of ``rows``: the count, null counts and the min/max of the first
-    :data:`STATS_COLUMNS` columns whose JSON form is unambiguous (integers, short strings, booleans, dates)."""
+    :data:`STATS_COLUMNS` columns whose JSON form is unambiguous (integers, short strings, booleans, dates, decimals
+    a double holds exactly)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -308,6 +294,9 @@ def file_stats(rows: pa.Table) -> dict[str, Any]:
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             if (pc.max(pc.utf8_length(col)).as_py() or 0) > STATS_STRING_CHARS:
                 continue
+        elif pa.types.is_decimal(t):
+            if t.precision > DECIMAL_STATS_DIGITS:
+                continue
         elif not (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date32(t)):
             continue
         mm = pc.min_max(col).as_py()
@@ -316,4 +305,6 @@ def file_stats(rows: pa.Table) -> dict[str, Any]:
 
 
 def _json_value(v: Any) -> Any:
+    if isinstance(v, decimal.Decimal):
+        return float(v)  # exact: at most DECIMAL_STATS_DIGITS digits, whose shortest double form is the decimal's
     return v.isoformat() if isinstance(v, datetime.date) else v

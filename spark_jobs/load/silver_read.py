@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from spark_jobs.load import deletion_vector, delta_log
+from spark_jobs.load.file_pruning import may_hold
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -119,12 +120,15 @@ def live_matches(path: str, add: dict[str, Any], keys: pa.Table, key: Sequence[s
 def rows_at_keys(path: str, adds: Sequence[dict[str, Any]], keys: pa.Table, names: Sequence[str]
                  ) -> Iterator[pa.Table]:
     """The live rows (``names``) of the files ``adds`` at ``keys`` (a table of key columns), a file at a time: the
-    key columns are read first, then only the row groups holding a live row at a key."""
+    key columns are read first, then only the row groups holding a live row at a key; a file whose statistics admit
+    no key is not opened (:func:`spark_jobs.load.file_pruning.may_hold`)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     for add in adds:
+        if not may_hold(add, keys, keys.column_names[0]):
+            continue
         found = live_matches(path, add, keys, keys.column_names)
         if found is None:
             continue
