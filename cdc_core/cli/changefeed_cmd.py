@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cdc_core.changefeed import config as cfgmod
-from cdc_core.changefeed import gc_safepoint, runner
+from cdc_core.changefeed import gc_safepoint, runner, sink_features
 from cdc_core.changefeed.ddl_puller import SchemaLog
 from cdc_core.changefeed.schema_loader import load_schema_jobs
 from cdc_core.changefeed.snapshot import keep_schema
@@ -22,7 +23,7 @@ from cdc_core.changefeed.steps import replicated_at
 from cdc_core.client.table_discovery import SyncTableDiscovery
 from cdc_core.client.upstream import UpstreamClient, resolve_pd_addr
 from cdc_core.codec import tso
-from cdc_core.codec.sink_uri import check_lake_names
+from cdc_core.codec.sink_uri import check_lake_names, table_path
 from cdc_core.errors import ChangefeedError, ConfigError
 from cdc_core.home import changefeeds_dir, state_dir
 
@@ -59,8 +60,13 @@ def create(config: Annotated[Path, typer.Option("--config", help="changefeed TOM
         # The schema storage starts from TiDB's meta snapshot at start-ts: the tables the filter matches.
         jobs = load_schema_jobs(c, cfg.start_ts, cfg.table_filter)
     slog = SchemaLog(cfg.changefeed_id, jobs, cfg.start_ts)
-    for t in replicated_at(cfg, slog.storage(), cfg.start_ts):  # names the lake cannot hold: refused now, not later
+    replicated = replicated_at(cfg, slog.storage(), cfg.start_ts)
+    for t in replicated:  # names the lake cannot hold: refused now, not later
         check_lake_names(t)
+    if cfg.deletion_vectors and os.environ.get("CDCFLOW_DELTA_WRITER", "").strip().lower() != "delta-spark":
+        # tables already in the sink with a feature the deletion-vector writer (delta-rs's, the local engine's;
+        # spark_jobs.load.delta_writer.WRITER_ENV picks the writer) would break: refused now, not at a window
+        sink_features.check_sink_tables([table_path(cfg.sink_uri, t) for t in replicated])
     sp = gc_safepoint.refresh_service_safe_point(pd_addr, cfg.changefeed_id, cfg.start_ts)
     if not sp.in_force:
         raise ChangefeedError(f"changefeed {cfg.changefeed_id}: PD keeps GC at {sp.min_safe_point}, above start-ts "

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from cdc_core.changefeed import sink_features
 from spark_jobs.load import deletion_vector, delta_log, file_pruning
 from spark_jobs.normalize.net_effect import OP_COL
 
@@ -76,6 +77,7 @@ def merge(dt: DeltaTable, path: str, table: TableInfo, source: pa.Table, *, app_
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    sink_features.check_writable(dt, path)
     read_version = dt.version()
     key = list(table.delta_key())
     changed = source.select([*key, OP_COL])
@@ -149,6 +151,7 @@ def purge_deleted_rows(path: str, metadata: dict[str, str], min_fraction: float 
     from deltalake import DeltaTable as _DeltaTable
 
     dt = _DeltaTable(path)
+    sink_features.check_writable(dt, path, "the purge of deleted rows", data_change=False)
     read_version = dt.version()
     actions: list[dict[str, Any]] = []
     now = int(time.time() * 1000)
