@@ -63,7 +63,7 @@ from cdc_core.puller.options import PullerOptions
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 _TOP_KEYS = {
     "changefeed-id", "sink-uri", "start-ts", "target-ts", "pd", "upstream", "tidb", "initial-snapshot", "filter",
-    "airflow", "data-quality", "table-discovery", "puller", "window", "sink",
+    "airflow", "data-quality", "table-discovery", "puller", "window", "sink", "capture",
 }
 # What a window's checks compare with the upstream: rows and a checksum, the row count only, or nothing (the
 # structural checks still run). The jobs' arguments (``job_args``) take the same type.
@@ -102,6 +102,9 @@ class ChangefeedConfig:
     # Client-side memory limits of table discovery (cdc_core.client.table_discovery).
     discovery_memory: MemoryLimitConfig = field(default_factory=MemoryLimitConfig)
     puller: PullerOptions = field(default_factory=PullerOptions)
+    # [capture] auto-start: each DAG run starts the changefeed's capture (cdc_core.capture.control) when none runs,
+    # so its windows read the capture's parts instead of subscribing every region (issue 55).
+    capture_auto_start: bool = True
     source: str = field(default="", compare=False)  # where it was read from, for error messages
 
     @property
@@ -145,6 +148,7 @@ class ChangefeedConfig:
         lines += ["", "[window]", f"max-events = {self.window_max_events}"]
         lines += ["", "[sink]", f"deletion-vectors = {str(self.deletion_vectors).lower()}"]
         lines += ["", "[table-discovery]", *(f"{k} = {v}" for k, v in self.discovery_memory.to_mapping().items())]
+        lines += ["", "[capture]", f"auto-start = {str(self.capture_auto_start).lower()}"]
         lines += ["", "[puller]", *(f"{k} = {v}" for k, v in self.puller.to_mapping().items()), ""]
         return "\n".join(lines)
 
@@ -274,6 +278,12 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         raise ConfigError(f"{source} [sink]: unknown key(s) {', '.join(sorted(unknown_sink))}")
     deletion_vectors = _get(sink_opts, "deletion-vectors", bool, f"{source} [sink]", False)
 
+    capture = _get(data, "capture", dict, source, {})
+    unknown_capture = set(capture) - {"auto-start"}
+    if unknown_capture:
+        raise ConfigError(f"{source} [capture]: unknown key(s) {', '.join(sorted(unknown_capture))}")
+    capture_auto_start = _get(capture, "auto-start", bool, f"{source} [capture]", True)
+
     discovery = _get(data, "table-discovery", dict, source, {})
     discovery_memory = MemoryLimitConfig.from_mapping(discovery, where=f"{source} [table-discovery]")
     puller = PullerOptions.from_mapping(_get(data, "puller", dict, source, {}), where=f"{source} [puller]")
@@ -283,7 +293,8 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         initial_snapshot=initial_snapshot,
         filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode, window_max_events=max_events,
         deletion_vectors=deletion_vectors, discovery_memory=discovery_memory, puller=puller, source=source,
-        event_filter_rules=tuple(dict(r) for r in event_rules), ignore_txn_start_ts=tuple(txn_ts),
+        capture_auto_start=capture_auto_start, event_filter_rules=tuple(dict(r) for r in event_rules),
+        ignore_txn_start_ts=tuple(txn_ts),
     )
 
 

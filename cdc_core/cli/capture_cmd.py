@@ -3,80 +3,22 @@ detached, stop it, show its state.
 
 ``start --detach`` starts ``cdcflow capture start ID`` in a new session (its output in
 ``$CDCFLOW_HOME/logs/capture-<id>.log``) and returns once the child holds the capture lease and has published its
-first status; ``stop`` sends SIGTERM to the lease's pid and waits for it to exit (the capture releases the lease).
+first status; ``stop`` sends SIGTERM to the lease's pid and waits for it to exit (the capture releases the lease):
+:mod:`cdc_core.capture.control`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import typer
 
+from cdc_core.capture import control
 from cdc_core.capture import lease as capture_lease
 from cdc_core.capture.capture import DEFAULT_FLUSH_INTERVAL_S, Capture
-from cdc_core.changefeed.config import load_config
-from cdc_core.errors import ChangefeedError
-from cdc_core.home import changefeeds_dir, home, logs_dir
-from cdc_core.upstream_record import pid_alive
+from cdc_core.home import changefeeds_dir
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run a changefeed's continuous capture.")
-
-
-def _tail(path: os.PathLike[str], lines: int = 20) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "\n".join(f.read().splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def spawn_detached(changefeed_id: str, flush_interval_s: float, timeout: float = 60.0) -> dict[str, object]:
-    """Start the capture in the background; its state once it holds the lease and has flushed once."""
-    load_config(changefeed_id)  # a changefeed that does not exist fails here, not in the child's log
-    running = capture_lease.live_holder(changefeed_id)
-    if running is not None:
-        raise capture_lease.CaptureRunning(f"a capture of changefeed {changefeed_id!r} already runs (pid "
-                                           f"{running.pid})")
-    logs = logs_dir()
-    logs.mkdir(parents=True, exist_ok=True)
-    log_path = logs / f"capture-{changefeed_id}.log"
-    env = {**os.environ, "CDCFLOW_HOME": str(home())}
-    with open(log_path, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cdc_core.cli.main", "capture", "start", changefeed_id,
-             "--flush-interval", str(flush_interval_s)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env,
-        )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rc = proc.poll()
-        if rc is not None:
-            raise ChangefeedError(f"the capture exited with code {rc} while starting; {log_path}:\n{_tail(log_path)}")
-        st = capture_lease.state(changefeed_id)
-        if st["state"] == "up" and st["pid"] == proc.pid and st.get("updated_at"):
-            return st
-        time.sleep(0.1)
-    proc.kill()
-    raise ChangefeedError(f"the capture did not start within {timeout:g}s; {log_path}:\n{_tail(log_path)}")
-
-
-def stop_capture(changefeed_id: str, timeout: float = 30.0) -> int | None:
-    """SIGTERM the changefeed's live capture and wait for it to exit; its pid (None when none ran)."""
-    running = capture_lease.live_holder(changefeed_id)
-    if running is None:
-        return None
-    os.kill(running.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(running.pid):
-            return running.pid
-        time.sleep(0.05)
-    raise ChangefeedError(f"the capture (pid {running.pid}) did not exit within {timeout:g}s of SIGTERM")
 
 
 @app.command()
@@ -88,7 +30,7 @@ def start(
 ) -> None:
     """Hold the changefeed's subscriptions and write its changelog in parts until stopped."""
     if detach:
-        typer.echo(json.dumps(spawn_detached(changefeed_id, flush_interval)))
+        typer.echo(json.dumps(control.start_detached(changefeed_id, flush_interval)))
         return
     Capture(changefeed_id, flush_interval_s=flush_interval).run_forever()
 
@@ -96,7 +38,7 @@ def start(
 @app.command()
 def stop(changefeed_id: str = typer.Argument(..., help="The changefeed whose capture stops.")) -> None:
     """Stop the changefeed's capture (SIGTERM, then the wait for it to exit)."""
-    pid = stop_capture(changefeed_id)
+    pid = control.stop(changefeed_id)
     typer.echo(f"capture of {changefeed_id} stopped (pid {pid})" if pid else f"no capture running for "
                                                                              f"{changefeed_id}")
 

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from cdc_core import detached
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.errors import UpstreamError
-from cdc_core.home import home, logs_dir, upstream_file
+from cdc_core.home import upstream_file
 from cdc_core.log import get_logger
 from cdc_core.tls import http_scheme, httpx_verify
 from cdc_core.upstream.process import check_not_running
@@ -32,39 +30,21 @@ LOG_NAME = "upstream.log"
 DETACHED_ENV = "CDCFLOW_UPSTREAM_DETACHED"
 
 
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
 def spawn_detached(args: list[str], timeout: float = 30.0) -> dict[str, Any]:
     """Start ``cdcflow upstream start ARGS`` in the background; return upstream.json once it serves."""
     check_not_running()
-    logs = logs_dir()
-    logs.mkdir(parents=True, exist_ok=True)
-    log_path = logs / LOG_NAME
-    env = {**os.environ, "CDCFLOW_HOME": str(home()), DETACHED_ENV: "1"}
-    with open(log_path, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cdc_core.cli.main", "upstream", "start", *args],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env,
-        )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rc = proc.poll()
-        if rc is not None:
-            raise UpstreamError(f"the upstream exited with code {rc} while starting; {log_path}:\n{_tail(log_path)}")
+
+    def serving(pid: int) -> dict[str, Any] | None:
         data = read_upstream_file()
-        if data is not None and data.get("pid") == proc.pid:
-            with UpstreamClient(str(data["pd_addr"]), timeout=2.0) as client:
-                if client.ping():
-                    log.info("detached upstream serving", **data)
-                    return data
-        time.sleep(0.1)
-    proc.kill()
-    raise UpstreamError(f"the upstream did not start serving within {timeout:g}s; {log_path}:\n{_tail(log_path)}")
+        if data is None or data.get("pid") != pid:
+            return None
+        with UpstreamClient(str(data["pd_addr"]), timeout=2.0) as client:
+            return data if client.ping() else None
+
+    data = detached.spawn(["upstream", "start", *args], log_name=LOG_NAME, what="the upstream", ready=serving,
+                          error=UpstreamError, timeout=timeout, env={DETACHED_ENV: "1"})
+    log.info("detached upstream serving", **data)
+    return data
 
 
 def status() -> dict[str, Any]:

@@ -102,6 +102,27 @@ def airflow_run_finished(held: Any) -> bool:
     return finished
 
 
+def ensure_capture(changefeed_id: str) -> dict[str, Any] | None:
+    """Start the changefeed's capture when it does not run and its config says ``[capture] auto-start`` (the
+    default): the run's window then reads the capture's parts instead of subscribing every region. A capture that
+    will not start is logged, not raised: the window pulls itself, as without a capture. Its state, or None when
+    auto-start is off."""
+    from cdc_core.capture import control
+    from cdc_core.changefeed.config import load_config
+    from cdc_core.errors import CdcflowError
+
+    if not load_config(changefeed_id).capture_auto_start:
+        return None
+    try:
+        st = control.ensure_running(changefeed_id)
+    except CdcflowError as exc:
+        log.warning("the capture of %s did not start (%s): this window pulls itself", changefeed_id, exc)
+        return None
+    log.info("capture of %s %s (pid %s, resolved ts %s)", changefeed_id, "started" if st["started"] else "runs",
+             st.get("pid"), st.get("resolved_ts"))
+    return st
+
+
 def run_plan(changefeed_id: str, context: Mapping[str, Any]) -> dict[str, Any]:
     """The plan task: the run's window planned under the window lease; returns the plan's XCom."""
     params = context.get("params") or {}
@@ -114,6 +135,7 @@ def run_plan(changefeed_id: str, context: Mapping[str, Any]) -> dict[str, Any]:
     tables = list(params.get("tables") or []) or None
     from cdc_core.changefeed import lease, tasks
 
+    ensure_capture(changefeed_id)
     owner = lease_owner_for(context)
     # Queue position: the window end this run asks for (the changefeed's target-ts may lower it, equally for all).
     queue_ts = target_ts if target_ts is not None else interval_end_ts

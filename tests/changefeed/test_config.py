@@ -108,6 +108,16 @@ direct-max-queue = 7
     assert cfgmod.parse_config(c.to_toml(), "again.toml") == c
 
 
+def test_capture_auto_start_is_on_by_default_and_a_bad_value_is_named() -> None:
+    assert cfgmod.parse_config(GOOD, "x.toml").capture_auto_start
+    off = cfgmod.parse_config(GOOD + "\n[capture]\nauto-start = false\n", "x.toml")
+    assert not off.capture_auto_start and cfgmod.parse_config(off.to_toml(), "again.toml") == off
+    with pytest.raises(ConfigError, match=r"x.toml \[capture\]: `auto-start` must be bool, got str 'yes'"):
+        cfgmod.parse_config(GOOD + '\n[capture]\nauto-start = "yes"\n', "x.toml")
+    with pytest.raises(ConfigError, match=r"x.toml \[capture\]: unknown key\(s\) autostart"):
+        cfgmod.parse_config(GOOD + "\n[capture]\nautostart = true\n", "x.toml")
+
+
 @pytest.mark.parametrize(
     "section, body, message",
     [

@@ -66,7 +66,7 @@ def ui_feed(airflow_server: Any, upstream_cluster: Any) -> dict[str, Any]:
     config = home / f"{CF}.toml"
     # Hourly: between the trigger (which unpauses the DAG) and the end of the test no scheduled run comes.
     config.write_text(f'changefeed-id = "{CF}"\nsink-uri = "file://{home}/lake/{CF}"\n\n[filter]\n'
-                      f'rules = ["{DB}.*"]\n\n[airflow]\nschedule = "@hourly"\n')
+                      f'rules = ["{DB}.*"]\n\n[airflow]\nschedule = "@hourly"\n\n[capture]\nauto-start = false\n')
     env = {**airflow_server.env}
     proc = subprocess.run([str(ROOT / ".venv" / "bin" / "cdcflow"), "changefeed", "create", "--config", str(config)],
                           env=env, capture_output=True, text=True, timeout=120)

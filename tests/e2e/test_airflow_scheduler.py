@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,14 +44,19 @@ class Feed(AirflowFeed):
 
 
 @pytest.fixture(scope="module")
-def feed(airflow_server: Any, upstream_cluster: Any) -> Feed:
+def feed(airflow_server: Any, upstream_cluster: Any) -> Iterator[Feed]:
+    """The module's changefeed, its capture started by its DAG's first run (``[capture] auto-start``) and stopped
+    after the module."""
     f = Feed(airflow_server, upstream_cluster.pd_addr)
-    f.create(EVERY_S, '\n[data-quality]\nmode = "checksum"\n')
+    f.create(EVERY_S, '\n[data-quality]\nmode = "checksum"\n', auto_start=True)
     _transcript_path().unlink(missing_ok=True)  # this session's commands only
     f.batch()
     f.batched = f.now_ts()
     airflow_server.wait_dag(DAG_ID)
-    return f
+    try:
+        yield f
+    finally:
+        f.cdcflow("capture", "stop", CF)
 
 
 def test_dag_is_parsed_with_its_timetable_and_form(feed: Feed) -> None:
@@ -85,6 +91,10 @@ def test_a_scheduled_run_replicates_its_interval(feed: Feed) -> None:
     assert plan["target_ts"] == interval_end_ts(run) and plan["skip"] is False
     pulled = server.xcom(DAG_ID, run["dag_run_id"], "pull")
     assert pulled["events"] > 0
+    # the DAG started the changefeed's capture, and the window was read from its parts (no subscription)
+    capture = json.loads(feed.cdcflow("capture", "status", CF, "--json"))
+    assert capture["state"] == "up" and capture["pid"], capture
+    assert pulled["source"] == "capture", pulled
     assert int(feed.state()["checkpoint_ts"]) >= plan["target_ts"]
     feed.assert_equal_at(plan["target_ts"])
     # What a window costs through Airflow, kept for people to read (the figure docs/benchmarks.md quotes).

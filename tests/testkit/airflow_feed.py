@@ -42,8 +42,10 @@ class AirflowFeed:
         with UpstreamClient(self.pd_addr) as c:
             c.execute(script)
 
-    def create(self, every_s: int, extra_toml: str = "") -> None:
-        """The two tables upstream and the changefeed over them (a delta schedule of ``every_s``, no catch-up)."""
+    def create(self, every_s: int, extra_toml: str = "", *, auto_start: bool = False) -> None:
+        """The two tables upstream and the changefeed over them (a delta schedule of ``every_s``, no catch-up);
+        ``auto_start``: its DAG runs start its capture (``[capture] auto-start``; off here, so that a test that
+        does not stop a capture leaves none running)."""
         self.sql(f"""
             CREATE DATABASE {self.db};
             CREATE TABLE {self.db}.orders (id INT PRIMARY KEY, sku VARCHAR(32) NOT NULL, qty INT,
@@ -61,6 +63,9 @@ rules = ["{self.db}.*"]
 [airflow]
 schedule = "{every_s}s"
 catchup = false
+
+[capture]
+auto-start = {str(auto_start).lower()}
 {extra_toml}""")
         self.cdcflow("changefeed", "create", "--config", str(config))
 
