@@ -10,7 +10,9 @@
 # Airflow runs in a session of its own, and this script stops it: `airflow standalone` on Ctrl-C waits for every
 # component's output to close, and a task process starting at that moment can hold it open and outlive it, so
 # after a graceful SIGINT and a grace period the whole session (task processes in groups of their own included)
-# is terminated. Nothing Airflow started is left.
+# is terminated. Nothing Airflow started is left: the captures its DAG runs started (`[capture] auto-start`) run in
+# sessions of their own, so they are stopped by name, every capture of this CDCFLOW_HOME (`cdcflow capture stop
+# --all`): a local Airflow is the stand-in for a deployment whose captures are its services, and goes with them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/airflow_env.sh
@@ -31,6 +33,7 @@ cleanup() {
   set +e  # every step runs, whatever the one before it did
   [ -z "$printer_pid" ] || kill "$printer_pid" 2>/dev/null
   stop_airflow
+  cdcflow capture stop --all
   spark_connect_stop
   airflow_db_stop
 }

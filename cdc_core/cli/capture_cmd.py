@@ -36,11 +36,24 @@ def start(
 
 
 @app.command()
-def stop(changefeed_id: str = typer.Argument(..., help="The changefeed whose capture stops.")) -> None:
-    """Stop the changefeed's capture (SIGTERM, then the wait for it to exit)."""
-    pid = control.stop(changefeed_id)
-    typer.echo(f"capture of {changefeed_id} stopped (pid {pid})" if pid else f"no capture running for "
-                                                                             f"{changefeed_id}")
+def stop(
+    changefeed_id: str | None = typer.Argument(None, help="The changefeed whose capture stops."),
+    stop_all: bool = typer.Option(False, "--all", help="Stop the capture of every changefeed in CDCFLOW_HOME."),
+) -> None:
+    """Stop the changefeed's capture (SIGTERM, then the wait for it to exit); ``--all``: every running capture."""
+    if (changefeed_id is None) == (not stop_all):
+        raise typer.BadParameter("name one changefeed or pass --all")
+    ids = [changefeed_id] if changefeed_id else _changefeed_ids()
+    for cid in ids:
+        pid = control.stop(cid)
+        if pid:
+            typer.echo(f"capture of {cid} stopped (pid {pid})")
+        elif changefeed_id:
+            typer.echo(f"no capture running for {cid}")
+
+
+def _changefeed_ids() -> list[str]:
+    return sorted(p.stem for p in changefeeds_dir().glob("*.toml"))
 
 
 @app.command()
@@ -49,7 +62,7 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="JSON: one object, or a list without an id."),
 ) -> None:
     """The capture's state ("up" / "down"), resolved ts, lag, regions and pending bytes."""
-    ids = [changefeed_id] if changefeed_id else sorted(p.stem for p in changefeeds_dir().glob("*.toml"))
+    ids = [changefeed_id] if changefeed_id else _changefeed_ids()
     states = [capture_lease.state(i) for i in ids]
     if as_json:
         typer.echo(json.dumps(states[0] if changefeed_id else states))

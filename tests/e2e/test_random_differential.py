@@ -25,7 +25,7 @@ from cdc_core.changefeed import runner
 from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from testkit.concurrent_writer import TABLE as WRITER_TABLE
-from testkit.concurrent_writer import ConcurrentWriter, shared_commit_ts
+from testkit.concurrent_writer import ConcurrentWriter, schema_sync_delay, shared_commit_ts
 from testkit.e2e import cli as _cli
 from testkit.e2e import failpoint_armed, typed_rows_match
 from testkit.random_workload import RandomWorkload
@@ -71,18 +71,24 @@ def test_random_transactions_and_ddl_match_the_upstream_after_every_window(cdc_h
         writer = ConcurrentWriter(upstream_cluster.mysql_addr, wl.db, SEED)
         writer.create()
         sink = _create(cdc_home, cid, wl.db, c.get_ts(), deletion_vectors=deletion_vectors)
-        for window in range(4):
+        # Four windows of workload and DDL; then, while no row change has shared a DDL's commit ts (a matter of
+        # timing: a writer's commit must land inside a DDL's schema sync), windows of DDL only, at most six.
+        window = 0
+        while window < 4 or (window < 10 and not shared_commit_ts(sink, cid)):
             with writer:
-                wl.steps(25)
-                for _ in range(3):  # DDL right after DDL: the writer's transactions straddle them
-                    wl.ddl()
+                if window < 4:
+                    wl.steps(25)
+                with schema_sync_delay(upstream_cluster, 0.2):  # a real cluster's sync, not the 10 ms default
+                    for _ in range(3):  # DDL right after DDL: the writer's transactions straddle them
+                        wl.ddl()
             t = c.get_ts()
             runner.run_until(cid, t)
             assert load_state(cid).checkpoint_ts == t
             _assert_same(c, sink, wl, t, f"window {window}", extra=(WRITER_TABLE,))
+            window += 1
         shared = shared_commit_ts(sink, cid)
-        print(f"the concurrent writer committed {writer.commits} transactions; DDL commit ts shared by row "
-              f"changes: {shared}")
+        print(f"the concurrent writer committed {writer.commits} transactions in {window} windows; DDL commit ts "
+              f"shared by row changes: {shared}")
         assert shared, "no DML committed at a DDL's commit ts: the run did not test their order"
         if deletion_vectors:
             from deltalake import DeltaTable

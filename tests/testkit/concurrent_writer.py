@@ -8,6 +8,10 @@ others, as TiDB's default does, commit above a PD ts fetched at their COMMIT, an
 commits while their commit is in flight. It inserts rows in both regions of its table (a transaction over both
 commits by async commit, one over one region by 1PC), updates and deletes them.
 
+:func:`schema_sync_delay` widens the moment in which that happens: the embedded TiDB's schema sync takes 10 ms, a
+real cluster's (its servers loading the new schema through etcd) tens to hundreds; under a loaded CI machine 10 ms
+can pass with no writer commit in it, twelve DDLs in a row.
+
 :func:`shared_commit_ts` reads back from a changefeed's bronze windows which DDL commit ts also hold row changes.
 """
 
@@ -15,8 +19,11 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -106,6 +113,18 @@ class ConcurrentWriter:
                 conn.close()
         except BaseException as exc:  # reported by __exit__
             self._failure = exc
+
+
+@contextmanager
+def schema_sync_delay(upstream_cluster: Any, seconds: float) -> Iterator[None]:
+    """The embedded cluster's DDL statements wait ``seconds`` for the schema to sync, inside the block."""
+    ddl = upstream_cluster.cluster.ddl
+    before = ddl.schema_sync_s
+    ddl.schema_sync_s = seconds
+    try:
+        yield
+    finally:
+        ddl.schema_sync_s = before
 
 
 def shared_commit_ts(sink: Path, changefeed_id: str) -> dict[int, int]:
