@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the whole path once, through real Airflow.
-#   embedded upstream → two windows (cdcflow__demo DAG runs via `airflow dags test`) → Delta table
+#   embedded upstream → the changefeed's capture → two windows (cdcflow__demo DAG runs via `airflow dags test`,
+#   reading the capture's parts) → Delta table
 # Exits non-zero when any step fails (including the data-quality checks and the final verify).
 #
 # The demo's changefeed lives where `make airflow` looks ($CDCFLOW_HOME, default .cdcflow; its lake and logs in
@@ -31,6 +32,8 @@ if [ "$CDCFLOW_AIRFLOW_DB" != sqlite ] && ! python scripts/local_postgres.py sta
   db_was_running=no
 fi
 cleanup() {
+  # the capture first: it subscribes to the upstream, which stops with the demo
+  [ ! -f "$CDCFLOW_HOME/changefeeds/demo.toml" ] || cdcflow capture stop demo >/dev/null 2>&1 || true
   cdcflow upstream stop >/dev/null 2>&1 || true
   [ "$db_was_running" = yes ] || airflow_db_stop
 }
@@ -77,6 +80,12 @@ schedule = "*/5 * * * *"
 mode = "checksum"
 TOML
 cdcflow changefeed create --config "$DEMO_DIR/demo.toml"
+
+# The changefeed's continuous capture: it holds the subscriptions and writes the changelog in parts, so that the
+# windows below read its parts and open no stream (the DAG would start it too: [capture] auto-start).
+say "starting the capture of 'demo' (cdcflow capture start demo --detach)"
+cdcflow capture start demo --detach >/dev/null
+cdcflow capture status demo
 
 bash scripts/airflow_init.sh
 # An earlier demo's runs belong to a changefeed that is gone.
@@ -131,6 +140,9 @@ def show() -> None:
 # Arrow's thread pool can abort a finished reader at interpreter shutdown (see cdc_core/process_exit.py).
 run_and_exit(show)
 PY
+
+say "the capture the windows read from (cdcflow capture status demo)"
+cdcflow capture status demo
 
 say "data-quality results at the last barrier"
 cdcflow changefeed query demo > "$DEMO_DIR/query.json"

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from prometheus_client import REGISTRY
 
 from cdc_core.capture import lease as capture_lease
 from cdc_core.capture import parts
@@ -252,4 +253,6 @@ class Capture:
         return {"changefeed_id": self.changefeed_id, "pid": os.getpid(), "updated_at": time.time(),
                 "resolved_ts": self.resolved_ts, "resolved_lag_s": lag, "spans": len(self._subscribed),
                 "regions": regions, "pending_events": self._buffered_rows, "pending_bytes": self._buffered_bytes,
-                "parts_written": self.parts_written}
+                "parts_written": self.parts_written,
+                # each region request is one incremental scan on its TiKV: start-up and region errors only
+                "incremental_scans": int(REGISTRY.get_sample_value("cdcflow_puller_region_requests_total") or 0)}

@@ -21,6 +21,7 @@ from typing import Any
 
 from cdc_core import durable
 from cdc_core.changefeed import file_lock
+from cdc_core.codec import tso
 from cdc_core.errors import ChangefeedError
 from cdc_core.home import state_dir
 from cdc_core.upstream_record import pid_alive
@@ -150,4 +151,6 @@ def state(changefeed_id: str) -> dict[str, Any]:
                            "pid": lease.pid if lease else None,
                            "lease_renewed_at": lease.renewed_at if lease else None}
     out.update({k: v for k, v in (read_status(changefeed_id) or {}).items() if k not in out})
+    if out.get("resolved_ts"):  # as of now, not of the last status: a dead capture's lag keeps growing
+        out["resolved_lag_s"] = max(0.0, (tso.now_physical_ms() - tso.physical_ms(int(out["resolved_ts"]))) / 1000)
     return out

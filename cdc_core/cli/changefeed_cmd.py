@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from cdc_core.capture import control as capture_control
+from cdc_core.capture import lease as capture_lease
 from cdc_core.changefeed import config as cfgmod
 from cdc_core.changefeed import gc_safepoint, runner, sink_features
 from cdc_core.changefeed.ddl_puller import SchemaLog
@@ -106,7 +108,7 @@ def list_cmd() -> None:
 
 @app.command()
 def query(changefeed_id: str) -> None:
-    """Print the changefeed's state, checkpoint-ts, resolved-ts and last checks as JSON."""
+    """Print the changefeed's state, checkpoint-ts, resolved-ts, last checks and capture as JSON."""
     cfgmod.load_config(changefeed_id)
     st = load_state(changefeed_id)
     out: dict[str, Any] = {
@@ -121,6 +123,8 @@ def query(changefeed_id: str) -> None:
         "initial_snapshot_done": st.initial_snapshot_done,
         "snapshot": st.snapshot,
         "rebuild": st.rebuild,
+        # the continuous capture windows read from: up/down, resolved ts and its lag, regions, scans, pending bytes
+        "capture": capture_lease.state(changefeed_id),
     }
     print(json.dumps(out, indent=2, sort_keys=True))
 
@@ -150,10 +154,13 @@ def resume(changefeed_id: str) -> None:
 
 @app.command()
 def remove(changefeed_id: str) -> None:
-    """Remove the changefeed's config and state (its Delta tables and changelog stay)."""
+    """Stop its capture, remove the changefeed's config and state (its Delta tables and changelog stay)."""
     p = cfgmod.config_path(changefeed_id)
     if not p.exists():
         raise ConfigError(f"changefeed {changefeed_id!r} does not exist")
+    stopped = capture_control.stop(changefeed_id)  # its capture would write parts for a changefeed that is gone
+    if stopped:
+        console.print(f"stopped the capture of {changefeed_id} (pid {stopped})")
     gc_safepoint.remove_for_changefeed(changefeed_id)  # reads the PD address from the config: before unlink
     p.unlink()
     for f in (state_dir() / f"{changefeed_id}.json", state_dir() / f"{changefeed_id}.lock"):

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +35,19 @@ def test_ensure_running_starts_one_capture_and_stop_ends_it(cdc_home: Path, upst
         with pytest.raises(capture_lease.CaptureRunning, match=f"already runs \\(pid {first['pid']}\\)"):
             control.start_detached("ctl")
         assert (cdc_home / "home" / "logs" / control.log_name("ctl")).exists()
+        cap = json.loads(cli("changefeed", "query", "ctl"))["capture"]
+        assert (cap["state"], cap["pid"]) == ("up", first["pid"])
+        assert {"resolved_ts", "resolved_lag_s", "regions", "incremental_scans", "pending_bytes"} <= set(cap)
+        assert cap["regions"] >= 1 and cap["incremental_scans"] >= cap["regions"]
     finally:
         out = cli("capture", "stop", "--all")  # how `make airflow` stops the captures its DAG runs started
     assert f"capture of ctl stopped (pid {first['pid']})" in out
     assert not pid_alive(first["pid"]) and capture_lease.state("ctl")["state"] == "down"
     assert control.stop("ctl") is None  # none runs
+    assert json.loads(cli("changefeed", "query", "ctl"))["capture"]["state"] == "down"
+    # removing the changefeed stops its capture: nothing writes parts for a changefeed that is gone
+    again = control.ensure_running("ctl")
+    assert f"stopped the capture of ctl (pid {again['pid']})" in cli("changefeed", "remove", "ctl")
+    assert not pid_alive(again["pid"])
     with pytest.raises(ConfigError, match=r"changefeed 'nope' does not exist"):
         control.ensure_running("nope")  # no such changefeed: refused here, not in a child's log

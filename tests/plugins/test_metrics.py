@@ -87,6 +87,35 @@ def test_every_figure_of_a_changefeed(client: Any, fabricated_changefeed: dict, 
     assert one("cdcflow_changefeed_upstream_up") == 1 and one("cdcflow_changefeed_config_error") == 0
     # The session upstream's GC safe point is far below a checkpoint of a minute ago.
     assert one("cdcflow_changefeed_gc_safe_point_margin_seconds") > 0
+    # [capture] auto-start (the default) and none runs: down, which CdcflowCaptureDown alerts on
+    assert one("cdcflow_capture_up") == 0
+    assert ("cdcflow_capture_regions", (("changefeed", cf),)) not in got
+
+
+def test_a_running_capture_s_figures(client: Any, fabricated_changefeed: dict,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the capture publishes (``capture_lease.write_status``) while it holds the lease; its lag as of the
+    scrape, not of the status, so a capture that stopped publishing shows a growing lag."""
+    from cdc_core.capture import lease as capture_lease
+    from cdc_core.codec import tso
+
+    cf = fabricated_changefeed["changefeed_id"]
+    monkeypatch.setenv("CDCFLOW_METRICS_TOKEN", TOKEN)
+    held = capture_lease.acquire(cf)
+    try:
+        capture_lease.write_status(cf, {"resolved_ts": tso.compose(tso.now_physical_ms() - 30_000, 0),
+                                        "regions": 40, "incremental_scans": 41, "pending_bytes": 5000})
+        got = _samples(client.get(URL, headers={"Authorization": f"Bearer {TOKEN}"}).text)
+    finally:
+        capture_lease.release(cf, held)
+
+    def one(name: str) -> float:
+        return got[(name, (("changefeed", cf),))]
+
+    assert one("cdcflow_capture_up") == 1
+    assert 30 <= one("cdcflow_capture_resolved_ts_lag_seconds") < 90
+    assert (one("cdcflow_capture_regions"), one("cdcflow_capture_incremental_scans"),
+            one("cdcflow_capture_pending_bytes")) == (40, 41, 5000)
 
 
 def test_a_broken_config_is_a_figure_not_a_failed_scrape(client: Any, cdcflow_home: Path,

@@ -3,6 +3,7 @@ the plugin mounted under ``/cdcflow``, behind Airflow's authentication (SimpleAu
 
 from __future__ import annotations
 
+import os
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -257,3 +258,29 @@ def test_the_upstream_shows_as_answering_stopped_or_absent(client: Any, fabricat
     assert (up["address"], up["reachable"], up["detail"]) == (pd_addr, True, "answers")
     el = Elements(client.get(PAGE, cookies={"_token": _token()}).text)
     assert el.one("upstream")["attrs"]["data-reachable"] == "true" and pd_addr in el.one("upstream")["text"]
+
+
+def test_the_capture_shows_as_up_with_its_figures_or_down(client: Any, fabricated_changefeed: dict) -> None:
+    """The Capture cell: down (auto-start is on, none runs), then up with its lag, regions, scans and pending
+    bytes while a capture holds the lease and publishes its status."""
+    from cdc_core.capture import lease as capture_lease
+    from cdc_core.codec import tso
+
+    cf = fabricated_changefeed["changefeed_id"]
+    el = Elements(client.get(PAGE, cookies={"_token": _token()}).text)
+    assert el.one("capture")["attrs"]["data-state"] == "down"
+    held = capture_lease.acquire(cf)
+    try:
+        capture_lease.write_status(cf, {"resolved_ts": tso.compose(tso.now_physical_ms() - 2_000, 0),
+                                        "regions": 12, "incremental_scans": 13, "pending_bytes": 2048})
+        cap = client.get(f"{API}/{cf}", headers=_bearer(_token())).json()["capture"]
+        el = Elements(client.get(PAGE, cookies={"_token": _token()}).text)
+    finally:
+        capture_lease.release(cf, held)
+    assert cap["state"] == "up" and cap["expected"] and cap["pid"] == os.getpid()
+    cell = el.one("capture")
+    assert cell["attrs"]["data-state"] == "up"
+    assert (cell["attrs"]["data-regions"], cell["attrs"]["data-scans"], cell["attrs"]["data-pending-bytes"]) == (
+        "12", "13", "2048")
+    assert 2 <= float(cell["attrs"]["data-lag"]) < 60
+    assert "12 regions · 13 scans · 2.0 KiB pending" in cell["text"]

@@ -12,7 +12,8 @@ Every value is HTML-escaped. Stable hooks for browser tests:
                                    ``resolved-ts``, ``lag-seconds`` (``data-value`` = seconds),
                                    ``puller-memory`` (``data-peak-bytes``, ``data-max-bytes``),
                                    ``dq-summary`` (``data-passed``), ``upstream`` (``data-reachable``),
-                                   ``last-error``
+                                   ``capture`` (``data-state`` up|down|"", ``data-lag``, ``data-regions``,
+                                   ``data-scans``, ``data-pending-bytes``), ``last-error``
 ``changefeed-detail-<id>``         a changefeed's section; inside it ``dq-<db.table>`` per checked table
                                    (``data-passed``, ``data-passed-count``, ``data-failed-count``) and
                                    ``lag-chart`` (the SVG, ``data-points``)
@@ -161,6 +162,23 @@ def _upstream_cell(up: dict[str, Any] | None) -> str:
             f'class="{"pass" if reachable else "warn"}" title="{_e(up.get("source") or "")}">{_e(text)}</td>')
 
 
+def _capture_cell(cap: dict[str, Any] | None) -> str:
+    if not cap:
+        return '<td data-testid="capture" data-state="" class="muted" title="no capture: windows pull">—</td>'
+    up = cap["state"] == "up"
+    lag = cap.get("resolved_lag_s")
+    text = cap["state"] + ("" if lag is None else f" · lag {lag:.1f} s")
+    if up:
+        text += (f" · {cap.get('regions') or 0} regions · {cap.get('incremental_scans') or 0} scans · "
+                 f"{fmt_bytes(cap.get('pending_bytes') or 0)} pending")
+    attrs = " ".join(f'data-{k}="{_e(cap.get(v))}"' for k, v in (
+        ("lag", "resolved_lag_s"), ("regions", "regions"), ("scans", "incremental_scans"),
+        ("pending-bytes", "pending_bytes")))
+    return (f'<td data-testid="capture" data-state="{_e(cap["state"])}" {attrs} '
+            f'class="{"pass" if up else "warn"}" title="cdcflow capture status {_e(cap["changefeed_id"])}">'
+            f"{_e(text)}</td>")
+
+
 def _row(cf: dict[str, Any]) -> str:
     cid = cf["changefeed_id"]
     state = cf["state"] or "unknown"
@@ -181,6 +199,7 @@ def _row(cf: dict[str, Any]) -> str:
         _memory_cell(cf.get("puller_memory")),
         f'<td data-testid="dq-summary" data-passed="{passed}" class="{dq_class}">{_e(dq_text)}</td>',
         _upstream_cell(cf.get("upstream")),
+        _capture_cell(cf.get("capture")),
         f'<td data-testid="last-error" class="{"error" if err else "muted"}">{_e(err or "—")}</td>',
         "</tr>",
     ])
@@ -226,6 +245,7 @@ def render_page(changefeeds: list[dict[str, Any]], generated_at: float) -> str:
     rows = "".join(_row(cf) for cf in changefeeds)
     table = ('<table data-testid="changefeeds-table" id="changefeeds"><thead><tr><th>Changefeed</th><th>State</th>'
              "<th>Checkpoint ts</th><th>Checkpoint time (UTC)</th><th>Resolved ts</th><th>Lag (s)</th>"
-             "<th>Puller memory (peak / max)</th><th>Data quality</th><th>Upstream</th><th>Last error</th></tr></thead>"
+             "<th>Puller memory (peak / max)</th><th>Data quality</th><th>Upstream</th><th>Capture</th>"
+             "<th>Last error</th></tr></thead>"
              f"<tbody>{rows}</tbody></table>")
     return head + table + "".join(_detail(cf) for cf in changefeeds) + "</body></html>"

@@ -106,6 +106,15 @@ class ChangefeedCollector(Collector):
             ("cdcflow_changefeed_puller_paused", "1 when the last pull reached its memory pause threshold",
              ["changefeed"]),
             ("cdcflow_changefeed_upstream_up", "1 when the changefeed's upstream answers", ["changefeed"]),
+            ("cdcflow_capture_up", "1 while the changefeed's capture holds its lease; only for a changefeed that "
+             "starts one ([capture] auto-start) or ran one", ["changefeed"]),
+            ("cdcflow_capture_resolved_ts_lag_seconds", "Wall clock minus the capture's published resolved ts",
+             ["changefeed"]),
+            ("cdcflow_capture_regions", "Regions the capture is subscribed to", ["changefeed"]),
+            ("cdcflow_capture_incremental_scans", "Region requests (each an incremental scan on TiKV) since the "
+             "capture started", ["changefeed"]),
+            ("cdcflow_capture_pending_bytes", "Bytes of changes the capture holds, not yet in a part",
+             ["changefeed"]),
             ("cdcflow_changefeed_gc_safe_point_margin_seconds", "The checkpoint's physical time minus PD's GC safe "
              "point's: at 0, GC may remove what the next window reads", ["changefeed"]),
         )}
@@ -115,6 +124,15 @@ class ChangefeedCollector(Collector):
             g["cdcflow_changefeed_config_error"].add_metric([cf], 1.0 if st["config_error"] else 0.0)
             upstream = st.get("upstream") or {}
             g["cdcflow_changefeed_upstream_up"].add_metric([cf], 1.0 if upstream.get("reachable") else 0.0)
+            cap = st.get("capture")
+            if cap:
+                g["cdcflow_capture_up"].add_metric([cf], 1.0 if cap["state"] == "up" else 0.0)
+                if cap.get("resolved_lag_s") is not None:
+                    g["cdcflow_capture_resolved_ts_lag_seconds"].add_metric([cf], float(cap["resolved_lag_s"]))
+                if cap["state"] == "up":
+                    for name, k in (("regions", "regions"), ("incremental_scans", "incremental_scans"),
+                                    ("pending_bytes", "pending_bytes")):
+                        g[f"cdcflow_capture_{name}"].add_metric([cf], float(cap.get(k) or 0))
             if st["state"] is None:
                 continue
             for state in STATES:

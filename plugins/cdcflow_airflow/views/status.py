@@ -134,6 +134,19 @@ def upstream_status(config_upstream: str | None, *, probes: dict[str, bool] | No
     return out
 
 
+def capture_status(changefeed_id: str, config: Any | None) -> dict[str, Any] | None:
+    """The changefeed's continuous capture (``cdcflow capture status``) with ``expected``: its config starts one
+    (``[capture] auto-start``) or one has run. None when neither: its windows pull for themselves, as configured."""
+    from cdc_core.capture import lease as capture_lease
+
+    st = capture_lease.state(changefeed_id)
+    ran = st.get("updated_at") is not None or st["pid"] is not None
+    expected = bool(config is not None and config.capture_auto_start)
+    if not (expected or ran):
+        return None
+    return {**st, "expected": expected}
+
+
 def changefeed_status(changefeed_id: str, config: Any | None, config_error: str | None,
                       *, now: float | None = None, probes: dict[str, bool] | None = None) -> dict[str, Any]:
     """The status of one changefeed (``config`` a ``ChangefeedConfig``, or None when it could not be read)."""
@@ -164,6 +177,7 @@ def changefeed_status(changefeed_id: str, config: Any | None, config_error: str 
         "puller_memory": None,
         "lag_history": [],
         "upstream": upstream_status(config.upstream, probes=probes) if config else None,
+        "capture": capture_status(changefeed_id, config),
     }
     try:
         st = load_state(changefeed_id)
