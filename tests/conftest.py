@@ -5,7 +5,8 @@ resolved-ts interval and one store (``CDCFLOW_TEST_STORES=3`` runs it with three
 end-to-end test: the EventFeed tests of ``tests/upstream`` assume the one store leads every region);
 ``pd_addr`` / ``store_addr`` are its addresses; ``upstream_client`` is a
 synchronous ``UpstreamClient``; ``fresh_db`` creates a database with a unique name per test so that
-tests sharing the cluster never see each other's tables.
+tests sharing the cluster never see each other's tables; ``cdc_home`` is a private ``CDCFLOW_HOME`` pointed at
+the cluster.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,6 +50,14 @@ def upstream_cluster() -> Iterator[Any]:
     ec = EmbeddedCluster(ClusterConfig(min_ts_interval_ms=50, stores=stores)).start()
     yield ec
     ec.stop()
+
+
+@pytest.fixture
+def cdc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream_cluster: Any) -> Path:
+    """A private CDCFLOW_HOME (``tmp_path / "home"``) pointed at the session's embedded upstream; ``tmp_path``."""
+    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CDCFLOW_UPSTREAM", upstream_cluster.pd_addr)
+    return tmp_path
 
 
 @pytest.fixture(scope="session")

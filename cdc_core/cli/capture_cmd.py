@@ -1,10 +1,11 @@
 """``cdcflow capture``: run a changefeed's capture (:mod:`cdc_core.capture.capture`) in the foreground or
-detached, stop it, show its state.
+detached, stop it, show its state, or supervise the captures of every changefeed.
 
 ``start --detach`` starts ``cdcflow capture start ID`` in a new session (its output in
 ``$CDCFLOW_HOME/logs/capture-<id>.log``) and returns once the child holds the capture lease and has published its
 first status; ``stop`` sends SIGTERM to the lease's pid and waits for it to exit (the capture releases the lease):
-:mod:`cdc_core.capture.control`.
+:mod:`cdc_core.capture.control`. ``supervise`` keeps one running for every changefeed that wants one
+(:mod:`cdc_core.capture.supervisor`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 
 import typer
 
-from cdc_core.capture import control
+from cdc_core.capture import control, supervisor
 from cdc_core.capture import lease as capture_lease
 from cdc_core.capture.capture import DEFAULT_FLUSH_INTERVAL_S, Capture
 from cdc_core.home import changefeeds_dir
@@ -54,6 +55,22 @@ def stop(
 
 def _changefeed_ids() -> list[str]:
     return sorted(p.stem for p in changefeeds_dir().glob("*.toml"))
+
+
+@app.command()
+def supervise(
+    check: bool = typer.Option(False, "--check", help="Exit 0 when a supervisor runs and polls (a health check)."),
+    poll: float = typer.Option(supervisor.POLL_S, "--poll", help="Seconds between looks at the changefeeds."),
+    flush_interval: float = typer.Option(DEFAULT_FLUSH_INTERVAL_S, "--flush-interval",
+                                         help="The captures' seconds between sealed parts."),
+) -> None:
+    """Keep a capture running for every changefeed with [capture] auto-start in state normal (the deployment's
+    capture service): started when missing, started again after it exits, stopped when paused or removed."""
+    if check:
+        ok, detail = supervisor.check()
+        typer.echo(detail)
+        raise typer.Exit(0 if ok else 1)
+    supervisor.Supervisor(poll_s=poll, flush_interval_s=flush_interval).run_forever()
 
 
 @app.command()

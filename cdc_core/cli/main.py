@@ -20,6 +20,8 @@ _GROUPS: dict[str, tuple[str, str, str]] = {
     "changefeed": ("changefeed_cmd", "app", "Create, run and inspect changefeeds."),
     "capture": ("capture_cmd", "app", "Run a changefeed's continuous capture (its long-lived subscriptions)."),
     "tso": ("tso_cmd", "app", "TSO timestamps."),
+    "maintain": ("maintain_cmd", "maintain",
+                 "Purge, compact and vacuum a changefeed's Delta tables; prune its bronze changelog."),
     "verify": ("verify_cmd", "verify",
                "Compare every replicated table at a ts with its Delta table; exit 1 on any difference."),
 }

@@ -39,13 +39,6 @@ TABLES = int(os.environ.get("CDCFLOW_BENCH_TABLES", "24"))
 BATCH = 10_000
 
 
-@pytest.fixture
-def cdc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream_cluster: Any) -> Path:
-    monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("CDCFLOW_UPSTREAM", upstream_cluster.pd_addr)
-    return tmp_path
-
-
 def _load(c: UpstreamClient, table: str, rows: int) -> None:
     c.execute(f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, k INT, c VARCHAR(64), pad VARCHAR(32))")
     for lo in range(0, rows, BATCH):

@@ -10,6 +10,7 @@ ports, the same environment with each address naming the same service.
 
     PostgreSQL (Debian's server)  Redis (Debian's redis-server)
     the embedded upstream: PD + 2 stores        Spark standalone: a master and 2 workers (pyspark's own jars)
+    the capture supervisor: a capture per changefeed
     Airflow: API server, scheduler, dag processor, triggerer, 2 Celery workers (CeleryExecutor)
 
 The tasks submit their Spark jobs to the standalone master (``CDCFLOW_SPARK_ENGINE=submit``), whose executors, on
@@ -64,6 +65,8 @@ SERVICES: dict[str, Service] = {
     "upstream": Service(("cdcflow", "upstream", "start"), ports={"pd": 2379, "mysql": 4000},
                         published=("pd", "mysql"), options=("--pd-addr", "--mysql-addr", "--advertise-host"),
                         restarts=False),
+    # a capture for every changefeed that wants one, kept running (cdc_core/capture/supervisor.py)
+    "capture": Service(("cdcflow", "capture", "supervise")),
     "spark-master": Service(("spark-class", "org.apache.spark.deploy.master.Master"), ports={"master": 7077},
                             published=("master",), options=("--host",)),
     "spark-worker": Service(("spark-class", "org.apache.spark.deploy.worker.Worker"), replicas=2),
@@ -280,6 +283,7 @@ class DistributedAirflow(AirflowServer):
                 "--work-dir", str(work)], env={"SPARK_LOCAL_IP": host})
         self._wait_for("Redis and the upstream", lambda: _port_open("127.0.0.1", redis)
                        and _port_open("127.0.0.1", mysql), 120)
+        self._spawn("capture", [str(VENV_BIN / "cdcflow"), "capture", "supervise"])
         self.migrate()  # airflow-init
         self._spawn("airflow-apiserver", [str(VENV_BIN / "airflow"), "api-server", "--host", "127.0.0.1",
                                           "--port", str(self.port)])
