@@ -151,11 +151,11 @@ class Feed:
     def start_capture(self) -> int:
         return int(control.start_detached(self.cid, flush_interval_s=float(FLUSH_S))["pid"])
 
-    def run_windows(self, until_ts: int | None = None) -> list[dict[str, Any]]:
-        """Windows up to ``until_ts`` (default: now); each read from the capture's parts."""
+    def run_windows(self, until_ts: int | None = None, source: str = "capture") -> list[dict[str, Any]]:
+        """Windows up to ``until_ts`` (default: now); each read from ``source`` (the capture's parts)."""
         out = runner.run_until(self.cid, until_ts or self.client.get_ts())
         for w in out:
-            assert not w["skipped"] and w["pull"]["source"] == "capture", w["pull"]
+            assert not w["skipped"] and w["pull"]["source"] == source, w["pull"]
         self.windows += out
         return out
 
@@ -180,7 +180,8 @@ _feeds = iter(range(1, 1_000))
 @pytest.fixture
 def feed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, multi_cluster: Any,
          request: pytest.FixtureRequest) -> Iterator[Feed]:
-    """``db.t`` in 8 regions on the three-store cluster, its changefeed created; every capture stopped at the end."""
+    """``db.t`` in 8 regions on the three-store cluster, its changefeed created (``request.param``: more of its
+    TOML); every capture stopped at the end."""
     monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("CDCFLOW_UPSTREAM", multi_cluster.pd_addr)
     n = next(_feeds)
@@ -192,7 +193,7 @@ def feed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, multi_cluster: Any,
         start_ts = c.get_ts()
         cfg = tmp_path / "feed.toml"
         cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{tmp_path / "lake"}"\nstart-ts = {start_ts}\n'
-                       f'[filter]\nrules = ["{db}.*"]\n')
+                       f'[filter]\nrules = ["{db}.*"]\n{getattr(request, "param", "")}')
         cli("changefeed", "create", "--config", str(cfg))
         try:
             yield Feed(multi_cluster, cid, db, tmp_path / "lake", start_ts, c)
@@ -438,3 +439,20 @@ def test_the_fault_storm_against_the_capture(feed: Feed) -> None:
     got = figures("storm", feed, before, faults=storm.counts, refused=writer.refused)
     assert sum(storm.counts.get(k, 0) for k in ("split", "merge", "transfer", "stop", "drop")) >= 5, storm.counts
     assert got["incremental_scans"] >= 5
+
+
+@pytest.mark.parametrize("feed", ["[puller]\npull-timeout-s = 3\n"], indirect=True)
+def test_a_dead_capture_not_replaced_within_the_pull_timeout_hands_the_window_to_its_own_pull(feed: Feed) -> None:
+    c = feed.client
+    pid = feed.start_capture()
+    until(lambda: (parts.resolved_ts(feed.sink_uri, feed.cid) or 0) > feed.start_ts, 30, "the capture's first parts")
+    c.execute(f"INSERT INTO {feed.db}.t VALUES (1, 1), (2, 2)")
+    kill9(pid)
+    held = capture_lease.holder(feed.cid)
+    assert held is not None
+    c.execute(f"UPDATE {feed.db}.t SET v = 20 WHERE id = 2; INSERT INTO {feed.db}.t VALUES (3, 3)")
+    before = cdc_counters(feed.ec)
+    (w,) = feed.run_windows(source="pull")  # no new capture within 3 s of the dead one's last renewal
+    assert time.time() - held.renewed_at >= 3
+    got = figures("dead capture, pull fallback", feed, before)
+    assert got["rows"] == 3 and w["pull"]["events"] == 4
