@@ -64,7 +64,8 @@ bench-scale: venv
 	$(VENV)/bin/pytest tests/bench/test_scale_bench.py -q -p no:cacheprovider --override-ini addopts= -o timeout=0 -s
 
 ## soak: issue 20's soak, 50 windows of the distributed topology under kill -9 and region faults (~1 hour;
-## CDCFLOW_SOAK_WINDOWS, _EVERY_S, _KILL_EVERY_S, _ROWS_PER_S, _SEED change it); figures printed and in soak-figures.json
+## CDCFLOW_SOAK_WINDOWS, _EVERY_S, _KILL_EVERY_S, _ROWS_PER_S, _SEED change it; _CAPTURE=1 runs it against the capture,
+## a chaos victim too); figures printed and in soak-figures.json
 soak: venv preflight-test
 	$(VENV)/bin/pytest tests/soak -q -p no:cacheprovider --override-ini addopts= -o timeout=0 -s --import-mode=importlib
 

@@ -7,6 +7,11 @@ end-to-end test: the EventFeed tests of ``tests/upstream`` assume the one store 
 synchronous ``UpstreamClient``; ``fresh_db`` creates a database with a unique name per test so that
 tests sharing the cluster never see each other's tables; ``cdc_home`` is a private ``CDCFLOW_HOME`` pointed at
 the cluster.
+
+``multi_cluster`` (session) is a second embedded cluster, with three stores and three PD members, for the faults
+that need more than one (leader transfers, stopped stores, PD leader moves): the puller's and the capture's fault
+tests share it (one start per session); ``multi_client`` is a synchronous client of it. Tests that move PD's
+leader leave member 1 leading again, and tests that stop a store start it again.
 """
 
 from __future__ import annotations
@@ -58,6 +63,28 @@ def cdc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upstream_cluster: 
     monkeypatch.setenv("CDCFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("CDCFLOW_UPSTREAM", upstream_cluster.pd_addr)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def multi_cluster() -> Iterator[Any]:
+    from cdc_core.upstream.cluster import ClusterConfig
+    from cdc_core.upstream.embedded import EmbeddedCluster
+
+    # Heartbeats every 200 ms: held locks send fake prewrites in the ordinary puller tests. Three PD members: the
+    # fault storm moves PD's leader too. Each store on its own loopback address, as TiKV nodes are: the puller
+    # reaches them by the addresses PD gives it.
+    ec = EmbeddedCluster(ClusterConfig(stores=3, pd_members=3, min_ts_interval_ms=50, txn_heartbeat_interval_ms=200,
+                                       store_hosts=("127.0.0.2", "127.0.0.3", "127.0.0.4"))).start()
+    yield ec
+    ec.stop()
+
+
+@pytest.fixture
+def multi_client(multi_cluster: Any) -> Iterator[Any]:
+    from cdc_core.client.upstream import UpstreamClient
+
+    with UpstreamClient(multi_cluster.pd_addr, timeout=30) as c:
+        yield c
 
 
 @pytest.fixture(scope="session")

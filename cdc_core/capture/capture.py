@@ -16,7 +16,11 @@ schemastore``): the spans are subscribed once, at start (and re-requested only a
   TRUNCATE, partition DDL, RENAME into the filter...) has those spans subscribed from its commit ts - 1, which
   holds ``r`` back until they resolve, as TiCDC's schema store holds the resolved ts of a new table's span. Then the
   part ``(last_to, r]`` is written from the buffered events with ``commit_ts <= r`` (at most ``PART_ROWS`` of
-  them a part: a larger backlog is cut at a commit ts); the rest stay buffered.
+  them a part: a larger backlog is cut at a commit ts); the rest stay buffered. Exact duplicates (a region
+  re-scanned after a split, a store stop or a dropped stream re-delivers what it sent above its resolved ts) are
+  dropped first, so a part holds each change once (:func:`~cdc_core.capture.parts.dedupe`). The part is renamed
+  in under the lease's lock while this capture still holds the lease (:func:`~cdc_core.capture.lease.fenced`): a
+  stalled capture whose lease a new one took over writes nothing and stops.
 * **Status** (every flush): the lease renewed, ``<id>.capture.status.json`` rewritten (resolved ts, lag, regions,
   pending events and bytes, parts).
 * **Stop** (SIGTERM, or :meth:`Capture.stop`): the loop ends between flushes (a part is written whole or not at
@@ -73,6 +77,7 @@ class Capture:
         self.resolved_ts = 0
         self.parts_written = 0
         self._subscribed: set[int] = set()
+        self._held: capture_lease.CaptureLease | None = None
 
     # --- control ---------------------------------------------------------------------------
     def stop(self) -> None:
@@ -95,7 +100,7 @@ class Capture:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         cid, cfg = self.changefeed_id, self.cfg
-        held = capture_lease.acquire(cid)
+        held = self._held = capture_lease.acquire(cid)
         client: SubscriptionClient | None = None
         try:
             checkpoint = load_state(cid).checkpoint_ts
@@ -137,7 +142,7 @@ class Capture:
                 await self._seal(client, slog)
                 next_flush = time.monotonic() + self.flush_interval_s
                 if time.monotonic() >= next_renew:
-                    held = await asyncio.to_thread(capture_lease.renew, cid, held)
+                    held = self._held = await asyncio.to_thread(capture_lease.renew, cid, held)
                     next_renew = time.monotonic() + capture_lease.RENEW_S
                 await asyncio.to_thread(capture_lease.write_status, cid, self.status(client))
         finally:
@@ -190,12 +195,17 @@ class Capture:
                 return
         while r > self.resolved_ts:
             upto, ready = self._take_upto(r)
-            part = await asyncio.to_thread(parts.write_part, self.cfg.sink_uri, self.changefeed_id,
-                                           self.resolved_ts, upto, ready)
+            part = await asyncio.to_thread(self._publish, self.resolved_ts, upto, ready)
             self.parts_written += 1
             self.resolved_ts = upto
             log.debug("capture sealed a part", changefeed_id=self.changefeed_id, part=part.path.name,
                       rows=sum(b.num_rows for b in ready))
+
+    def _publish(self, from_ts: int, to_ts: int, ready: list[pa.RecordBatch]) -> parts.Part:
+        """Write the part ``(from_ts, to_ts]`` of ``ready``'s events, once each, fenced by the lease."""
+        assert self._held is not None
+        with capture_lease.fenced(self.changefeed_id, self._held):
+            return parts.write_part(self.cfg.sink_uri, self.changefeed_id, from_ts, to_ts, parts.dedupe(ready))
 
     def _new_tables(self, slog: SchemaLog, r: int) -> dict[int, int]:
         """Physical ids the DDL jobs buffered at or below ``r`` give replicated tables, unsubscribed so far, each with

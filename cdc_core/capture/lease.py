@@ -121,6 +121,24 @@ def renew(changefeed_id: str, lease: CaptureLease, *, ttl_s: float = TTL_S) -> C
     return renewed
 
 
+@contextlib.contextmanager
+def fenced(changefeed_id: str, lease: CaptureLease) -> Iterator[None]:
+    """Hold the lease's lock while ``lease`` is still the recorded one: what the capture publishes a part under.
+
+    The fence that keeps a stalled capture (stopped by a debugger, swapped out, a VM paused past :data:`TTL_S`)
+    from writing a part after a new capture took its expired lease over: the new one's :func:`acquire` and this
+    check serialize on one ``flock``, so either the part is renamed in before the new capture reads where to resume,
+    or the old capture learns here that it lost the lease (``CaptureRunning``) and writes nothing. As a TiCDC
+    processor whose etcd session expired stops writing before a new owner schedules its tables elsewhere."""
+    with _locked(changefeed_id) as path:
+        current = _read(path)
+        if current is None or current.owner != lease.owner:
+            by = f"pid {current.pid} on {current.host}" if current is not None else "nobody (it was removed)"
+            raise CaptureRunning(f"the capture lease of {changefeed_id!r} is held by {by}, no longer by this "
+                                 f"capture (pid {lease.pid}): it must stop")
+        yield
+
+
 def release(changefeed_id: str, lease: CaptureLease) -> bool:
     """Give the lease back; False when this capture no longer held it."""
     with _locked(changefeed_id) as path:

@@ -147,6 +147,28 @@ def write_part(sink_uri: str, changefeed_id: str, from_ts: int, to_ts: int,
     return Part(start, to_ts, final)
 
 
+DEDUPE_COLUMNS = ["table_id", "key", "op", "start_ts", "commit_ts", "value", "old_value"]
+
+
+def dedupe(batches: Sequence[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    """The events of ``batches`` with exact duplicates removed, the first of each kept, in order.
+
+    TiKV re-sends a region's changes above its resolved ts when the region is re-requested (TiCDC's kv client
+    re-registers a region from its resolved ts after a split, a leader move or a store failure, and its sorter
+    dedups), so a capture's buffer can hold one change twice, from two regions (``region_id`` is not compared: a
+    split re-delivers the change from the new region). Everything else of the event is: one change of a key at
+    a commit ts is one event. O(events) with a hash group-by."""
+    table = pa.Table.from_batches([b if b.schema.equals(changelog.SCHEMA) else b.cast(changelog.SCHEMA)
+                                   for b in batches], schema=changelog.SCHEMA)
+    if table.num_rows < 2:
+        return table.to_batches()
+    indexed = table.append_column("_i", pa.array(range(table.num_rows), pa.int64()))
+    first = indexed.group_by(DEDUPE_COLUMNS, use_threads=False).aggregate([("_i", "min")])["_i_min"]
+    if len(first) == table.num_rows:
+        return table.to_batches()
+    return table.take(pc.take(first, pc.sort_indices(first))).to_batches()
+
+
 def read_events(sink_uri: str, changefeed_id: str, after_ts: int, upto_ts: int,
                 table_ids: Collection[int] | None = None) -> Iterator[pa.RecordBatch]:
     """The events with ``after_ts < commit_ts <= upto_ts`` (of ``table_ids``; None: all), as record batches, in

@@ -108,3 +108,13 @@ def test_remove_upto_keeps_the_last_part(tmp_path: Path) -> None:
     assert [(p.from_ts, p.to_ts) for p in parts.list_parts(s, CID)] == [(120, 130)]
     assert parts.remove_upto(s, CID, 200) == []  # the last part carries the resolved ts
     assert parts.resolved_ts(s, CID) == 130
+
+
+def test_dedupe_drops_exact_duplicates_from_any_region_and_keeps_the_order() -> None:
+    a = events((1, 105), (1, 106), (2, 107))
+    redelivered = a.set_column(0, "region_id", pa.array([9, 9, 9], pa.int64()))  # a split re-sends from a new region
+    other_value = events((1, 105)).set_column(6, "value", pa.array([b"w"], pa.binary()))
+    got = pa.Table.from_batches(parts.dedupe([a, redelivered, other_value]), schema=changelog.SCHEMA)
+    assert got["commit_ts"].to_pylist() == [105, 106, 107, 105]  # the first of each, in order
+    assert got["region_id"].to_pylist() == [1, 1, 1, 1] and got["value"].to_pylist()[-1] == b"w"
+    assert parts.dedupe([]) == [] and pa.Table.from_batches(parts.dedupe([a])).num_rows == 3

@@ -10,6 +10,11 @@ the operator would. Its figures (also in ``soak-figures.json`` beside the deploy
 lost or duplicated (goal 0), windows that needed a person (goal 0), wall time; it fails when a goal is missed or
 the checkpoint stands still for ``CDCFLOW_SOAK_STALL_S``.
 
+``CDCFLOW_SOAK_CAPTURE=1`` runs it against the continuous capture (``cdcflow capture start --detach`` before the
+first window, ``[capture] auto-start`` on, so the windows read its parts) with the capture among the chaos's victims
+(``kill -9``, restarted a few seconds later or by the next DAG run's auto-start); by default the capture is off
+(``auto-start = false``) and every window pulls itself. Its figures say which (``settings.capture``).
+
 Not in ``make test``: at its defaults it runs for about an hour.
 """
 
@@ -50,6 +55,7 @@ RATE = _env("ROWS_PER_S", 20)  # the workload's pace
 STALL_S = _env("STALL_S", 900)
 SEED = int(_env("SEED", 1))
 MAX_S = _env("MAX_S", 0)  # a wall-time budget (0: none): the chaos ends there, fewer windows are reported as such
+CAPTURE = bool(int(_env("CAPTURE", 0)))  # against the continuous capture, the capture a chaos victim
 
 
 def _key(row: dict[str, Any]) -> str:
@@ -99,7 +105,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield t
 
 
-def test_soak(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_soak(cluster: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     started = time.monotonic()
     monkeypatch.setenv("CDCFLOW_HOME", str(cluster.cdc_home))
     pd = cluster.upstream_pd
@@ -109,21 +115,26 @@ def test_soak(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     feed = AirflowFeed(cluster, pd, cluster.cdc_home, CF, DB)
     config = cluster.cdc_home / f"{CF}.toml"
     config.write_text(f'changefeed-id = "{CF}"\nsink-uri = "file://{feed.sink}"\n[filter]\nrules = ["{DB}.*"]\n'
-                      f'[airflow]\nschedule = "{EVERY_S}s"\ncatchup = false\n')
+                      f'[airflow]\nschedule = "{EVERY_S}s"\ncatchup = false\n'
+                      f'[capture]\nauto-start = {str(CAPTURE).lower()}\n')
     feed.cdcflow("changefeed", "create", "--config", str(config))  # from now: the tables and their rows replicate
     client = UpstreamClient(pd)
     workload = Workload(cfg, lambda sql: [(r.affected_rows, r.commit_ts) for r in client.execute(sql)])
     workload.prepare()
     cluster.wait_dag(DAG_ID)
+    if CAPTURE:  # up before the first window, so that every window reads its parts; stopped however the soak ends
+        feed.cdcflow("capture", "start", CF, "--detach")
+        request.addfinalizer(lambda: feed.cdcflow("capture", "stop", CF))
 
     stop_workload = threading.Event()
     summary: dict[str, Any] = {}
     writer = threading.Thread(target=lambda: summary.update(workload.run(stop_workload).to_dict()), daemon=True)
-    chaos = Chaos(cluster, [f"{DB}.{t}" for t in tables], cfg.id_range, seed=SEED, kill_every_s=KILL_EVERY_S)
+    chaos = Chaos(cluster, [f"{DB}.{t}" for t in tables], cfg.id_range, seed=SEED, kill_every_s=KILL_EVERY_S,
+                  capture=(CF, lambda: feed.cdcflow("capture", "start", CF, "--detach")) if CAPTURE else None)
     figures: dict[str, Any] = {"windows": 0, "compared": Counter[str](), "needed_a_person": [],
                                "settings": {"windows": WINDOWS, "every_s": EVERY_S, "kill_every_s": KILL_EVERY_S,
                                             "ddl_every_s": DDL_EVERY_S, "rows_per_s": RATE, "seed": SEED,
-                                            "max_s": MAX_S}}
+                                            "max_s": MAX_S, "capture": CAPTURE}}
     out = cluster.workdir / "soak-figures.json"
     start_ts = load_state(CF).checkpoint_ts
     cluster.set_paused(DAG_ID, False)

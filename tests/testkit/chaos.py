@@ -3,8 +3,12 @@ after a few seconds, as a restart policy would), and a region fault on the upstr
 
 Victims, as the issue names them: a running task (its task runner or supervisor, or the ``spark-submit`` driver it
 started), the Airflow scheduler, a Spark worker (with its executors, as a container dies), a Celery worker (with
-the tasks it runs), and a store. The embedded upstream runs its stores inside one process, whose ``kill -9`` would
-lose the cluster's data rather than one store's; a store is killed through the control port instead
+the tasks it runs), a store, and, when the soak runs against a capture (``capture=``), the changefeed's capture
+(``kill -9`` of its lease's pid; restarted as its restart policy would, unless the DAG's ``[capture] auto-start``
+brought one back first: the lease admits one).
+
+The embedded upstream runs its stores inside one process, whose ``kill -9`` would lose the cluster's data rather
+than one store's; a store is killed through the control port instead
 (``StopStore`` without moving its leaders: its streams drop and its port refuses, as a killed TiKV's does) and
 started again after the same delay.
 
@@ -18,11 +22,13 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
 
+from cdc_core.capture import lease as capture_lease
 from cdc_core.client.admin import AdminClient
 from cdc_core.client.upstream import UpstreamClient
 
@@ -54,8 +60,13 @@ class Chaos:
     control port) until :meth:`stop`; everything killed is running again when :meth:`stop` returns."""
 
     def __init__(self, cluster: Any, tables: list[str], id_range: int, *, seed: int, kill_every_s: float,
-                 restart_after_s: tuple[float, float] = (2.0, 10.0), fault_every_s: float = 1.0) -> None:
+                 restart_after_s: tuple[float, float] = (2.0, 10.0), fault_every_s: float = 1.0,
+                 capture: tuple[str, Callable[[], object]] | None = None) -> None:
+        """``capture``: (changefeed id, a start of its capture) makes the capture a victim too; the start is called
+        (in ``CDCFLOW_HOME``'s changefeed) after a kill and at :meth:`stop` when none runs."""
         self.cluster, self.tables, self.id_range = cluster, tables, id_range
+        self.capture = capture
+        self.victims = {**VICTIMS, "capture": 3} if capture else dict(VICTIMS)
         self.rnd = random.Random(seed)
         self.kill_every_s, self.restart_after_s, self.fault_every_s = kill_every_s, restart_after_s, fault_every_s
         self.log = ChaosLog()
@@ -66,6 +77,7 @@ class Chaos:
         self._pending: list[threading.Timer] = []
         self._down_stores: set[int] = set()
         self._lock = threading.Lock()
+        self._capture_lock = threading.Lock()
         self._threads = [threading.Thread(target=self._kill_loop, name="soak-kill", daemon=True),
                          threading.Thread(target=self._fault_loop, name="soak-faults", daemon=True)]
 
@@ -83,13 +95,15 @@ class Chaos:
             self._restart(p)
         for store in list(self._down_stores):
             self._start_store(store)
+        if self.capture is not None:
+            self._start_capture()
         self._admin.close()
 
     # --- kills ----------------------------------------------------------------------------------------------
 
     def _kill_loop(self) -> None:
         while not self._stop.wait(self.rnd.expovariate(1.0 / self.kill_every_s)):
-            victim = self.rnd.choices(list(VICTIMS), list(VICTIMS.values()))[0]
+            victim = self.rnd.choices(list(self.victims), list(self.victims.values()))[0]
             detail = getattr(self, f"_kill_{victim.replace('-', '_')}")()
             if detail:
                 with self._lock:
@@ -156,6 +170,30 @@ class Chaos:
                 return line[:120]
             self._stop.wait(1.0)
         return ""
+
+    def _kill_capture(self) -> str:
+        """``kill -9`` of the changefeed's running capture (none running: no kill this time)."""
+        assert self.capture is not None
+        cid = self.capture[0]
+        held = capture_lease.live_holder(cid)
+        if held is None:
+            return ""
+        try:
+            psutil.Process(held.pid).kill()
+        except psutil.NoSuchProcess:
+            return ""
+        self._later(self._start_capture)
+        return f"capture of {cid} (pid {held.pid})"
+
+    def _start_capture(self) -> None:
+        """Start the capture when none runs (the DAG's auto-start may have started one already)."""
+        assert self.capture is not None
+        with self._capture_lock:  # a pending restart and stop() must not start two
+            if capture_lease.live_holder(self.capture[0]) is None:
+                try:
+                    self.capture[1]()
+                except Exception:  # lost a race to the DAG's start: one runs
+                    pass
 
     def _kill_store(self) -> str:
         with self._lock:
