@@ -105,6 +105,7 @@ class Capture:
         try:
             checkpoint = load_state(cid).checkpoint_ts
             last = parts.resolved_ts(cfg.sink_uri, cid)
+            parts.remove_temporaries(cfg.sink_uri, cid)  # of a predecessor killed mid-write
             if last is None or last < checkpoint:
                 # Parts wholly below the checkpoint are no window's any more; a new run starts at the checkpoint.
                 for p in parts.list_parts(cfg.sink_uri, cid):
@@ -204,8 +205,9 @@ class Capture:
     def _publish(self, from_ts: int, to_ts: int, ready: list[pa.RecordBatch]) -> parts.Part:
         """Write the part ``(from_ts, to_ts]`` of ``ready``'s events, once each, fenced by the lease."""
         assert self._held is not None
-        with capture_lease.fenced(self.changefeed_id, self._held):
-            return parts.write_part(self.cfg.sink_uri, self.changefeed_id, from_ts, to_ts, parts.dedupe(ready))
+        held = self._held
+        return parts.write_part(self.cfg.sink_uri, self.changefeed_id, from_ts, to_ts, parts.dedupe(ready),
+                                fence=lambda: capture_lease.fenced(self.changefeed_id, held))
 
     def _new_tables(self, slog: SchemaLog, r: int) -> dict[int, int]:
         """Physical ids the DDL jobs buffered at or below ``r`` give replicated tables, unsubscribed so far, each with

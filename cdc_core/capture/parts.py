@@ -17,10 +17,11 @@ overlap the interval, a record batch at a time (never a whole backlog in memory)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,16 +108,19 @@ def resolved_ts(sink_uri: str, changefeed_id: str) -> int | None:
 
 
 def write_part(sink_uri: str, changefeed_id: str, from_ts: int, to_ts: int,
-               batches: Sequence[pa.RecordBatch]) -> Part:
+               batches: Sequence[pa.RecordBatch],
+               fence: Callable[[], contextlib.AbstractContextManager[object]] | None = None) -> Part:
     """Write the part ``(from_ts, to_ts]`` durably. It must start at the last part's ``to_ts`` (or be the first);
-    every event must lie in the interval. Raises ``ChangefeedError`` otherwise."""
+    every event must lie in the interval. Raises ``ChangefeedError`` otherwise.
+
+    ``fence``: entered around the contiguity check and the rename that publishes the part, and only around them
+    (the Parquet write and its fsync come before, outside): the capture's lease check
+    (:func:`cdc_core.capture.lease.fenced`), held for a directory listing and a rename, so that a writer stalled in
+    a slow write never holds the lease's lock, and one that lost the lease learns that before anything else."""
     if to_ts < from_ts:
         raise ChangefeedError(f"capture part ({from_ts}, {to_ts}] ends before it starts")
     parts = list_parts(sink_uri, changefeed_id)
     last = parts[-1] if parts else None
-    if last is not None and last.to_ts != from_ts:
-        raise ChangefeedError(f"capture part ({from_ts}, {to_ts}] does not start at the last part's end "
-                              f"{last.to_ts}: parts must be contiguous")
     table = pa.Table.from_batches([b if b.schema.equals(changelog.SCHEMA) else b.cast(changelog.SCHEMA)
                                    for b in batches], schema=changelog.SCHEMA)
     if table.num_rows:
@@ -136,7 +140,15 @@ def write_part(sink_uri: str, changefeed_id: str, from_ts: int, to_ts: int,
         pq.write_table(table, tmp, compression="zstd")
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, final)
+        with fence() if fence is not None else contextlib.nullcontext():
+            # Checked after the fence (a writer that lost the lease hears that first), with the rename: the part
+            # follows the last part, the one its name was chosen after.
+            now = list_parts(sink_uri, changefeed_id)
+            end = now[-1] if now else None
+            if end != last or (end is not None and end.to_ts != from_ts):
+                raise ChangefeedError(f"capture part ({from_ts}, {to_ts}] does not start at the last part's end "
+                                      f"{end.to_ts if end else None}: parts must be contiguous")
+            os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -191,6 +203,20 @@ def read_events(sink_uri: str, changefeed_id: str, after_ts: int, upto_ts: int,
             out = batch.filter(mask)
             if out.num_rows:
                 yield out.cast(changelog.SCHEMA)
+
+
+def remove_temporaries(sink_uri: str, changefeed_id: str) -> int:
+    """Remove the temporary files of parts a writer never renamed in (it was killed between its write and its
+    rename, or fenced off); how many. Called by a capture that holds the lease: no other writer publishes, and a
+    fenced-off one that still writes a temporary never renames it."""
+    root = capture_root(sink_uri, changefeed_id)
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(".tmp-")]
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        (root / name).unlink(missing_ok=True)
+    return len(names)
 
 
 def remove_upto(sink_uri: str, changefeed_id: str, ts: int) -> list[Part]:

@@ -330,9 +330,11 @@ def test_two_captures_race_for_the_lease_and_the_loser_of_a_takeover_is_fenced(f
         writer.wrote(20)
         until(lambda: (parts.resolved_ts(feed.sink_uri, feed.cid) or 0) > stalled_at, 30, "the new capture's parts")
         os.kill(winner.pid, signal.SIGCONT)
-        # Its next part is refused by the fence: it writes nothing more and exits.
+        # Its next part is refused by the fence, or its next renewal finds the lease taken (whichever comes first):
+        # it writes nothing more and exits.
         rc = until(lambda: winner.poll() is not None, 30, "the fenced capture to exit") and winner.returncode
-        assert rc != 0 and "it must stop" in logs[procs.index(winner)].read_text()
+        said = logs[procs.index(winner)].read_text()
+        assert rc != 0 and ("it must stop" in said or "was taken over" in said), said
         h = capture_lease.live_holder(feed.cid)
         assert h is not None and h.pid == new_pid
         got = parts.list_parts(feed.sink_uri, feed.cid)

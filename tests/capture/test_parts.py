@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -118,3 +121,29 @@ def test_dedupe_drops_exact_duplicates_from_any_region_and_keeps_the_order() -> 
     assert got["commit_ts"].to_pylist() == [105, 106, 107, 105]  # the first of each, in order
     assert got["region_id"].to_pylist() == [1, 1, 1, 1] and got["value"].to_pylist()[-1] == b"w"
     assert parts.dedupe([]) == [] and pa.Table.from_batches(parts.dedupe([a])).num_rows == 3
+
+
+def test_a_fence_that_refuses_publishes_nothing_and_leaves_no_temporary(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    parts.write_part(s, CID, 100, 110, [events((1, 105))])
+
+    @contextlib.contextmanager
+    def refused() -> Iterator[None]:
+        raise ChangefeedError("lost the lease")
+        yield
+
+    entered: list[int] = []
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        entered.append(len(os.listdir(parts.capture_root(s, CID))))  # the temporary is written before the fence
+        yield
+
+    with pytest.raises(ChangefeedError, match="lost the lease"):
+        parts.write_part(s, CID, 110, 120, [events((1, 111))], fence=refused)
+    assert [(p.from_ts, p.to_ts) for p in parts.list_parts(s, CID)] == [(100, 110)]
+    assert os.listdir(parts.capture_root(s, CID)) == [parts.part_name(100, 110)]
+    parts.write_part(s, CID, 110, 120, [events((1, 111))], fence=held)
+    assert entered == [2] and parts.resolved_ts(s, CID) == 120
+    (parts.capture_root(s, CID) / ".tmp-part-x-killed").write_bytes(b"half a part")  # a writer killed mid-write
+    assert parts.remove_temporaries(s, CID) == 1 and len(os.listdir(parts.capture_root(s, CID))) == 2
