@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from cdc_core.changefeed import lease
 from cdc_core.codec import tso
@@ -379,9 +380,11 @@ def test_prometheus_scrapes_the_lag_rising_and_falling(feed: Feed, tmp_path: Pat
 
         wait_for(scraped, 120, "Prometheus to scrape the lag", poll_s=1.0)
         rules = httpx.get(f"{url}/api/v1/rules", timeout=10).json()["data"]["groups"]
-        assert sorted(r["name"] for g in rules for r in g["rules"]) == sorted([
-            "CdcflowChangefeedInError", "CdcflowCheckpointLagging", "CdcflowChecksFailed",
-            "CdcflowGcSafePointNearCheckpoint", "CdcflowConfigBroken", "CdcflowUpstreamDown"])
+        # Prometheus loaded every rule the shipped file names (the file's own unit tests pin the set).
+        shipped = yaml.safe_load((ROOT / "deploy" / "prometheus" / "cdcflow-alerts.yml").read_text())
+        assert sorted(r["name"] for g in rules for r in g["rules"]) == sorted(
+            r["alert"] for g in shipped["groups"] for r in g["rules"])
+        assert "CdcflowCheckpointLagging" in {r["name"] for g in rules for r in g["rules"]}
         server.pause_and_settle(DAG_ID)
         paused_at = lag()
         assert paused_at is not None
