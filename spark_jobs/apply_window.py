@@ -105,9 +105,7 @@ def apply_window(
     "skipped", "applied_version", "reason", "changes", "path", "mapped"}}``; ``mapped``: ``{column: values}`` of
     the values the rows written hold as NULL because Delta cannot hold them (:mod:`spark_jobs.normalize.mapped_values`).
     """
-    from pyspark.sql import functions as F
 
-    from spark_jobs.session import get_spark
 
     upto = window_end_ts if upto_ts is None else upto_ts
     ver = upto if version is None else version

@@ -612,7 +612,8 @@ def _window_checks_args(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int,
     return WindowChecksArgs(sink_uri=cfg.sink_uri, changefeed_id=cfg.changefeed_id, window_end_ts=plan.target_ts,
                             tables=tuple(by_keys), after_ts=after_ts, ts=ts, mode=cfg.dq_mode,
                             pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb,
-                            derive_counts=_untouched_by_ddl(cfg, [t for t, _ in by_keys], after_ts, ts))
+                            derive_counts=_untouched_by_ddl(cfg, [t for t, _ in by_keys], after_ts, ts),
+                            history=tuple(t.qualified_name for t, _ in by_keys if cfg.keeps_history(t)))
 
 
 def _untouched_by_ddl(cfg: ChangefeedConfig, tables: list[TableInfo], after_ts: int, ts: int) -> tuple[str, ...]:

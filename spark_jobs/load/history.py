@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cdc_core.codec.sink_uri import table_path
+from cdc_core.codec.sink_uri import HISTORY_SUFFIX, history_path, table_path
 from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.ddl_job import DDLJob
@@ -57,16 +57,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUFFIX = "__history"
+SUFFIX = HISTORY_SUFFIX
 START_AT = "__START_AT"
 END_AT = "__END_AT"
 _ACTION = "__cdc_history_action"  # a merge source row either closes an open row or opens one
 _CLOSE, _OPEN = "close", "open"
 
 
-def history_path(sink: str, table: TableInfo) -> str:
-    """``<sink>/<db>/<table>__history``."""
-    return table_path(sink, table) + SUFFIX
+__all__ = ["END_AT", "START_AT", "history_path"]
 
 
 def history_schema(table: TableInfo) -> pa.Schema:

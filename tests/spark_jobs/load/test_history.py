@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from cdc_core.codec.sink_uri import app_id_for, table_path
+from cdc_core.codec.sink_uri import app_id_for
 from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column
 from spark_jobs import apply_window as apply_window_module
@@ -77,7 +77,7 @@ def test_every_committed_version_of_a_window_is_a_row(spark, sink):
         {"a": 2, "b": 201, START_AT: 27, END_AT: None},
         {"a": 3, "b": 301, START_AT: 15, END_AT: 26},
     ]
-    assert check_open_rows(sink, c).success
+    assert check_open_rows(sink, c)["success"]
 
 
 def test_a_key_changing_update_closes_the_old_key_and_opens_the_new(spark, sink):
@@ -94,7 +94,7 @@ def test_a_key_changing_update_closes_the_old_key_and_opens_the_new(spark, sink)
         {"a": 1, "u": "y", "b": 6, START_AT: 12, END_AT: None},
         {"a": 2, "u": "x", "b": 5, START_AT: 12, END_AT: None},
     ]
-    assert check_open_rows(sink, nc).success
+    assert check_open_rows(sink, nc)["success"]
 
 
 def test_a_re_run_window_changes_nothing(spark, sink):
@@ -129,8 +129,7 @@ def test_ddl_truncate_closes_every_open_row_and_add_drop_column_follow_silver(sp
     c = clustered_table()
     _apply(spark, sink, 20, Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(c, 2, 11, {1: 2, 2: 2}), [c])
     added = replace(c, columns=(*c.columns, Column(3, "d", "int")), schema_version=2)
-    job = DDLJob(job_id=5, job_type="add column", schema_id=1, table_id=101, schema_name="test", table_name="c", query="", schema_version=1, finished_ts=25,
-                 table_info=added)
+    job = _job(5, "add column", 25, added)
     ddl(sink, job, c, added)
     write_bronze(sink, CF, 30, Bronze().put(added, 1, 27, {1: 1, 2: 1, 3: 9}, old={1: 1, 2: 1}).arrow())
     apply_window(sink, CF, 30, [added], after_ts=25, spark=spark, history=[c.qualified_name])
@@ -140,19 +139,22 @@ def test_ddl_truncate_closes_every_open_row_and_add_drop_column_follow_silver(sp
         {"a": 2, "b": 2, START_AT: 11, END_AT: None, "d": None},
     ]
     dropped = replace(added, columns=(added.columns[0], added.columns[2]), schema_version=3)
-    job = DDLJob(job_id=6, job_type="drop column", schema_id=1, table_id=101, schema_name="test", table_name="c", query="", schema_version=1, finished_ts=35,
-                 table_info=dropped)
+    job = _job(6, "drop column", 35, dropped)
     ddl(sink, job, added, dropped)
     assert _history(sink, dropped) == [
         {"a": 1, "d": None, START_AT: 10, END_AT: 27},
         {"a": 1, "d": 9, START_AT: 27, END_AT: None},
         {"a": 2, "d": None, START_AT: 11, END_AT: None},
     ]
-    trunc = DDLJob(job_id=7, job_type="truncate table", schema_id=1, table_id=101, schema_name="test", table_name="c", query="", schema_version=1, finished_ts=40,
-                   table_info=replace(dropped, id=c.id + 100))
+    trunc = _job(7, "truncate table", 40, replace(dropped, id=c.id + 100))
     assert ddl(sink, trunc, dropped, trunc.table_info)["history"]["closed"] == 2
     assert ddl(sink, trunc, dropped, trunc.table_info)["history"]["skipped"]  # a re-run
     assert [r[END_AT] for r in _history(sink, dropped)] == [27, 40, 40]
+
+
+def _job(job_id, job_type, ts, table_info) -> DDLJob:
+    return DDLJob(job_id=job_id, job_type=job_type, schema_id=1, table_id=101, schema_name="test", table_name="c",
+                  query="", schema_version=job_id, finished_ts=ts, table_info=table_info)
 
 
 def ddl(sink, job, before, after):
@@ -166,10 +168,10 @@ def ddl(sink, job, before, after):
 def test_the_check_fails_on_a_corrupted_history_naming_the_table(spark, sink):
     c = clustered_table()
     _apply(spark, sink, 20, Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(c, 2, 11, {1: 2, 2: 2}), [c])
-    assert check_open_rows(sink, c).success
+    assert check_open_rows(sink, c)["success"]
     DeltaTable(history_path(sink, c)).delete("a = 2")
     got = check_open_rows(sink, c)
-    assert not got.success and c.qualified_name in got.details and got.sample_keys == [{"a": 2}]
+    assert not got["success"] and c.qualified_name in got["details"] and got["sample_keys"] == [{"a": 2}]
 
 
 def test_history_rows_of_versions():
@@ -179,4 +181,3 @@ def test_history_rows_of_versions():
     opened, closes = history.history_rows(versions, c)
     assert opened.to_pylist() == [{"a": 1, "b": 5, START_AT: 3, END_AT: 4}, {"a": 2, "b": 7, START_AT: 2, END_AT: None}]
     assert closes.to_pylist() == [{"a": 1, START_AT: 3}, {"a": 2, START_AT: 2}]
-    assert table_path  # the silver path the history sits next to
