@@ -293,7 +293,10 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         raise ConfigError(f"{source} [sink]: unknown key(s) {', '.join(sorted(unknown_sink))}")
     deletion_vectors = _get(sink_opts, "deletion-vectors", bool, f"{source} [sink]", False)
     history_rules = _get(sink_opts, "history", list, f"{source} [sink]", [])
-    TableFilter(history_rules)  # validate now, naming the rule
+    try:
+        TableFilter(history_rules)  # validate now, naming the rule and the file
+    except ConfigError as exc:
+        raise ConfigError(f"{source} [sink] history: {exc}") from exc
 
     capture = _get(data, "capture", dict, source, {})
     unknown_capture = set(capture) - {"auto-start"}
