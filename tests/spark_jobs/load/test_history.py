@@ -181,3 +181,26 @@ def test_history_rows_of_versions():
     opened, closes = history.history_rows(versions, c)
     assert opened.to_pylist() == [{"a": 1, "b": 5, START_AT: 3, END_AT: 4}, {"a": 2, "b": 7, START_AT: 2, END_AT: None}]
     assert closes.to_pylist() == [{"a": 1, START_AT: 3}, {"a": 2, START_AT: 2}]
+
+
+def test_the_delta_spark_writer_keeps_the_same_history(spark, tmp_path):
+    """With delta-spark merging the silver table, the history table (written by delta-rs on the driver) is the same
+    as with the delta-rs writer, and its check passes."""
+    from spark_jobs.load.delta_writer import DeltaRsWriter, DeltaSparkWriter
+
+    c = clustered_table()
+    got = {}
+    for name, writer in (("rs", DeltaRsWriter()), ("sp", DeltaSparkWriter(spark))):
+        sink = f"file://{tmp_path}/{name}"
+        write_bronze(sink, CF, 20, Bronze().put(c, 1, 10, {1: 1, 2: 1}).put(c, 1, 12, {1: 1, 2: 2}, old={1: 1, 2: 1})
+                     .put(c, 2, 11, {1: 2, 2: 5}).arrow())
+        write_bronze(sink, CF, 30, Bronze().delete(c, 2, 25, {1: 2, 2: 5}).put(c, 1, 26, {1: 1, 2: 3},
+                                                                                  old={1: 1, 2: 2}).arrow())
+        apply_window(sink, CF, 20, [c], spark=spark, writer=writer, history=[c.qualified_name])
+        apply_window(sink, CF, 30, [c], after_ts=20, spark=spark, writer=writer, history=[c.qualified_name])
+        assert check_open_rows(sink, c)["success"]
+        got[name] = _history(sink, c)
+    assert got["rs"] == got["sp"] == [
+        {"a": 1, "b": 1, START_AT: 10, END_AT: 12}, {"a": 1, "b": 2, START_AT: 12, END_AT: 26},
+        {"a": 1, "b": 3, START_AT: 26, END_AT: None}, {"a": 2, "b": 5, START_AT: 11, END_AT: 25},
+    ]
