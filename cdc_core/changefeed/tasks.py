@@ -577,7 +577,7 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     if whole:  # one job reconciles them; it reads the upstream at ts itself, chunk by chunk (never one list here)
         reports.update(spark_engine.run_job(ReconcileArgs(
             sink_uri=cfg.sink_uri, pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb, mode=cfg.dq_mode, ts=ts,
-            tables=tuple(whole)))["tables"])
+            tables=tuple(whole), history=tuple(t.qualified_name for t, _ in whole if cfg.keeps_history(t))))["tables"])
     by_keys = _window_checks_args(cfg, tables, ts, plan=plan, full=full, after_ts=after_ts)
     if by_keys is not None:  # one job for every table checked by its changed keys
         reports.update(spark_engine.run_job(by_keys)["tables"])

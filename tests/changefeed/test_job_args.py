@@ -81,7 +81,7 @@ def _one_of_each() -> list[JobArgs]:
         checks,
         ReadAheadArgs.ahead_of(checks),
         ReconcileArgs(sink_uri="s", ts=9, tables=((t, False),), mode="off", as_of_ts=8, pd_addr="p", single=True),
-        ReconcileArgs(sink_uri="s", ts=9, tables=((t, True), (r, True)), pd_addr="p"),
+        ReconcileArgs(sink_uri="s", ts=9, tables=((t, True), (r, True)), pd_addr="p", history=(r.qualified_name,)),
         SnapshotJobArgs(phase="fetch", sink_uri="s", changefeed_id="cf", ts=9, tables=(t, r), pd_addr="p",
                         max_chunks=8),
         SnapshotJobArgs(phase="load", sink_uri="s", changefeed_id="cf",

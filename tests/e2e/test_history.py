@@ -68,6 +68,12 @@ def _history(sink: Path, marks: list[int]) -> list[tuple[int, str, int, int | No
                   key=lambda r: (r[0], r[2]))  # type: ignore[arg-type, return-value]
 
 
+def _checked_history() -> bool:
+    """Whether the last checks of the history's table compared its history table (and passed)."""
+    report = load_state(CF).last_checks["tables"][f"{DB}.h"]
+    return report["passed"] and "history_open_rows_equal" in [r["expectation"] for r in report["results"]]
+
+
 def test_a_history_table_holds_every_committed_version(cdc_home: Path, upstream_cluster: Any) -> None:
     sink = cdc_home / "lake"
     with UpstreamClient(upstream_cluster.pd_addr) as c:
@@ -94,6 +100,7 @@ def test_a_history_table_holds_every_committed_version(cdc_home: Path, upstream_
 
         _window(c)  # the snapshot: one open row per key at the snapshot's ts
         assert _history(sink, marks) == _expected(states)
+        assert _checked_history()  # the snapshot window's whole reconciliation checks it too
         windows = [
             # two updates of key 1 in two transactions of one window; a statement changing two keys in one
             ["UPDATE h SET v = 'a2' WHERE id = 1", "UPDATE h SET v = CONCAT(v, '+') WHERE id IN (2, 3)",
@@ -119,7 +126,7 @@ def test_a_history_table_holds_every_committed_version(cdc_home: Path, upstream_
         # A rebuild from the changelog (the snapshot's base, then every window) rebuilds the history table.
         end = marks[-1]
         runner.run_until(CF, end, mode="rebuild", run_tag="hist-1")
-        assert load_state(CF).state == "normal"
+        assert load_state(CF).state == "normal" and _checked_history()
         assert _history(sink, marks) == _expected(states)
 
         # A history table that lost a row fails the next window's checks, which name it.
