@@ -125,7 +125,10 @@ def apply_window(
     main_id = app_id_for(changefeed_id)
     app_id = at_barrier_app_id_for(changefeed_id) if at_barrier else main_id
 
-    kept = [(t, f) for t, f in entries if t.qualified_name in set(history)]
+    # Not a table a DROP/RENAME moved away after this step (its history moved with it: a re-run of the step must
+    # not start another under the old name).
+    kept = [(t, f) for t, f in entries if t.qualified_name in set(history)
+            and (ignore_moves or _moved_at(sink, t, writer, ver) is None)]
     hist = load_history.apply_step(
         sink, changefeed_id, window_end_ts, kept, after_ts=after_ts, upto_ts=upto, version=ver, app_id=app_id,
         skip_at=(main_id,) if at_barrier else (), ignore_txn_start_ts=ignore_txn_start_ts,
@@ -157,10 +160,8 @@ def _silver(sink: str, changefeed_id: str, window_end_ts: int, entries: list[tup
             reason = f"already applied up to {recorded}"
         elif at_barrier and (before_ddl := writer.applied_version(path, app_id)) is not None and ver <= before_ddl:
             reason = f"applied before its DDL, up to {before_ddl}"
-        elif not ignore_moves and writer.table_version(path) is None:
-            moved = read_move(sink, t.db_name, t.name)
-            if moved is not None and int(moved["ts"]) >= ver:
-                reason = f"the table left {path} at ts {moved['ts']} (to {moved['to']}); this step is older"
+        elif not ignore_moves and (moved := _moved_at(sink, t, writer, ver)) is not None:
+            reason = f"the table left {path} at ts {moved['ts']} (to {moved['to']}); this step is older"
         if reason is not None:
             results[t.qualified_name] = skipped(t, path, reason, writer.table_version(path), recorded)
         else:
@@ -247,6 +248,14 @@ def _silver(sink: str, changefeed_id: str, window_end_ts: int, entries: list[tup
         if cached:
             events.unpersist()
     return results
+
+
+def _moved_at(sink: str, t: TableInfo, writer: DeltaWriter, ver: int) -> dict[str, Any] | None:
+    """The move record of a table whose directory a DROP/RENAME moved away at a ts ``>= ver`` (None: not moved)."""
+    if writer.table_version(table_path(sink, t)) is not None:
+        return None
+    moved = read_move(sink, t.db_name, t.name)
+    return moved if moved is not None and int(moved["ts"]) >= ver else None
 
 
 def _count_mapped(writer: DeltaWriter, t: TableInfo, changes: Any) -> tuple[Any, dict[str, int], Any]:

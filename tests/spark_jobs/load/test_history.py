@@ -204,3 +204,15 @@ def test_the_delta_spark_writer_keeps_the_same_history(spark, tmp_path):
         {"a": 1, "b": 1, START_AT: 10, END_AT: 12}, {"a": 1, "b": 2, START_AT: 12, END_AT: 26},
         {"a": 1, "b": 3, START_AT: 26, END_AT: None}, {"a": 2, "b": 5, START_AT: 11, END_AT: 25},
     ]
+
+
+def test_a_renamed_table_takes_its_history_along(spark, sink):
+    c = clustered_table()
+    _apply(spark, sink, 20, Bronze().put(c, 1, 10, {1: 1, 2: 1}), [c])
+    renamed = replace(c, name="c2")
+    ddl(sink, _job(8, "rename table", 25, renamed), c, renamed)
+    assert not DeltaTable.is_deltatable(history_path(sink, c))
+    assert _history(sink, renamed) == [{"a": 1, "b": 1, START_AT: 10, END_AT: None}]
+    again = apply_window(sink, CF, 20, [c], spark=spark, history=[c.qualified_name])  # a re-run of the old step
+    assert again[c.qualified_name]["skipped"] and "history" not in again[c.qualified_name]
+    assert not DeltaTable.is_deltatable(history_path(sink, c))  # no second history under the old name
