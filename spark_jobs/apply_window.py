@@ -45,6 +45,7 @@ from cdc_core.codec.sink_uri import app_id_for, at_barrier_app_id_for, table_pat
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
 from spark_jobs.job_io import read_job_args, write_result
+from spark_jobs.load import history as load_history
 from spark_jobs.load.delta_writer import DeltaRsWriter, DeltaWriter, get_writer
 from spark_jobs.load.table_moves import read_move
 from spark_jobs.normalize import mapped_values
@@ -82,6 +83,7 @@ def apply_window(
     spark: SparkSession | None = None,
     writer: DeltaWriter | None = None,
     ignore_moves: bool = False,
+    history: Sequence[str] = (),
 ) -> dict[str, dict[str, Any]]:
     """Apply the events ``after_ts < commit_ts <= upto_ts`` of window ``window_end_ts`` as ``version``.
 
@@ -95,13 +97,15 @@ def apply_window(
     ``ignore_moves``: do not consult the move records of DROP/RENAME (a rebuild replays a table into its
     current path, where a move record of another, earlier table of that name means nothing).
 
+    ``history``: the qualified names of the tables that keep an SCD type 2 history table (``[sink] history``): the
+    step's every committed version is written there too (:mod:`spark_jobs.load.history`), exactly once by that
+    table's own app transaction, and its result is the table's ``history`` entry.
+
     Returns ``{"<db>.<table>": {"table_id", "rows_upserted", "rows_deleted", "delta_version",
     "skipped", "applied_version", "reason", "changes", "path", "mapped"}}``; ``mapped``: ``{column: values}`` of
     the values the rows written hold as NULL because Delta cannot hold them (:mod:`spark_jobs.normalize.mapped_values`).
     """
-    from pyspark.sql import functions as F
 
-    from spark_jobs.session import get_spark
 
     upto = window_end_ts if upto_ts is None else upto_ts
     ver = upto if version is None else version
@@ -121,6 +125,31 @@ def apply_window(
     main_id = app_id_for(changefeed_id)
     app_id = at_barrier_app_id_for(changefeed_id) if at_barrier else main_id
 
+    # Not a table a DROP/RENAME moved away after this step (its history moved with it: a re-run of the step must
+    # not start another under the old name).
+    kept = [(t, f) for t, f in entries if t.qualified_name in set(history)
+            and (ignore_moves or _moved_at(sink, t, writer, ver) is None)]
+    hist = load_history.apply_step(
+        sink, changefeed_id, window_end_ts, kept, after_ts=after_ts, upto_ts=upto, version=ver, app_id=app_id,
+        skip_at=(main_id,) if at_barrier else (), ignore_txn_start_ts=ignore_txn_start_ts,
+        driver_events=DRIVER_EVENTS, spark=spark) if kept else {}
+    results = _silver(sink, changefeed_id, window_end_ts, entries, after_ts=after_ts, upto=upto, ver=ver,
+                      at_barrier=at_barrier, ignore_txn_start_ts=ignore_txn_start_ts, spark=spark, writer=writer,
+                      ignore_moves=ignore_moves, app_id=app_id, main_id=main_id)
+    for name, h in hist.items():
+        results[name]["history"] = h
+    return results
+
+
+def _silver(sink: str, changefeed_id: str, window_end_ts: int, entries: list[tuple[TableInfo, list[dict[str, Any]]]],
+            *, after_ts: int | None, upto: int, ver: int, at_barrier: bool, ignore_txn_start_ts: Sequence[int],
+            spark: SparkSession | None, writer: DeltaWriter, ignore_moves: bool, app_id: str, main_id: str
+            ) -> dict[str, dict[str, Any]]:
+    """:func:`apply_window`'s silver tables."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.session import get_spark
+
     results: dict[str, dict[str, Any]] = {}
     pending: list[tuple[TableInfo, list[dict[str, Any]]]] = []
     for t, filters in entries:
@@ -131,10 +160,8 @@ def apply_window(
             reason = f"already applied up to {recorded}"
         elif at_barrier and (before_ddl := writer.applied_version(path, app_id)) is not None and ver <= before_ddl:
             reason = f"applied before its DDL, up to {before_ddl}"
-        elif not ignore_moves and writer.table_version(path) is None:
-            moved = read_move(sink, t.db_name, t.name)
-            if moved is not None and int(moved["ts"]) >= ver:
-                reason = f"the table left {path} at ts {moved['ts']} (to {moved['to']}); this step is older"
+        elif not ignore_moves and (moved := _moved_at(sink, t, writer, ver)) is not None:
+            reason = f"the table left {path} at ts {moved['ts']} (to {moved['to']}); this step is older"
         if reason is not None:
             results[t.qualified_name] = skipped(t, path, reason, writer.table_version(path), recorded)
         else:
@@ -223,6 +250,14 @@ def apply_window(
     return results
 
 
+def _moved_at(sink: str, t: TableInfo, writer: DeltaWriter, ver: int) -> dict[str, Any] | None:
+    """The move record of a table whose directory a DROP/RENAME moved away at a ts ``>= ver`` (None: not moved)."""
+    if writer.table_version(table_path(sink, t)) is not None:
+        return None
+    moved = read_move(sink, t.db_name, t.name)
+    return moved if moved is not None and int(moved["ts"]) >= ver else None
+
+
 def _count_mapped(writer: DeltaWriter, t: TableInfo, changes: Any) -> tuple[Any, dict[str, int], Any]:
     """The change set to merge, ``{column: values}`` its upserts hold as NULL because Delta cannot hold them, and a
     persisted DataFrame to unpersist after the merge (or None). A Spark change set is counted where the merge reads
@@ -306,7 +341,7 @@ def run_job(a: ApplyArgs) -> dict[str, Any]:
         a.sink_uri, a.changefeed_id, a.window_end_ts, a.tables, after_ts=a.after_ts, upto_ts=upto, version=version,
         at_barrier=a.at_barrier, event_filters=a.event_filters, ignore_txn_start_ts=a.ignore_txn_start_ts,
         writer=get_writer(a.writer, deletion_vectors=a.deletion_vectors),
-        ignore_moves=a.ignore_moves,
+        ignore_moves=a.ignore_moves, history=a.history,
     )  # fmt: skip
     return {
         "window_end_ts": a.window_end_ts,

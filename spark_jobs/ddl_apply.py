@@ -753,9 +753,16 @@ def _rekey_by_rowid(ctx: _Ctx, before: TableInfo, after: TableInfo, path: str) -
 
 def run_job(opts: DdlApplyArgs) -> dict[str, Any]:
     """The ``cdc_core.changefeed.spark_engine`` entry point: ``DdlApplyArgs`` in; returns :func:`apply_ddl`'s
-    result."""
-    return apply_ddl(opts.sink_uri, opts.changefeed_id, opts.job, opts.before, opts.after, opts.exchange,
-                     opts.upstream)
+    result, with the history table's (:func:`spark_jobs.load.history.after_ddl`) as ``history`` when the table keeps
+    one."""
+    out = apply_ddl(opts.sink_uri, opts.changefeed_id, opts.job, opts.before, opts.after, opts.exchange,
+                    opts.upstream)
+    if opts.history:
+        from spark_jobs.load import history
+
+        out["history"] = history.after_ddl(opts.sink_uri, opts.job, opts.before, opts.after,
+                                           app_id=app_id_for(opts.changefeed_id))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -316,8 +316,13 @@ def run_job(opts: SnapshotJobArgs) -> dict[str, Any]:
             out.update(pool.map(fetch, opts.tables))
     elif opts.phase == "load":
         for item in opts.loads:
-            out[item.table.qualified_name] = load_base(opts.sink_uri, opts.changefeed_id, item.base, item.table,
-                                                       version=item.version, load_id=item.load_id)
+            out[item.table.qualified_name] = res = load_base(opts.sink_uri, opts.changefeed_id, item.base,
+                                                             item.table, version=item.version, load_id=item.load_id)
+            if item.history:  # the history table starts from the base: one open row per key at its ts
+                from spark_jobs.load import history
+
+                res["history"] = history.open_snapshot(opts.sink_uri, item.table, ts=item.version,
+                                                       app_id=app_id_for(opts.changefeed_id), load_id=item.load_id)
     else:
         assert opts.ts is not None
         for t in opts.tables:

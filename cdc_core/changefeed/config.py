@@ -59,6 +59,7 @@ from cdc_core.filter.table_filter import TableFilter
 from cdc_core.home import changefeeds_dir
 from cdc_core.memory import MemoryLimitConfig
 from cdc_core.puller.options import PullerOptions
+from cdc_core.schema.model import TableInfo
 
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
 _TOP_KEYS = {
@@ -96,6 +97,9 @@ class ChangefeedConfig:
     # it replaces instead of rewriting the files that hold them (spark_jobs.load.merge_on_read). Readers need deletion
     # vector support (Spark, delta-rs's DeltaTable.scan / QueryBuilder; not its to_pyarrow_* ).
     deletion_vectors: bool = False
+    # [sink] history: table-filter rules ([filter] rules' syntax) of the tables that keep an SCD type 2 history table
+    # <db>/<table>__history (spark_jobs.load.history); none by default.
+    history_rules: tuple[str, ...] = ()
     # `[[filter.event-filters]]` tables as written (validated on load) and `ignore-txn-start-ts`.
     event_filter_rules: tuple[dict[str, Any], ...] = ()
     ignore_txn_start_ts: tuple[int, ...] = ()
@@ -110,6 +114,15 @@ class ChangefeedConfig:
     @property
     def table_filter(self) -> TableFilter:
         return TableFilter(list(self.filter_rules))
+
+    @property
+    def history_filter(self) -> TableFilter:
+        """The tables with a history table (``[sink] history``; no rule matches nothing)."""
+        return TableFilter(list(self.history_rules))
+
+    def keeps_history(self, table: TableInfo) -> bool:
+        """Whether ``table`` (by its names) keeps a history table."""
+        return bool(self.history_rules) and self.history_filter.match(table.db_name, table.name)
 
     @property
     def event_filter(self) -> EventFilter:
@@ -147,6 +160,8 @@ class ChangefeedConfig:
         lines += ["", "[data-quality]", f"mode = {_q(self.dq_mode)}"]
         lines += ["", "[window]", f"max-events = {self.window_max_events}"]
         lines += ["", "[sink]", f"deletion-vectors = {str(self.deletion_vectors).lower()}"]
+        if self.history_rules:
+            lines.append(f"history = [{', '.join(_q(r) for r in self.history_rules)}]")
         lines += ["", "[table-discovery]", *(f"{k} = {v}" for k, v in self.discovery_memory.to_mapping().items())]
         lines += ["", "[capture]", f"auto-start = {str(self.capture_auto_start).lower()}"]
         lines += ["", "[puller]", *(f"{k} = {v}" for k, v in self.puller.to_mapping().items()), ""]
@@ -273,10 +288,15 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         raise ConfigError(f"{source} [window]: `max-events` must be >= 1, got {max_events}")
 
     sink_opts = _get(data, "sink", dict, source, {})
-    unknown_sink = set(sink_opts) - {"deletion-vectors"}
+    unknown_sink = set(sink_opts) - {"deletion-vectors", "history"}
     if unknown_sink:
         raise ConfigError(f"{source} [sink]: unknown key(s) {', '.join(sorted(unknown_sink))}")
     deletion_vectors = _get(sink_opts, "deletion-vectors", bool, f"{source} [sink]", False)
+    history_rules = _get(sink_opts, "history", list, f"{source} [sink]", [])
+    try:
+        TableFilter(history_rules)  # validate now, naming the rule and the file
+    except ConfigError as exc:
+        raise ConfigError(f"{source} [sink] history: {exc}") from exc
 
     capture = _get(data, "capture", dict, source, {})
     unknown_capture = set(capture) - {"auto-start"}
@@ -294,7 +314,7 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode, window_max_events=max_events,
         deletion_vectors=deletion_vectors, discovery_memory=discovery_memory, puller=puller, source=source,
         capture_auto_start=capture_auto_start, event_filter_rules=tuple(dict(r) for r in event_rules),
-        ignore_txn_start_ts=tuple(txn_ts),
+        ignore_txn_start_ts=tuple(txn_ts), history_rules=tuple(history_rules),
     )
 
 

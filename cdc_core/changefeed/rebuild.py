@@ -59,7 +59,7 @@ import pyarrow.parquet as pq
 
 from cdc_core import failpoint
 from cdc_core.codec import changelog
-from cdc_core.codec.sink_uri import local_path, table_path, table_path_of
+from cdc_core.codec.sink_uri import HISTORY_SUFFIX, local_path, table_path, table_path_of
 from cdc_core.errors import ChangefeedError
 from cdc_core.log import get_logger
 from cdc_core.schema import ddl_history
@@ -300,6 +300,11 @@ def rebuild(cfg: ChangefeedConfig, rb: RebuildPlan, ts: int) -> dict[str, Any]:
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
             log.info("moved a table aside for its rebuild", table=name, to=str(dst))
+        # its history table too: the replay rebuilds it from the base and the windows (spark_jobs.load.history)
+        hsrc, hdst = Path(str(src) + HISTORY_SUFFIX), Path(str(dst) + HISTORY_SUFFIX)
+        if not hdst.exists() and hsrc.exists():
+            hdst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(hsrc, hdst)
         with locked_state(cid) as st:
             if st.rebuild is not None:
                 st.rebuild["moved"] = sorted({*st.rebuild.get("moved", []), name})
@@ -336,7 +341,8 @@ def _replay_group(
         for i in starts[t.qualified_name].ids:
             targets[i] = t
     target_of = _renamer(targets)
-    loads = tuple(BaseLoad(target_of(s.base_info), str(s.base), start_ts, f"rebuild/{load_id}")
+    loads = tuple(BaseLoad(target_of(s.base_info), str(s.base), start_ts, f"rebuild/{load_id}",
+                           history=cfg.keeps_history(t))
                   for t in group if (s := starts[t.qualified_name]).base is not None and s.base_info is not None)
     if loads:
         loaded = spark_engine.run_job(SnapshotJobArgs(phase="load", sink_uri=sink, changefeed_id=cid, loads=loads))

@@ -56,7 +56,8 @@ def _job_args(cfg: ChangefeedConfig, ts: int, as_of_ts: int | None, tables: list
               single: bool = False) -> ReconcileArgs:
     return ReconcileArgs(sink_uri=cfg.sink_uri, pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb,
                          mode=RECONCILE_MODE, ts=ts, as_of_ts=as_of_ts,
-                         tables=tuple(table_entry(cfg, t) for t in tables), single=single)
+                         tables=tuple(table_entry(cfg, t) for t in tables), single=single,
+                         history=() if single else tuple(t.qualified_name for t in tables if cfg.keeps_history(t)))
 
 
 def check_table(cfg: ChangefeedConfig, table: TableInfo, ts: int, *, as_of_ts: int | None = None) -> dict[str, Any]:

@@ -132,7 +132,7 @@ def load(cfg: ChangefeedConfig, sn: SnapshotPlan) -> dict[str, Any]:
             phase="load",
             sink_uri=cfg.sink_uri,
             changefeed_id=cfg.changefeed_id,
-            loads=(BaseLoad(t, str(base), ts, f"snapshot/{sid}"),),
+            loads=(BaseLoad(t, str(base), ts, f"snapshot/{sid}", history=cfg.keeps_history(t)),),
         ))["tables"][name]
         results[name] = res
         with locked_state(cfg.changefeed_id) as st:

@@ -114,6 +114,7 @@ def apply_steps(
                 ignore_txn_start_ts=tuple(sorted(efilter.ignore_txn_start_ts)),
                 ignore_moves=ignore_moves,
                 deletion_vectors=cfg.deletion_vectors,
+                history=tuple(t.qualified_name for t in targets if cfg.keeps_history(t)),
             ))
             for name, st in result.get("tables", {}).items():
                 agg = out.tables.setdefault(name, {"rows_upserted": 0, "rows_deleted": 0, "skipped": True})
@@ -193,8 +194,10 @@ def _ddl_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,
 
         # a re-key by _tidb_rowid reads the rows' handles from the upstream at the barrier (ddl_apply)
         upstream = Upstream(resolve_pd_addr(cfg.upstream), cfg.tidb)
+    named = target_of(after) if after else target_of(before) if before else None
     return DdlApplyArgs(cfg.sink_uri, cfg.changefeed_id, job, target_of(before) if before else None,
-                        target_of(after) if after else None, upstream=upstream)
+                        target_of(after) if after else None, upstream=upstream,
+                        history=named is not None and cfg.keeps_history(named))
 
 
 def _exchange_args(cfg: ChangefeedConfig, storage: SchemaStorage, job: DDLJob,

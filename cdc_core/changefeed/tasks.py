@@ -577,7 +577,7 @@ def _check_tables(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int, *, wh
     if whole:  # one job reconciles them; it reads the upstream at ts itself, chunk by chunk (never one list here)
         reports.update(spark_engine.run_job(ReconcileArgs(
             sink_uri=cfg.sink_uri, pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb, mode=cfg.dq_mode, ts=ts,
-            tables=tuple(whole)))["tables"])
+            tables=tuple(whole), history=tuple(t.qualified_name for t, _ in whole if cfg.keeps_history(t))))["tables"])
     by_keys = _window_checks_args(cfg, tables, ts, plan=plan, full=full, after_ts=after_ts)
     if by_keys is not None:  # one job for every table checked by its changed keys
         reports.update(spark_engine.run_job(by_keys)["tables"])
@@ -612,7 +612,8 @@ def _window_checks_args(cfg: ChangefeedConfig, tables: list[TableInfo], ts: int,
     return WindowChecksArgs(sink_uri=cfg.sink_uri, changefeed_id=cfg.changefeed_id, window_end_ts=plan.target_ts,
                             tables=tuple(by_keys), after_ts=after_ts, ts=ts, mode=cfg.dq_mode,
                             pd_addr=resolve_pd_addr(cfg.upstream), tidb=cfg.tidb,
-                            derive_counts=_untouched_by_ddl(cfg, [t for t, _ in by_keys], after_ts, ts))
+                            derive_counts=_untouched_by_ddl(cfg, [t for t, _ in by_keys], after_ts, ts),
+                            history=tuple(t.qualified_name for t, _ in by_keys if cfg.keeps_history(t)))
 
 
 def _untouched_by_ddl(cfg: ChangefeedConfig, tables: list[TableInfo], after_ts: int, ts: int) -> tuple[str, ...]:

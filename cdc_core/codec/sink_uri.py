@@ -221,3 +221,11 @@ def local_path(sink_uri: str) -> Path:
     if "://" in sink_uri:
         raise ValueError(f"sink-uri {sink_uri!r}: only file:// sinks are supported by the embedded engine")
     return Path(sink_uri)
+
+
+HISTORY_SUFFIX = "__history"  # <db>/<table>__history: a table's SCD type 2 history (spark_jobs.load.history)
+
+
+def history_path(sink: str, table: TableInfo) -> str:
+    """``<sink>/<db>/<table>__history``: the history table of a table that keeps one (``[sink] history``)."""
+    return table_path(sink, table) + HISTORY_SUFFIX

@@ -53,6 +53,7 @@ from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.errors import DataQualityError
 from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
+from spark_jobs.checks import history_checks
 from spark_jobs.job_io import read_job_args, write_result
 from spark_jobs.load.delta_writer import commit_ts
 from spark_jobs.normalize.mount import image_columns
@@ -943,7 +944,10 @@ def run_job(opts: ReconcileArgs) -> dict[str, Any]:
     from concurrent.futures import ThreadPoolExecutor
 
     def one(entry: tuple[TableInfo, bool]) -> tuple[str, dict[str, Any]]:
-        return entry[0].qualified_name, _check_one(opts, *entry).to_dict()
+        report = _check_one(opts, *entry).to_dict()
+        if entry[0].qualified_name in opts.history and opts.as_of_ts is None and opts.mode != "off":
+            report = history_checks.add_to_report(opts.sink_uri, entry[0], report)
+        return entry[0].qualified_name, report
 
     with ThreadPoolExecutor(max_workers=max(1, min(TABLE_THREADS, len(opts.tables))),
                             thread_name_prefix="reconcile") as pool:

@@ -46,7 +46,7 @@ from cdc_core.changefeed.job_args.window_checks import WindowChecksArgs, check_d
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.schema.model import TableInfo
-from spark_jobs.checks import check_read_ahead
+from spark_jobs.checks import check_read_ahead, history_checks
 from spark_jobs.checks import data_quality as dq
 from spark_jobs.checks.check_read_ahead import TABLE_THREADS, UpstreamSide, driver_keys
 from spark_jobs.job_io import args_file_main
@@ -481,6 +481,9 @@ def run_job(opts: WindowChecksArgs) -> dict[str, Any]:
 
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="window-checks") as pool:
             reports.update(pool.map(one, in_spark))
+    for t, _ in opts.tables:  # a history table's open rows against the table (spark_jobs.checks.history_checks)
+        if t.qualified_name in opts.history and opts.mode != "off":
+            reports[t.qualified_name] = history_checks.add_to_report(sink, t, reports[t.qualified_name])
     return {"tables": {t.qualified_name: reports[t.qualified_name] for t, _ in opts.tables}}
 
 

@@ -66,6 +66,26 @@ def _null_safe_differs(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArra
 def net_effect_arrow(events: pa.Table, table: TableInfo, ignore_txn_start_ts: Sequence[int] = ()) -> pa.Table:
     """The net change set of a table's window events (bronze columns): one row per Delta key, with the image
     columns, ``_cdc_op`` ('delete' | 'upsert'), ``_cdc_commit_ts`` and ``_cdc_mapped``."""
+    return reduce_changes(ordered_changes(events, table, ignore_txn_start_ts), table, list(table.delta_key()))
+
+
+def reduce_changes(flat: pa.Table, table: TableInfo, by: list[str]) -> pa.Table:
+    """The last change of :func:`ordered_changes` of each distinct ``by`` (the Delta key: the net effect; the key
+    and the commit ts: each committed version, :mod:`spark_jobs.load.history`), with the image columns, ``_cdc_op``,
+    ``_cdc_commit_ts`` and ``_cdc_mapped``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = table.arrow_schema().names
+    last = _first_of_groups(flat, [_TS if c == COMMIT_TS_COL else c for c in by])
+    op_out = pc.if_else(pc.equal(last.column(_KIND), KIND_DELETE), "delete", "upsert")
+    return pa.table([*(last.column(n) for n in names), op_out, last.column(_TS), last.column(MAPPED_COL)],
+                    names=[*names, OP_COL, COMMIT_TS_COL, MAPPED_COL])
+
+
+def ordered_changes(events: pa.Table, table: TableInfo, ignore_txn_start_ts: Sequence[int] = ()) -> pa.Table:
+    """Steps 1-3 of the module docstring: every placed change (``__cdc_ts``, ``__cdc_kind``, ``__cdc_key``, the image
+    columns, ``_cdc_mapped``), latest first by ``(commit_ts, deletes before inserts, row key)``."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -115,8 +135,4 @@ def net_effect_arrow(events: pa.Table, table: TableInfo, ignore_txn_start_ts: Se
     placed = pc.is_valid(flat.column(key[0]))
     for name in key[1:]:
         placed = pc.and_(placed, pc.is_valid(flat.column(name)))
-    flat = flat.filter(placed).sort_by([(_TS, "descending"), (_KIND, "descending"), (_KEY, "descending")])
-    last = _first_of_groups(flat, key)
-    op_out = pc.if_else(pc.equal(last.column(_KIND), KIND_DELETE), "delete", "upsert")
-    return pa.table([*(last.column(n) for n in names), op_out, last.column(_TS), last.column(MAPPED_COL)],
-                    names=[*names, OP_COL, COMMIT_TS_COL, MAPPED_COL])
+    return flat.filter(placed).sort_by([(_TS, "descending"), (_KIND, "descending"), (_KEY, "descending")])

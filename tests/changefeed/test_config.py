@@ -1,7 +1,10 @@
+from dataclasses import replace
+
 import pytest
 
 from cdc_core.changefeed import config as cfgmod
 from cdc_core.errors import ConfigError
+from testkit.builders import clustered_table
 
 GOOD = """
 changefeed-id = "orders-1"
@@ -35,11 +38,20 @@ def test_defaults():
     assert c.filter_rules == ("*.*",)
     assert c.schedule == "*/5 * * * *" and c.catchup is False and c.dq_mode == "checksum"
     assert c.deletion_vectors is False  # delta-rs's to_pyarrow_* readers refuse tables with them
+    assert c.history_rules == () and not c.keeps_history(clustered_table())
 
 
 def test_deletion_vectors_are_a_sink_option():
     c = cfgmod.parse_config('changefeed-id = "a"\nsink-uri = "/tmp/l"\n[sink]\ndeletion-vectors = true\n')
     assert c.deletion_vectors is True
+    assert cfgmod.parse_config(c.to_toml(), "again.toml") == c
+
+
+def test_history_takes_table_filter_rules():
+    c = cfgmod.parse_config('changefeed-id = "a"\nsink-uri = "/tmp/l"\n[sink]\nhistory = ["test.*", "!test.tmp*"]\n')
+    assert c.history_rules == ("test.*", "!test.tmp*")
+    assert c.keeps_history(clustered_table()) and not c.keeps_history(clustered_table(name="tmp1"))
+    assert not c.keeps_history(replace(clustered_table(), db_name="other"))
     assert cfgmod.parse_config(c.to_toml(), "again.toml") == c
 
 
@@ -61,6 +73,8 @@ def test_deletion_vectors_are_a_sink_option():
         ('changefeed-id = "a"\nsink-uri = "/x"\n[window]\nmax-rows = 5', r"\[window\]: unknown key\(s\) max-rows"),
         ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\ndeletion-vectors = 1', r"`deletion-vectors` must be bool"),
         ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\ndv = true', r"\[sink\]: unknown key\(s\) dv"),
+        ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\nhistory = "db.*"', r"`history` must be list"),
+        ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\nhistory = ["nodot"]', "filter rule"),
     ],
 )
 def test_errors_name_the_key_and_file(text, message):

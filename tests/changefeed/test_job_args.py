@@ -69,21 +69,23 @@ def _one_of_each() -> list[JobArgs]:
     t, r = clustered_table(), rowid_table()
     checks = WindowChecksArgs(sink_uri="s", changefeed_id="cf", window_end_ts=2**64 - 1, tables=((t, True), (r, False)),
                               after_ts=5, ts=9, mode="count", pd_addr="p:2379", tidb="t:4000",
-                              derive_counts=(r.qualified_name,))
+                              derive_counts=(r.qualified_name,), history=(t.qualified_name,))
     return [
         ApplyArgs(sink_uri="s", changefeed_id="cf", window_end_ts=30, tables=(t, {"table": r, "event_filters": []}),
                   after_ts=10, upto_ts=19, version=19, at_barrier=True,
                   event_filters={t.id: [{"ignore_event": ["insert"]}]},
-                  ignore_txn_start_ts=(3, 4), writer="delta-rs", ignore_moves=True, deletion_vectors=True),
-        DdlApplyArgs("s", "cf", _create_job(t), None, t, upstream=Upstream("p:2379")),
+                  ignore_txn_start_ts=(3, 4), writer="delta-rs", ignore_moves=True, deletion_vectors=True,
+                  history=(t.qualified_name,)),
+        DdlApplyArgs("s", "cf", _create_job(t), None, t, upstream=Upstream("p:2379"), history=True),
         DdlApplyArgs("s", "cf", _create_job(t), t, t, Exchange(r, r, replace(r, name="n2"), True, "p:2379", "t:4000")),
         checks,
         ReadAheadArgs.ahead_of(checks),
         ReconcileArgs(sink_uri="s", ts=9, tables=((t, False),), mode="off", as_of_ts=8, pd_addr="p", single=True),
-        ReconcileArgs(sink_uri="s", ts=9, tables=((t, True), (r, True)), pd_addr="p"),
+        ReconcileArgs(sink_uri="s", ts=9, tables=((t, True), (r, True)), pd_addr="p", history=(r.qualified_name,)),
         SnapshotJobArgs(phase="fetch", sink_uri="s", changefeed_id="cf", ts=9, tables=(t, r), pd_addr="p",
                         max_chunks=8),
-        SnapshotJobArgs(phase="load", sink_uri="s", changefeed_id="cf", loads=(BaseLoad(t, "/b", 7, "snapshot/1"),)),
+        SnapshotJobArgs(phase="load", sink_uri="s", changefeed_id="cf",
+                        loads=(BaseLoad(t, "/b", 7, "snapshot/1"), BaseLoad(r, "/c", 7, "snapshot/1", history=True))),
         SnapshotJobArgs(phase="fold", sink_uri="s", changefeed_id="cf", ts=9, tables=(t,)),
         RollbackArgs("s", "cf", (t, r), 9, "rows_equal failed"),
         MaintainArgs(path="/lake/shop/orders", retention_hours=0, enforce_retention_duration=False, checkpoint=True),

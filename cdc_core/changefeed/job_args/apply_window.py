@@ -48,6 +48,7 @@ class ApplyArgs(JobArgs):
     writer: Writer | None = None
     ignore_moves: bool = False
     deletion_vectors: bool = False
+    history: tuple[str, ...] = ()  # the tables (qualified names) with a history table ([sink] history)
 
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> ApplyArgs:
@@ -73,6 +74,7 @@ class ApplyArgs(JobArgs):
                                       for t in args.get("ignore_txn_start_ts") or ()),
             writer=writer, ignore_moves=bool(args.get("ignore_moves")),
             deletion_vectors=bool_arg(job, "deletion_vectors", args.get("deletion_vectors", False)),
+            history=tuple(str(n) for n in args.get("history") or ()),
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,4 +86,5 @@ class ApplyArgs(JobArgs):
             {str(k): [dict(f) for f in v] for k, v in self.event_filters.items()},
             "ignore_txn_start_ts": list(self.ignore_txn_start_ts), "writer": self.writer,
             "ignore_moves": self.ignore_moves, "deletion_vectors": self.deletion_vectors,
+            "history": list(self.history),
         }  # fmt: skip

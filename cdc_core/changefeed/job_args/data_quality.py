@@ -46,6 +46,8 @@ class ReconcileArgs(JobArgs):
     tidb: str | None = None
     expected_rows: list[dict[str, Any]] | None = None
     single: bool = False
+    # the tables whose history table's open rows are compared with them too (``[sink] history``; latest versions only)
+    history: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
@@ -70,11 +72,13 @@ class ReconcileArgs(JobArgs):
                    tables=table_entries(job, entries), mode=args.get("mode", "checksum"),
                    as_of_ts=opt_ts(job, "as_of_ts", args.get("as_of_ts")),
                    pd_addr=args.get("pd_addr"), tidb=args.get("tidb"), expected_rows=args.get("expected_rows"),
-                   single=single)
+                   single=single, history=tuple(str(n) for n in args.get("history") or ()))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"sink_uri": self.sink_uri, "ts": self.ts, "mode": self.mode, "as_of_ts": self.as_of_ts,
                                "pd_addr": self.pd_addr, "tidb": self.tidb, "expected_rows": self.expected_rows}
+        if self.history:
+            out["history"] = list(self.history)
         if self.single:
             (table, content), = self.tables
             return {**out, "table": table.to_json(), "content": content}

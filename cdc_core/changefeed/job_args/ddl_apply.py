@@ -89,6 +89,7 @@ class DdlApplyArgs(JobArgs):
     after: TableInfo | None = None
     exchange: Exchange | None = None
     upstream: Upstream | None = None
+    history: bool = False  # the table keeps a history table ([sink] history): the DDL is followed there too
 
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> DdlApplyArgs:
@@ -97,11 +98,11 @@ class DdlApplyArgs(JobArgs):
         ex, up = args.get("exchange"), args.get("upstream")
         return cls(str(args["sink_uri"]), str(args["changefeed_id"]), _ddl_job(args["job"]),
                    _info(args.get("before")), _info(args.get("after")), Exchange.from_args(ex) if ex else None,
-                   Upstream.from_args(up) if up else None)
+                   Upstream.from_args(up) if up else None, bool(args.get("history", False)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"sink_uri": self.sink_uri, "changefeed_id": self.changefeed_id, "job": self.job.to_json(),
                 "before": self.before.to_json() if self.before else None,
                 "after": self.after.to_json() if self.after else None,
                 "exchange": self.exchange.to_dict() if self.exchange else None,
-                "upstream": self.upstream.to_dict() if self.upstream else None}
+                "upstream": self.upstream.to_dict() if self.upstream else None, "history": self.history}

@@ -24,9 +24,11 @@ class BaseLoad:
     base: str
     version: int
     load_id: str
+    history: bool = False  # the table keeps a history table: the load opens one row per key there at ``version``
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table.to_json(), "base": self.base, "version": self.version, "load_id": self.load_id}
+        return {"table": self.table.to_json(), "base": self.base, "version": self.version, "load_id": self.load_id,
+                "history": self.history}
 
 
 _REQUIRED = {"fetch": ("sink_uri", "changefeed_id", "pd_addr", "ts", "tables"),
@@ -75,9 +77,10 @@ class SnapshotJobArgs(JobArgs):
             if not isinstance(item, Mapping):
                 raise ValueError(f"{job}: loads[{i}] must be {{\"table\", \"base\", \"version\", \"load_id\"}}, "
                                  f"got {item!r}")
-            check_names(f"{job} loads[{i}]", item, _LOAD_KEYS, _LOAD_KEYS)
+            check_names(f"{job} loads[{i}]", item, (*_LOAD_KEYS, "history"), _LOAD_KEYS)
             loads.append(BaseLoad(table_arg(item["table"]), str(item["base"]),
-                                  ts_arg(job, f"loads[{i}].version", item["version"]), str(item["load_id"])))
+                                  ts_arg(job, f"loads[{i}].version", item["version"]), str(item["load_id"]),
+                                  bool(item.get("history", False))))
         return cls(phase=cast(SnapshotPhase, phase), sink_uri=str(args["sink_uri"]),
                    changefeed_id=str(args["changefeed_id"]),
                    ts=ts_arg(job, "ts", args["ts"]) if "ts" in args else None,

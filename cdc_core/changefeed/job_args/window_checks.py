@@ -51,6 +51,7 @@ class WindowChecksArgs(JobArgs):
     pd_addr: str | None = None
     tidb: str | None = None
     derive_counts: tuple[str, ...] = ()
+    history: tuple[str, ...] = ()  # the tables whose history table's open rows are compared with them
 
     def __post_init__(self) -> None:
         check_dq(self.mode, any(c for _, c in self.tables), self.pd_addr)
@@ -75,12 +76,14 @@ class WindowChecksArgs(JobArgs):
                    tables=table_entries(job, args["tables"]),
                    after_ts=ts_arg(job, "after_ts", args["after_ts"]), ts=ts_arg(job, "ts", args["ts"]),
                    mode=args.get("mode", "checksum"), pd_addr=args.get("pd_addr"), tidb=args.get("tidb"),
-                   derive_counts=_names(job, args.get("derive_counts", ())))
+                   derive_counts=_names(job, args.get("derive_counts", ())),
+                   history=_names(job, args.get("history", ())))
 
     def to_dict(self) -> dict[str, Any]:
         return {"sink_uri": self.sink_uri, "changefeed_id": self.changefeed_id, "window_end_ts": self.window_end_ts,
                 "tables": entries_json(self.tables), "after_ts": self.after_ts, "ts": self.ts, "mode": self.mode,
-                "pd_addr": self.pd_addr, "tidb": self.tidb, "derive_counts": list(self.derive_counts)}
+                "pd_addr": self.pd_addr, "tidb": self.tidb, "derive_counts": list(self.derive_counts),
+                "history": list(self.history)}
 
     @property
     def reads_upstream(self) -> bool:
