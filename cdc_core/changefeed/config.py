@@ -61,6 +61,7 @@ from cdc_core.memory import MemoryLimitConfig
 from cdc_core.puller.options import PullerOptions
 
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
+SINK_KEYS = frozenset({"deletion-vectors", "change-data-feed"})
 _TOP_KEYS = {
     "changefeed-id", "sink-uri", "start-ts", "target-ts", "pd", "upstream", "tidb", "initial-snapshot", "filter",
     "airflow", "data-quality", "table-discovery", "puller", "window", "sink", "capture",
@@ -96,6 +97,11 @@ class ChangefeedConfig:
     # it replaces instead of rewriting the files that hold them (spark_jobs.load.merge_on_read). Readers need deletion
     # vector support (Spark, delta-rs's DeltaTable.scan / QueryBuilder; not its to_pyarrow_* ).
     deletion_vectors: bool = False
+    # [sink] change-data-feed: the silver tables take Delta's change data feed (``delta.enableChangeDataFeed``), every
+    # window's commit writing its net changes per key as change data (docs/delta-writers.md, "Change data feed"). On
+    # an existing table it is turned on at the next window and the feed starts there; false leaves a table's own
+    # setting alone (both writers honour a feed a user turned on).
+    change_data_feed: bool = False
     # `[[filter.event-filters]]` tables as written (validated on load) and `ignore-txn-start-ts`.
     event_filter_rules: tuple[dict[str, Any], ...] = ()
     ignore_txn_start_ts: tuple[int, ...] = ()
@@ -146,7 +152,8 @@ class ChangefeedConfig:
         lines += ["", "[airflow]", f"schedule = {_q(self.schedule)}", f"catchup = {str(self.catchup).lower()}"]
         lines += ["", "[data-quality]", f"mode = {_q(self.dq_mode)}"]
         lines += ["", "[window]", f"max-events = {self.window_max_events}"]
-        lines += ["", "[sink]", f"deletion-vectors = {str(self.deletion_vectors).lower()}"]
+        lines += ["", "[sink]", f"deletion-vectors = {str(self.deletion_vectors).lower()}",
+                  f"change-data-feed = {str(self.change_data_feed).lower()}"]
         lines += ["", "[table-discovery]", *(f"{k} = {v}" for k, v in self.discovery_memory.to_mapping().items())]
         lines += ["", "[capture]", f"auto-start = {str(self.capture_auto_start).lower()}"]
         lines += ["", "[puller]", *(f"{k} = {v}" for k, v in self.puller.to_mapping().items()), ""]
@@ -273,10 +280,15 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         raise ConfigError(f"{source} [window]: `max-events` must be >= 1, got {max_events}")
 
     sink_opts = _get(data, "sink", dict, source, {})
-    unknown_sink = set(sink_opts) - {"deletion-vectors"}
+    unknown_sink = set(sink_opts) - SINK_KEYS
     if unknown_sink:
-        raise ConfigError(f"{source} [sink]: unknown key(s) {', '.join(sorted(unknown_sink))}")
+        raise ConfigError(f"{source} [sink]: unknown key(s) {', '.join(sorted(unknown_sink))}; known keys: "
+                          f"{', '.join(sorted(SINK_KEYS))}")
     deletion_vectors = _get(sink_opts, "deletion-vectors", bool, f"{source} [sink]", False)
+    change_data_feed = sink_opts.get("change-data-feed", False)
+    if not isinstance(change_data_feed, bool):
+        raise ConfigError(f"{source} [sink]: `change-data-feed` must be true or false (a TOML boolean, unquoted), "
+                          f"got {type(change_data_feed).__name__} {change_data_feed!r}")
 
     capture = _get(data, "capture", dict, source, {})
     unknown_capture = set(capture) - {"auto-start"}
@@ -292,7 +304,8 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream, tidb=tidb,
         initial_snapshot=initial_snapshot,
         filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode, window_max_events=max_events,
-        deletion_vectors=deletion_vectors, discovery_memory=discovery_memory, puller=puller, source=source,
+        deletion_vectors=deletion_vectors, change_data_feed=change_data_feed, discovery_memory=discovery_memory,
+        puller=puller, source=source,
         capture_auto_start=capture_auto_start, event_filter_rules=tuple(dict(r) for r in event_rules),
         ignore_txn_start_ts=tuple(txn_ts),
     )

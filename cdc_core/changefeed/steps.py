@@ -114,6 +114,7 @@ def apply_steps(
                 ignore_txn_start_ts=tuple(sorted(efilter.ignore_txn_start_ts)),
                 ignore_moves=ignore_moves,
                 deletion_vectors=cfg.deletion_vectors,
+                change_data_feed=cfg.change_data_feed,
             ))
             for name, st in result.get("tables", {}).items():
                 agg = out.tables.setdefault(name, {"rows_upserted": 0, "rows_deleted": 0, "skipped": True})

@@ -48,6 +48,7 @@ class ApplyArgs(JobArgs):
     writer: Writer | None = None
     ignore_moves: bool = False
     deletion_vectors: bool = False
+    change_data_feed: bool = False
 
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> ApplyArgs:
@@ -73,6 +74,7 @@ class ApplyArgs(JobArgs):
                                       for t in args.get("ignore_txn_start_ts") or ()),
             writer=writer, ignore_moves=bool(args.get("ignore_moves")),
             deletion_vectors=bool_arg(job, "deletion_vectors", args.get("deletion_vectors", False)),
+            change_data_feed=bool_arg(job, "change_data_feed", args.get("change_data_feed", False)),
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,4 +86,5 @@ class ApplyArgs(JobArgs):
             {str(k): [dict(f) for f in v] for k, v in self.event_filters.items()},
             "ignore_txn_start_ts": list(self.ignore_txn_start_ts), "writer": self.writer,
             "ignore_moves": self.ignore_moves, "deletion_vectors": self.deletion_vectors,
+            "change_data_feed": self.change_data_feed,
         }  # fmt: skip
