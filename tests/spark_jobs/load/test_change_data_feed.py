@@ -194,3 +194,12 @@ def test_an_overwrite_puts_the_old_rows_deleted_and_the_new_inserted(spark, tmp_
     assert _spark_feed(spark, path, version)[0] == want
     if not deletion_vectors:
         assert _delta_rs_feed(path, version)[0] == want
+
+
+def test_the_option_reaches_the_writer_the_apply_job_picks() -> None:
+    """``ApplyArgs.change_data_feed`` (from ``[sink] change-data-feed``) is what ``apply_window.run_job`` hands
+    ``get_writer``; a writer made without it leaves the feed off."""
+    from spark_jobs.load.delta_writer import get_writer
+
+    assert get_writer("delta-rs", change_data_feed=True).change_data_feed is True  # type: ignore[attr-defined]
+    assert get_writer("delta-rs").change_data_feed is False  # type: ignore[attr-defined]
