@@ -340,7 +340,7 @@ def run_job(a: ApplyArgs) -> dict[str, Any]:
     stats = apply_window(
         a.sink_uri, a.changefeed_id, a.window_end_ts, a.tables, after_ts=a.after_ts, upto_ts=upto, version=version,
         at_barrier=a.at_barrier, event_filters=a.event_filters, ignore_txn_start_ts=a.ignore_txn_start_ts,
-        writer=get_writer(a.writer, deletion_vectors=a.deletion_vectors),
+        writer=get_writer(a.writer, deletion_vectors=a.deletion_vectors, change_data_feed=a.change_data_feed),
         ignore_moves=a.ignore_moves, history=a.history,
     )  # fmt: skip
     return {

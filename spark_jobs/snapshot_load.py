@@ -251,9 +251,13 @@ def _already_loaded(path: str, load_id: str) -> tuple[bool, int | None]:
 
 def load_base(
     sink: str, changefeed_id: str, base_dir: str | Path, table: TableInfo, *, version: int, load_id: str,
+    change_data_feed: bool = False,
 ) -> dict[str, Any]:
     """Replace the silver table of ``table`` (its path by ``table``'s names) with the base at ``base_dir`` in
-    one commit recording ``version``; skipped when ``load_id`` is already committed there."""
+    one commit recording ``version``; skipped when ``load_id`` is already committed there. A table created here
+    takes the change data feed when ``change_data_feed``: the base's rows are then its first inserts (the overwrite
+    writes no change data; readers take its adds as inserts and its removes as deletes, PROTOCOL.md "Add CDC
+    File")."""
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
     started = time.monotonic()
@@ -267,7 +271,7 @@ def load_base(
         raise ChangefeedError(f"no complete snapshot base at {base}")
     meta = json.loads((base / changelog.TABLE_META).read_text())
     if not DeltaTable.is_deltatable(path):
-        create_silver_table(path, table, mode="ignore")
+        create_silver_table(path, table, mode="ignore", change_data_feed=change_data_feed)
     schema = table.arrow_schema()
     props = CommitProperties(
         app_transactions=[Transaction(app_id=app_id_for(changefeed_id), version=version)],
@@ -317,7 +321,8 @@ def run_job(opts: SnapshotJobArgs) -> dict[str, Any]:
     elif opts.phase == "load":
         for item in opts.loads:
             out[item.table.qualified_name] = res = load_base(opts.sink_uri, opts.changefeed_id, item.base,
-                                                             item.table, version=item.version, load_id=item.load_id)
+                                                             item.table, version=item.version, load_id=item.load_id,
+                                                             change_data_feed=opts.change_data_feed)
             if item.history:  # the history table starts from the base: one open row per key at its ts
                 from spark_jobs.load import history
 

@@ -62,6 +62,7 @@ from cdc_core.puller.options import PullerOptions
 from cdc_core.schema.model import TableInfo
 
 _ID_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$")
+SINK_KEYS = frozenset({"deletion-vectors", "change-data-feed", "history"})
 _TOP_KEYS = {
     "changefeed-id", "sink-uri", "start-ts", "target-ts", "pd", "upstream", "tidb", "initial-snapshot", "filter",
     "airflow", "data-quality", "table-discovery", "puller", "window", "sink", "capture",
@@ -100,6 +101,11 @@ class ChangefeedConfig:
     # [sink] history: table-filter rules ([filter] rules' syntax) of the tables that keep an SCD type 2 history table
     # <db>/<table>__history (spark_jobs.load.history); none by default.
     history_rules: tuple[str, ...] = ()
+    # [sink] change-data-feed: the silver tables take Delta's change data feed (``delta.enableChangeDataFeed``), every
+    # window's commit writing its net changes per key as change data (docs/delta-writers.md, "Change data feed"). On
+    # an existing table it is turned on at the next window and the feed starts there; false leaves a table's own
+    # setting alone (both writers honour a feed a user turned on).
+    change_data_feed: bool = False
     # `[[filter.event-filters]]` tables as written (validated on load) and `ignore-txn-start-ts`.
     event_filter_rules: tuple[dict[str, Any], ...] = ()
     ignore_txn_start_ts: tuple[int, ...] = ()
@@ -159,7 +165,8 @@ class ChangefeedConfig:
         lines += ["", "[airflow]", f"schedule = {_q(self.schedule)}", f"catchup = {str(self.catchup).lower()}"]
         lines += ["", "[data-quality]", f"mode = {_q(self.dq_mode)}"]
         lines += ["", "[window]", f"max-events = {self.window_max_events}"]
-        lines += ["", "[sink]", f"deletion-vectors = {str(self.deletion_vectors).lower()}"]
+        lines += ["", "[sink]", f"deletion-vectors = {str(self.deletion_vectors).lower()}",
+                  f"change-data-feed = {str(self.change_data_feed).lower()}"]
         if self.history_rules:
             lines.append(f"history = [{', '.join(_q(r) for r in self.history_rules)}]")
         lines += ["", "[table-discovery]", *(f"{k} = {v}" for k, v in self.discovery_memory.to_mapping().items())]
@@ -288,15 +295,20 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         raise ConfigError(f"{source} [window]: `max-events` must be >= 1, got {max_events}")
 
     sink_opts = _get(data, "sink", dict, source, {})
-    unknown_sink = set(sink_opts) - {"deletion-vectors", "history"}
+    unknown_sink = set(sink_opts) - SINK_KEYS
     if unknown_sink:
-        raise ConfigError(f"{source} [sink]: unknown key(s) {', '.join(sorted(unknown_sink))}")
+        raise ConfigError(f"{source} [sink]: unknown key(s) {', '.join(sorted(unknown_sink))}; known keys: "
+                          f"{', '.join(sorted(SINK_KEYS))}")
     deletion_vectors = _get(sink_opts, "deletion-vectors", bool, f"{source} [sink]", False)
     history_rules = _get(sink_opts, "history", list, f"{source} [sink]", [])
     try:
         TableFilter(history_rules)  # validate now, naming the rule and the file
     except ConfigError as exc:
         raise ConfigError(f"{source} [sink] history: {exc}") from exc
+    change_data_feed = sink_opts.get("change-data-feed", False)
+    if not isinstance(change_data_feed, bool):
+        raise ConfigError(f"{source} [sink]: `change-data-feed` must be true or false (a TOML boolean, unquoted), "
+                          f"got {type(change_data_feed).__name__} {change_data_feed!r}")
 
     capture = _get(data, "capture", dict, source, {})
     unknown_capture = set(capture) - {"auto-start"}
@@ -312,7 +324,8 @@ def parse_config(text: str, source: str = "<string>") -> ChangefeedConfig:
         changefeed_id=cid, sink_uri=sink, start_ts=start_ts, target_ts=target_ts, upstream=upstream, tidb=tidb,
         initial_snapshot=initial_snapshot,
         filter_rules=tuple(rules), schedule=schedule, catchup=catchup, dq_mode=mode, window_max_events=max_events,
-        deletion_vectors=deletion_vectors, discovery_memory=discovery_memory, puller=puller, source=source,
+        deletion_vectors=deletion_vectors, change_data_feed=change_data_feed, discovery_memory=discovery_memory,
+        puller=puller, source=source,
         capture_auto_start=capture_auto_start, event_filter_rules=tuple(dict(r) for r in event_rules),
         ignore_txn_start_ts=tuple(txn_ts), history_rules=tuple(history_rules),
     )

@@ -345,7 +345,8 @@ def _replay_group(
                            history=cfg.keeps_history(t))
                   for t in group if (s := starts[t.qualified_name]).base is not None and s.base_info is not None)
     if loads:
-        loaded = spark_engine.run_job(SnapshotJobArgs(phase="load", sink_uri=sink, changefeed_id=cid, loads=loads))
+        loaded = spark_engine.run_job(SnapshotJobArgs(phase="load", sink_uri=sink, changefeed_id=cid, loads=loads,
+                                                      change_data_feed=cfg.change_data_feed))
         for name, r in loaded.get("tables", {}).items():
             results[name]["base_rows"] = r.get("rows")
         # values Delta cannot hold, written as NULL, are counted in a rebuild as in the windows it replays

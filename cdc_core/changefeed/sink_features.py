@@ -9,13 +9,14 @@ writes change data when the feed is on); the hand-made commits check it here, be
 
 A feature is judged by what it asks of a writer of these commits:
 
-- honoured: ``deletionVectors`` (what they write), ``timestampNtz`` (a type), ``domainMetadata`` and
-  ``vacuumProtocolCheck`` (nothing for a data commit to do);
+- honoured: ``deletionVectors`` (what they write), ``changeDataFeed`` (the MERGE writes its change data,
+  ``spark_jobs.load.change_data``; the compaction and the purge change no data), ``timestampNtz`` (a type),
+  ``domainMetadata`` and ``vacuumProtocolCheck`` (nothing for a data commit to do);
 - honoured while inactive: ``appendOnly`` (a MERGE removes rows), ``invariants``, ``checkConstraints``,
-  ``generatedColumns``, ``identityColumns`` (values a writer must check or compute), ``changeDataFeed`` (change
-  files every commit must write), ``columnMapping`` (physical column names), ``inCommitTimestamp`` (a timestamp the
-  commit must carry first), ``variantType`` (a type whose values cdcflow never writes; delta-rs names it in every
-  protocol it upgrades) -- each present in the protocol and off in the table's properties and schema is fine;
+  ``generatedColumns``, ``identityColumns`` (values a writer must check or compute), ``columnMapping`` (physical
+  column names), ``inCommitTimestamp`` (a timestamp the commit must carry first), ``variantType`` (a type whose
+  values cdcflow never writes; delta-rs names it in every protocol it upgrades) -- each present in the protocol and
+  off in the table's properties and schema is fine;
 - refused whenever named: ``rowTracking`` (row ids every new file must be given), ``v2Checkpoint`` (checkpoints the
   log replay does not read), ``typeWidening``, ``clustering``, ``icebergCompat*`` and any feature not listed here.
 
@@ -30,7 +31,7 @@ from typing import Any
 
 from cdc_core.errors import ChangefeedError
 
-HONOURED = frozenset({"deletionVectors", "timestampNtz", "domainMetadata", "vacuumProtocolCheck"})
+HONOURED = frozenset({"deletionVectors", "changeDataFeed", "timestampNtz", "domainMetadata", "vacuumProtocolCheck"})
 # the writer version that implies each legacy feature (PROTOCOL.md, "Writer Version Requirements")
 LEGACY_WRITER_FEATURES = {2: ("appendOnly", "invariants"), 3: ("checkConstraints",),
                           4: ("changeDataFeed", "generatedColumns"), 5: ("columnMapping",), 6: ("identityColumns",)}
@@ -63,9 +64,6 @@ def _active(feature: str, conf: dict[str, str], fields: list[dict[str, Any]]) ->
         return None
     if feature == "appendOnly":
         return "delta.appendOnly = true: a MERGE removes rows" if _true(conf, "delta.appendOnly") else None
-    if feature == "changeDataFeed":
-        return ("delta.enableChangeDataFeed = true: every commit must write its change data"
-                if _true(conf, "delta.enableChangeDataFeed") else None)
     if feature == "inCommitTimestamp":
         return ("delta.enableInCommitTimestamps = true: every commit must carry its timestamp"
                 if _true(conf, "delta.enableInCommitTimestamps") else None)
@@ -87,8 +85,8 @@ def _active(feature: str, conf: dict[str, str], fields: list[dict[str, Any]]) ->
     return "not implemented by cdcflow's hand-made commits"
 
 
-# what a commit that changes no row (``dataChange`` false: a rewrite of the same rows) owes neither feature
-NO_DATA_CHANGE_EXEMPT = frozenset({"appendOnly", "changeDataFeed"})
+# what a commit that changes no row (``dataChange`` false: a rewrite of the same rows) does not owe
+NO_DATA_CHANGE_EXEMPT = frozenset({"appendOnly"})
 
 
 def unsupported(dt: Any, *, data_change: bool = True) -> list[str]:

@@ -133,6 +133,7 @@ def load(cfg: ChangefeedConfig, sn: SnapshotPlan) -> dict[str, Any]:
             sink_uri=cfg.sink_uri,
             changefeed_id=cfg.changefeed_id,
             loads=(BaseLoad(t, str(base), ts, f"snapshot/{sid}", history=cfg.keeps_history(t)),),
+            change_data_feed=cfg.change_data_feed,
         ))["tables"][name]
         results[name] = res
         with locked_state(cfg.changefeed_id) as st:

@@ -115,6 +115,7 @@ def apply_steps(
                 ignore_moves=ignore_moves,
                 deletion_vectors=cfg.deletion_vectors,
                 history=tuple(t.qualified_name for t in targets if cfg.keeps_history(t)),
+                change_data_feed=cfg.change_data_feed,
             ))
             for name, st in result.get("tables", {}).items():
                 agg = out.tables.setdefault(name, {"rows_upserted": 0, "rows_deleted": 0, "skipped": True})

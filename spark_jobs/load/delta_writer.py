@@ -30,6 +30,7 @@ import pyarrow as pa
 from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
+from spark_jobs.load import change_data
 from spark_jobs.normalize.mount import image_columns
 from spark_jobs.normalize.net_effect import OP_COL
 
@@ -86,9 +87,9 @@ class DeltaWriter(Protocol):
 
 
 def create_silver_table(path: str, table: TableInfo, *, mode: str, commit_properties: Any = None,
-                        deletion_vectors: bool = False) -> None:
+                        deletion_vectors: bool = False, change_data_feed: bool = False) -> None:
     """Create the silver Delta table of ``table`` at ``path`` with its Arrow schema (delta-rs), taking deletion
-    vectors when ``deletion_vectors``."""
+    vectors when ``deletion_vectors`` and Delta's change data feed when ``change_data_feed``."""
     from deltalake import DeltaTable
 
     if "://" not in path:
@@ -100,8 +101,15 @@ def create_silver_table(path: str, table: TableInfo, *, mode: str, commit_proper
         name=table.name,
         description=f"cdcflow silver table of {table.qualified_name} (table id {table.id})",
         commit_properties=commit_properties,
-        configuration={DV_PROPERTY: "true"} if deletion_vectors else None,
+        configuration=table_properties(deletion_vectors=deletion_vectors, change_data_feed=change_data_feed) or None,
     )
+
+
+def table_properties(*, deletion_vectors: bool, change_data_feed: bool) -> dict[str, str]:
+    """The Delta table properties a silver table is created with (``[sink] deletion-vectors``,
+    ``change-data-feed``)."""
+    return {**({DV_PROPERTY: "true"} if deletion_vectors else {}),
+            **({change_data.PROPERTY: "true"} if change_data_feed else {})}
 
 
 DV_PROPERTY = "delta.enableDeletionVectors"
@@ -225,16 +233,23 @@ class DeltaRsWriter:
 
     name = "delta-rs"
 
-    def __init__(self, *, deletion_vectors: bool = False) -> None:
+    def __init__(self, *, deletion_vectors: bool = False, change_data_feed: bool = False) -> None:
         # Tables take deletion vectors: a MERGE marks the rows it replaces (spark_jobs.load.merge_on_read) instead of
         # rewriting the files that hold them.
         self.deletion_vectors = deletion_vectors
+        # Tables take the change data feed: delta-rs's MERGE writes its change data itself when the table has it on
+        # (deltalake 1.6.6, checked in tests/spark_jobs/load/test_change_data_feed.py), the deletion-vector MERGE
+        # through spark_jobs.load.change_data.
+        self.change_data_feed = change_data_feed
 
     def ensure_table(self, path: str, table: TableInfo) -> None:
         from deltalake import DeltaTable
 
         if not DeltaTable.is_deltatable(path):
-            create_silver_table(path, table, mode="ignore", deletion_vectors=self.deletion_vectors)
+            create_silver_table(path, table, mode="ignore", deletion_vectors=self.deletion_vectors,
+                                change_data_feed=self.change_data_feed)
+        elif self.change_data_feed:
+            change_data.turn_on(DeltaTable(path))
 
     def applied_version(self, path: str, app_id: str) -> int | None:
         return applied_version(path, app_id)
@@ -354,7 +369,7 @@ class DeltaSparkWriter:
 
     name = "delta-spark"
 
-    def __init__(self, spark: SparkSession, *, deletion_vectors: bool = False) -> None:
+    def __init__(self, spark: SparkSession, *, deletion_vectors: bool = False, change_data_feed: bool = False) -> None:
         if not delta_spark_available(spark):
             raise ChangefeedError(
                 "CDCFLOW_DELTA_WRITER=delta-spark but io.delta classes are not on the Spark classpath "
@@ -363,6 +378,7 @@ class DeltaSparkWriter:
             )
         self.spark = spark
         self.deletion_vectors = deletion_vectors
+        self.change_data_feed = change_data_feed  # delta-spark's MERGE writes the change data of a table with it on
 
     def ensure_table(self, path: str, table: TableInfo) -> None:
         import deltalake
@@ -370,15 +386,20 @@ class DeltaSparkWriter:
 
         if DeltaTable.isDeltaTable(self.spark, path):
             align_deletion_vectors(deltalake.DeltaTable(path), self.deletion_vectors)
+            if self.change_data_feed:
+                change_data.turn_on(deltalake.DeltaTable(path))
             return
         if any(set(name) & _SPARK_REFUSED for name, _ in image_columns(table)):
             # delta-spark creates no table with such a column without column mapping, which delta-rs's readers
             # cannot read (see check_readable_by_delta_rs); it merges into one that delta-rs created (checked).
-            create_silver_table(path, table, mode="ignore", deletion_vectors=self.deletion_vectors)
+            create_silver_table(path, table, mode="ignore", deletion_vectors=self.deletion_vectors,
+                                change_data_feed=self.change_data_feed)
             return
         builder = (DeltaTable.createIfNotExists(self.spark).location(path)
                    .comment(f"cdcflow silver table of {table.qualified_name} (table id {table.id})")
                    .property(DV_PROPERTY, str(self.deletion_vectors).lower()))
+        if self.change_data_feed:
+            builder = builder.property(change_data.PROPERTY, "true")
         for name, stype in image_columns(table):
             builder = builder.addColumn(name, stype, nullable=True)
         # Under the lock: a create commit takes the session's commitInfo.userMetadata too, so one made while
@@ -461,9 +482,10 @@ def writer_kind_for(master: str) -> str:
 
 
 def get_writer(kind: str | None = None, spark: SparkSession | None = None, *,
-               deletion_vectors: bool = False) -> DeltaWriter:
+               deletion_vectors: bool = False, change_data_feed: bool = False) -> DeltaWriter:
     """The configured writer: ``kind``, else ``$CDCFLOW_DELTA_WRITER``, else :func:`default_writer_kind`;
-    ``deletion_vectors``: the tables it merges into take deletion vectors (the changefeed's ``[sink]``).
+    ``deletion_vectors``, ``change_data_feed``: the tables it merges into take deletion vectors, the change data
+    feed (the changefeed's ``[sink]``).
 
     Without ``spark``, a session is started only when the writer needs one (delta-spark) or only a session can
     tell which writer it is (:func:`spark_jobs.session.known_master`): a local engine's delta-rs writer starts no
@@ -479,7 +501,8 @@ def get_writer(kind: str | None = None, spark: SparkSession | None = None, *,
             spark = spark or get_spark()
             kind = default_writer_kind(spark)
     if kind == "delta-rs":
-        return DeltaRsWriter(deletion_vectors=deletion_vectors)
+        return DeltaRsWriter(deletion_vectors=deletion_vectors, change_data_feed=change_data_feed)
     if kind == "delta-spark":
-        return DeltaSparkWriter(spark or get_spark(), deletion_vectors=deletion_vectors)
+        return DeltaSparkWriter(spark or get_spark(), deletion_vectors=deletion_vectors,
+                                change_data_feed=change_data_feed)
     raise ChangefeedError(f"unknown Delta writer {kind!r} (set {WRITER_ENV} to one of {', '.join(WRITER_KINDS)})")

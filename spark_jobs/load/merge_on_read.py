@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from cdc_core.changefeed import sink_features
-from spark_jobs.load import deletion_vector, delta_log, file_pruning
+from spark_jobs.load import change_data, deletion_vector, delta_log, file_pruning, silver_read
 from spark_jobs.normalize.net_effect import OP_COL
 
 if TYPE_CHECKING:
@@ -83,6 +83,8 @@ def merge(dt: DeltaTable, path: str, table: TableInfo, source: pa.Table, *, app_
     changed = source.select([*key, OP_COL])
     live = delta_log.live_adds(path, read_version)
     marks: list[tuple[dict[str, Any], Any]] = []
+    feed = change_data.enabled(dt)
+    removed: list[tuple[pa.Table, pa.Array]] = []  # with the feed on: the rows marked deleted, and their ops
     deleted = files_read = 0
     for add in live.values():
         if not file_pruning.may_hold(add, changed, key[0]):
@@ -91,9 +93,15 @@ def merge(dt: DeltaTable, path: str, table: TableInfo, source: pa.Table, *, app_
         found = _matched(path, add, changed, key)
         if found is None:
             continue
-        rows, ops = found
+        rows, hit = found
+        ops = hit.column(OP_COL)
         deleted += int(pc.sum(pc.equal(ops, "delete")).as_py() or 0)
         marks.append((add, rows))
+        if feed:
+            order = pc.sort_indices(hit.column("_pos"))
+            hit = hit.take(order)
+            old = silver_read.rows_at_positions(path, add, hit.column("_pos").to_numpy(), table.arrow_schema().names)
+            removed.append((old, hit.column(OP_COL)))
     upserts = source.filter(pc.equal(source.column(OP_COL), "upsert")).drop_columns([OP_COL])
     upserts = upserts.select([n for n in pa.schema(dt.schema().to_arrow()).names if n in upserts.column_names])
     actions: list[dict[str, Any]] = [
@@ -113,6 +121,14 @@ def merge(dt: DeltaTable, path: str, table: TableInfo, source: pa.Table, *, app_
                                     "dataChange": True}})
     if upserts.num_rows:
         actions.append({"add": _write_file(path, upserts, now)})
+    if feed and (marks or upserts.num_rows):
+        # The feed reads this version from its change data only (PROTOCOL.md, "Add CDC File"): without it a reader
+        # would take every re-added file (a new vector, same path) for all its rows deleted and inserted again.
+        schema = table.arrow_schema()
+        old_rows = pa.concat_tables([silver_read.conform(o, schema) for o, _ in removed]) if removed else \
+            schema.empty_table()
+        old_ops = pa.chunked_array([o for _, o in removed], pa.string()) if removed else pa.array([], pa.string())
+        actions.append(change_data.write_file(path, change_data.change_rows(schema, old_rows, old_ops, upserts, key)))
     version = read_version + 1
     delta_log.commit(path, version, actions)
     if version % CHECKPOINT_INTERVAL == 0:
@@ -241,8 +257,8 @@ def unreferenced_vector_files(path: str, retention_hours: float, now: float | No
 
 
 def _matched(path: str, add: dict[str, Any], changed: pa.Table, key: list[str]) -> tuple[Any, pa.Array] | None:
-    """The file's deletion vector with the live rows at changed keys added, and the ops that matched them (None:
-    no live row of the file is at a changed key)."""
+    """The file's deletion vector with the live rows at changed keys added, and those rows' keys, ops (``_cdc_op``)
+    and positions (``_pos``) (None: no live row of the file is at a changed key)."""
     from pyroaring import BitMap64
 
     from spark_jobs.load.silver_read import live_matches
@@ -251,7 +267,7 @@ def _matched(path: str, add: dict[str, Any], changed: pa.Table, key: list[str]) 
     if found is None:
         return None
     hit, old = found
-    return old | BitMap64(hit.column("_pos").to_numpy().tolist()), hit.column(OP_COL)
+    return old | BitMap64(hit.column("_pos").to_numpy().tolist()), hit
 
 
 def _remove_of(add: dict[str, Any], now: int) -> dict[str, Any]:

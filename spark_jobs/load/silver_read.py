@@ -123,8 +123,6 @@ def rows_at_keys(path: str, adds: Sequence[dict[str, Any]], keys: pa.Table, name
     key columns are read first, then only the row groups holding a live row at a key; a file whose statistics admit
     no key is not opened (:func:`spark_jobs.load.file_pruning.may_hold`)."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
     for add in adds:
         if not may_hold(add, keys, keys.column_names[0]):
@@ -132,14 +130,29 @@ def rows_at_keys(path: str, adds: Sequence[dict[str, Any]], keys: pa.Table, name
         found = live_matches(path, add, keys, keys.column_names)
         if found is None:
             continue
-        positions = np.sort(found[0].column("_pos").to_numpy())
-        pf = pq.ParquetFile(os.path.join(path, unquote(add["path"])))
-        sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        group_of = np.searchsorted(starts, positions, side="right") - 1
-        groups = np.unique(group_of)
-        # where each group read starts in what read_row_groups returns (the groups back to back, in order)
-        read_at = np.zeros(len(sizes), dtype=np.int64)
-        read_at[groups] = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
-        rows = pf.read_row_groups(groups.tolist(), columns=[n for n in names if n in pf.schema_arrow.names])
-        yield rows.take(pa.array(read_at[group_of] + positions - starts[group_of]))
+        yield rows_at_positions(path, add, np.sort(found[0].column("_pos").to_numpy()), names)
+
+
+def rows_at_positions(path: str, add: dict[str, Any], positions: Any, names: Sequence[str]) -> pa.Table:
+    """The rows (``names`` the file has) of the file ``add`` at the sorted row ``positions`` (a numpy array), in
+    that order: only the row groups holding one are read."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(os.path.join(path, unquote(add["path"])))
+    sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    group_of = np.searchsorted(starts, positions, side="right") - 1
+    groups = np.unique(group_of)
+    # where each group read starts in what read_row_groups returns (the groups back to back, in order)
+    read_at = np.zeros(len(sizes), dtype=np.int64)
+    read_at[groups] = np.concatenate([[0], np.cumsum(sizes[groups])[:-1]])
+    rows = pf.read_row_groups(groups.tolist(), columns=[n for n in names if n in pf.schema_arrow.names])
+    # delta-rs (arrow-rs) writes the Arrow schema of its string columns as string_view into the file, which pyarrow
+    # 26 reads back as such and has no take kernel for: the plain types, the same values.
+    plain = pa.schema([f.with_type(pa.string()) if pa.types.is_string_view(f.type) else
+                       f.with_type(pa.binary()) if pa.types.is_binary_view(f.type) else f for f in rows.schema])
+    if plain != rows.schema:
+        rows = rows.cast(plain)
+    return rows.take(pa.array(read_at[group_of] + positions - starts[group_of]))

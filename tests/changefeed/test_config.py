@@ -39,6 +39,7 @@ def test_defaults():
     assert c.schedule == "*/5 * * * *" and c.catchup is False and c.dq_mode == "checksum"
     assert c.deletion_vectors is False  # delta-rs's to_pyarrow_* readers refuse tables with them
     assert c.history_rules == () and not c.keeps_history(clustered_table())
+    assert c.change_data_feed is False  # change data files cost a window's MERGE a write of its changes
 
 
 def test_deletion_vectors_are_a_sink_option():
@@ -53,6 +54,20 @@ def test_history_takes_table_filter_rules():
     assert c.keeps_history(clustered_table()) and not c.keeps_history(clustered_table(name="tmp1"))
     assert not c.keeps_history(replace(clustered_table(), db_name="other"))
     assert cfgmod.parse_config(c.to_toml(), "again.toml") == c
+
+
+def test_change_data_feed_is_a_sink_option_that_reaches_the_apply_job():
+    from cdc_core.changefeed.job_args.apply_window import ApplyArgs
+
+    c = cfgmod.parse_config('changefeed-id = "a"\nsink-uri = "/tmp/l"\n[sink]\nchange-data-feed = true\n')
+    assert c.change_data_feed is True and c.deletion_vectors is False
+    assert "change-data-feed = true" in c.to_toml() and cfgmod.parse_config(c.to_toml(), "again.toml") == c
+    args = ApplyArgs(sink_uri="/tmp/l", changefeed_id="a", window_end_ts=5, tables=(), change_data_feed=True)
+    assert ApplyArgs.from_dict(args.to_dict()).change_data_feed is True
+    older = {k: v for k, v in args.to_dict().items() if k != "change_data_feed"}  # a plan written before the key
+    assert ApplyArgs.from_dict(older).change_data_feed is False
+    with pytest.raises(ValueError, match="change_data_feed must be true or false"):
+        ApplyArgs.from_dict({**args.to_dict(), "change_data_feed": "yes"})
 
 
 @pytest.mark.parametrize(
@@ -72,9 +87,14 @@ def test_history_takes_table_filter_rules():
         ('changefeed-id = "a"\nsink-uri = "/x"\n[window]\nmax-events = 0', r"\[window\]: `max-events` must be >= 1"),
         ('changefeed-id = "a"\nsink-uri = "/x"\n[window]\nmax-rows = 5', r"\[window\]: unknown key\(s\) max-rows"),
         ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\ndeletion-vectors = 1', r"`deletion-vectors` must be bool"),
-        ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\ndv = true', r"\[sink\]: unknown key\(s\) dv"),
         ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\nhistory = "db.*"', r"`history` must be list"),
         ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\nhistory = ["nodot"]', "filter rule"),
+        ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\ndv = true', r"\[sink\]: unknown key\(s\) dv; known keys: "
+                                                                 r"change-data-feed, deletion-vectors, history"),
+        ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\nchange-data-feed = "yes"',
+         r"\[sink\]: `change-data-feed` must be true or false \(a TOML boolean, unquoted\), got str 'yes'"),
+        ('changefeed-id = "a"\nsink-uri = "/x"\n[sink]\nchange-data-feed = 1',
+         r"`change-data-feed` must be true or false"),
     ],
 )
 def test_errors_name_the_key_and_file(text, message):

@@ -50,16 +50,14 @@ def test_a_table_with_deletion_vectors_only_is_written(tmp_path: Path) -> None:
     sink_features.check_writable(dt, str(tmp_path / "t"))
 
 
-def test_change_data_feed_on_is_refused_by_name_and_off_is_fine(tmp_path: Path) -> None:
+def test_change_data_feed_on_is_honoured(tmp_path: Path) -> None:
+    """The deletion-vector MERGE writes the feed's change data (spark_jobs.load.change_data): a table with it on is
+    written, whether the protocol names it as a feature or by a legacy writer version."""
     path = tmp_path / "t"
     dt = _table(path, **{"delta.enableChangeDataFeed": "true"})
-    assert [f.split(" ")[0] for f in sink_features.unsupported(dt)] == ["changeDataFeed"]
-    with pytest.raises(ChangefeedError, match=rf"silver table {path} uses Delta table feature\(s\) the deletion-vector "
-                                              r"writer does not write: changeDataFeed \(delta.enableChangeDataFeed"):
-        sink_features.check_writable(dt, str(path))
-    assert sink_features.unsupported(dt, data_change=False) == []  # a purge rewrites the same rows: no change data
-    dt.alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
-    assert sink_features.unsupported(DeltaTable(str(path))) == []  # still in the protocol, off in the table
+    assert "changeDataFeed" in sink_features.protocol_features(dt)
+    assert sink_features.unsupported(dt) == []
+    sink_features.check_writable(dt, str(path))
 
 
 def test_append_only_constraints_and_column_mapping_are_named(tmp_path: Path) -> None:
@@ -101,14 +99,15 @@ def test_a_legacy_protocol_names_its_features_by_version(tmp_path: Path) -> None
     assert dt.protocol().min_writer_version == 4 and not dt.protocol().writer_features
     assert sink_features.protocol_features(dt) >= {"appendOnly", "invariants", "checkConstraints", "changeDataFeed",
                                                    "generatedColumns"}
-    assert [f.split(" ")[0] for f in sink_features.unsupported(dt)] == ["changeDataFeed"]
+    assert sink_features.unsupported(dt) == []  # the feed on is honoured; the others are off
     assert json.loads(dt.schema().to_json())["fields"][0]["name"] == "id"
 
 
 def test_changefeed_create_checks_the_tables_already_in_the_sink(tmp_path: Path) -> None:
-    ok, cdf = tmp_path / "ok", tmp_path / "cdf"
-    _table(ok)
-    _table(cdf, **{"delta.enableChangeDataFeed": "true"})
+    ok, appends = tmp_path / "ok", tmp_path / "appends"
+    _table(ok, **{"delta.enableChangeDataFeed": "true"})
+    _table(appends, **{"delta.appendOnly": "true"})
     sink_features.check_sink_tables([str(ok), str(tmp_path / "not-there-yet")])
-    with pytest.raises(ChangefeedError, match=rf"silver table {cdf} uses .*changeDataFeed"):
-        sink_features.check_sink_tables([str(ok), str(cdf)])
+    with pytest.raises(ChangefeedError, match=rf"silver table {appends} uses Delta table feature\(s\) the "
+                                              r"deletion-vector writer does not write: appendOnly"):
+        sink_features.check_sink_tables([str(ok), str(appends)])

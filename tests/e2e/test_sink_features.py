@@ -37,17 +37,17 @@ def test_a_feature_the_writer_does_not_write_is_refused_at_create_and_at_apply(
     upstream.execute(f"INSERT INTO {db}.t VALUES (1, 1), (2, 2)")
     silver = sink / db / "t"
     write_deltalake(str(silver), pa.table({"id": pa.array([], pa.int64()), "v": pa.array([], pa.int32())}),
-                    configuration={"delta.enableChangeDataFeed": "true"})
+                    configuration={"delta.appendOnly": "true"})
     cfg = cdc_home / f"{cid}.toml"
     cfg.write_text(f'changefeed-id = "{cid}"\nsink-uri = "file://{sink}"\nstart-ts = {start}\n'
                    f'[filter]\nrules = ["{db}.*"]\n[sink]\ndeletion-vectors = true\n')
     res = CliRunner().invoke(cli_app(), ["changefeed", "create", "--config", str(cfg)])
     assert res.exit_code != 0 and isinstance(res.exception, ChangefeedError), res.output
     assert f"silver table {silver} uses Delta table feature(s)" in str(res.exception)
-    assert "changeDataFeed (delta.enableChangeDataFeed = true" in str(res.exception)
+    assert "appendOnly (delta.appendOnly = true: a MERGE removes rows)" in str(res.exception)
     assert not (cdc_home / "home" / "changefeeds" / f"{cid}.toml").exists()
 
-    DeltaTable(str(silver)).alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
+    DeltaTable(str(silver)).alter.set_table_properties({"delta.appendOnly": "false"})
     _cli("changefeed", "create", "--config", str(cfg))
     t1 = upstream.get_ts()
     runner.run_until(cid, t1)

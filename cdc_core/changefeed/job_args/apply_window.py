@@ -49,6 +49,7 @@ class ApplyArgs(JobArgs):
     ignore_moves: bool = False
     deletion_vectors: bool = False
     history: tuple[str, ...] = ()  # the tables (qualified names) with a history table ([sink] history)
+    change_data_feed: bool = False
 
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> ApplyArgs:
@@ -75,6 +76,7 @@ class ApplyArgs(JobArgs):
             writer=writer, ignore_moves=bool(args.get("ignore_moves")),
             deletion_vectors=bool_arg(job, "deletion_vectors", args.get("deletion_vectors", False)),
             history=tuple(str(n) for n in args.get("history") or ()),
+            change_data_feed=bool_arg(job, "change_data_feed", args.get("change_data_feed", False)),
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,4 +89,5 @@ class ApplyArgs(JobArgs):
             "ignore_txn_start_ts": list(self.ignore_txn_start_ts), "writer": self.writer,
             "ignore_moves": self.ignore_moves, "deletion_vectors": self.deletion_vectors,
             "history": list(self.history),
+            "change_data_feed": self.change_data_feed,
         }  # fmt: skip

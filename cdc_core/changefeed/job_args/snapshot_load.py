@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, cast
 
-from cdc_core.changefeed.job_args.base import JobArgs, check_names, table_arg, ts_arg
+from cdc_core.changefeed.job_args.base import JobArgs, bool_arg, check_names, table_arg, ts_arg
 from cdc_core.schema.model import TableInfo
 
 DEFAULT_MAX_CHUNKS = 64  # a snapshot table's chunks read at once, unless the job is told otherwise
@@ -34,7 +34,7 @@ class BaseLoad:
 _REQUIRED = {"fetch": ("sink_uri", "changefeed_id", "pd_addr", "ts", "tables"),
              "load": ("sink_uri", "changefeed_id", "loads"),
              "fold": ("sink_uri", "changefeed_id", "ts", "tables")}
-_OPTIONAL = {"fetch": ("tidb", "max_chunks"), "load": (), "fold": ()}
+_OPTIONAL = {"fetch": ("tidb", "max_chunks"), "load": ("change_data_feed",), "fold": ()}
 _LOAD_KEYS = ("table", "base", "version", "load_id")
 
 
@@ -64,6 +64,7 @@ class SnapshotJobArgs(JobArgs):
     tidb: str | None = None
     max_chunks: int = DEFAULT_MAX_CHUNKS
     loads: tuple[BaseLoad, ...] = ()
+    change_data_feed: bool = False  # "load": a table the load creates takes the feed ([sink] change-data-feed)
 
     @classmethod
     def from_dict(cls, args: Mapping[str, Any]) -> SnapshotJobArgs:
@@ -86,13 +87,14 @@ class SnapshotJobArgs(JobArgs):
                    ts=ts_arg(job, "ts", args["ts"]) if "ts" in args else None,
                    tables=tuple(table_arg(x) for x in args.get("tables") or ()),
                    pd_addr=args.get("pd_addr"), tidb=args.get("tidb"),
-                   max_chunks=_max_chunks(job, args.get("max_chunks")), loads=tuple(loads))
+                   max_chunks=_max_chunks(job, args.get("max_chunks")), loads=tuple(loads),
+                   change_data_feed=bool_arg(job, "change_data_feed", args.get("change_data_feed", False)))
 
     def to_dict(self) -> dict[str, Any]:
         every: dict[str, Any] = {"phase": self.phase, "sink_uri": self.sink_uri, "changefeed_id": self.changefeed_id,
                                  "ts": self.ts, "tables": [t.to_json() for t in self.tables],
                                  "pd_addr": self.pd_addr, "tidb": self.tidb, "max_chunks": self.max_chunks,
-                                 "loads": [b.to_dict() for b in self.loads]}
+                                 "loads": [b.to_dict() for b in self.loads], "change_data_feed": self.change_data_feed}
         return {k: every[k] for k in ("phase", *_REQUIRED[self.phase], *_OPTIONAL[self.phase])}
 
 
