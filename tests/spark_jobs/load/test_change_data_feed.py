@@ -136,6 +136,8 @@ def test_each_window_s_net_changes_are_the_change_feed(spark, tmp_path: Path, ki
     _check_timestamps(rs_rows)
     _check_timestamps(sp_rows)
 
+    if kind != "delta-rs":
+        return  # delta-spark continuing its own table is delta-spark's business
     # delta-spark writes to the table cdcflow wrote (its own UPDATE, with the feed on), then cdcflow continues it
     spark.sql(f"UPDATE delta.`{path}` SET c = 'by spark' WHERE id = 1")
     by_spark = DeltaTable(path).version()
