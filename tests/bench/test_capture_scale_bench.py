@@ -172,13 +172,17 @@ def test_capture_at_the_upstreams_highest_rate_through_airflow(deployment: tuple
     cdcflow("capture", "stop", CF)
     got = {t: delta_count_sum(sink, t, ckpt) for t in TABLES}
     runs = [r for r in server.runs(dag_id) if r["state"] in ("success", "failed")]
-    durations = [server.run_timings(dag_id, r)["run"] for r in runs if r.get("end_date")]
+    timings = [server.run_timings(dag_id, r) for r in runs if r.get("end_date")]
+    durations = [t["run"] for t in timings]
+    steps = {task: round(statistics.median(t[task] for t in timings if task in t), 1)
+             for task in sorted({k for t in timings for k in t if k != "run"})}
     figures = {
         "minutes": round(wrote_s / 60, 1), "rate_asked": RATE, "rows": rows, "rows_per_s": round(rows / wrote_s),
         "txn_rows": TXN_ROWS, "threads": THREADS, "writer_errors": len(writers.errors),
         "window_s": WINDOW_S, "dag_runs": {s: sum(r["state"] == s for r in runs) for s in ("success", "failed")},
         "run_s_p50": round(statistics.median(durations), 1) if durations else None,
         "run_s_max": round(max(durations), 1) if durations else None,
+        "task_s_p50": steps,
         "lag_samples": len(lags),
         "lag_p50_s": round(float(np.percentile(lags, 50)), 1), "lag_p99_s": round(float(np.percentile(lags, 99)), 1),
         "lag_max_s": round(max(lags), 1),
