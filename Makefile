@@ -57,11 +57,12 @@ airflow: venv
 ## bench: benchmarks (not part of `make test`)
 bench: venv
 	$(VENV)/bin/pytest tests/bench -q -p no:cacheprovider --override-ini addopts= -s \
-		--ignore=tests/bench/test_scale_bench.py
+		--ignore=tests/bench/test_scale_bench.py --ignore=tests/bench/test_capture_scale_bench.py
 
-## bench-scale: issue 18's 10 M-row benchmark (hours and ~8 GB at its defaults; CDCFLOW_SCALE_* scale it down)
+## bench-scale: issue 18's 10 M-row benchmark (hours and ~8 GB at its defaults; CDCFLOW_SCALE_* scale it down) and
+## issue 55's capture at the upstream's highest rate through Airflow (30 minutes; CDCFLOW_SCALE_CAPTURE_* scale it)
 bench-scale: venv
-	$(VENV)/bin/pytest tests/bench/test_scale_bench.py -q -p no:cacheprovider --override-ini addopts= -o timeout=0 -s
+	$(VENV)/bin/pytest tests/bench/test_scale_bench.py tests/bench/test_capture_scale_bench.py -q -p no:cacheprovider --override-ini addopts= -o timeout=0 -s
 
 ## soak: issue 20's soak, 50 windows of the distributed topology under kill -9 and region faults (~1 hour;
 ## CDCFLOW_SOAK_WINDOWS, _EVERY_S, _KILL_EVERY_S, _ROWS_PER_S, _SEED change it; _CAPTURE=1 runs it against the capture,

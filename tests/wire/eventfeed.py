@@ -9,6 +9,7 @@ careless client gets.
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -96,6 +97,7 @@ class FeedClient:
         self._call = (stub.EventFeedV2(requests, metadata=(("features", features),)) if v2
                       else stub.EventFeed(requests))
         self.message_sizes: list[int] = []
+        self.row_events: collections.Counter[int] = collections.Counter()  # Events of rows, per request id
         self._lock = threading.Lock()
         self.items: list[tuple[str, int, int, Any]] = []
         self.error: BaseException | None = None
@@ -110,6 +112,7 @@ class FeedClient:
                     for ev in msg.events:
                         kind = ev.WhichOneof("event")
                         if kind == "entries":
+                            self.row_events[ev.request_id] += 1
                             for row in ev.entries.entries:
                                 self.items.append(("row", ev.request_id, ev.region_id, row))
                         elif kind == "resolved_ts":

@@ -23,7 +23,12 @@ epoch, ``checkpoint_ts``, key range). For each registration (a ``_Subscription``
    checkpoint_ts`` as COMMITTED rows, then the snapshotted locks as PREWRITE rows, then one
    INITIALIZED row, then the buffered live rows minus those the scan already covered (same key
    and start ts) - nothing is lost or duplicated between the scan and the live phase;
-4. live PREWRITE / COMMIT / ROLLBACK rows as the MVCC store reports them.
+4. live PREWRITE / COMMIT / ROLLBACK rows as the MVCC store reports them, a region's rows written together in one
+   event: TiKV's delegate sinks the rows of one applied command batch to each downstream as one ``Event`` of many
+   entries (``components/cdc/src/delegate.rs`` ``sink_data``), so a 500-row prewrite is an event, not 500. Here a
+   live row joins the region's event last in the connection's queue while it is there, its rows stay under 32 KiB
+   and it ends with a live row (so never across an INITIALIZED row, a resolved ts or an error: the order of the
+   queue is unchanged).
 
 Every ``min_ts_interval`` the connection computes, in one event-loop step, ``ts = TSO now`` and
 for each initialized subscription ``min(ts, smallest start ts of a lock in its range)`` (never
@@ -194,7 +199,8 @@ class _Subscription:
         n = row_size(row)
         if quota and self.conn.pending_bytes + n > quota:
             return False
-        self.conn.push(self.event([row]), n)
+        if not self.conn.append_row(self.region_id, self.request_id, row, n):
+            self.conn.push(self.event([row]), n)
         return True
 
 
@@ -225,6 +231,25 @@ class _Connection:
         self._outbox.append((item, size))
         self.pending_bytes += size
         self._wakeup.set()
+
+    def append_row(self, region_id: int, request_id: int, row: Row, size: int) -> bool:
+        """Add a live ``row`` to the last queued event when that is region ``region_id``'s (of ``request_id``) live
+        rows and stays under ``EVENT_MAX_BYTES`` with it (TiKV's delegate: the rows of a command batch are one
+        event); False when the row needs an event of its own."""
+        if not self._outbox:
+            return False
+        last, queued = self._outbox[-1]
+        if (not isinstance(last, cdcpb_pb2.Event) or last.region_id != region_id or last.request_id != request_id
+                or last.WhichOneof("event") != "entries" or queued + size >= EVENT_MAX_BYTES):
+            return False
+        rows = last.entries.entries
+        if not rows or rows[-1].type == LogType.INITIALIZED:
+            return False
+        rows.append(row)
+        self._outbox[-1] = (last, queued + size)
+        self.pending_bytes += size
+        self._wakeup.set()
+        return True
 
     async def next_message(self) -> cdcpb_pb2.ChangeDataEvent:
         """The next message: consecutive region events batched (TiKV ``EventBatcher``), or one resolved ts."""

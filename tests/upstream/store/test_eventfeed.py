@@ -87,6 +87,26 @@ def test_scan_then_initialized_then_live(upstream_cluster: Any, upstream_client:
         assert all(x < ts for kind, x in order[:at] if kind == "resolved")
 
 
+def test_the_live_rows_of_one_write_come_in_few_events(upstream_cluster: Any, upstream_client: Any, fresh_db: str,
+                                                       feed: FeedClient) -> None:
+    """A 2PC write of 300 rows in one region: its PREWRITE rows and then its COMMIT rows reach the feed in events of
+    many rows (up to 32 KiB each), as TiKV's delegate sinks a command batch, in the order the store wrote them."""
+    tid, regions = _table(upstream_client, fresh_db, upstream_cluster)
+    ids = register_all(feed, regions, 0, 1)
+    wait_until(lambda: all(feed.initialized(i) for i in ids))
+    before = feed.row_events[ids[1]]
+    values = ", ".join(f"({h}, {h})" for h in range(1, 301))
+    ts = upstream_client.execute("SET tidb_enable_1pc = OFF; SET tidb_enable_async_commit = OFF; "
+                                 f"INSERT INTO {fresh_db}.t VALUES {values}; SET tidb_enable_1pc = ON; "
+                                 "SET tidb_enable_async_commit = ON")[2].commit_ts
+    wait_resolved(feed, ids, regions, ts)
+    live = [r for r in feed.rows(ids[1]) if r.type in (T.PREWRITE, T.COMMIT)]
+    assert [r.type for r in live] == [T.PREWRITE] * 300 + [T.COMMIT] * 300
+    assert sorted(r.key for r in live[:300]) == [keycodec.row_key(tid, h) for h in range(1, 301)]
+    assert all(r.commit_ts == ts for r in live[300:])
+    assert feed.row_events[ids[1]] - before <= 10, "each live row came in an event of its own"
+
+
 def test_checkpoint_filters_scan_and_old_value_is_optional(upstream_cluster: Any, upstream_client: Any,
                                                            fresh_db: str, feed: FeedClient) -> None:
     _tid, regions = _table(upstream_client, fresh_db, upstream_cluster, "INSERT INTO t VALUES (1, 1)")
