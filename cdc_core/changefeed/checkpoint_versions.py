@@ -11,6 +11,7 @@ them once (``versions.record`` skips a (changefeed, checkpoint, source) it holds
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -80,38 +81,59 @@ def record_replaced(cfg: ChangefeedConfig, ts: int, source: str, tables: list[Ta
 
 
 def record_rebuilt_history(cfg: ChangefeedConfig, ts: int, source: str, tables: list[TableInfo],
-                           starts: dict[str, int]) -> None:
-    """Re-record the checkpoints below ``ts`` a rebuild replayed: the rebuilt table is a new Delta table (the old one
-    went to the trash), written commit by commit with each replayed step's ts, so a recorded checkpoint ``c`` at or
-    after the table's replay start (``starts``: its snapshot base's ts, or the changefeed's start-ts) is its
-    version as of ``c`` now. A row is written under the name the table had at ``c`` (the rows of ``c`` with the old
-    table's uuid); checkpoints below the start keep naming the old table (its copy is in the trash)."""
+                           starts: dict[str, int], trash: str | None) -> None:
+    """Re-record the checkpoints below ``ts`` that name a table a rebuild replaced: the rebuilt table is a new Delta
+    table under the old one's path, and the old one (whose versions those rows name) is in the rebuild's ``trash``
+    directory. A checkpoint ``c`` at or after the table's replay start (``starts``: its snapshot base's ts, or the
+    changefeed's start-ts) is the new table's version as of ``c`` when that version holds exactly the changes
+    ``<= c``: its commit is stamped ``c``, or the old table had no commit stamped in ``(stamp, c]`` (the replay
+    merges the steps a DDL barrier of another table cut, so the new table may have no version at ``c``). Every other
+    such checkpoint names the old table at its path in the trash (readable until the trash is removed). A row is
+    written under the name the table had at ``c``."""
     from deltalake import DeltaTable
+
+    from cdc_core.codec.sink_uri import local_path, table_path_of
 
     data = versions.read(cfg.sink_uri, cfg.changefeed_id).to_pylist()
     by_ts: dict[int, list[dict[str, Any]]] = {}
     for r in data:
         by_ts.setdefault(int(r["checkpoint_ts"]), []).append(r)
     marks: dict[int, tuple[int, list[versions.TableVersion]]] = {}
+    sink = local_path(cfg.sink_uri)
     for t in tables:
         start = starts.get(t.qualified_name)
         path = table_path(cfg.sink_uri, t)
-        if start is None or not DeltaTable.is_deltatable(path):
+        if not DeltaTable.is_deltatable(path):
             continue
         dt = DeltaTable(path)
         uuid = str(dt.metadata().id)
         # the old table: the uuid the checkpoint's rows gave this name before the rebuild
         old = {r["table_uuid"] for r in by_ts.get(ts, []) if r["table"] == t.qualified_name} - {uuid}
-        below = [c for c in sorted(by_ts) if start <= c < ts]
-        for c, version in versions.versions_as_of(dt, below).items():
-            if version is None:
-                continue
-            names = {r["table"] for r in by_ts[c] if r["table_uuid"] in old} or {t.qualified_name}
-            marks.setdefault(c, (c, []))[1].extend(
-                versions.TableVersion(n, versions.relative_path(t.db_name, t.name), version, uuid)
-                for n in sorted(names))
+        old_path = table_path_of(trash, t.db_name, t.name) if trash else None
+        old_stamps: list[int] = []
+        if old_path is not None and DeltaTable.is_deltatable(old_path):
+            old_stamps = sorted(versions.commit_ts(h) for h in DeltaTable(old_path).history())
+        below = [c for c in sorted(by_ts) if c < ts and any(r["table_uuid"] in old for r in by_ts[c])]
+        new_history = dt.history()
+        stamps = {int(h["version"]): versions.commit_ts(h) for h in new_history}
+        as_of = versions.versions_as_of(dt, [c for c in below if start is not None and c >= start])
+        for c in below:
+            rows = [r for r in by_ts[c] if r["table_uuid"] in old]
+            version = as_of.get(c)
+            stamp = stamps.get(version, -1) if version is not None else -1
+            served = version is not None and (stamp == c or not any(stamp < s <= c for s in old_stamps))
+            for r in rows:
+                if served and version is not None:
+                    row = versions.TableVersion(r["table"], versions.relative_path(t.db_name, t.name), version,
+                                                uuid)
+                elif old_path is not None:
+                    row = versions.TableVersion(r["table"], os.path.relpath(old_path, sink), int(r["version"]),
+                                                r["table_uuid"])
+                else:
+                    continue
+                marks.setdefault(c, (c, []))[1].append(row)
     if versions.record_many(cfg.sink_uri, cfg.changefeed_id, source, marks):
-        log.info("re-recorded the checkpoints a rebuild replayed", changefeed_id=cfg.changefeed_id,
+        log.info("re-recorded the checkpoints naming the tables a rebuild replaced", changefeed_id=cfg.changefeed_id,
                  checkpoints=len(marks), source=source)
 
 

@@ -659,7 +659,8 @@ def _record_versions(cfg: ChangefeedConfig, p: WindowPlan, applied: dict[str, An
         checkpoint_versions.record_replaced(cfg, rb.ts, f"rebuild {rb.id}", tables)
         starts = {n: int(r["start_ts"]) for n, r in (rebuilt.get("tables") or {}).items()
                   if r.get("start_ts") is not None}
-        checkpoint_versions.record_rebuilt_history(cfg, rb.ts, f"rebuild {rb.id}", tables, starts)
+        checkpoint_versions.record_rebuilt_history(cfg, rb.ts, f"rebuild {rb.id}", tables, starts,
+                                                   rebuilt.get("trash"))
     after = load_state(cfg.changefeed_id).checkpoint_ts
     if p.has_window and after < p.target_ts:
         checkpoint_versions.record_step(cfg, storage, p.target_ts, "window", after_ts=after,
