@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from cdc_core.changefeed.job_args.maintain import MaintainArgs
+from cdc_core.changefeed.versions import commit_ts
 from spark_jobs.job_io import args_file_main
 from spark_jobs.load import merge_on_read, silver_read
-from spark_jobs.load.delta_writer import commit_ts
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import TableInfo
 from cdc_core.schema.storage import SchemaStorage
 
-from . import dq_results, gc_safepoint, metrics_history, spark_engine
+from . import checkpoint_versions, dq_results, gc_safepoint, metrics_history, spark_engine
 from . import rebuild as rebuildmod
 from . import snapshot as snapshotmod
 from .barriers import DmlStep, applies, plan_steps, relevant
@@ -453,6 +453,8 @@ def _apply(p: WindowPlan) -> dict[str, Any]:
             _check_tables(cfg, [t for t in tables if changed(result, t)], step.upto_ts, where=where, plan=p,
                           full=set(), after_ts=_sub_window_start(p, cuts, step.upto_ts))
             if step.cut:  # no DDL follows: the sub-window is done
+                checkpoint_versions.record_step(cfg, storage, step.upto_ts, "sub-window", window_end_ts=target,
+                                                after_ts=load_state(cfg.changefeed_id).checkpoint_ts)
                 advance_checkpoint(cfg.changefeed_id, step.upto_ts)
                 failpoint.hit("apply.sub_window_done")
 
@@ -460,6 +462,8 @@ def _apply(p: WindowPlan) -> dict[str, Any]:
         # a re-key by _tidb_rowid reloads the table from the upstream and counts what it maps, as a snapshot does
         _record_mapped(cfg, job.finished_ts, f"DDL {job.job_type} (job {job.job_id}) at {job.finished_ts}",
                        dq_results.ddl_tables(result), out)
+        checkpoint_versions.record_step(cfg, storage, job.finished_ts, "ddl", window_end_ts=target,
+                                        after_ts=load_state(cfg.changefeed_id).checkpoint_ts)
         advance_checkpoint(cfg.changefeed_id, job.finished_ts)
 
     _read_checks_ahead(cfg, p)
@@ -642,6 +646,28 @@ def _roll_back(cfg: ChangefeedConfig, tables: list[TableInfo], why: str) -> tupl
     return out, note
 
 
+def _record_versions(cfg: ChangefeedConfig, p: WindowPlan, applied: dict[str, Any], storage: SchemaStorage) -> None:
+    """Record the window in the versions table before the checkpoint moves: the tables a snapshot or rebuild
+    replaced at the window's checkpoint (a rebuild's replayed checkpoints too), then every table at the window end
+    (unless a step already recorded it: a DDL barrier at the window end)."""
+    if p.snapshot is not None:
+        checkpoint_versions.record_replaced(cfg, p.snapshot.ts, f"snapshot {p.snapshot.id}",
+                                            snapshotmod.tables_at(cfg, p.snapshot.ts, list(p.snapshot.tables)))
+    rb = p.rebuild
+    rebuilt = applied.get("rebuild") or {}
+    if rb is not None and not rb.noop and not rebuilt.get("skipped"):
+        tables = snapshotmod.tables_at(cfg, rb.ts, list(rb.tables))
+        checkpoint_versions.record_replaced(cfg, rb.ts, f"rebuild {rb.id}", tables)
+        starts = {n: int(r["start_ts"]) for n, r in (rebuilt.get("tables") or {}).items()
+                  if r.get("start_ts") is not None}
+        checkpoint_versions.record_rebuilt_history(cfg, rb.ts, f"rebuild {rb.id}", tables, starts,
+                                                   rebuilt.get("trash"))
+    after = load_state(cfg.changefeed_id).checkpoint_ts
+    if p.has_window and after < p.target_ts:
+        checkpoint_versions.record_step(cfg, storage, p.target_ts, "window", after_ts=after,
+                                        window_end_ts=p.target_ts)
+
+
 @metrics_history.records_duration("publish")
 def publish(p: WindowPlan, applied: dict[str, Any], checked: dict[str, Any]) -> dict[str, Any]:
     """Advance the checkpoint to the window end and record the window's outcome."""
@@ -652,9 +678,10 @@ def publish(p: WindowPlan, applied: dict[str, Any], checked: dict[str, Any]) -> 
         raise ChangefeedError("refusing to publish a window whose checks did not pass")
     cid = p.changefeed_id
     cfg = load_config(cid)
+    slog = SchemaLog.load(cid)
+    _record_versions(cfg, p, applied, slog.storage())
     failpoint.hit("publish.before_checkpoint")
     advance_checkpoint(cid, p.target_ts)
-    slog = SchemaLog.load(cid)
     slog.gc(p.target_ts)  # schema versions below the checkpoint are no longer needed
     slog.save()
     with locked_state(cid) as st:

@@ -22,6 +22,8 @@ _GROUPS: dict[str, tuple[str, str, str]] = {
     "tso": ("tso_cmd", "app", "TSO timestamps."),
     "maintain": ("maintain_cmd", "maintain",
                  "Purge, compact and vacuum a changefeed's Delta tables; prune its bronze changelog."),
+    "snapshot": ("snapshot_cmd", "snapshot",
+                 "Name every table's Delta version holding the changefeed at a TSO (one consistent cut)."),
     "verify": ("verify_cmd", "verify",
                "Compare every replicated table at a ts with its Delta table; exit 1 on any difference."),
 }

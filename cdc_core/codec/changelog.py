@@ -247,6 +247,23 @@ def window_table_ids_at(sink_uri: str, changefeed_id: str, end_ts: int, commit_t
     return out
 
 
+def window_first_commit_ts(sink_uri: str, changefeed_id: str, end_ts: int, after_ts: int, upto_ts: int
+                           ) -> dict[int, int]:
+    """The smallest commit ts of each physical table id's row events in ``(after_ts, upto_ts]`` of a window (two
+    columns read); a window that is gone (pruned) gives ``{}``."""
+    import pyarrow.dataset as pads
+
+    d = window_dir(sink_uri, changefeed_id, end_ts)
+    files = sorted(str(f) for f in d.glob("*.parquet")) if d.is_dir() else []
+    if not files:
+        return {}
+    ts = pads.field("commit_ts")
+    data = pads.dataset(files, schema=SCHEMA, format="parquet").to_table(
+        columns=["table_id", "commit_ts"], filter=(ts > after_ts) & (ts <= upto_ts))
+    first = data.group_by("table_id").aggregate([("commit_ts", "min")])
+    return dict(zip(first.column("table_id").to_pylist(), first.column("commit_ts_min").to_pylist(), strict=True))
+
+
 def window_event_count(sink_uri: str, changefeed_id: str, end_ts: int, after_ts: int, upto_ts: int) -> int:
     """How many events of a window lie in ``(after_ts, upto_ts]`` (row events and DDL job rows)."""
     return _window_events(sink_uri, changefeed_id, end_ts, after_ts, upto_ts).num_rows

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from cdc_core.changefeed.config import DqMode
 from cdc_core.changefeed.job_args.base import check_mode
 from cdc_core.changefeed.job_args.data_quality import ReconcileArgs
+from cdc_core.changefeed.versions import version_as_of
 from cdc_core.codec.sink_uri import table_path
 from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.errors import DataQualityError
@@ -55,7 +56,6 @@ from cdc_core.schema import column_type as ct
 from cdc_core.schema.model import ROWID_COLUMN, Column, TableInfo
 from spark_jobs.checks import history_checks
 from spark_jobs.job_io import read_job_args, write_result
-from spark_jobs.load.delta_writer import commit_ts
 from spark_jobs.normalize.mount import image_columns
 
 if TYPE_CHECKING:
@@ -211,40 +211,6 @@ def spark_checksum(df: DataFrame, table: TableInfo) -> str:
 
 def spark_schema_ddl(table: TableInfo) -> str:
     return ", ".join(f"{quote_ident(n)} {t}" for n, t in image_columns(table))
-
-
-def version_as_of(path: str | DeltaTable, ts: int) -> int | None:
-    """The newest Delta version of ``path`` (or of an open table) whose cdcflow commit ts
-    (:func:`~spark_jobs.load.delta_writer.commit_ts`) is ``<= ts`` -- the table as the changefeed had it at ``ts``.
-    Every commit cdcflow makes carries its ts, but the table's creation: versions before the first stamped commit count
-    as ts 0; an unstamped commit after it (an edit made outside cdcflow) is never the changefeed's state at any ts.
-
-    The history is read newest first, a page at a time (16 commits, then four times more each time): the answer is
-    the newest stamped commit at or before ``ts`` when there is one (a window's checks ask for the version of the
-    window before, a commit or two back), so a table with a year of windows is not read back to its creation each
-    time."""
-    from deltalake import DeltaTable
-
-    dt = DeltaTable(path) if isinstance(path, str) else path
-    limit, seen = 16, -1
-    while True:
-        page = dt.history(limit)  # newest first; a commit without commit info is left out, so a page may be short
-        for info in page:
-            at = commit_ts(info)
-            if 0 < at <= ts:
-                return int(info["version"])
-        if len(page) <= seen:  # the whole history was read
-            break
-        seen, limit = len(page), limit * 4
-    if ts < 0:
-        return None
-    # No stamped commit at or before ts: the versions before the first stamped commit (ts 0), if any.
-    best = None
-    for info in sorted(page, key=lambda h: int(h["version"])):
-        if commit_ts(info) > 0:
-            break
-        best = int(info["version"])
-    return best
 
 
 # A silver table of up to this many rows (its Delta log's statistics) is read by delta-rs into Arrow on the driver

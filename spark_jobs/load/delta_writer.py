@@ -135,21 +135,8 @@ def align_deletion_vectors(dt: Any, wanted: bool) -> bool:
 def commit_metadata(table: TableInfo, ts: int) -> dict[str, str]:
     """The cdcflow keys of a commit that applies ``table`` up to ``ts``: delta-rs writes them into the commit's
     ``commitInfo`` as they are, delta-spark as the JSON of ``commitInfo.userMetadata`` (what Spark lets a writer
-    add); :func:`commit_ts` reads either."""
+    add); :func:`cdc_core.changefeed.versions.commit_ts` reads either."""
     return {"cdcflow.table_id": str(table.id), "cdcflow.ts": str(ts)}
-
-
-def commit_ts(info: dict[str, Any]) -> int:
-    """The cdcflow ts of a commit (an entry of ``DeltaTable.history()``); 0 for commits without one (creation)."""
-    if info.get("cdcflow.ts") is not None:
-        return int(info["cdcflow.ts"])
-    meta = info.get("userMetadata")
-    if isinstance(meta, str) and meta.startswith("{"):
-        try:
-            return int(json.loads(meta).get("cdcflow.ts") or 0)
-        except (ValueError, AttributeError):
-            return 0
-    return 0
 
 
 def applied_version(path: str, app_id: str) -> int | None:

@@ -271,38 +271,6 @@ def test_a_table_the_driver_read_is_validated_there_with_sparks_report(spark, si
         ("unique:uk_email", [{"email": "x"}]), ("unique:uk_ab", [{"a": 2, "b": 2}])]
 
 
-def test_version_as_of_reads_the_history_newest_first_and_answers_as_a_whole_read(tmp_path):
-    """Past a page of history (16, then 64 commits): the newest stamped commit at or before ts; versions before the
-    first stamped commit count as ts 0; an unstamped commit after it (an edit outside cdcflow) never answers."""
-    from deltalake import CommitProperties, DeltaTable
-
-    from spark_jobs.checks.data_quality import version_as_of
-    from spark_jobs.load.delta_writer import commit_ts
-
-    path = str(tmp_path / "t")
-    stamps = [0, 0] + [10 * v for v in range(2, 90)]
-    stamps[40] = 0  # an edit made outside cdcflow
-    for v, ts in enumerate(stamps):
-        props = CommitProperties(custom_metadata={"cdcflow.ts": str(ts)}) if ts else None
-        write_deltalake(path, pa.table({"v": [v]}), mode="append", commit_properties=props)
-
-    def whole(ts: int) -> int | None:  # the definition, over the whole history oldest first
-        best, stamped = None, False
-        for info in sorted(DeltaTable(path).history(), key=lambda h: int(h["version"])):
-            at = commit_ts(info)
-            if at == 0 and stamped:
-                continue
-            stamped = stamped or at > 0
-            if at <= ts:
-                best = int(info["version"])
-        return best
-
-    for ts in [0, 5, 19, 20, 21, 395, 400, 405, 410, 650, 880, 885, 890, 10**6]:
-        assert version_as_of(path, ts) == whole(ts), ts
-    assert version_as_of(path, 5) == 1 and version_as_of(path, 400) == 39 and version_as_of(path, 410) == 41
-    assert version_as_of(path, -1) is None and whole(-1) is None
-
-
 def test_pandas_runs_share_pooled_datasources_and_validate_the_frame_they_are_given():
     """A pandas frame's run takes a datasource of a pool and gives it back: a run after one over another frame
     reports its own frame (a failing one after a passing one, and again), and threads at once take distinct ones."""

@@ -136,7 +136,8 @@ def test_a_table_created_while_another_threads_merge_holds_the_session_confs_car
     import json
     import threading
 
-    from spark_jobs.load.delta_writer import _CONF_LOCK, _USER_METADATA_CONF, commit_metadata, commit_ts
+    from cdc_core.changefeed.versions import commit_ts
+    from spark_jobs.load.delta_writer import _CONF_LOCK, _USER_METADATA_CONF, commit_metadata
 
     path, t = str(tmp_path / "c"), clustered_table()
     DeltaSparkWriter(spark).ensure_table(str(tmp_path / "warm"), t)  # a session's first create takes seconds
