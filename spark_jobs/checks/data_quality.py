@@ -277,7 +277,7 @@ def _read_silver(
     rows = log_row_count(dt)
     if rows is not None and rows <= DRIVER_READ_ROWS:
         data = silver_read.conform(silver_read.read_table(dt, [n for n in schema.names if n in present]), schema)
-        return spark.createDataFrame(data, schema=spark_schema_ddl(table)), dt.version(), data
+        return silver_read.spark_frame(spark, data, spark_schema_ddl(table)), dt.version(), data
     df = spark.read.format("delta").option("versionAsOf", dt.version()).load(path)
     return df.select(*[(F.col(quote_ident(n)) if n in present else F.lit(None)).cast(t).alias(n)
                        for n, t in image_columns(table)]), dt.version(), None

@@ -175,7 +175,9 @@ def delta_written_since(spark: SparkSession, path: str, table: TableInfo, after_
 
     dt = DeltaTable(path)
     rows = rows_written_since(dt, path, table, after_ts, keys)
-    return spark.createDataFrame(rows, schema=dq.spark_schema_ddl(table)), dt.version()
+    from spark_jobs.load import silver_read
+
+    return silver_read.spark_frame(spark, rows, dq.spark_schema_ddl(table)), dt.version()
 
 
 # --- the checks -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import pyarrow as pa
 from cdc_core.codec.sql_ident import quote_ident
 from cdc_core.errors import ChangefeedError
 from cdc_core.schema.model import TableInfo
-from spark_jobs.load import change_data
+from spark_jobs.load import change_data, silver_read
 from spark_jobs.normalize.mount import image_columns
 from spark_jobs.normalize.net_effect import OP_COL
 
@@ -417,7 +417,7 @@ class DeltaSparkWriter:
         check_readable_by_delta_rs(current, path)  # the checks read what this writes through delta-rs
         check_schema(pa.schema(current.schema().to_arrow()), table, path)
         if isinstance(changes, pa.Table):
-            source = self.spark.createDataFrame(changes_to_arrow(changes, table))
+            source = silver_read.spark_frame(self.spark, changes_to_arrow(changes, table))
         else:
             source = changes
             require_columns(table, source.columns)

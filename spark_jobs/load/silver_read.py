@@ -4,6 +4,7 @@ delta-rs's pyarrow readers (``to_pyarrow_table`` / ``to_pyarrow_dataset``) refus
 deletion vectors; its DataFusion scan (``DeltaTable.scan``) applies them. The checks' point reads go through
 neither: they read the key columns of the files a window wrote, then only the rows at the window's keys that no
 deletion vector removed (:func:`rows_at_keys`), so that what a check reads is bounded by the window, not the table.
+Rows read so go to Spark through :func:`spark_frame`, which drops the empty record batches Spark would lose rows at.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from spark_jobs.load.file_pruning import may_hold
 if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def has_deletion_vectors(dt: DeltaTable) -> bool:
@@ -64,6 +66,21 @@ def scan(dt: DeltaTable, columns: Sequence[str] | None = None, batch_size: int =
 
 def read_table(dt: DeltaTable, columns: Sequence[str] | None = None) -> pa.Table:
     return scan(dt, columns).read_all()
+
+
+def spark_frame(spark: SparkSession, data: pa.Table, schema: str | None = None) -> DataFrame:
+    """``spark.createDataFrame`` of an Arrow table without its empty record batches.
+
+    PySpark 4.2 sends a ``pa.Table`` to the JVM as its record batches, one per partition
+    (``pyspark/sql/pandas/conversion.py``, ``_create_from_arrow_table``), and the rows of the batches after an empty
+    one do not arrive (batches of 1, 0 and 1 rows make a frame of 1 row). delta-rs's DataFusion scan of a table with
+    deletion vectors (:func:`scan`) yields an empty batch for a file whose vector removes all its rows, so without
+    this a check compared the upstream with a frame lacking the rows of the files read after such a file."""
+    import pyarrow as pa
+
+    batches = [b for b in data.to_batches() if b.num_rows]
+    kept = pa.Table.from_batches(batches, schema=data.schema) if batches else data.schema.empty_table()
+    return spark.createDataFrame(kept, schema=schema) if schema is not None else spark.createDataFrame(kept)
 
 
 def written_files(dt: DeltaTable, before: int | None) -> list[dict[str, Any]]:

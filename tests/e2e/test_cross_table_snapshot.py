@@ -50,10 +50,9 @@ def _read_both(spark: Any, path: str, version: int, key: str) -> tuple[list[dict
     return by_rs, by_spark
 
 
-# One variant in the suite (each costs minutes): the deletion-vector one skips the rebuild until its check is fixed.
-@pytest.mark.parametrize("vectors", [False], ids=["copy-on-write"])
-def test_every_table_read_at_its_named_version_is_the_upstream_as_of_the_ts(cdc_home, upstream_cluster, monkeypatch,
-                                                                            vectors):
+# One variant (each costs minutes of the suite): deletion vectors, whose rebuild leaves files a vector empties whole
+# (the checks' driver read once lost the rows after such a file: silver_read.spark_frame).
+def test_every_table_read_at_its_named_version_is_the_upstream_as_of_the_ts(cdc_home, upstream_cluster, monkeypatch):
     from spark_jobs.session import get_spark
 
     sink = cdc_home / "lake"
@@ -68,7 +67,7 @@ def test_every_table_read_at_its_named_version_is_the_upstream_as_of_the_ts(cdc_
         start = c.get_ts()
         (cdc_home / "cut.toml").write_text(
             f'changefeed-id = "cut"\nsink-uri = "file://{sink}"\nstart-ts = {start}\ninitial-snapshot = true\n'
-            f'[filter]\nrules = ["{DB}.*"]\n[sink]\ndeletion-vectors = {str(vectors).lower()}\n')
+            f'[filter]\nrules = ["{DB}.*"]\n[sink]\ndeletion-vectors = true\n')
         cli("changefeed", "create", "--config", str(cdc_home / "cut.toml"))
         # probes: (ts, whether a change committed between the checkpoint below it and it)
         probes: list[tuple[int, bool]] = [(start, False)]
@@ -142,11 +141,6 @@ def test_every_table_read_at_its_named_version_is_the_upstream_as_of_the_ts(cdc_
             return seen_exact, seen_inexact
 
         assert read_cuts() == (len(probes) - 3, 3)
-        if vectors:
-            # Not here: a rebuild of acct with deletion vectors fails its own window-end reconciliation in this
-            # scenario ("checksum_equals ... id 3 missing in Delta", though the rebuilt table read back holds it);
-            # seen on this branch with and without the reads above, left for the rebuild's owners.
-            return
         # A rebuild of acct at t4 (from the initial snapshot's base) makes it a new Delta table: the rebuild records
         # its versions at every checkpoint it replayed, and every cut still reads as the upstream had it.
         old_uuid = DeltaTable(str(sink / DB / "acct")).metadata().id
