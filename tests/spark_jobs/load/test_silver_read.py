@@ -23,7 +23,8 @@ def _batches(*sizes: int) -> pa.Table:
     return pa.Table.from_batches(out, schema=SCHEMA)
 
 
-@pytest.mark.parametrize("sizes", [(1, 0, 1), (0, 0, 1, 1), (2, 0, 0, 3), (0,), ()])
+@pytest.mark.parametrize("sizes", [(1, 0, 1), (0, 0, 1, 1), (2, 0, 0, 3), (0,), ()],
+                         ids=["1-0-1", "0-0-1-1", "2-0-0-3", "0", "none"])
 def test_a_frame_of_batches_with_empty_ones_holds_every_row(spark, sizes):
     data = _batches(*sizes)
     df = spark_frame(spark, data, "id INT, owner STRING")
