@@ -170,3 +170,24 @@ def test_unset_the_writer_starts_a_session_only_when_it_needs_one(no_session_yet
     assert sessions.known_master() == known
     assert get_writer().name == kind  # asked, the session (the tests' local one) says delta-rs
     assert bool(no_session_yet) == session
+
+
+def test_turning_vectors_on_keeps_the_features_a_legacy_protocol_implied(tmp_path):
+    """A table with the change data feed on (writer version 4) keeps changeDataFeed, appendOnly and invariants in
+    every version's protocol when deletion vectors come on (PROTOCOL.md "Table Features"): delta-spark refuses a
+    version whose metadata enables a feature its protocol does not list."""
+    from deltalake import write_deltalake
+
+    from spark_jobs.load.delta_writer import align_deletion_vectors
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int32())}),
+                    configuration={"delta.enableChangeDataFeed": "true"})
+    assert DeltaTable(path).protocol().min_writer_version == 4
+    assert align_deletion_vectors(DeltaTable(path), True)
+    last = DeltaTable(path).version()
+    for v in range(1, last + 1):
+        p = DeltaTable(path, version=v).protocol()
+        assert p.min_writer_version == 7
+        assert {"changeDataFeed", "appendOnly", "invariants", "deletionVectors"} <= set(p.writer_features or []), v
+        assert "deletionVectors" in (p.reader_features or []), v
