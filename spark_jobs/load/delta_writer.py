@@ -115,23 +115,23 @@ def table_properties(*, deletion_vectors: bool, change_data_feed: bool) -> dict[
 DV_PROPERTY = "delta.enableDeletionVectors"
 
 # PROTOCOL.md "Table Features": a table going from a legacy protocol to writer version 7 lists the features its
-# legacy writer version implied (2: appendOnly, invariants; 3: checkConstraints; 4: changeDataFeed,
-# generatedColumns; 5: columnMapping; 6: identityColumns). deltalake 1.6.6's ``add_feature`` lists only the feature
-# added, so the version it commits drops them: delta-spark refuses to read that version of a table with the change
-# data feed on (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH), a ``readChangeFeed`` from it included.
-LEGACY_WRITER_FEATURES = ((2, ("AppendOnly", "Invariants")), (3, ("CheckConstraints",)),
-                          (4, ("ChangeDataFeed", "GeneratedColumns")), (5, ("ColumnMapping",)),
-                          (6, ("IdentityColumns",)))
+# legacy writer version implied (``sink_features.LEGACY_WRITER_FEATURES``). deltalake 1.6.6's ``add_feature`` lists
+# only the feature added, so the version it commits drops them: delta-spark refuses to read that version of a table
+# with the change data feed on (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH), a ``readChangeFeed`` from it included.
 
 
 def implied_features(dt: Any) -> list[Any]:
     """The ``TableFeatures`` a legacy protocol (writer version < 7) implies, to be listed when it moves to 7."""
     from deltalake.table import TableFeatures
 
+    from cdc_core.changefeed.sink_features import LEGACY_WRITER_FEATURES
+
     writer = dt.protocol().min_writer_version
     if writer >= 7:
         return []
-    return [getattr(TableFeatures, n) for v, names in LEGACY_WRITER_FEATURES if writer >= v for n in names]
+    # the protocol's names in camelCase, the enum's in PascalCase ("appendOnly" -> AppendOnly)
+    return [getattr(TableFeatures, n[0].upper() + n[1:]) for v, names in sorted(LEGACY_WRITER_FEATURES.items())
+            if writer >= v for n in names]
 
 
 def align_deletion_vectors(dt: Any, wanted: bool) -> bool:
