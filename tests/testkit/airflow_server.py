@@ -34,6 +34,7 @@ from cdcflow_airflow import bundle_config  # plugins/ is on sys.path (pyproject'
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
 TERMINAL = {"success", "failed"}
+BIND_ATTEMPTS = 3  # starts of standalone when the API server finds its port taken
 
 
 def free_port() -> int:
@@ -104,11 +105,51 @@ class AirflowServer:
         self.migrate()
         spark_connect.start(self.spark_dir, self.spark_port)
         self._log = open(self.log_path, "ab")  # closed in stop(); appended to on a restart
-        self.proc = subprocess.Popen(
-            [str(VENV_BIN / "airflow"), "standalone"], cwd=ROOT, env=self.env, stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        self._wait(lambda: self.pw_file.exists() and self._healthy(), timeout_s, "the API server to be healthy")
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            since = self.log_path.stat().st_size
+            self.proc = subprocess.Popen(
+                [str(VENV_BIN / "airflow"), "standalone"], cwd=ROOT, env=self.env, stdout=self._log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+
+            def up_or_port_taken(since: int = since) -> bool:
+                return (self.pw_file.exists() and self._healthy()) or self._port_taken(since)
+
+            self._wait(up_or_port_taken, timeout_s, "the API server to be healthy")
+            if not self._port_taken(since):
+                return
+            # free_port's port was taken by another process between its probe and the API server's bind (the
+            # suite's servers and clients open ephemeral ports all the time): the API server gave up, standalone
+            # did not. Again on a new port.
+            self._kill_standalone()
+            if attempt == BIND_ATTEMPTS:
+                raise RuntimeError(f"the API server found its port taken {attempt} times:\n{self.log_tail()}")
+            self._set_port(free_port())
+
+    def _port_taken(self, since: int) -> bool:
+        with open(self.log_path, "rb") as f:
+            f.seek(since)
+            return b"error while attempting to bind on address" in f.read()
+
+    def _set_port(self, port: int) -> None:
+        self.port = port
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.env["AIRFLOW__API__PORT"] = str(port)
+        self.env["AIRFLOW__API__BASE_URL"] = self.base_url
+
+    def _kill_standalone(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        subprocess.run(["pkill", "-KILL", "-s", str(self.proc.pid)], capture_output=True)
+        self.proc = None
 
     def migrate(self) -> None:
         proc = subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], cwd=ROOT, env=self.env,
