@@ -9,7 +9,6 @@ history table against the versions the upstream committed, before and after a re
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import json
 from typing import Any
@@ -26,7 +25,7 @@ from cdc_core.codec import tso
 from cdc_core.codec.value_text import json_value
 from cdc_core.errors import ChangefeedError
 from spark_jobs.load.silver_read import read_table
-from testkit.e2e import cli, failpoint_armed, upstream_rows
+from testkit.e2e import cli, failpoint_armed, mark_index, upstream_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -80,11 +79,7 @@ def _history_rows(rows: list[dict[str, Any]], marks: list[int]) -> list[tuple[An
     whose interval ``(marks[i - 1], marks[i]]`` holds it (the snapshot's ts is ``marks[0]``)."""
 
     def at(ts: int | None) -> int | None:
-        if ts is None:
-            return None
-        i = bisect.bisect_left(marks, ts)
-        assert i < len(marks), (ts, marks)
-        return i
+        return mark_index(marks, ts)
 
     return sorted(((r["id"], r["owner"], r["bal"], at(r["__START_AT"]), at(r["__END_AT"])) for r in rows),
                   key=lambda r: (r[0], r[-2]))

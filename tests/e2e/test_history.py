@@ -6,7 +6,6 @@ the window checks passing; a rebuild rebuilds it; a history table with a row del
 
 from __future__ import annotations
 
-import bisect
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from cdc_core.changefeed.state import load_state
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.errors import DataQualityError
 from testkit.e2e import cli as _cli
+from testkit.e2e import mark_index
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -58,11 +58,7 @@ def _history(sink: Path, marks: list[int]) -> list[tuple[int, str, int, int | No
     rows = DeltaTable(str(sink / DB / "h__history")).to_pyarrow_table().to_pylist()
 
     def at(ts: int | None) -> int | None:
-        if ts is None:
-            return None
-        i = bisect.bisect_left(marks, ts)
-        assert i < len(marks), (ts, marks)
-        return i
+        return mark_index(marks, ts)
 
     return sorted(((r["id"], r["v"], at(r["__START_AT"]), at(r["__END_AT"])) for r in rows),
                   key=lambda r: (r[0], r[2]))  # type: ignore[arg-type, return-value]

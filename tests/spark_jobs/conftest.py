@@ -14,6 +14,17 @@ def spark():
     return get_spark("cdcflow-tests")
 
 
+@pytest.fixture(params=["driver", "spark"])
+def driver_or_spark(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """apply_window both ways: a small window's events on the driver, and in Spark (``DRIVER_EVENTS`` 0). A module
+    takes it with ``pytest.mark.usefixtures("driver_or_spark")``."""
+    from spark_jobs import apply_window as apply_window_module
+
+    if request.param == "spark":
+        monkeypatch.setattr(apply_window_module, "DRIVER_EVENTS", 0)
+    return str(request.param)
+
+
 @pytest.fixture
 def bronze() -> Bronze:
     return Bronze()

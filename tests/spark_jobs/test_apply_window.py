@@ -21,7 +21,7 @@ from spark_jobs.load.delta_writer import applied_version
 from spark_jobs.normalize.bronze import write_bronze
 from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("driver_or_spark")]
 CF = "cf1"
 
 
@@ -40,30 +40,23 @@ def _version(sink, table):
     return DeltaTable(table_path(sink, table)).version()
 
 
-@pytest.fixture(autouse=True, params=["driver", "spark"])
-def where(request, monkeypatch) -> str:
-    if request.param == "spark":
-        monkeypatch.setattr(apply_window_module, "DRIVER_EVENTS", 0)
-    return str(request.param)
-
-
 @pytest.fixture
 def sink(tmp_path):
     return f"file://{tmp_path}/lake"
 
 
-def test_tables_past_the_driver_budget_go_through_spark(spark, sink, monkeypatch, caplog, where):
+def test_tables_past_the_driver_budget_go_through_spark(spark, sink, monkeypatch, caplog, driver_or_spark):
     c, nc = clustered_table(), nonclustered_table()
     b = Bronze()
     for i in range(1, 6):
         b.put(c, i, 10 + i, {1: i, 2: i})
     b.put(nc, 100, 10, {1: 1, 2: "x", 3: 1}).put(nc, 100, 12, {1: 2, 2: "x", 3: 1}, old={1: 1, 2: "x", 3: 1})
-    if where == "driver":
+    if driver_or_spark == "driver":
         monkeypatch.setattr(apply_window_module, "DRIVER_EVENTS", 4)  # nc's 2 events fit, c's 5 do not
     with caplog.at_level("INFO", logger="spark_jobs.apply_window"):
         res = _apply(spark, sink, 20, b, [c, nc])
-    assert f"{1 if where == 'driver' else 0} table(s) of window 20 on the driver, " \
-           f"{1 if where == 'driver' else 2} in Spark" in caplog.text
+    assert f"{1 if driver_or_spark == 'driver' else 0} table(s) of window 20 on the driver, " \
+           f"{1 if driver_or_spark == 'driver' else 2} in Spark" in caplog.text
     assert _rows(sink, c) == [{"a": i, "b": i} for i in range(1, 6)]
     assert _rows(sink, nc) == [{"a": 2, "u": "x", "b": 1}]
     assert res["test.nc"]["rows_upserted"] == 1 and res["test.nc"]["rows_deleted"] == 0
@@ -293,7 +286,7 @@ def test_a_value_that_does_not_decode_stops_the_apply_naming_table_and_commit_ts
     assert not DeltaTable.is_deltatable(table_path(sink, c)) or _rows(sink, c) == []  # nothing of the window lands
 
 
-def test_spark_starts_only_for_a_window_that_needs_it(no_session_yet, sink, where):
+def test_spark_starts_only_for_a_window_that_needs_it(no_session_yet, sink, driver_or_spark):
     """A window the driver applies in Arrow with delta-rs starts no Spark session (in a fresh process the JVM's
     start is most of the step: tests/bench/test_cold_apply_bench.py); one past the driver's budget starts it."""
     c = clustered_table()
@@ -301,7 +294,7 @@ def test_spark_starts_only_for_a_window_that_needs_it(no_session_yet, sink, wher
     out = run_job(ApplyArgs(sink_uri=sink, changefeed_id=CF, window_end_ts=10, after_ts=0, tables=(c,)))
     assert out["tables"]["test.c"]["rows_upserted"] == 2
     assert [r["a"] for r in _rows(sink, c)] == [1, 2]
-    assert no_session_yet == ([] if where == "driver" else ["cdcflow"])
+    assert no_session_yet == ([] if driver_or_spark == "driver" else ["cdcflow"])
 
 
 
@@ -319,7 +312,7 @@ def _mapped_table():
 
 
 @pytest.mark.parametrize("writer_kind", ["delta-rs", "delta-spark"])
-def test_vectors_wide_decimals_and_zero_dates_are_applied_by_their_mapping_and_counted(spark, sink, where,
+def test_vectors_wide_decimals_and_zero_dates_are_applied_by_their_mapping_and_counted(spark, sink, driver_or_spark,
                                                                                        writer_kind):
     """VECTOR as array<float>, DECIMAL(65,30) as its text, dates Delta cannot hold as NULL; the result counts, per
     column, the values the rows written hold as NULL (a row updated within the window counts once, a deleted one

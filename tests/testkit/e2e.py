@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import os
@@ -36,6 +37,17 @@ def failpoint_armed(monkeypatch: pytest.MonkeyPatch, spec: str) -> Iterator[None
     finally:
         monkeypatch.delenv(failpoint.ENV)
         failpoint.reset()
+
+
+def mark_index(marks: list[int], ts: int | None) -> int | None:
+    """The index ``i`` of the mark whose interval ``(marks[i - 1], marks[i]]`` holds the commit ts ``ts`` (None
+    stays None): a test's commits named by the ts it took after each, as a history table's ``__START_AT`` /
+    ``__END_AT`` are compared with the versions it wrote."""
+    if ts is None:
+        return None
+    i = bisect.bisect_left(marks, ts)
+    assert i < len(marks), (ts, marks)
+    return i
 
 
 def artifacts_dir(name: str) -> Path:

@@ -12,7 +12,6 @@ from deltalake import DeltaTable
 from cdc_core.codec.sink_uri import app_id_for
 from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column
-from spark_jobs import apply_window as apply_window_module
 from spark_jobs.apply_window import apply_window
 from spark_jobs.checks.history_checks import check_open_rows
 from spark_jobs.load import history
@@ -20,15 +19,8 @@ from spark_jobs.load.history import END_AT, START_AT, history_path
 from spark_jobs.normalize.bronze import write_bronze
 from testkit.builders import Bronze, clustered_table, nonclustered_table
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("driver_or_spark")]
 CF = "cf1"
-
-
-@pytest.fixture(autouse=True, params=["driver", "spark"])
-def where(request, monkeypatch) -> str:
-    if request.param == "spark":
-        monkeypatch.setattr(apply_window_module, "DRIVER_EVENTS", 0)
-    return str(request.param)
 
 
 @pytest.fixture

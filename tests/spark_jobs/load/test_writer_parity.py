@@ -12,18 +12,13 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from cdc_core.changefeed.versions import commit_ts, version_as_of
 from cdc_core.codec.sink_uri import app_id_for, table_path
 from cdc_core.schema.ddl_job import DDLJob
 from cdc_core.schema.model import Column, Index, TableInfo
 from spark_jobs.apply_window import apply_window
-from spark_jobs.checks.data_quality import version_as_of
 from spark_jobs.ddl_apply import apply_ddl
-from spark_jobs.load.delta_writer import (
-    DeltaRsWriter,
-    DeltaSparkWriter,
-    DeltaWriter,
-    commit_ts,
-)
+from spark_jobs.load.delta_writer import DeltaRsWriter, DeltaSparkWriter, DeltaWriter
 from spark_jobs.normalize.bronze import write_bronze
 from testkit.builders import Bronze, clustered_table, nonclustered_table, rowid_table, typed_table
 
