@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,19 +16,14 @@ from cdc_core.capture import control, supervisor
 from cdc_core.capture import lease as capture_lease
 from cdc_core.client.upstream import UpstreamClient
 from cdc_core.upstream_record import pid_alive
+from testkit.airflow_feed import wait_for
 from testkit.e2e import cli
 
 DEADLINE_S = 60.0
 
 
 def _until(what: str, cond: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"not within {DEADLINE_S:g}s: {what}")
+    return wait_for(cond, DEADLINE_S, what, poll_s=0.1)
 
 
 def _up(cid: str) -> int | None:
